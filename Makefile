@@ -1,0 +1,52 @@
+# tinytrain: every target creates .venv on first use, installs the package
+# (editable) with its dev extras, then runs inside it. Only Python 3.10+ is needed.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+# Full MNIST for the tests and the main job: ../shared/data when it exists
+# (the course repository's layout), else whatever the user exported.
+SHARED_DATA := $(abspath ../shared/data)
+export TINYTRAIN_DATA ?= $(if $(wildcard $(SHARED_DATA)/mnist),$(SHARED_DATA),)
+export MPLBACKEND ?= Agg
+
+.PHONY: help train test lint lab bench doctor clean
+
+help:
+	@echo "make train   train the default MNIST CNN (creates .venv on first use)"
+	@echo "make test    ruff + pytest + every notebook under nbval"
+	@echo "make lab     open JupyterLab on the notebooks"
+	@echo "make bench   run the benchmarks against PyTorch"
+	@echo "make doctor  what this machine can run"
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else \
+		"tinytrain needs Python 3.10+, found " + sys.version.split()[0])'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { echo "could not create $(VENV): \
+		install your Python's venv module (Debian/Ubuntu: apt install python3-venv)"; exit 1; }
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[dev]"
+	@touch $(STAMP)
+
+train: $(STAMP)
+	$(PY) -m tinytrain.train $(ARGS)
+
+test: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m pytest --nbval-lax -p no:cacheprovider tests notebooks $(ARGS)
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+lab: $(STAMP)
+	MPLBACKEND=module://matplotlib_inline.backend_inline $(PY) -m jupyter lab notebooks/
+
+bench: $(STAMP)
+	for b in bench/*.py; do $(PY) $$b || exit 1; done
+
+doctor: $(STAMP)
+	$(PY) -m tinytrain.doctor
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build *.egg-info

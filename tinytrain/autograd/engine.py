@@ -1,0 +1,70 @@
+"""The backward engine: run the graph's nodes in topological order.
+
+1. Walk the graph from the root and count, for every node, how many edges
+   point into it (its *dependencies*).
+2. Start with the root's gradient. A node runs once all of its dependencies
+   have delivered their gradient (summed in a buffer), so a node used twice
+   (a diamond) runs once, with the sum. This is Kahn's algorithm.
+3. Unless ``retain_graph`` is set, each node frees what it saved once it ran,
+   so a second backward through the same graph raises a clear error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tinytrain.autograd.function import Node
+
+
+def _count_dependencies(root: Node) -> dict[Node, int]:
+    deps: dict[Node, int] = {root: 0}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for child in node.next_functions:
+            if child is None:
+                continue
+            if child not in deps:
+                deps[child] = 0
+                stack.append(child)
+            deps[child] += 1
+    return deps
+
+
+def run_backward(root: Node, grad: Any, retain_graph: bool = False) -> None:
+    """Propagate ``grad`` (the gradient of the root's output) to every leaf."""
+    deps = _count_dependencies(root)
+    buffers: dict[Node, Any] = {root: grad}
+    ready = [root]
+    while ready:
+        node = ready.pop()
+        grad_out = buffers.pop(node)
+        grads = node.apply(grad_out)
+        if not retain_graph:
+            node.release()
+        for child, g in zip(node.next_functions, grads):
+            if child is None:
+                continue
+            if g is not None:
+                buffers[child] = g if child not in buffers else buffers[child] + g
+            deps[child] -= 1
+            if deps[child] == 0:
+                if child in buffers:
+                    ready.append(child)
+                else:  # every path into it returned None: nothing flows below
+                    _skip(child, deps, buffers, ready, retain_graph)
+
+
+def _skip(node: Node, deps: dict, buffers: dict, ready: list, retain_graph: bool) -> None:
+    """A node that received no gradient still counts down its children."""
+    if not retain_graph:
+        node.release()
+    for child in node.next_functions:
+        if child is None:
+            continue
+        deps[child] -= 1
+        if deps[child] == 0:
+            if child in buffers:
+                ready.append(child)
+            else:
+                _skip(child, deps, buffers, ready, retain_graph)

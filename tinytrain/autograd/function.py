@@ -1,0 +1,172 @@
+"""``Function``: one differentiable op, and the graph nodes it leaves behind.
+
+A Function is three static methods, as in PyTorch 2:
+
+* ``forward(*inputs)`` computes the output from raw arrays (NumPy or CuPy);
+* ``setup_context(ctx, inputs, output)`` saves on ``ctx`` only what backward
+  needs ("selective save"), reading ``ctx.needs_input_grad`` to skip the rest;
+* ``backward(ctx, grad_output)`` returns one gradient per forward input
+  (``None`` where the input needs none).
+
+Inside a Function everything is a raw array of the device's array module; the
+Tensor wrapping happens once, in ``apply``. This keeps the ops free of autograd
+bookkeeping and lets one implementation serve NumPy and CuPy.
+
+``apply`` records a :class:`Node` when grad mode is on and some input requires
+grad. The node's ``next_functions`` point at the nodes of its inputs: another
+op's node, or an :class:`AccumulateGrad` for a leaf that requires grad.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tinytrain.autograd.grad_mode import is_grad_enabled
+
+if TYPE_CHECKING:
+    from tinytrain.tensor import Tensor
+
+
+class Context:
+    """What a node keeps between forward and backward."""
+
+    def __init__(self, needs_input_grad: tuple[bool, ...]) -> None:
+        self.needs_input_grad = needs_input_grad
+        self._saved: tuple[Any, ...] | None = ()
+        self._freed = False
+
+    def save_for_backward(self, *arrays: Any) -> None:
+        """Keep ``arrays`` (raw arrays or None) for backward."""
+        self._saved = arrays
+
+    @property
+    def saved_tensors(self) -> tuple[Any, ...]:
+        if self._freed:
+            raise RuntimeError(
+                "Trying to backward through the graph a second time: its saved arrays were "
+                "freed after the first backward. Call .backward(retain_graph=True) the first "
+                "time if you need to backward twice."
+            )
+        return self._saved  # type: ignore[return-value]
+
+    def free(self) -> None:
+        """Drop what was saved (after a backward without ``retain_graph``)."""
+        self._saved = None
+        self._freed = True
+        for name in [k for k in vars(self) if k not in ("needs_input_grad", "_saved", "_freed")]:
+            delattr(self, name)
+
+
+class Node:
+    """A recorded op in the graph: its Function, its context and its inputs' nodes."""
+
+    def __init__(self, fn: type[Function], ctx: Context, next_functions: tuple) -> None:
+        self.fn = fn
+        self.ctx = ctx
+        self.next_functions = next_functions  # one entry per forward input: Node or None
+
+    @property
+    def name(self) -> str:
+        return f"{self.fn.__name__}Backward"
+
+    def apply(self, grad: Any) -> tuple[Any, ...]:
+        grads = self.fn.backward(self.ctx, grad)
+        if not isinstance(grads, tuple):
+            grads = (grads,)
+        if len(grads) != len(self.next_functions):
+            raise RuntimeError(
+                f"{self.fn.__name__}.backward returned {len(grads)} gradients but forward "
+                f"took {len(self.next_functions)} inputs"
+            )
+        return grads
+
+    def release(self) -> None:
+        self.ctx.free()
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+
+class AccumulateGrad(Node):
+    """The node of a leaf tensor: adds the incoming gradient into ``tensor.grad``.
+
+    The first gradient is stored as a new array; later ones are added *in place*,
+    so a ``.grad`` that was bound to a view of a larger buffer (as DDP does with
+    its buckets) stays bound. Post-accumulate hooks run after every accumulation.
+    """
+
+    def __init__(self, tensor: Tensor) -> None:
+        self.tensor = tensor
+        self.next_functions = ()
+
+    @property
+    def name(self) -> str:
+        return "AccumulateGrad"
+
+    def apply(self, grad: Any) -> tuple[Any, ...]:
+        from tinytrain.tensor import Tensor
+
+        t = self.tensor
+        if grad.shape != t.shape:
+            raise RuntimeError(
+                f"gradient of shape {grad.shape} does not match the leaf's shape {t.shape}"
+            )
+        if t.grad is None:
+            t.grad = Tensor(grad.astype(t.dtype, copy=True))
+        else:
+            t.grad.data += grad
+        for hook in list(t._post_accumulate_grad_hooks.values()):
+            hook(t)
+        return ()
+
+    def release(self) -> None:
+        pass
+
+
+class Function:
+    """Base class of differentiable ops. Subclasses define three static methods."""
+
+    @staticmethod
+    def forward(*inputs: Any) -> Any:
+        raise NotImplementedError
+
+    @staticmethod
+    def setup_context(ctx: Context, inputs: tuple[Any, ...], output: Any) -> None:
+        pass
+
+    @staticmethod
+    def backward(ctx: Context, grad_output: Any) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *inputs: Any) -> Tensor:
+        """Run ``forward`` on raw arrays, wrap the result, and record the graph."""
+        from tinytrain.tensor import Tensor
+
+        raw = tuple(x.data if isinstance(x, Tensor) else x for x in inputs)
+        _check_same_device(cls, inputs)
+        output = Tensor(cls.forward(*raw))
+        if is_grad_enabled():
+            needs = tuple(isinstance(x, Tensor) and x.requires_grad for x in inputs)
+            if any(needs):
+                ctx = Context(needs)
+                cls.setup_context(ctx, raw, output.data)
+                nexts = tuple(x._grad_node() if n else None for x, n in zip(inputs, needs))
+                output.grad_fn = Node(cls, ctx, nexts)
+                output.requires_grad = True
+        return output
+
+
+def _check_same_device(cls: type, inputs: tuple[Any, ...]) -> None:
+    from tinytrain.tensor import Tensor
+
+    first = None
+    for i, x in enumerate(inputs):
+        if isinstance(x, Tensor):
+            if first is None:
+                first = (i, x.device)
+            elif x.device != first[1]:
+                raise RuntimeError(
+                    f"{cls.__name__}: expected all tensors on one device, but input {first[0]} "
+                    f"is on {first[1]} and input {i} is on {x.device}; move one with .to()"
+                )

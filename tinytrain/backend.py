@@ -1,0 +1,110 @@
+"""Devices and their array modules.
+
+A tinytrain Tensor lives on a device: ``"cpu"`` holds a NumPy array, ``"cuda"``
+holds a CuPy array. Ops are written once against the *array module* ``xp`` of
+their inputs (DeZero's ``get_array_module``), so the same code runs on both.
+Only the kernels under ``tinytrain/kernels/`` know which device they are on.
+
+CuPy is imported lazily: without it everything on the CPU works, and asking for
+``"cuda"`` raises an error that says what to install.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+DEVICES = ("cpu", "cuda")
+
+_INSTALL_HINT = (
+    "device='cuda' needs CuPy and an NVIDIA GPU. Install the extra that matches your CUDA "
+    "driver: pip install -e '.[cuda12]' (CUDA 12) or pip install -e '.[cuda13]' (CUDA 13). "
+    "Run `python -m tinytrain.doctor` to see what this machine has."
+)
+
+_cupy: ModuleType | None = None
+_cupy_error: str | None = None
+
+
+def _import_cupy() -> ModuleType | None:
+    """Import CuPy once; remember why it failed if it did."""
+    global _cupy, _cupy_error
+    if _cupy is None and _cupy_error is None:
+        try:
+            import cupy  # noqa: PLC0415 (lazy on purpose)
+
+            cupy.cuda.runtime.getDeviceCount()  # raises without a driver / GPU
+            _cupy = cupy
+        except Exception as exc:  # ImportError, CUDARuntimeError, ...
+            _cupy_error = f"{type(exc).__name__}: {exc}"
+    return _cupy
+
+
+def cuda_is_available() -> bool:
+    """True when CuPy imports and sees at least one GPU."""
+    cp = _import_cupy()
+    return cp is not None and cp.cuda.runtime.getDeviceCount() > 0
+
+
+def cupy_module() -> ModuleType:
+    """Return the ``cupy`` module, or raise a RuntimeError saying how to get it."""
+    cp = _import_cupy()
+    if cp is None:
+        raise RuntimeError(f"{_INSTALL_HINT} (import failed with {_cupy_error})")
+    return cp
+
+
+def normalize_device(device: Any) -> str:
+    """Turn ``"cpu"``, ``"cuda"``, ``"cuda:0"`` or a Tensor's device into ``"cpu"``/``"cuda"``."""
+    if device is None:
+        return "cpu"
+    name = str(device)
+    if name == "cuda:0":
+        name = "cuda"
+    if name not in DEVICES:
+        raise ValueError(f"unknown device {device!r}; expected one of {DEVICES}")
+    return name
+
+
+def array_module(device: str) -> ModuleType:
+    """The array module of a device: ``numpy`` for ``"cpu"``, ``cupy`` for ``"cuda"``."""
+    return np if normalize_device(device) == "cpu" else cupy_module()
+
+
+def device_of(array: Any) -> str:
+    """The device an array lives on (a CuPy array is on ``"cuda"``)."""
+    return "cpu" if isinstance(array, np.ndarray | np.generic) else (
+        "cuda" if type(array).__module__.startswith("cupy") else "cpu"
+    )
+
+
+def get_array_module(array: Any) -> ModuleType:
+    """``numpy`` or ``cupy``, whichever owns ``array`` (DeZero's ``get_array_module``)."""
+    if isinstance(array, np.ndarray | np.generic):
+        return np
+    if type(array).__module__.startswith("cupy"):
+        return cupy_module()
+    return np
+
+
+def to_device(array: Any, device: str) -> Any:
+    """Copy ``array`` to ``device`` (no copy when it is already there)."""
+    device = normalize_device(device)
+    if device_of(array) == device:
+        return array
+    if device == "cpu":
+        return array.get()
+    return cupy_module().asarray(array)
+
+
+def index_add(target: Any, index: Any, values: Any) -> None:
+    """``target[index] += values`` that also accumulates repeated indices (``np.add.at``)."""
+    xp = get_array_module(target)
+    if xp is np:
+        np.add.at(target, index, values)
+    else:
+        import cupyx  # noqa: PLC0415
+
+        cupyx.scatter_add(target, index, values)

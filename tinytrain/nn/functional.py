@@ -1,0 +1,84 @@
+"""Stateless layer functions (``import tinytrain.nn.functional as F``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tinytrain import backend
+from tinytrain.autograd import ops as O
+from tinytrain.nn.conv import avg_pool2d, conv2d, max_pool2d
+from tinytrain.random import default_generator
+from tinytrain.tensor import Tensor
+
+__all__ = [
+    "avg_pool2d", "conv2d", "cross_entropy", "dropout", "linear", "log_softmax", "max_pool2d",
+    "relu", "sigmoid", "tanh",
+]
+
+
+def relu(x: Tensor) -> Tensor:
+    return x.relu()
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    return x.sigmoid()
+
+
+def tanh(x: Tensor) -> Tensor:
+    return x.tanh()
+
+
+def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
+    return x.log_softmax(dim)
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``x @ weight.T + bias``: ``x [*, in]``, ``weight [out, in]``, ``bias [out]`` -> ``[*, out]``."""
+    if x.ndim < 1 or weight.ndim != 2 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(
+            f"linear: input of shape {x.shape} does not fit weight of shape {weight.shape} "
+            f"(expected input [..., {weight.shape[1] if weight.ndim == 2 else '?'}])"
+        )
+    if bias is not None and bias.shape != (weight.shape[0],):
+        raise ValueError(f"linear: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
+    if x.dtype != weight.dtype:
+        raise TypeError(f"linear: input is {x.dtype} but weight is {weight.dtype}")
+    return O.Linear.apply(x, weight, bias)
+
+
+def cross_entropy(logits: Tensor, targets: Tensor | Any, reduction: str = "mean") -> Tensor:
+    """Cross-entropy of ``logits [N, C]`` against integer class ``targets [N]``.
+
+    ``reduction`` is ``"mean"`` (over the batch, the default), ``"sum"`` or ``"none"``.
+    """
+    t = targets.data if isinstance(targets, Tensor) else targets
+    xp = backend.get_array_module(logits.data)
+    t = xp.asarray(t)
+    if logits.ndim != 2:
+        raise ValueError(f"cross_entropy: logits must be [N, C], got shape {logits.shape}")
+    if t.ndim != 1 or t.shape[0] != logits.shape[0]:
+        raise ValueError(
+            f"cross_entropy: targets must be [N] = [{logits.shape[0]}] class indices, got shape "
+            f"{tuple(t.shape)}"
+        )
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"cross_entropy: targets must be integer class indices, not {t.dtype}")
+    if t.size and (int(t.min()) < 0 or int(t.max()) >= logits.shape[1]):
+        raise ValueError(
+            f"cross_entropy: targets must lie in [0, {logits.shape[1]}), got values from "
+            f"{int(t.min())} to {int(t.max())}"
+        )
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"cross_entropy: unknown reduction {reduction!r}")
+    return O.CrossEntropy.apply(logits, t, reduction)
+
+
+def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)``."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+    if not training or p == 0.0:
+        return x
+    keep = default_generator().random(x.shape) >= p
+    mask = backend.to_device((keep / (1.0 - p)).astype(x.dtype), x.device)
+    return x * Tensor(mask)

@@ -1,0 +1,233 @@
+"""``Module`` and ``Parameter``: the containers that layers and models are built from.
+
+Assigning a :class:`Parameter` or a :class:`Module` to an attribute registers
+it, in order, so that ``parameters()``, ``state_dict()`` and ``to()`` find it.
+Calling a module (``model(x)``) runs its forward pre-hooks, ``forward``, then
+its forward hooks; calling ``model.forward(x)`` directly skips the hooks.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from tinytrain import backend
+from tinytrain.tensor import RemovableHandle, Tensor
+
+
+class Parameter(Tensor):
+    """A leaf tensor that a Module registers as trainable (``requires_grad=True``)."""
+
+    def __init__(self, data: Any, requires_grad: bool = True) -> None:
+        super().__init__(data.data if isinstance(data, Tensor) else data,
+                         requires_grad=requires_grad)
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()
+
+
+class Module:
+    """Base class of every layer and model."""
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+        object.__setattr__(self, "_forward_hooks", OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    # ------------------------------------------------------------ registration
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(
+                f"cannot assign {name!r} before Module.__init__() was called: call "
+                f"super().__init__() first in {type(self).__name__}.__init__"
+            )
+        for registry in (self._parameters, self._modules, self._buffers):
+            registry.pop(name, None)
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._modules[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        for registry in ("_parameters", "_modules", "_buffers"):
+            d = self.__dict__.get(registry)
+            if d is not None and name in d:
+                return d[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        for registry in (self._parameters, self._modules, self._buffers):
+            if name in registry:
+                del registry[name]
+                return
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        if param is None:
+            self._parameters[name] = None
+        else:
+            setattr(self, name, param)
+
+    def register_buffer(self, name: str, tensor: Tensor | None) -> None:
+        """A tensor that is state (saved, moved with ``to``) but not trained."""
+        self._buffers[name] = tensor
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        self._modules[name] = module
+
+    # ------------------------------------------------------------ calling
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        for hook in list(self._forward_pre_hooks.values()):
+            new_args = hook(self, args)
+            if new_args is not None:
+                args = new_args if isinstance(new_args, tuple) else (new_args,)
+        output = self.forward(*args, **kwargs)
+        for hook in list(self._forward_hooks.values()):
+            new_output = hook(self, args, output)
+            if new_output is not None:
+                output = new_output
+        return output
+
+    def register_forward_pre_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """``hook(module, args)`` runs before forward; returning a value replaces ``args``."""
+        handle = RemovableHandle(self._forward_pre_hooks)
+        self._forward_pre_hooks[handle.id] = hook
+        return handle
+
+    def register_forward_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """``hook(module, args, output)`` runs after forward; a returned value replaces output."""
+        handle = RemovableHandle(self._forward_hooks)
+        self._forward_hooks[handle.id] = hook
+        return handle
+
+    # ------------------------------------------------------------ traversal
+
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+        yield prefix, self
+        for name, m in self._modules.items():
+            if m is not None:
+                yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def modules(self) -> Iterator[Module]:
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        for name, m in self._modules.items():
+            if m is not None:
+                yield name, m
+
+    def children(self) -> Iterator[Module]:
+        for _, m in self.named_children():
+            yield m
+
+    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
+        """``(name, parameter)`` pairs in registration order, each parameter once."""
+        seen: set[int] = set()
+        for mod_name, m in self.named_modules(prefix):
+            for name, p in m._parameters.items():
+                if p is not None and id(p) not in seen:
+                    seen.add(id(p))
+                    yield (f"{mod_name}.{name}" if mod_name else name), p
+
+    def parameters(self) -> Iterator[Parameter]:
+        for _, p in self.named_parameters():
+            yield p
+
+    def named_buffers(self) -> Iterator[tuple[str, Tensor]]:
+        for mod_name, m in self.named_modules():
+            for name, b in m._buffers.items():
+                if b is not None:
+                    yield (f"{mod_name}.{name}" if mod_name else name), b
+
+    # ------------------------------------------------------------ state
+
+    def state_dict(self) -> OrderedDict[str, Tensor]:
+        """Every parameter and buffer by dotted name, detached (sharing memory)."""
+        out: OrderedDict[str, Tensor] = OrderedDict()
+        for name, p in self.named_parameters():
+            out[name] = p.detach()
+        for name, b in self.named_buffers():
+            out[name] = b.detach()
+        return out
+
+    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> None:
+        """Copy values into this module's parameters and buffers, in place.
+
+        Values may be Tensors or arrays on any device. Raises a KeyError listing
+        missing and unexpected names (when ``strict``), and a ValueError naming
+        the first parameter whose shape differs.
+        """
+        own = dict(self.named_parameters())
+        own.update(self.named_buffers())
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        if strict and (missing or unexpected):
+            raise KeyError(
+                f"load_state_dict for {type(self).__name__}: missing keys {missing}, "
+                f"unexpected keys {unexpected}"
+            )
+        for name, target in own.items():
+            if name not in state_dict:
+                continue
+            value = state_dict[name]
+            value = value.data if isinstance(value, Tensor) else value
+            if tuple(value.shape) != target.shape:
+                raise ValueError(
+                    f"load_state_dict for {type(self).__name__}: {name} has shape "
+                    f"{tuple(value.shape)} in the state dict but {target.shape} in the model"
+                )
+            target.data[...] = backend.to_device(np.asarray(value) if isinstance(value, list)
+                                                 else value, target.device)
+
+    # ------------------------------------------------------------ modes, devices, grads
+
+    def train(self, mode: bool = True) -> Module:
+        for m in self.modules():
+            object.__setattr__(m, "training", mode)
+        return self
+
+    def eval(self) -> Module:
+        return self.train(False)
+
+    def to(self, device: str) -> Module:
+        """Move every parameter and buffer to ``device`` in place (same Parameter objects)."""
+        device = backend.normalize_device(device)
+        for t in list(self.parameters()) + [b for _, b in self.named_buffers()]:
+            t.data = backend.to_device(t.data, device)
+            if t.grad is not None:
+                t.grad.data = backend.to_device(t.grad.data, device)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset gradients: drop them (default) or fill them with zeros in place."""
+        for p in self.parameters():
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.data[...] = 0
+
+    # ------------------------------------------------------------ printing
+
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        lines = [f"({name}): " + repr(m).replace("\n", "\n  ") for name, m in self.named_children()]
+        head = f"{type(self).__name__}({self.extra_repr()}"
+        if not lines:
+            return head + ")"
+        return head + "\n  " + "\n  ".join(lines) + "\n)"

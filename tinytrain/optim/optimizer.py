@@ -1,0 +1,77 @@
+"""``Optimizer``: parameter groups, per-parameter state, zero_grad and state dicts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from tinytrain import backend
+from tinytrain.tensor import Tensor
+
+
+class Optimizer:
+    """Base class: holds ``param_groups`` (dicts with ``"params"`` and hyper-parameters)
+    and ``state`` (per-parameter buffers such as momentum)."""
+
+    def __init__(self, params: Iterable[Tensor] | Iterable[dict], defaults: dict[str, Any]) -> None:
+        params = list(params)
+        if not params:
+            raise ValueError(f"{type(self).__name__} got an empty parameter list")
+        groups = params if isinstance(params[0], dict) else [{"params": params}]
+        self.defaults = defaults
+        self.param_groups: list[dict[str, Any]] = []
+        for g in groups:
+            group = {**defaults, **g, "params": list(g["params"])}
+            for p in group["params"]:
+                if not isinstance(p, Tensor) or not p.requires_grad:
+                    raise ValueError(f"{type(self).__name__}: every parameter must be a Tensor "
+                                     "with requires_grad=True")
+            self.param_groups.append(group)
+        self.state: dict[Tensor, dict[str, Any]] = {}
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Drop every gradient (default) or fill it with zeros in place."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if set_to_none:
+                    p.grad = None
+                elif p.grad is not None:
+                    p.grad.data[...] = 0
+
+    def step(self) -> None:
+        raise NotImplementedError
+
+    def _params(self) -> list[Tensor]:
+        return [p for g in self.param_groups for p in g["params"]]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Hyper-parameters and state, with parameters referred to by their index."""
+        index = {id(p): i for i, p in enumerate(self._params())}
+        state = {index[id(p)]: {k: (v.copy() if hasattr(v, "copy") else v) for k, v in s.items()}
+                 for p, s in self.state.items()}
+        groups = [{k: v for k, v in g.items() if k != "params"} | {
+            "params": [index[id(p)] for p in g["params"]]} for g in self.param_groups]
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        params = self._params()
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups) or any(
+                len(g["params"]) != len(own["params"]) for g, own in zip(groups, self.param_groups)):
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict: the saved state has parameter groups of "
+                f"sizes {[len(g['params']) for g in groups]} but this optimizer has "
+                f"{[len(g['params']) for g in self.param_groups]}"
+            )
+        for g, own in zip(groups, self.param_groups):
+            own.update({k: v for k, v in g.items() if k != "params"})
+        self.state = {}
+        for i, s in state_dict["state"].items():
+            p = params[int(i)]
+            entry = {}
+            for k, v in s.items():
+                v = v.data if isinstance(v, Tensor) else v
+                if hasattr(v, "shape") and tuple(v.shape) == p.shape:
+                    v = backend.to_device(v, p.device).astype(p.dtype, copy=True)
+                entry[k] = v
+            self.state[p] = entry

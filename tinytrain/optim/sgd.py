@@ -1,0 +1,55 @@
+"""Stochastic gradient descent with momentum and weight decay (PyTorch's formulation)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tinytrain.autograd import no_grad
+from tinytrain.optim.optimizer import Optimizer
+from tinytrain.tensor import Tensor
+
+
+class SGD(Optimizer):
+    """For each parameter ``p`` with gradient ``g``::
+
+        g = g + weight_decay * p
+        buf = g                                  (first step)
+        buf = momentum * buf + (1 - dampening) * g
+        g = g + momentum * buf if nesterov else buf
+        p = p - lr * g
+    """
+
+    def __init__(self, params: Iterable[Tensor], lr: float, momentum: float = 0.0,
+                 dampening: float = 0.0, weight_decay: float = 0.0,
+                 nesterov: bool = False) -> None:
+        if lr <= 0:
+            raise ValueError(f"SGD: learning rate must be > 0, got {lr}")
+        if momentum < 0 or weight_decay < 0:
+            raise ValueError(f"SGD: momentum ({momentum}) and weight_decay ({weight_decay}) "
+                             "must be >= 0")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: nesterov needs momentum > 0 and dampening = 0")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
+                                      weight_decay=weight_decay, nesterov=nesterov))
+
+    @no_grad()
+    def step(self) -> None:
+        for group in self.param_groups:
+            lr, mom, damp = group["lr"], group["momentum"], group["dampening"]
+            wd, nesterov = group["weight_decay"], group["nesterov"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad.data
+                if wd:
+                    g = g + wd * p.data
+                if mom:
+                    state = self.state.setdefault(p, {})
+                    buf = state.get("momentum_buffer")
+                    if buf is None:
+                        buf = state["momentum_buffer"] = g.copy()
+                    else:
+                        buf *= mom
+                        buf += (1 - damp) * g
+                    g = g + mom * buf if nesterov else buf
+                p.data -= p.dtype.type(lr) * g

@@ -1,0 +1,37 @@
+"""The package's random number generator.
+
+One NumPy ``Generator`` serves every random draw of tinytrain (``randn``,
+parameter initialisation, dropout, shuffling without an explicit seed). Draws
+happen on the CPU and are then moved to the tensor's device, so a seed gives
+the same numbers on ``"cpu"`` and ``"cuda"``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+_generator = np.random.default_rng(0)
+
+
+def manual_seed(seed: int) -> np.random.Generator:
+    """Reseed the package generator (like ``torch.manual_seed``) and return it."""
+    global _generator
+    _generator = np.random.default_rng(seed)
+    return _generator
+
+
+def default_generator() -> np.random.Generator:
+    """The generator that tinytrain's random functions draw from."""
+    return _generator
+
+
+def get_rng_state() -> dict[str, Any]:
+    """The generator's state, a plain dict (checkpoints save it)."""
+    return _generator.bit_generator.state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore a state returned by :func:`get_rng_state`."""
+    _generator.bit_generator.state = state
