@@ -68,6 +68,11 @@ def normalize_device(device: Any) -> str:
     return name
 
 
+def is_device(value: Any) -> bool:
+    """True for a device name (``"cpu"``, ``"cuda"``, ``"cuda:0"``), False for e.g. a dtype."""
+    return isinstance(value, str) and value in (*DEVICES, "cuda:0")
+
+
 def array_module(device: str) -> ModuleType:
     """The array module of a device: ``numpy`` for ``"cpu"``, ``cupy`` for ``"cuda"``."""
     return np if normalize_device(device) == "cpu" else cupy_module()

@@ -109,6 +109,9 @@ CHECKS: list[tuple[str, Callable[[], str], str]] = [
 ]
 
 
+REQUIRED = ("python", "numpy")
+
+
 def report() -> list[tuple[str, str, str, str]]:
     """One row per check: (name, status, detail, how to fix when missing)."""
     rows = []
@@ -123,12 +126,14 @@ def main() -> int:
 
     print(f"tinytrain {tinytrain.__version__} on {platform.system()} {platform.machine()}, "
           f"{os.cpu_count()} CPU cores")
-    for name, status, detail, fix in report():
+    rows = report()
+    for name, status, detail, fix in rows:
         print(f"  [{status}] {name:<14} {detail}")
         if fix:
             print(f"  {'':<5}{'':<14} -> {fix}")
-    print("CPU chapters and tests run with just the [ok] numpy line; the rest is optional.")
-    return 0
+    required_ok = all(status == OK for name, status, _, _ in rows if name in REQUIRED)
+    print("CPU chapters and tests need the python and numpy lines; the rest is optional.")
+    return 0 if required_ok else 1
 
 
 if __name__ == "__main__":

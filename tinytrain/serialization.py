@@ -89,6 +89,8 @@ def load(path: str | os.PathLike, map_location: str | None = None) -> Any:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"load: no such file: {path}")
+    if not zipfile.is_zipfile(path):  # text, .npy, pickle, truncated: never reach np.load
+        raise ValueError(f"load: {path} is not a tinytrain file (not an .npz archive)")
     try:
         with np.load(path, allow_pickle=False) as archive:
             if "__structure__" not in archive.files:
@@ -97,7 +99,8 @@ def load(path: str | os.PathLike, map_location: str | None = None) -> Any:
             if meta.get("format") != _FORMAT:
                 raise ValueError(f"load: {path} has unknown format {meta.get('format')!r}")
             arrays = {k: archive[k] for k in archive.files if k != "__structure__"}
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+    except (zipfile.BadZipFile, OSError, EOFError, UnicodeDecodeError,
+            json.JSONDecodeError) as exc:
         raise ValueError(f"load: {path} is not a readable tinytrain file ({exc})") from None
     return _decode(meta["root"], arrays, backend.normalize_device(map_location)
                    if map_location else None)

@@ -53,8 +53,9 @@ class Tensor:
     def __init__(self, data: Any, requires_grad: bool = False) -> None:
         if isinstance(data, Tensor):
             data = data.data
-        if not hasattr(data, "__array_interface__") and not hasattr(data, "__cuda_array_interface__"):
-            data = np.asarray(data)
+        if not (hasattr(data, "__array_interface__")
+                or hasattr(data, "__cuda_array_interface__")):
+            data = np.asarray(data, dtype=_default_dtype(data))  # lists: float32 / int64
         elif isinstance(data, np.generic):
             data = np.asarray(data)
         self.data = data
@@ -139,7 +140,7 @@ class Tensor:
         ``to(dtype)`` with a dtype as the only argument works too. The result is
         differentiable: gradients flow back to the original device and dtype.
         """
-        if device is not None and not isinstance(device, str):
+        if device is not None and not backend.is_device(device):
             device, dtype = None, device
         device = backend.normalize_device(device) if device is not None else self.device
         dtype = np.dtype(dtype) if dtype is not None else self.dtype
@@ -429,7 +430,13 @@ def _check_matmul(sa: tuple[int, ...], sb: tuple[int, ...]) -> None:
             f"the second has {kb} rows"
         )
     if len(sa) > 2 and len(sb) > 2:
-        O.broadcast_shapes("matmul (batch dims)", sa[:-2], sb[:-2])
+        try:
+            O.broadcast_shapes("matmul", sa[:-2], sb[:-2])
+        except ValueError:
+            raise ValueError(
+                f"matmul: shapes {sa} and {sb} have batch dimensions {sa[:-2]} and {sb[:-2]} "
+                f"that cannot be broadcast together"
+            ) from None
 
 
 def _shape_arg(shape: tuple) -> tuple[int, ...]:

@@ -56,15 +56,21 @@ def run_backward(root: Node, grad: Any, retain_graph: bool = False) -> None:
 
 
 def _skip(node: Node, deps: dict, buffers: dict, ready: list, retain_graph: bool) -> None:
-    """A node that received no gradient still counts down its children."""
-    if not retain_graph:
-        node.release()
-    for child in node.next_functions:
-        if child is None:
-            continue
-        deps[child] -= 1
-        if deps[child] == 0:
-            if child in buffers:
-                ready.append(child)
-            else:
-                _skip(child, deps, buffers, ready, retain_graph)
+    """A node that received no gradient still counts down its children.
+
+    Iterative (an explicit stack, not recursion): the graph below can be deep.
+    """
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        if not retain_graph:
+            node.release()
+        for child in node.next_functions:
+            if child is None:
+                continue
+            deps[child] -= 1
+            if deps[child] == 0:
+                if child in buffers:
+                    ready.append(child)
+                else:
+                    stack.append(child)

@@ -27,6 +27,13 @@ if TYPE_CHECKING:
     from tinytrain.tensor import Tensor
 
 
+_FREED_MESSAGE = (
+    "Trying to backward through the graph a second time: its saved arrays were freed after "
+    "the first backward. Call .backward(retain_graph=True) the first time if you need to "
+    "backward twice."
+)
+
+
 class Context:
     """What a node keeps between forward and backward."""
 
@@ -42,12 +49,14 @@ class Context:
     @property
     def saved_tensors(self) -> tuple[Any, ...]:
         if self._freed:
-            raise RuntimeError(
-                "Trying to backward through the graph a second time: its saved arrays were "
-                "freed after the first backward. Call .backward(retain_graph=True) the first "
-                "time if you need to backward twice."
-            )
+            raise RuntimeError(_FREED_MESSAGE)
         return self._saved  # type: ignore[return-value]
+
+    def __getattr__(self, name: str) -> Any:
+        # only called for missing attributes: after free(), those set in setup_context
+        if self.__dict__.get("_freed"):
+            raise RuntimeError(_FREED_MESSAGE)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def free(self) -> None:
         """Drop what was saved (after a backward without ``retain_graph``)."""

@@ -343,11 +343,12 @@ class MatMul(Function):
         b, a = ctx.saved_tensors
         sa, sb = ctx.shapes
         # matmul promoted 1-D operands to matrices and dropped the added axis from
-        # the output; put it back so that one rule serves every case
-        if len(sa) == 1:
-            g = g[..., None, :]
+        # the output; put it back so that one rule serves every case (b's axis
+        # first: for 1-D @ 1-D the output is 0-d and has no axis to index yet)
         if len(sb) == 1:
             g = g[..., None]
+        if len(sa) == 1:
+            g = g[..., None, :]
         ga = gb = None
         if ctx.needs_input_grad[0]:
             ga = g @ (b[:, None] if b.ndim == 1 else b).swapaxes(-1, -2)  # [..., N, K]

@@ -33,7 +33,10 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``x @ weight.T + bias``: ``x [*, in]``, ``weight [out, in]``, ``bias [out]`` -> ``[*, out]``."""
+    """``x @ weight.T + bias``: ``x [*, in]``, ``weight [out, in]``, ``bias [out]``.
+
+    Returns ``[*, out]``.
+    """
     if x.ndim < 1 or weight.ndim != 2 or x.shape[-1] != weight.shape[1]:
         raise ValueError(
             f"linear: input of shape {x.shape} does not fit weight of shape {weight.shape} "

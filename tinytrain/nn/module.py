@@ -48,12 +48,14 @@ class Module:
                 f"cannot assign {name!r} before Module.__init__() was called: call "
                 f"super().__init__() first in {type(self).__name__}.__init__"
             )
+        target = (self._parameters if isinstance(value, Parameter)
+                  else self._modules if isinstance(value, Module) else None)
         for registry in (self._parameters, self._modules, self._buffers):
-            registry.pop(name, None)
-        if isinstance(value, Parameter):
-            self._parameters[name] = value
-        elif isinstance(value, Module):
-            self._modules[name] = value
+            if registry is not target:
+                registry.pop(name, None)
+        if target is not None:
+            self.__dict__.pop(name, None)  # a plain attribute of that name would shadow it
+            target[name] = value  # replacing keeps the name's place in the order, as in torch
         else:
             object.__setattr__(self, name, value)
 
@@ -185,13 +187,13 @@ class Module:
                 continue
             value = state_dict[name]
             value = value.data if isinstance(value, Tensor) else value
+            value = np.asarray(value) if isinstance(value, list) else value
             if tuple(value.shape) != target.shape:
                 raise ValueError(
                     f"load_state_dict for {type(self).__name__}: {name} has shape "
                     f"{tuple(value.shape)} in the state dict but {target.shape} in the model"
                 )
-            target.data[...] = backend.to_device(np.asarray(value) if isinstance(value, list)
-                                                 else value, target.device)
+            target.data[...] = backend.to_device(value, target.device)
 
     # ------------------------------------------------------------ modes, devices, grads
 
@@ -203,13 +205,20 @@ class Module:
     def eval(self) -> Module:
         return self.train(False)
 
-    def to(self, device: str) -> Module:
-        """Move every parameter and buffer to ``device`` in place (same Parameter objects)."""
-        device = backend.normalize_device(device)
+    def to(self, device: str | None = None, dtype: Any = None) -> Module:
+        """Move every parameter and buffer to ``device`` and/or cast floating ones to ``dtype``,
+        in place (the Parameter objects stay the same). ``to(dtype)`` alone works too."""
+        if device is not None and not backend.is_device(device):
+            device, dtype = None, device
+        device = backend.normalize_device(device) if device is not None else None
         for t in list(self.parameters()) + [b for _, b in self.named_buffers()]:
-            t.data = backend.to_device(t.data, device)
-            if t.grad is not None:
-                t.grad.data = backend.to_device(t.grad.data, device)
+            for holder in (t, t.grad):
+                if holder is None:
+                    continue
+                if device is not None:
+                    holder.data = backend.to_device(holder.data, device)
+                if dtype is not None and holder.dtype.kind == "f":
+                    holder.data = holder.data.astype(dtype, copy=False)
         return self
 
     def zero_grad(self, set_to_none: bool = True) -> None:

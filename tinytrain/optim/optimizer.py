@@ -56,8 +56,8 @@ class Optimizer:
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         params = self._params()
         groups = state_dict["param_groups"]
-        if len(groups) != len(self.param_groups) or any(
-                len(g["params"]) != len(own["params"]) for g, own in zip(groups, self.param_groups)):
+        sizes = [len(g["params"]) for g in groups]
+        if sizes != [len(own["params"]) for own in self.param_groups]:
             raise ValueError(
                 f"{type(self).__name__}.load_state_dict: the saved state has parameter groups of "
                 f"sizes {[len(g['params']) for g in groups]} but this optimizer has "
