@@ -1,0 +1,345 @@
+"""DataLoader and samplers: shapes, order, seeds, the fast path, sharding, PyTorch parity."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data as tud
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tinytrain.data import (
+    DataLoader,
+    Dataset,
+    DistributedSampler,
+    MNISTMini,
+    RandomSampler,
+    Subset,
+    TensorDataset,
+    collate,
+    random_split,
+)
+from tinytrain.random import manual_seed
+from tinytrain.tensor import Tensor
+
+
+class SlowView(Dataset):
+    """The same samples through ``__getitem__`` only (no ``get_batch``): the slow path."""
+
+    def __init__(self, ds):
+        self.ds = ds
+        self.calls = 0
+
+    def __len__(self):
+        return len(self.ds)
+
+    def __getitem__(self, i):
+        self.calls += 1
+        return self.ds[i]
+
+
+class Items(Dataset):
+    """Samples given as a list."""
+
+    def __init__(self, samples):
+        self.samples = samples
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, i):
+        return self.samples[i]
+
+
+@pytest.fixture(scope="module")
+def mini():
+    return MNISTMini(train=False)  # 1,000 samples
+
+
+def index_loader(n, **kw):
+    """A loader whose batches show which indices they hold."""
+    return DataLoader(TensorDataset(np.arange(n)), **kw)
+
+
+def epoch_indices(loader):
+    return np.concatenate([b[0].numpy() for b in loader])
+
+
+# --------------------------------------------------------------------------- shapes and length
+
+
+def test_mnist_batches_are_tensors_of_the_right_shape(mini):
+    loader = DataLoader(mini, batch_size=64)
+    batches = list(loader)
+    assert len(loader) == len(batches) == 16  # ceil(1000 / 64)
+    x, y = batches[0]
+    assert isinstance(x, Tensor) and isinstance(y, Tensor)
+    assert x.shape == (64, 1, 28, 28) and x.dtype == np.float32
+    assert y.shape == (64,) and y.dtype == np.int64
+    assert batches[-1][0].shape == (1000 - 15 * 64, 1, 28, 28)  # the partial batch is kept
+    np.testing.assert_array_equal(np.concatenate([b[1].numpy() for b in batches]), mini.labels)
+
+
+@pytest.mark.parametrize("n, B", [(10, 3), (9, 3), (2, 5), (0, 4), (1, 1)])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_len_and_drop_last(n, B, drop_last):
+    loader = index_loader(n, batch_size=B, drop_last=drop_last)
+    sizes = [len(b[0].numpy()) for b in loader]
+    assert len(sizes) == len(loader) == (n // B if drop_last else -(-n // B))
+    assert all(s == B for s in sizes[:-1])
+    if drop_last:
+        assert sum(sizes) == n - n % B and all(s == B for s in sizes)
+    else:
+        assert sum(sizes) == n
+    assert len(loader) == len(tud.DataLoader(range(n), batch_size=B, drop_last=drop_last))
+
+
+def test_not_shuffled_is_in_order():
+    np.testing.assert_array_equal(epoch_indices(index_loader(23, batch_size=4)), np.arange(23))
+
+
+def test_shape_preserving_stack():
+    samples = [(np.full((2, 3, 4), i, np.float32), np.full((5,), i, np.int32)) for i in range(6)]
+    a, b = next(iter(DataLoader(Items(samples), batch_size=6)))
+    assert a.shape == (6, 2, 3, 4) and b.shape == (6, 5)
+    assert a.dtype == np.float32 and b.dtype == np.int32
+    np.testing.assert_array_equal(a.numpy()[3], samples[3][0])
+    # single-array samples give single Tensors
+    t = next(iter(DataLoader(Items([np.ones((2, 2)) * i for i in range(4)]), batch_size=4)))
+    assert isinstance(t, Tensor) and t.shape == (4, 2, 2)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_ragged_batch_names_both_shapes():
+    samples = [(np.zeros((1, 28, 28), np.float32), 0)] * 5 + [
+        (np.zeros((1, 28, 27), np.float32), 0)
+    ]
+    loader = DataLoader(Items(samples), batch_size=3, sampler=[0, 1, 2, 3, 4, 5])
+    it = iter(loader)
+    next(it)  # the first batch is fine
+    with pytest.raises(ValueError) as info:
+        next(it)
+    msg = str(info.value)
+    assert "(1, 28, 27)" in msg and "(1, 28, 28)" in msg
+    assert "dataset index 5" in msg and "dataset index 3" in msg and "field 0" in msg
+
+
+def test_mixed_dtypes_name_both_dtypes():
+    samples = [np.zeros(3, np.float32), np.zeros(3, np.float64)]
+    with pytest.raises(ValueError, match="float64.*float32"):
+        next(iter(DataLoader(Items(samples), batch_size=2)))
+    with pytest.raises(ValueError, match="fields"):
+        collate([(1, 2), (1,)])
+    with pytest.raises(TypeError, match="field 0"):
+        collate([("a",), ("b",)])
+
+
+def test_bad_arguments():
+    ds = TensorDataset(np.arange(4))
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="batch_size"):
+            DataLoader(ds, batch_size=bad)
+    with pytest.raises(ValueError, match="sampler"):
+        DataLoader(ds, sampler=[0, 1], shuffle=True)
+    with pytest.raises(ValueError, match=r"\(3,\), \(4,\)"):
+        TensorDataset(np.zeros(3), np.zeros(4))
+
+
+def test_collate_scalar_dtypes_match_torch():
+    samples = [(1, 2.5, True, np.float32(1.0)), (2, 3.5, False, np.float32(2.0))]
+    ours = collate(samples)
+    theirs = tud.default_collate(samples)
+    for a, t in zip(ours, theirs):
+        assert a.dtype == t.numpy().dtype
+        np.testing.assert_array_equal(a, t.numpy())
+
+
+# --------------------------------------------------------------------------- shuffling
+
+
+def test_seeded_shuffle_reproducible_and_new_every_epoch():
+    a, b = (
+        index_loader(100, batch_size=8, shuffle=True, seed=7),
+        index_loader(100, batch_size=8, shuffle=True, seed=7),
+    )
+    epochs_a = [epoch_indices(a) for _ in range(3)]
+    epochs_b = [epoch_indices(b) for _ in range(3)]
+    for ea, eb in zip(epochs_a, epochs_b):
+        np.testing.assert_array_equal(ea, eb)  # same seed, same sequence of epochs
+        np.testing.assert_array_equal(np.sort(ea), np.arange(100))  # a permutation
+    assert not np.array_equal(epochs_a[0], epochs_a[1])  # different every epoch
+    assert not np.array_equal(epochs_a[1], epochs_a[2])
+    assert not np.array_equal(epochs_a[0], np.arange(100))
+    other = index_loader(100, batch_size=8, shuffle=True, seed=8)
+    assert not np.array_equal(epoch_indices(other), epochs_a[0])
+    a.set_epoch(1)  # resume: epoch 1 again
+    np.testing.assert_array_equal(epoch_indices(a), epochs_a[1])
+
+
+def test_unseeded_shuffle_follows_manual_seed():
+    manual_seed(3)
+    first = epoch_indices(index_loader(50, batch_size=10, shuffle=True))
+    manual_seed(3)
+    again = epoch_indices(index_loader(50, batch_size=10, shuffle=True))
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first, np.arange(50))
+
+
+def test_sampler_can_be_any_iterable():
+    order = [5, 3, 3, 0]
+    np.testing.assert_array_equal(
+        epoch_indices(index_loader(6, batch_size=3, sampler=order)), order
+    )
+    np.testing.assert_array_equal(
+        list(RandomSampler(range(10), seed=1)), RandomSampler(range(10), seed=1).indices()
+    )
+
+
+# --------------------------------------------------------------------------- the fast path
+
+
+def test_fast_path_equals_slow_path(mini):
+    slow = SlowView(mini)
+    fast_loader = DataLoader(mini, batch_size=64, shuffle=True, seed=0)
+    slow_loader = DataLoader(slow, batch_size=64, shuffle=True, seed=0)
+    for (xf, yf), (xs, ys) in zip(fast_loader, slow_loader, strict=True):
+        assert xf.dtype == xs.dtype and yf.dtype == ys.dtype
+        np.testing.assert_array_equal(xf.numpy(), xs.numpy())
+        np.testing.assert_array_equal(yf.numpy(), ys.numpy())
+    assert slow.calls == len(mini)
+
+
+def test_fast_path_is_used(mini):
+    spy = SlowView(mini)
+    spy.get_batch = mini.get_batch
+    batches = list(DataLoader(spy, batch_size=100))
+    assert len(batches) == 10 and spy.calls == 0
+
+
+def test_subset_keeps_the_fast_path_and_random_split(mini):
+    sub = Subset(mini, np.arange(10, 110))
+    x, y = next(iter(DataLoader(sub, batch_size=100)))
+    np.testing.assert_array_equal(x.numpy(), mini.get_batch(np.arange(10, 110))[0])
+    slow = Subset(SlowView(mini), np.arange(10, 110))
+    np.testing.assert_array_equal(
+        next(iter(DataLoader(slow, batch_size=100)))[0].numpy(), x.numpy()
+    )
+    parts = random_split(mini, [800, 200], seed=0)
+    assert [len(p) for p in parts] == [800, 200]
+    assert not set(parts[0].indices) & set(parts[1].indices)
+    with pytest.raises(ValueError, match="sum"):
+        random_split(mini, [800, 100])
+    with pytest.raises(IndexError):
+        Subset(mini, [1000])
+
+
+# --------------------------------------------------------------------------- PyTorch parity
+
+
+@pytest.mark.parametrize("B, drop_last", [(7, False), (7, True), (100, False), (1, False)])
+def test_same_batches_as_torch_when_not_shuffled(mini, B, drop_last):
+    x_np, y_np = mini.get_batch(np.arange(300))
+    ours = DataLoader(TensorDataset(x_np, y_np), batch_size=B, drop_last=drop_last)
+    theirs = tud.DataLoader(
+        tud.TensorDataset(torch.from_numpy(x_np), torch.from_numpy(y_np)),
+        batch_size=B,
+        drop_last=drop_last,
+    )
+    assert len(ours) == len(theirs)
+    for (xo, yo), (xt, yt) in zip(ours, theirs, strict=True):
+        np.testing.assert_array_equal(xo.numpy(), xt.numpy())
+        np.testing.assert_array_equal(yo.numpy(), yt.numpy())
+        assert xo.dtype == xt.numpy().dtype and yo.dtype == yt.numpy().dtype
+    # and for a generic dataset (slow path, default_collate)
+    slow = Subset(SlowView(mini), np.arange(50))
+    torch_slow = tud.DataLoader(Items([mini[i] for i in range(50)]), batch_size=B)
+    for (xo, yo), (xt, yt) in zip(DataLoader(slow, batch_size=B), torch_slow, strict=True):
+        np.testing.assert_array_equal(xo.numpy(), xt.numpy())
+        np.testing.assert_array_equal(yo.numpy(), yt.numpy())
+
+
+# --------------------------------------------------------------------------- DistributedSampler
+
+
+def shards(n, R, **kw):
+    return [DistributedSampler(range(n), num_replicas=R, rank=r, **kw) for r in range(R)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n=st.integers(0, 60),
+    R=st.integers(1, 9),
+    shuffle=st.booleans(),
+    drop_last=st.booleans(),
+    epoch=st.integers(0, 3),
+)
+def test_distributed_shards(n, R, shuffle, drop_last, epoch):
+    samplers = shards(n, R, shuffle=shuffle, drop_last=drop_last, seed=5)
+    for s in samplers:
+        s.set_epoch(epoch)
+    parts = [s.indices() for s in samplers]
+    lengths = {len(p) for p in parts} | {len(s) for s in samplers}
+    assert len(lengths) == 1  # the same length on every rank
+    (length,) = lengths
+    everything = np.concatenate(parts) if parts else np.array([], np.int64)
+    assert ((0 <= everything) & (everything < max(n, 1))).all()
+    if drop_last:
+        assert length == n // R
+        assert len(set(everything.tolist())) == len(everything)  # disjoint, no repeats
+    else:
+        assert length == -(-n // R)
+        assert set(everything.tolist()) == set(range(n))  # covers the data
+        # the only repeats are the padding, and padding_mask finds exactly them
+        real = np.concatenate([p[~s.padding_mask()] for p, s in zip(parts, samplers)])
+        assert np.array_equal(np.sort(real), np.arange(n))
+        n_pad = sum(int(s.padding_mask().sum()) for s in samplers)
+        assert n_pad == R * length - n
+        for s in samplers:  # padding is at most the last sample of a rank
+            assert not s.padding_mask()[:-1].any()
+
+
+def test_distributed_matches_torch_when_not_shuffled():
+    for n in (0, 1, 7, 10, 11, 12, 13):
+        for R in (1, 2, 3, 4, 8, 16):
+            for drop_last in (False, True):
+                for r in range(R):
+                    ours = DistributedSampler(range(n), R, r, shuffle=False, drop_last=drop_last)
+                    theirs = tud.DistributedSampler(
+                        range(n), R, r, shuffle=False, drop_last=drop_last
+                    )
+                    assert list(ours) == list(theirs), (n, R, r, drop_last)
+                    assert len(ours) == len(theirs)
+
+
+def test_distributed_epochs():
+    a, b = shards(40, 4, shuffle=True, seed=1)[:2]
+    first = a.indices()
+    np.testing.assert_array_equal(a.indices(), first)  # no auto-advance: call set_epoch
+    a.set_epoch(1)
+    second = a.indices()
+    assert not np.array_equal(first, second)
+    b.set_epoch(1)
+    assert not set(second.tolist()) & set(b.indices().tolist())  # still disjoint in epoch 1
+    c = DistributedSampler(range(40), 4, 0, shuffle=True, seed=1)
+    c.set_epoch(1)
+    np.testing.assert_array_equal(c.indices(), second)  # a pure function of (seed, epoch)
+
+
+def test_distributed_with_dataloader(mini):
+    loaders = [
+        DataLoader(mini, batch_size=32, sampler=DistributedSampler(mini, 3, r, seed=0))
+        for r in range(3)
+    ]
+    assert len({len(dl) for dl in loaders}) == 1  # same number of steps on every rank
+    seen = [np.concatenate([y.numpy() for _, y in dl]) for dl in loaders]
+    assert all(len(s) == 334 for s in seen)  # ceil(1000 / 3)
+
+
+def test_distributed_argument_errors():
+    with pytest.raises(ValueError, match="rank"):
+        DistributedSampler(range(10), num_replicas=2, rank=2)
+    with pytest.raises(ValueError, match="num_replicas"):
+        DistributedSampler(range(10), num_replicas=0, rank=0)

@@ -1,0 +1,63 @@
+"""Data: IDX files, MNIST-style data sets, and the DataLoader that batches them.
+
+Chapter 5 (``notebooks/05_dataloader.ipynb``) builds these ideas step by step:
+
+* :mod:`tinytrain.data.idx`: :func:`read_idx` / :func:`write_idx` for the IDX format;
+* :mod:`tinytrain.data.datasets`: :class:`MNIST`, :class:`FashionMNIST`, the bundled
+  :class:`MNISTMini` (offline), download with MD5 checks, :func:`default_data_root`;
+* :mod:`tinytrain.data.dataloader`: :class:`Dataset`, :class:`TensorDataset`, :class:`Subset`,
+  :func:`collate` (shape-preserving stacking) and :class:`DataLoader`;
+* :mod:`tinytrain.data.sampler`: sequential, random and distributed samplers.
+
+Example::
+
+    from tinytrain.data import DataLoader, MNISTMini
+    loader = DataLoader(MNISTMini(train=True), batch_size=64, shuffle=True, seed=0)
+    for x, y in loader:          # x: float32 [64, 1, 28, 28], y: int64 [64]
+        ...
+"""
+
+from tinytrain.data.dataloader import (
+    DataLoader,
+    Dataset,
+    Subset,
+    TensorDataset,
+    collate,
+    random_split,
+)
+from tinytrain.data.datasets import (
+    DATASETS,
+    ENV_VAR,
+    MNIST,
+    DownloadError,
+    FashionMNIST,
+    MNISTMini,
+    default_data_root,
+    load_dataset,
+)
+from tinytrain.data.idx import parse_idx, read_idx, write_idx
+from tinytrain.data.sampler import DistributedSampler, RandomSampler, Sampler, SequentialSampler
+
+__all__ = [
+    "DATASETS",
+    "ENV_VAR",
+    "DataLoader",
+    "Dataset",
+    "DistributedSampler",
+    "DownloadError",
+    "FashionMNIST",
+    "MNIST",
+    "MNISTMini",
+    "RandomSampler",
+    "Sampler",
+    "SequentialSampler",
+    "Subset",
+    "TensorDataset",
+    "collate",
+    "default_data_root",
+    "load_dataset",
+    "parse_idx",
+    "random_split",
+    "read_idx",
+    "write_idx",
+]

@@ -1,0 +1,282 @@
+"""Dataset, TensorDataset, Subset and the DataLoader that batches them.
+
+A *dataset* is anything with ``len(ds)`` and ``ds[i]``; sample ``i`` is a tuple of fields
+(arrays or scalars), e.g. MNIST's ``(image float32 [1, 28, 28], label int64 [])``.
+
+The :class:`DataLoader` turns a dataset into an iterable of batches. A batch is a tuple of
+Tensors, one per field, each the field's samples stacked along a new first axis:
+``[B, *sample_shape]``. Stacking is *shape-preserving*: a ``[1, 28, 28]`` image field becomes
+``[B, 1, 28, 28]``, never a flat ``[B * 784]`` buffer that the model must guess the shape of;
+samples of different shapes or dtypes in one batch are an error that names them.
+
+Datasets that can fetch many samples at once define
+``get_batch(indices: int64 [B]) -> tuple of arrays [B, ...]``; the DataLoader then makes one
+call per batch instead of B ``__getitem__`` calls and a stack (MNIST does: one fancy index).
+It must return exactly what stacking the samples would.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from tinytrain.data.sampler import RandomSampler, Sampler, SequentialSampler
+
+
+class Dataset:
+    """A map-style data set: subclasses implement ``__len__`` and ``__getitem__``.
+
+    ``__getitem__(i)`` returns sample ``i``, a tuple of arrays or scalars. Optionally,
+    ``get_batch(indices)`` returns the stacked fields of many samples at once.
+    """
+
+    def __len__(self) -> int:
+        raise NotImplementedError(f"{type(self).__name__} must implement __len__")
+
+    def __getitem__(self, index: int) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement __getitem__")
+
+
+class TensorDataset(Dataset):
+    """Samples are rows of arrays: sample ``i`` is ``(a[i], b[i], ...)``.
+
+    Args:
+        *arrays: NumPy arrays (or Tensors) with the same first dimension ``N``; ``a[i]`` has
+            shape ``a.shape[1:]``.
+
+    ``get_batch(indices)`` returns ``(a[indices], b[indices], ...)``: shapes ``[B, *a.shape[1:]]``.
+    """
+
+    def __init__(self, *arrays: Any) -> None:
+        if not arrays:
+            raise ValueError("TensorDataset needs at least one array")
+        self.arrays = tuple(_as_numpy(a) for a in arrays)
+        lengths = [a.shape[0] if a.ndim else None for a in self.arrays]
+        if any(n is None or n != lengths[0] for n in lengths):
+            shapes = ", ".join(str(a.shape) for a in self.arrays)
+            raise ValueError(
+                f"TensorDataset: arrays must share their first dimension, got {shapes}"
+            )
+
+    def __len__(self) -> int:
+        return self.arrays[0].shape[0]
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, ...]:
+        return tuple(a[index] for a in self.arrays)
+
+    def get_batch(self, indices: np.ndarray) -> tuple[np.ndarray, ...]:
+        return tuple(a.take(indices, axis=0) for a in self.arrays)
+
+
+class Subset(Dataset):
+    """The samples ``indices`` of ``dataset``, renumbered ``0 .. len(indices) - 1``.
+
+    Keeps the fast path: ``get_batch`` maps the indices and calls ``dataset.get_batch`` when the
+    dataset has it.
+    """
+
+    def __init__(self, dataset: Any, indices: Sequence[int] | np.ndarray) -> None:
+        self.dataset = dataset
+        self.indices = np.asarray(indices, dtype=np.int64).reshape(-1)
+        n = len(dataset)
+        if self.indices.size and (self.indices.min() < -n or self.indices.max() >= n):
+            raise IndexError(f"Subset: indices out of range for a dataset of {n} samples")
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.dataset[int(self.indices[index])]
+
+    def get_batch(self, indices: np.ndarray) -> tuple[np.ndarray, ...] | np.ndarray:
+        inner = self.indices[np.asarray(indices)]
+        if hasattr(self.dataset, "get_batch"):
+            return self.dataset.get_batch(inner)
+        return collate([self.dataset[int(i)] for i in inner], inner)
+
+
+def random_split(dataset: Any, lengths: Sequence[int], seed: int | None = None) -> list[Subset]:
+    """Split ``dataset`` into non-overlapping random :class:`Subset` s of the given lengths.
+
+    ``lengths`` must sum to ``len(dataset)``. With a seed the split is reproducible; without,
+    it draws from tinytrain's global generator.
+    """
+    n = len(dataset)
+    if sum(lengths) != n or any(k < 0 for k in lengths):
+        raise ValueError(f"random_split: lengths {list(lengths)} do not sum to len(dataset) = {n}")
+    perm = RandomSampler(range(n), seed=seed).indices()
+    bounds = np.cumsum([0, *lengths])
+    return [Subset(dataset, perm[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def collate(
+    samples: Sequence[Any], indices: Sequence[int] | np.ndarray | None = None
+) -> tuple[np.ndarray, ...] | np.ndarray:
+    """Stack samples field by field: B samples of fields ``[*s_k]`` -> arrays ``[B, *s_k]``.
+
+    Args:
+        samples: B samples, each a tuple (or list) of fields, or each a single array/scalar.
+        indices: the samples' dataset indices, only used in error messages.
+
+    Returns:
+        A tuple with one stacked array per field (a single array when the samples are not
+        tuples). Python ints become int64, floats float64, bools bool (as in PyTorch).
+
+    Raises:
+        ValueError: two samples of a batch differ in number of fields, or a field's shape or
+            dtype; the message names both samples, their dataset indices, and what differs.
+    """
+    if len(samples) == 0:
+        raise ValueError("collate: empty batch")
+    if indices is None:
+        indices = range(len(samples))
+    single = not isinstance(samples[0], (tuple, list))
+    rows = [(s,) if single else tuple(s) for s in samples]
+    n_fields = len(rows[0])
+
+    def who(j: int) -> str:
+        return f"sample {j} (dataset index {indices[j]})"
+
+    for j, row in enumerate(rows):
+        if len(row) != n_fields:
+            raise ValueError(f"collate: {who(j)} has {len(row)} fields but {who(0)} has {n_fields}")
+    fields = []
+    for k in range(n_fields):
+        values = [_as_field(row[k], k, who(j)) for j, row in enumerate(rows)]
+        shape, dtype = values[0].shape, values[0].dtype
+        for j, v in enumerate(values):
+            if v.shape != shape:
+                raise ValueError(
+                    f"collate: cannot stack field {k}: {who(j)} has shape {v.shape} but "
+                    f"{who(0)} has shape {shape} (all samples of a batch need the same shape)"
+                )
+            if v.dtype != dtype:
+                raise ValueError(
+                    f"collate: cannot stack field {k}: {who(j)} has dtype {v.dtype} but "
+                    f"{who(0)} has dtype {dtype} (all samples of a batch need the same dtype)"
+                )
+        fields.append(np.stack(values))
+    return fields[0] if single else tuple(fields)
+
+
+class DataLoader:
+    """Iterate over a dataset in batches of Tensors.
+
+    Args:
+        dataset: a map-style dataset (``len`` and ``[i]``; ``get_batch`` is used when present).
+        batch_size: samples per batch, ``B``.
+        shuffle: visit the samples in a new random order every epoch.
+        drop_last: drop the last batch when it has fewer than ``B`` samples (default: keep it).
+        sampler: where the indices come from (a :class:`Sampler` or any iterable of ints with a
+            length), e.g. a :class:`DistributedSampler`. Not together with ``shuffle``/``seed``.
+        seed: makes ``shuffle`` reproducible: epoch ``e``'s order depends only on
+            ``(seed, e)``. Without a seed, orders come from tinytrain's global generator
+            (``tinytrain.manual_seed``).
+        collate_fn: turns a list of samples into a tuple of arrays (default: :func:`collate`);
+            when given, ``get_batch`` is not used.
+
+    Each ``iter(loader)`` is one epoch and yields ``len(loader)`` batches: a tuple of Tensors,
+    one per field, each ``[B, *sample_shape]`` (MNIST: ``x`` float32 ``[B, 1, 28, 28]``, ``y``
+    int64 ``[B]``); a dataset whose samples are single arrays gives single Tensors.
+    Differences from PyTorch: no worker processes (the fast path makes them unnecessary for
+    in-memory data), and ``seed`` instead of ``generator``.
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: int = 1,
+        shuffle: bool = False,
+        drop_last: bool = False,
+        sampler: Sampler | Iterable[int] | None = None,
+        seed: int | None = None,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+    ) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral):
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
+        if sampler is not None and (shuffle or seed is not None):
+            raise ValueError(
+                "DataLoader: give either a sampler or shuffle/seed, not both (the sampler "
+                "decides the order; e.g. DistributedSampler(ds, shuffle=True, seed=...))"
+            )
+        self.dataset = dataset
+        self.batch_size = int(batch_size)
+        self.shuffle = shuffle
+        self.drop_last = drop_last
+        self.seed = seed
+        self.collate_fn = collate_fn
+        if sampler is None:
+            sampler = RandomSampler(dataset, seed) if shuffle else SequentialSampler(dataset)
+        self.sampler = sampler
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch of the next iteration (forwarded to the sampler, if it has epochs)."""
+        if hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        """Number of batches per epoch: ``ceil(n / B)``, or ``floor(n / B)`` with drop_last."""
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def __iter__(self) -> Iterator[Any]:
+        if hasattr(self.sampler, "indices"):
+            order = np.asarray(self.sampler.indices(), dtype=np.int64)
+        else:
+            order = np.fromiter(iter(self.sampler), dtype=np.int64)
+        B = self.batch_size
+        stop = len(order) - len(order) % B if self.drop_last else len(order)
+        for start in range(0, stop, B):
+            yield self._batch(order[start : start + B])
+
+    def _batch(self, idx: np.ndarray) -> Any:
+        """Fetch and stack the samples ``idx`` (int64 ``[B]``) and wrap them as Tensors."""
+        get_batch = getattr(self.dataset, "get_batch", None)
+        if self.collate_fn is not None:
+            fields = self.collate_fn([self.dataset[int(i)] for i in idx])
+        elif get_batch is not None:
+            fields = get_batch(idx)
+        else:
+            fields = collate([self.dataset[int(i)] for i in idx], idx)
+        if isinstance(fields, (tuple, list)):
+            return tuple(_to_tensor(f) for f in fields)
+        return _to_tensor(fields)
+
+
+def _to_tensor(array: np.ndarray) -> Any:
+    """Wrap a stacked batch field as a tinytrain Tensor, without copying it."""
+    from tinytrain.tensor import Tensor
+
+    return Tensor(array)
+
+
+def _as_numpy(a: Any) -> np.ndarray:
+    """A NumPy view of an array or Tensor (``.numpy()``)."""
+    if isinstance(a, np.ndarray):
+        return a
+    if hasattr(a, "numpy"):
+        return np.asarray(a.numpy())
+    return np.asarray(a)
+
+
+def _as_field(value: Any, k: int, who: str) -> np.ndarray:
+    """One field of one sample as an array; Python scalars get PyTorch's collate dtypes."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return np.asarray(value)
+    if isinstance(value, bool):
+        return np.asarray(value, dtype=np.bool_)
+    if isinstance(value, numbers.Integral):
+        return np.asarray(value, dtype=np.int64)
+    if isinstance(value, numbers.Real):
+        return np.asarray(value, dtype=np.float64)
+    if hasattr(value, "numpy"):
+        return np.asarray(value.numpy())
+    raise TypeError(
+        f"collate: field {k} of {who} is a {type(value).__name__}; a field must be an array, a "
+        f"Tensor or a number"
+    )

@@ -1,0 +1,193 @@
+"""Samplers: which sample indices an epoch visits, and in what order.
+
+A sampler is an iterable of dataset indices with a length, as in PyTorch. tinytrain's samplers
+also have ``indices() -> int64 [n]``, the whole epoch as one array, which the DataLoader slices
+into batches without a Python loop over samples.
+
+* :class:`SequentialSampler`: 0, 1, ..., n-1.
+* :class:`RandomSampler`: a permutation, reproducible from a seed and different every epoch.
+* :class:`DistributedSampler`: one rank's disjoint shard of the (shuffled) indices, the same
+  length on every rank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sized
+
+import numpy as np
+
+
+class Sampler:
+    """Base class: subclasses implement :meth:`indices` and ``__len__``."""
+
+    def indices(self) -> np.ndarray:
+        """The indices of one epoch, int64 ``[len(self)]``."""
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.indices().tolist())
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+
+class SequentialSampler(Sampler):
+    """``0, 1, ..., len(data_source) - 1``, every epoch."""
+
+    def __init__(self, data_source: Sized) -> None:
+        self.data_source = data_source
+
+    def indices(self) -> np.ndarray:
+        return np.arange(len(self.data_source), dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.data_source)
+
+
+class RandomSampler(Sampler):
+    """A random permutation of ``range(len(data_source))``, a new one every epoch.
+
+    Args:
+        data_source: anything with ``len()``.
+        seed: with a seed, epoch ``e``'s order is a pure function of ``(seed, e)``: two samplers
+            with the same seed give the same sequence of epochs. Without one, each epoch draws
+            from tinytrain's global generator, so ``tinytrain.manual_seed`` makes it
+            reproducible.
+
+    Each call of :meth:`indices` (each ``iter()``) is one epoch and advances the epoch counter;
+    :meth:`set_epoch` chooses the next epoch explicitly (e.g. when resuming from a checkpoint).
+    """
+
+    def __init__(self, data_source: Sized, seed: int | None = None) -> None:
+        self.data_source = data_source
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next :meth:`indices` call produce epoch ``epoch``'s order."""
+        self.epoch = epoch
+
+    def indices(self) -> np.ndarray:
+        n = len(self.data_source)
+        if self.seed is not None:
+            rng = np.random.default_rng((self.seed, self.epoch))
+        else:
+            from tinytrain.random import default_generator
+
+            rng = default_generator()
+        self.epoch += 1
+        return rng.permutation(n).astype(np.int64, copy=False)
+
+    def __len__(self) -> int:
+        return len(self.data_source)
+
+
+class DistributedSampler(Sampler):
+    """Rank ``rank``'s shard of a data set split over ``num_replicas`` processes.
+
+    Every epoch, all ranks compute the same order of ``range(n)`` (shuffled from
+    ``(seed, epoch)`` when ``shuffle``), and rank ``r`` takes positions ``r, r + R, r + 2R, ...``
+    of it (``R = num_replicas``). The shards are therefore disjoint, together cover the data,
+    and have the same length on every rank, which DDP needs: every rank must run the same number
+    of steps, or the collective operations of the last step wait forever.
+
+    **The tail.** When ``n`` is not a multiple of ``R``:
+
+    * ``drop_last=False`` (default): the order is padded with its own first ``R - n % R``
+      indices, so every rank gets ``ceil(n / R)`` samples; those few samples are seen twice in
+      the epoch (the padding is the last sample of the last ranks: :meth:`padding_mask` marks
+      it, so that evaluation can leave it out of its counts).
+    * ``drop_last=True``: the last ``n % R`` indices of the order are dropped, every rank gets
+      ``n // R`` samples, and no sample is repeated (with ``shuffle``, a different few are
+      dropped each epoch).
+
+    This is PyTorch's ``torch.utils.data.DistributedSampler``: with the same arguments and
+    ``shuffle=False`` the shards are identical (the shuffled orders differ: another RNG).
+
+    Args:
+        dataset: anything with ``len()``.
+        num_replicas: number of ranks (default: ``tinytrain.distributed.get_world_size()``).
+        rank: this process's rank, ``0 <= rank < num_replicas`` (default: ``get_rank()``).
+        shuffle: shuffle the order every epoch.
+        seed: the shuffle seed; must be the same on all ranks.
+        drop_last: drop the tail instead of padding (see above).
+
+    Unlike :class:`RandomSampler`, the epoch does **not** advance by itself: call
+    ``set_epoch(epoch)`` at the start of every epoch (as in PyTorch), or every epoch has the
+    same order. The epoch must come from the training loop, which all ranks share.
+    """
+
+    def __init__(
+        self,
+        dataset: Sized,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+    ) -> None:
+        if num_replicas is None or rank is None:
+            num_replicas, rank = _world(num_replicas, rank)
+        if not isinstance(num_replicas, int) or num_replicas < 1:
+            raise ValueError(f"num_replicas must be a positive integer, got {num_replicas!r}")
+        if not isinstance(rank, int) or not 0 <= rank < num_replicas:
+            raise ValueError(f"rank must be in [0, {num_replicas - 1}], got {rank!r}")
+        self.dataset = dataset
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.shuffle = shuffle
+        self.seed = seed
+        self.drop_last = drop_last
+        self.epoch = 0
+        n = len(dataset)
+        if drop_last:
+            self.num_samples = n // num_replicas
+        else:
+            self.num_samples = -(-n // num_replicas)  # ceil
+        #: Length of the padded (or cut) order that is dealt out to the ranks.
+        self.total_size = self.num_samples * num_replicas
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch whose shuffled order the next iteration uses (same on all ranks)."""
+        self.epoch = epoch
+
+    def _order(self) -> np.ndarray:
+        n = len(self.dataset)
+        if self.shuffle:
+            order = np.random.default_rng((self.seed, self.epoch)).permutation(n)
+        else:
+            order = np.arange(n)
+        if self.total_size > n:  # pad with the first indices, wrapping if n < padding
+            order = np.resize(order, self.total_size)
+        return order[: self.total_size].astype(np.int64, copy=False)
+
+    def indices(self) -> np.ndarray:
+        """This rank's indices for the current epoch, int64 ``[num_samples]``."""
+        return self._order()[self.rank : self.total_size : self.num_replicas]
+
+    def padding_mask(self) -> np.ndarray:
+        """bool ``[num_samples]``: True where this rank's sample is padding (a repeat).
+
+        All False with ``drop_last=True`` or when ``R`` divides ``n``; otherwise at most the last
+        entry is True, on the last ``total_size - n`` ranks.
+        """
+        positions = np.arange(self.rank, self.total_size, self.num_replicas)
+        return positions >= len(self.dataset)
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+def _world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
+    """Fill in world size and rank from ``tinytrain.distributed`` when not given."""
+    try:
+        from tinytrain import distributed as dist
+
+        world = dist.get_world_size() if num_replicas is None else num_replicas
+        me = dist.get_rank() if rank is None else rank
+    except Exception as exc:  # no distributed package, or no process group yet
+        raise ValueError(
+            "DistributedSampler needs num_replicas and rank: pass them, or call "
+            f"tinytrain.distributed.init_process_group() first ({type(exc).__name__}: {exc})"
+        ) from None
+    return world, me
