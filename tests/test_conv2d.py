@@ -1,0 +1,392 @@
+"""Conv2d: shapes (Conv2dMeta), exact values, gradients, PyTorch parity, bad input.
+
+The kernels live in ``tinytrain/kernels/cpu/conv2d.py``; the autograd Function,
+``F.conv2d`` and ``nn.Conv2d`` in ``tinytrain/nn/conv.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+import tinytrain as tt
+import tinytrain.kernels.cpu.conv2d as kernels
+from tinytrain.kernels.cpu.conv2d import Conv2dMeta
+from tinytrain.nn import conv as conv_mod
+from tinytrain.nn.conv import Conv2d, conv2d
+
+
+@pytest.fixture(autouse=True)
+def _torch_single_thread():
+    """Tiny convolutions: one PyTorch thread is faster than two on a busy 2-core CI box."""
+    try:
+        import torch
+    except ImportError:
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def run_conv(x, w, b=None, stride=1, padding=0, grad=None, device="cpu"):
+    """tinytrain conv2d forward (+ backward with ``grad``): arrays (y, dx, dw, db)."""
+    xt = tt.tensor(x, requires_grad=True, device=device)
+    wt = tt.tensor(w, requires_grad=True, device=device)
+    bt = None if b is None else tt.tensor(b, requires_grad=True, device=device)
+    y = conv2d(xt, wt, bt, stride, padding)
+    if grad is None:
+        return y.numpy(), None, None, None
+    y.backward(tt.tensor(grad, device=device))
+    return (
+        y.numpy(),
+        xt.grad.numpy(),
+        wt.grad.numpy(),
+        None if bt is None else bt.grad.numpy(),
+    )
+
+
+# --------------------------------------------------------------------------- Conv2dMeta
+
+
+def test_meta_sizes():
+    m = Conv2dMeta((8, 3, 28, 30), (16, 3, 5, 3), stride=(2, 1), padding=(1, 2), bias_shape=(16,))
+    assert (m.batch, m.in_channels, m.out_channels) == (8, 3, 16)
+    assert (m.in_h, m.in_w, m.kernel_h, m.kernel_w) == (28, 30, 5, 3)
+    assert (m.stride_h, m.stride_w, m.pad_h, m.pad_w) == (2, 1, 1, 2)
+    assert (m.out_h, m.out_w) == ((28 + 2 - 5) // 2 + 1, (30 + 4 - 3) // 1 + 1) == (13, 32)
+    assert m.patches == 13 * 32
+    assert m.kernel_elems == 3 * 5 * 3
+    assert m.has_bias
+    assert m.output_shape == (8, 16, 13, 32)
+    assert m.offsets()[:4] == [(0, 0), (0, 1), (0, 2), (1, 0)]
+
+
+def test_meta_scalar_and_pair_arguments_agree():
+    a = Conv2dMeta((1, 1, 9, 9), (1, 1, 3, 3), stride=2, padding=1)
+    b = Conv2dMeta((1, 1, 9, 9), (1, 1, 3, 3), stride=(2, 2), padding=[1, 1])
+    assert a == b
+    assert not a.has_bias
+
+
+# --------------------------------------------------------------------------- exact values
+
+X44 = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)  # x[r, c] = 4r + c
+
+
+def test_exact_box_filter_with_and_without_bias(device):
+    w = np.ones((1, 1, 2, 2), dtype=np.float32)
+    expected = np.array([[10, 14, 18], [26, 30, 34], [42, 46, 50]], dtype=np.float32)
+    y, *_ = run_conv(X44, w, device=device)
+    np.testing.assert_array_equal(y[0, 0], expected)
+    y, *_ = run_conv(X44, w, np.array([0.5], dtype=np.float32), device=device)
+    np.testing.assert_array_equal(y[0, 0], expected + 0.5)
+
+
+def test_exact_stride2_padding1(device):
+    # Padded to 6x6; 2x2 windows at stride 2 see real rows {0}, {1, 2}, {3} (same for columns).
+    w = np.ones((1, 1, 2, 2), dtype=np.float32)
+    expected = np.array([[0, 3, 3], [12, 30, 18], [12, 27, 15]], dtype=np.float32)
+    y, *_ = run_conv(X44, w, stride=2, padding=1, device=device)
+    np.testing.assert_array_equal(y[0, 0], expected)
+
+
+def test_exact_non_square_2x3_kernel(device):
+    x = np.arange(12, dtype=np.float32).reshape(1, 1, 3, 4)  # x[r, c] = 4r + c
+    w = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.float32).reshape(1, 1, 2, 3)
+    # out[0, 0] = 1*0 + 2*1 + 3*2 + 4*4 + 5*5 + 6*6 = 85; one column right adds sum(w) = 21,
+    # one row down adds 4 * 21 = 84.
+    y, *_ = run_conv(x, w, device=device)
+    np.testing.assert_array_equal(y[0, 0], [[85, 106], [169, 190]])
+
+
+def test_exact_channels_are_summed_and_outputs_separate(device):
+    x = np.stack([X44[0, 0], 100 * X44[0, 0]])[None]  # [1, 2, 4, 4]
+    w = np.zeros((3, 2, 1, 1), dtype=np.float32)
+    w[0, 0] = 1  # channel 0 only
+    w[1, 1] = 1  # channel 1 only
+    w[2] = 2  # 2 * (channel 0 + channel 1)
+    y, *_ = run_conv(x, w, np.array([0, 0, 1], dtype=np.float32), device=device)
+    np.testing.assert_array_equal(y[0, 0], X44[0, 0])
+    np.testing.assert_array_equal(y[0, 1], 100 * X44[0, 0])
+    np.testing.assert_array_equal(y[0, 2], 202 * X44[0, 0] + 1)
+
+
+def test_exact_gradients_of_box_filter():
+    # d(sum y)/dx counts how many windows cover each pixel; d(sum y)/dw sums each shifted view.
+    w = np.ones((1, 1, 2, 2), dtype=np.float32)
+    g = np.ones((1, 1, 3, 3), np.float32)
+    _, dx, dw, db = run_conv(X44, w, np.zeros(1, np.float32), grad=g)
+    coverage = [[1, 2, 2, 1], [2, 4, 4, 2], [2, 4, 4, 2], [1, 2, 2, 1]]
+    np.testing.assert_array_equal(dx[0, 0], coverage)
+    x = X44[0, 0]
+    expected_dw = [[x[:3, :3].sum(), x[:3, 1:].sum()], [x[1:, :3].sum(), x[1:, 1:].sum()]]
+    np.testing.assert_array_equal(dw[0, 0], expected_dw)
+    np.testing.assert_array_equal(db, [9])
+
+
+# --------------------------------------------------------------------------- gradcheck
+
+
+def numerical_grad(f, a: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """Central differences of the scalar ``f()`` with respect to every element of ``a``."""
+    g = np.zeros_like(a)
+    for idx in np.ndindex(a.shape):
+        old = a[idx]
+        a[idx] = old + eps
+        up = f()
+        a[idx] = old - eps
+        down = f()
+        a[idx] = old
+        g[idx] = (up - down) / (2 * eps)
+    return g
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, stride, padding",
+    [
+        ((2, 2, 5, 6), (3, 2, 3, 3), 1, 1),  # the dense stride-1 path, with padding
+        ((2, 3, 6, 5), (2, 3, 2, 3), (2, 1), (1, 2)),  # the strided path, non-square
+        ((1, 2, 7, 7), (2, 2, 3, 2), 3, 0),  # stride 3: some inputs are never read
+    ],
+)
+def test_gradcheck_float64(x_shape, w_shape, stride, padding):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(x_shape)
+    w = rng.standard_normal(w_shape)
+    b = rng.standard_normal(w_shape[0])
+    meta = Conv2dMeta(x.shape, w.shape, stride, padding, b.shape)
+    g = rng.standard_normal(meta.output_shape)
+
+    def loss() -> float:  # L = sum(conv(x, w, b) * g), so dL/dy = g
+        return float((kernels.conv2d_forward(x, w, b, meta) * g).sum())
+
+    _, dx, dw, db = run_conv(x, w, b, stride, padding, grad=g)
+    assert dx.dtype == dw.dtype == db.dtype == np.float64
+    for analytic, wrt in ((dx, x), (dw, w), (db, b)):
+        np.testing.assert_allclose(analytic, numerical_grad(loss, wrt), rtol=1e-6, atol=1e-7)
+
+
+# --------------------------------------------------------------------------- PyTorch parity
+
+KERNELS = [1, 2, 3, (2, 3)]
+STRIDES = [1, 2, (2, 1)]
+
+
+def _close(name: str, ours: np.ndarray, ref: np.ndarray, case: str) -> None:
+    """rtol 1e-5, and an atol of 1e-5 of the largest magnitude (float32 sums)."""
+    atol = 1e-5 * max(1.0, float(np.abs(ref).max()))
+    np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=atol, err_msg=f"{name} differs: {case}")
+
+
+@pytest.mark.parametrize("stride", STRIDES, ids=str)
+@pytest.mark.parametrize("kernel", KERNELS, ids=str)
+def test_pytorch_parity_grid(kernel, stride, device):
+    """batch x Cin x Cout x padding x bias x (odd, even H/W) for one kernel and stride."""
+    torch = pytest.importorskip("torch")
+    kh, kw = kernel if isinstance(kernel, tuple) else (kernel, kernel)
+    rng = np.random.default_rng(10 * KERNELS.index(kernel) + STRIDES.index(stride))
+    grid = itertools.product([1, 3], [1, 3], [1, 4], [0, 1, 2], [True, False], [(5, 7), (6, 8)])
+    for n, c_in, c_out, padding, bias, (h, w) in grid:
+        case = f"N={n} Cin={c_in} Cout={c_out} k={kernel} s={stride} p={padding} b={bias} {h}x{w}"
+        x = rng.standard_normal((n, c_in, h, w), dtype=np.float32)
+        wt = rng.standard_normal((c_out, c_in, kh, kw), dtype=np.float32)
+        b = rng.standard_normal(c_out, dtype=np.float32) if bias else None
+        tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(wt, requires_grad=True)
+        tb = torch.tensor(b, requires_grad=True) if bias else None
+        ty = torch.nn.functional.conv2d(tx, tw, tb, stride, padding)
+        g = rng.standard_normal(tuple(ty.shape), dtype=np.float32)
+        ty.backward(torch.from_numpy(g))
+        y, dx, dw, db = run_conv(x, wt, b, stride, padding, grad=g, device=device)
+        _close("forward", y, ty.detach().numpy(), case)
+        _close("dX", dx, tx.grad.numpy(), case)
+        _close("dW", dw, tw.grad.numpy(), case)
+        if bias:
+            _close("db", db, tb.grad.numpy(), case)
+
+
+@pytest.mark.parametrize("stride, padding", [(1, 0), (1, 1), (2, 1)])
+def test_many_image_blocks_match_one_block(monkeypatch, stride, padding):
+    """The kernels work one block of images at a time; block edges must not show."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((5, 3, 7, 6))
+    w = rng.standard_normal((4, 3, 3, 2))
+    meta = Conv2dMeta(x.shape, w.shape, stride, padding, (4,))
+    g = rng.standard_normal(meta.output_shape)
+    b = rng.standard_normal(4)
+
+    def all_ops():
+        return (
+            kernels.conv2d_forward(x, w, b, meta),
+            kernels.conv2d_backward_input(g, w, meta),
+            kernels.conv2d_backward_weight(g, x, meta),
+        )
+
+    one_block = all_ops()
+    monkeypatch.setattr(kernels, "BLOCK_BYTES", 1)  # one image per block
+    assert len(kernels._image_blocks(meta, 8)) == 5
+    for a, b_ in zip(one_block, all_ops()):
+        np.testing.assert_allclose(a, b_, rtol=1e-12, atol=1e-12)
+
+
+def test_float32_stays_float32():
+    x = np.ones((1, 2, 4, 4), np.float32)
+    w = np.ones((3, 2, 3, 3), np.float32)
+    y, dx, dw, db = run_conv(x, w, np.ones(3, np.float32), grad=np.ones((1, 3, 2, 2), np.float32))
+    assert y.dtype == dx.dtype == dw.dtype == db.dtype == np.float32
+
+
+# --------------------------------------------------------------------------- autograd wiring
+
+
+def forbidden(*args):
+    raise AssertionError("this backward op should not run")
+
+
+def test_backward_runs_only_the_ops_that_are_needed(monkeypatch):
+    x = tt.tensor(np.ones((1, 2, 5, 5), np.float32), requires_grad=True)
+    w = tt.tensor(np.ones((3, 2, 3, 3), np.float32))  # a constant: no dW
+    b = tt.tensor(np.ones(3, np.float32))  # a constant: no db
+    monkeypatch.setattr(conv_mod, "conv2d_backward_weight", forbidden)
+    monkeypatch.setattr(conv_mod, "conv2d_backward_bias", forbidden)
+    y = conv2d(x, w, b)
+    saved_x, saved_w = y.grad_fn.ctx.saved_tensors
+    assert saved_x is None and saved_w is not None  # dX needs w only
+    y.sum().backward()
+    assert x.grad.shape == (1, 2, 5, 5)
+    assert w.grad is None and b.grad is None
+
+
+def test_weight_only_gradient_saves_only_x(monkeypatch):
+    monkeypatch.setattr(conv_mod, "conv2d_backward_input", forbidden)
+    x = tt.tensor(np.ones((1, 2, 5, 5), np.float32))
+    w = tt.tensor(np.ones((3, 2, 3, 3), np.float32), requires_grad=True)
+    y = conv2d(x, w)
+    saved_x, saved_w = y.grad_fn.ctx.saved_tensors
+    assert saved_x is not None and saved_w is None  # dW needs x only
+    y.sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.full((3, 2, 3, 3), 9, np.float32))
+
+
+def test_no_grad_records_nothing():
+    x = tt.tensor(np.ones((1, 1, 3, 3), np.float32), requires_grad=True)
+    w = tt.tensor(np.ones((1, 1, 2, 2), np.float32), requires_grad=True)
+    with tt.no_grad():
+        y = conv2d(x, w)
+    assert y.grad_fn is None and not y.requires_grad
+
+
+# --------------------------------------------------------------------------- nn.Conv2d
+
+
+def test_module_parameters_and_pytorch_init():
+    tt.manual_seed(0)
+    m = Conv2d(16, 32, 3)
+    names = [name for name, _ in m.named_parameters()]
+    assert names == ["weight", "bias"]
+    assert m.weight.shape == (32, 16, 3, 3) and m.bias.shape == (32,)
+    assert m.weight.dtype == np.float32
+    bound = 1 / math.sqrt(16 * 3 * 3)  # kaiming_uniform_(a=sqrt(5)) on fan_in = Cin*Kh*Kw
+    w = m.weight.numpy()
+    assert np.abs(w).max() <= bound and np.abs(w).max() > 0.95 * bound
+    assert abs(w.std() - bound / math.sqrt(3)) < 0.05 * bound  # U(-a, a) has std a/sqrt(3)
+    assert np.abs(m.bias.numpy()).max() <= bound
+    tt.manual_seed(0)
+    np.testing.assert_array_equal(Conv2d(16, 32, 3).weight.numpy(), w)  # seeded
+
+
+def test_module_without_bias_and_non_square_arguments():
+    m = Conv2d(2, 4, (2, 3), stride=(2, 1), padding=(1, 0), bias=False)
+    assert m.bias is None
+    assert [name for name, _ in m.named_parameters()] == ["weight"]
+    assert m.weight.shape == (4, 2, 2, 3)
+    y = m(tt.tensor(np.ones((3, 2, 5, 5), np.float32)))
+    assert y.shape == (3, 4, (5 + 2 - 2) // 2 + 1, 5 - 3 + 1)
+
+
+def test_module_matches_pytorch_with_the_same_weights(device):
+    torch = pytest.importorskip("torch")
+    tt.manual_seed(3)
+    m = Conv2d(3, 5, 3, padding=1).to(device)
+    x = np.random.default_rng(0).standard_normal((2, 3, 9, 8), dtype=np.float32)
+    ref = torch.nn.Conv2d(3, 5, 3, padding=1)
+    with torch.no_grad():
+        ref.weight.copy_(torch.from_numpy(m.weight.numpy()))
+        ref.bias.copy_(torch.from_numpy(m.bias.numpy()))
+        expected = ref(torch.from_numpy(x)).numpy()
+    _close("Conv2d", m(tt.tensor(x, device=device)).numpy(), expected, "module")
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, kwargs, message",
+    [
+        ((3, 5, 5), (2, 3, 3, 3), {}, r"input must be 4-D .*got shape \(3, 5, 5\) \(3 dims\)"),
+        ((1, 3, 5, 5), (2, 3, 3), {}, r"weight must be 4-D .*got shape \(2, 3, 3\)"),
+        ((1, 3, 0, 5), (2, 3, 3, 3), {}, r"input shape \(1, 3, 0, 5\) has an empty dimension"),
+        ((1, 3, 5, 5), (0, 3, 3, 3), {}, r"weight shape \(0, 3, 3, 3\) has an empty dimension"),
+        (
+            (1, 3, 5, 5),
+            (8, 4, 3, 3),
+            {},
+            r"input has 3 channels but weight expects 4 .*weight shape \(8, 4, 3, 3\)",
+        ),
+        ((1, 3, 5, 5), (2, 3, 3, 3), {"stride": 0}, r"stride must be positive.*\(0, 0\)"),
+        ((1, 3, 5, 5), (2, 3, 3, 3), {"stride": (1, -2)}, r"stride must be positive.*\(1, -2\)"),
+        ((1, 3, 5, 5), (2, 3, 3, 3), {"padding": -1}, r"padding must be non-negative.*\(-1, -1\)"),
+        (
+            (1, 3, 2, 2),
+            (2, 3, 5, 5),
+            {"padding": 1},
+            r"kernel 5x5 does not fit the padded input 4x4 \(input 2x2, padding 1x1\)",
+        ),
+        (
+            (1, 3, 9, 2),
+            (2, 3, 1, 3),
+            {},
+            r"kernel 1x3 does not fit the padded input 9x2",
+        ),
+        (
+            (1, 3, 5, 5),
+            (2, 3, 3, 3),
+            {"bias_shape": (3,)},
+            r"bias must have shape \(2,\) = \[Cout\], got \(3,\)",
+        ),
+        (
+            (1, 3, 5, 5),
+            (2, 3, 3, 3),
+            {"bias_shape": (2, 1)},
+            r"bias must have shape \(2,\) = \[Cout\], got \(2, 1\)",
+        ),
+        ((1, 3, 5, 5), (2, 3, 3, 3), {"stride": (1, 2, 3)}, r"stride must be an int or a pair"),
+        ((1, 3, 5, 5), (2, 3, 3, 3), {"padding": 1.5}, r"padding must be an int or a pair"),
+    ],
+)
+def test_bad_shapes_raise_value_errors_that_name_the_sizes(x_shape, w_shape, kwargs, message):
+    with pytest.raises(ValueError, match=r"^conv2d: " + message):
+        Conv2dMeta(x_shape, w_shape, **kwargs)
+    # The public function checks before any work is done, with the same message.
+    x = tt.tensor(np.zeros(x_shape, np.float32))
+    w = tt.tensor(np.zeros(w_shape, np.float32))
+    bias_shape = kwargs.pop("bias_shape", None)
+    b = None if bias_shape is None else tt.tensor(np.zeros(bias_shape, np.float32))
+    with pytest.raises(ValueError, match=r"^conv2d: " + message):
+        conv2d(x, w, b, **kwargs)
+
+
+def test_module_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="channels must be positive"):
+        Conv2d(0, 4, 3)
+    with pytest.raises(ValueError, match="kernel_size must be positive"):
+        Conv2d(1, 4, (0, 3))
+    with pytest.raises(ValueError, match="kernel_size must be an int or a pair"):
+        Conv2d(1, 4, "3")
+    m = Conv2d(3, 4, 3)
+    with pytest.raises(ValueError, match="input has 1 channels but weight expects 3"):
+        m(tt.tensor(np.zeros((1, 1, 5, 5), np.float32)))

@@ -1,0 +1,412 @@
+"""2-D convolution on raw arrays: the shape bookkeeping and a *direct* kernel.
+
+Chapter 3 (``notebooks/03_conv2d_cpu.ipynb``) builds everything here step by step.
+
+Conventions (PyTorch's): the input ``x`` is ``[N, Cin, H, W]`` (NCHW), the weight
+``w`` is ``[Cout, Cin, Kh, Kw]`` (OIHW), the optional bias ``b`` is ``[Cout]`` and
+the output is ``[N, Cout, Ho, Wo]``. Like every deep-learning "convolution" this
+is a cross-correlation: the kernel is not flipped.
+
+**The direct kernel.** A convolution is a sum over the ``Kh * Kw`` kernel
+offsets ``(i, j)`` of one matrix product each::
+
+    out[:, n, h, w] += w[:, :, i, j] @ x_pad[:, n, h*sh + i, w*sw + j]     # [Cout, Cin] @ [Cin]
+
+done for all ``(n, h, w)`` at once. No im2col buffer (``Kh * Kw`` copies of the
+input) is ever built. The layout makes each of those products one large GEMM:
+
+* the input is copied once into a zero-padded, *channels-first* buffer
+  ``[Cin, N, Hp, Wp]`` (``Hp = H + 2 * ph``), seen as a matrix ``[Cin, N*Hp*Wp]``;
+* with stride 1, the pixels that offset ``(i, j)`` multiplies are that matrix
+  shifted by ``i * Wp + j`` columns, a plain 2-D view: the GEMM reads it in
+  place, with no copy at all. The price is that outputs are computed on the
+  whole padded grid ``[N, Hp, Wp]`` (the rows and columns past ``Ho``/``Wo`` are
+  thrown away at the end), ``Hp*Wp / (Ho*Wo)`` times the useful work (1.17x for
+  26x26 images and 3x3 kernels);
+* with a stride, the shifted pixels are not evenly spaced in that matrix, so
+  each offset copies its strided window ``[Cin, N, Ho, Wo]`` (a quarter of the
+  input for stride 2) before its GEMM;
+* the GEMMs run on a block of a few images at a time (about ``BLOCK_BYTES`` of
+  operands), so that the block's input columns, accumulator and product stay in
+  the CPU caches while the ``Kh * Kw`` products are summed; each block's real
+  outputs are then copied once, plus the bias, into the NCHW result.
+
+With ``K = Cin`` short, these GEMMs are limited by memory traffic more than by
+arithmetic, which is why the layout and the blocks matter (see chapter 3 and
+``bench/conv_cpu.py``).
+
+The three backward ops reuse the same offsets and layout:
+
+* ``conv2d_backward_input``: ``dx_pad[:, window(i, j)] += w[:, :, i, j].T @ dy``
+  (a scatter-add per offset; written as a gather this is a "full" convolution of
+  ``dy`` with the flipped kernel);
+* ``conv2d_backward_weight``: ``dw[:, :, i, j] = dy @ x_pad[:, window(i, j)].T``
+  (a correlation of ``x`` with ``dy``);
+* ``conv2d_backward_bias``: ``db = dy.sum((0, 2, 3))``.
+
+The kernels only use the array module of their inputs (``numpy`` here, ``cupy``
+for arrays on the GPU), so they also run on CuPy arrays until the dedicated CUDA
+kernels of chapter 4 replace them there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import InitVar, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tinytrain.backend import get_array_module
+
+__all__ = [
+    "Conv2dMeta",
+    "conv2d_backward_bias",
+    "conv2d_backward_input",
+    "conv2d_backward_weight",
+    "conv2d_forward",
+    "pair",
+]
+
+IntOrPair = int | tuple[int, int]
+
+
+def pair(value: Any, name: str, op: str = "conv2d") -> tuple[int, int]:
+    """``3 -> (3, 3)``; ``(2, 3) -> (2, 3)``. Anything else raises a ValueError."""
+    if isinstance(value, int | np.integer) and not isinstance(value, bool):
+        return int(value), int(value)
+    if (
+        isinstance(value, tuple | list)
+        and len(value) == 2
+        and all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in value)
+    ):
+        return int(value[0]), int(value[1])
+    raise ValueError(f"{op}: {name} must be an int or a pair of ints (h, w), got {value!r}")
+
+
+@dataclass(frozen=True)
+class Conv2dMeta:
+    """Every size of one 2-D convolution, computed and validated in one place.
+
+    Build it from the shapes of the operands::
+
+        meta = Conv2dMeta(x.shape, w.shape, stride=1, padding=0, bias_shape=None)
+
+    ``stride`` and ``padding`` are an int or an ``(h, w)`` pair; from here on H and W
+    are always separate. Invalid shapes raise a ValueError that names the sizes:
+    a 4-D NCHW input, a 4-D OIHW weight, matching channels, stride > 0,
+    padding >= 0, a kernel that fits the padded input, a bias of shape ``[Cout]``.
+
+    ``out = (in + 2 * pad - kernel) // stride + 1`` for each of H and W.
+    """
+
+    x_shape: InitVar[tuple[int, ...]]
+    w_shape: InitVar[tuple[int, ...]]
+    stride: InitVar[IntOrPair] = 1
+    padding: InitVar[IntOrPair] = 0
+    bias_shape: InitVar[tuple[int, ...] | None] = None
+
+    batch: int = field(init=False)
+    in_channels: int = field(init=False)
+    out_channels: int = field(init=False)
+    in_h: int = field(init=False)
+    in_w: int = field(init=False)
+    kernel_h: int = field(init=False)
+    kernel_w: int = field(init=False)
+    stride_h: int = field(init=False)
+    stride_w: int = field(init=False)
+    pad_h: int = field(init=False)
+    pad_w: int = field(init=False)
+    out_h: int = field(init=False)
+    out_w: int = field(init=False)
+    has_bias: bool = field(init=False)
+
+    def __post_init__(
+        self,
+        x_shape: tuple[int, ...],
+        w_shape: tuple[int, ...],
+        stride: IntOrPair,
+        padding: IntOrPair,
+        bias_shape: tuple[int, ...] | None,
+    ) -> None:
+        x_shape, w_shape = tuple(x_shape), tuple(w_shape)
+        if len(x_shape) != 4:
+            raise ValueError(
+                f"conv2d: input must be 4-D [N, Cin, H, W], got shape {x_shape} "
+                f"({len(x_shape)} dims)"
+            )
+        if len(w_shape) != 4:
+            raise ValueError(
+                f"conv2d: weight must be 4-D [Cout, Cin, Kh, Kw], got shape {w_shape} "
+                f"({len(w_shape)} dims)"
+            )
+        if min(x_shape) < 1:
+            raise ValueError(f"conv2d: input shape {x_shape} has an empty dimension")
+        if min(w_shape) < 1:
+            raise ValueError(f"conv2d: weight shape {w_shape} has an empty dimension")
+        n, c_in, h, w = x_shape
+        c_out, c_in_w, kh, kw = w_shape
+        if c_in != c_in_w:
+            raise ValueError(
+                f"conv2d: input has {c_in} channels but weight expects {c_in_w} "
+                f"(input shape {x_shape}, weight shape {w_shape})"
+            )
+        sh, sw = pair(stride, "stride")
+        ph, pw = pair(padding, "padding")
+        if sh < 1 or sw < 1:
+            raise ValueError(f"conv2d: stride must be positive, got stride (h, w) = {(sh, sw)}")
+        if ph < 0 or pw < 0:
+            raise ValueError(
+                f"conv2d: padding must be non-negative, got padding (h, w) = {(ph, pw)}"
+            )
+        if kh > h + 2 * ph or kw > w + 2 * pw:
+            raise ValueError(
+                f"conv2d: kernel {kh}x{kw} does not fit the padded input "
+                f"{h + 2 * ph}x{w + 2 * pw} (input {h}x{w}, padding {ph}x{pw})"
+            )
+        if bias_shape is not None and tuple(bias_shape) != (c_out,):
+            raise ValueError(
+                f"conv2d: bias must have shape ({c_out},) = [Cout], got {tuple(bias_shape)} "
+                f"(weight shape {w_shape})"
+            )
+        values = dict(
+            batch=n, in_channels=c_in, out_channels=c_out, in_h=h, in_w=w,
+            kernel_h=kh, kernel_w=kw, stride_h=sh, stride_w=sw, pad_h=ph, pad_w=pw,
+            out_h=(h + 2 * ph - kh) // sh + 1, out_w=(w + 2 * pw - kw) // sw + 1,
+            has_bias=bias_shape is not None,
+        )  # fmt: skip
+        for key, value in values.items():
+            object.__setattr__(self, key, value)
+
+    @property
+    def padded_h(self) -> int:
+        return self.in_h + 2 * self.pad_h
+
+    @property
+    def padded_w(self) -> int:
+        return self.in_w + 2 * self.pad_w
+
+    @property
+    def patches(self) -> int:
+        """Output positions per image and channel: ``Ho * Wo``."""
+        return self.out_h * self.out_w
+
+    @property
+    def kernel_elems(self) -> int:
+        """Inputs that one output element sums over: ``Cin * Kh * Kw``."""
+        return self.in_channels * self.kernel_h * self.kernel_w
+
+    @property
+    def input_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.in_channels, self.in_h, self.in_w)
+
+    @property
+    def weight_shape(self) -> tuple[int, int, int, int]:
+        return (self.out_channels, self.in_channels, self.kernel_h, self.kernel_w)
+
+    @property
+    def output_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.out_channels, self.out_h, self.out_w)
+
+    def offsets(self) -> list[tuple[int, int]]:
+        """The kernel offsets ``(i, j)`` in row-major order."""
+        return [(i, j) for i in range(self.kernel_h) for j in range(self.kernel_w)]
+
+
+# --------------------------------------------------------------------------- layout helpers
+#
+# The kernels work on *grids*: the positions (n, h, w) at which outputs are
+# computed, flattened into the columns of a [C, cols] matrix, one block of images
+# [n0, n1) at a time.
+#
+# * stride 1 ("dense"): the grid is the padded input grid [N, Hp, Wp]. The input
+#   pixels that offset (i, j) multiplies are the columns [c0 + off, c1 + off) of the
+#   padded input matrix [Cin, N*Hp*Wp], off = i*Wp + j: a 2-D view, no copy. Grid
+#   columns past L = N*Hp*Wp - off_max are never computed (they are not real
+#   outputs, and offsets would read past the end of the input there).
+# * stride > 1: the grid is the output grid [N, Ho, Wo]; the window of offset
+#   (i, j) is the strided 4-D view x_pad[:, n0:n1, i::sh, j::sw] (cut to Ho x Wo),
+#   copied to a [Cin, cols] matrix for its GEMM.
+#
+# Working one block of images at a time keeps each block's input window, output
+# accumulator and GEMM result in the CPU caches while the Kh*Kw offsets pass over
+# them; BLOCK_BYTES sets how big a block is.
+
+BLOCK_BYTES = 2 << 20
+
+
+def _dense(meta: Conv2dMeta) -> bool:
+    """True when the zero-copy stride-1 path applies."""
+    return meta.stride_h == 1 and meta.stride_w == 1
+
+
+def _grid_hw(meta: Conv2dMeta) -> tuple[int, int]:
+    """The (h, w) size of one image's grid."""
+    return (meta.padded_h, meta.padded_w) if _dense(meta) else (meta.out_h, meta.out_w)
+
+
+def _image_blocks(meta: Conv2dMeta, itemsize: int) -> list[tuple[int, int]]:
+    """Ranges of images ``[n0, n1)`` whose grid columns fill about BLOCK_BYTES."""
+    gh, gw = _grid_hw(meta)
+    col_bytes = (meta.in_channels + 2 * meta.out_channels) * itemsize
+    per_block = max(1, BLOCK_BYTES // (gh * gw * col_bytes))
+    return [(n0, min(n0 + per_block, meta.batch)) for n0 in range(0, meta.batch, per_block)]
+
+
+def _grid_cols(meta: Conv2dMeta, n0: int, n1: int) -> int:
+    """How many grid columns of images [n0, n1) are computed."""
+    gh, gw = _grid_hw(meta)
+    if not _dense(meta):
+        return (n1 - n0) * gh * gw
+    off_max = (meta.kernel_h - 1) * meta.padded_w + (meta.kernel_w - 1)
+    return min(n1 * gh * gw, meta.batch * gh * gw - off_max) - n0 * gh * gw
+
+
+def _window(buf: Any, i: int, j: int, meta: Conv2dMeta, n0: int, n1: int) -> Any:
+    """What kernel offset (i, j) touches of a padded ``[C, N, Hp, Wp]`` buffer, images [n0, n1).
+
+    A writable view: ``[C, cols]`` on the dense path, ``[C, n1-n0, Ho, Wo]`` otherwise.
+    """
+    if _dense(meta):
+        start = n0 * meta.padded_h * meta.padded_w + i * meta.padded_w + j
+        return buf.reshape(buf.shape[0], -1)[:, start : start + _grid_cols(meta, n0, n1)]
+    h_end = i + meta.stride_h * (meta.out_h - 1) + 1
+    w_end = j + meta.stride_w * (meta.out_w - 1) + 1
+    return buf[:, n0:n1, i : h_end : meta.stride_h, j : w_end : meta.stride_w]
+
+
+def _cols(view: Any) -> Any:
+    """A window as a 2-D ``[C, cols]`` matrix (a copy only for strided windows)."""
+    return view if view.ndim == 2 else view.reshape(view.shape[0], -1)
+
+
+def _padded_cnhw(x: Any, meta: Conv2dMeta) -> Any:
+    """Copy ``x [N, C, H, W]`` once into a zero-padded channels-first ``[C, N, Hp, Wp]``."""
+    xp = get_array_module(x)
+    ph, pw = meta.pad_h, meta.pad_w
+    if ph == 0 and pw == 0:
+        return xp.ascontiguousarray(x.transpose(1, 0, 2, 3))
+    shape = (meta.in_channels, meta.batch, meta.padded_h, meta.padded_w)
+    buf = xp.zeros(shape, dtype=x.dtype)
+    buf[:, :, ph : ph + meta.in_h, pw : pw + meta.in_w] = x.transpose(1, 0, 2, 3)
+    return buf
+
+
+class _GradGrid:
+    """``dy [N, Cout, Ho, Wo]`` laid out on the grid, one block of images at a time.
+
+    ``block(n0, n1)`` returns ``[Cout, cols]`` with zeros at the grid positions that
+    are not real outputs (they must not contribute to dX or dW). One buffer is
+    reused for every block; its zeros are written once.
+    """
+
+    def __init__(self, grad_out: Any, meta: Conv2dMeta, max_images: int) -> None:
+        xp = get_array_module(grad_out)
+        self.dy, self.meta = grad_out, meta
+        gh, gw = _grid_hw(meta)
+        self.buf = xp.zeros((meta.out_channels, max_images, gh, gw), dtype=grad_out.dtype)
+
+    def block(self, n0: int, n1: int) -> Any:
+        meta, buf = self.meta, self.buf[:, : n1 - n0]
+        buf[:, :, : meta.out_h, : meta.out_w] = self.dy[n0:n1].transpose(1, 0, 2, 3)
+        return buf.reshape(meta.out_channels, -1)[:, : _grid_cols(meta, n0, n1)]
+
+
+# --------------------------------------------------------------------------- forward
+
+
+def conv2d_forward(x: Any, w: Any, b: Any | None, meta: Conv2dMeta) -> Any:
+    """Direct convolution: ``[N, Cin, H, W] * [Cout, Cin, Kh, Kw] (+ [Cout]) -> [N, Cout, Ho, Wo]``.
+
+    For each block of images, one GEMM ``[Cout, Cin] @ [Cin, cols]`` per kernel
+    offset is summed into a grid accumulator, whose real outputs are then copied
+    (plus bias) into the NCHW output.
+    """
+    xp = get_array_module(x)
+    dtype = xp.result_type(x, w)
+    xbuf = _padded_cnhw(x.astype(dtype, copy=False), meta)
+    w_ij = xp.ascontiguousarray(w.astype(dtype, copy=False).transpose(2, 3, 0, 1))  # [Kh,Kw,O,I]
+    bias = None if b is None else b.astype(dtype, copy=False).reshape(-1, 1, 1, 1)
+    gh, gw = _grid_hw(meta)
+    blocks = _image_blocks(meta, xbuf.itemsize)
+    per_block = blocks[0][1] - blocks[0][0]
+    acc_buf = xp.empty((meta.out_channels, per_block * gh * gw), dtype=dtype)
+    tmp_buf = xp.empty_like(acc_buf)
+    out = xp.empty(meta.output_shape, dtype=dtype)
+    for n0, n1 in blocks:
+        cols = _grid_cols(meta, n0, n1)
+        acc, tmp = acc_buf[:, :cols], tmp_buf[:, :cols]
+        for k, (i, j) in enumerate(meta.offsets()):
+            window = _cols(_window(xbuf, i, j, meta, n0, n1))
+            if k == 0:
+                xp.matmul(w_ij[i, j], window, out=acc)
+            else:
+                xp.matmul(w_ij[i, j], window, out=tmp)
+                acc += tmp
+        grid = acc_buf[:, : (n1 - n0) * gh * gw].reshape(meta.out_channels, n1 - n0, gh, gw)
+        real = grid[:, :, : meta.out_h, : meta.out_w]  # [Cout, n, Ho, Wo]
+        if bias is not None:
+            real += bias
+        out[n0:n1] = real.transpose(1, 0, 2, 3)
+    return out
+
+
+# --------------------------------------------------------------------------- backward
+
+
+def conv2d_backward_input(grad_out: Any, w: Any, meta: Conv2dMeta) -> Any:
+    """``dx [N, Cin, H, W]`` from ``dy [N, Cout, Ho, Wo]`` and ``w [Cout, Cin, Kh, Kw]``.
+
+    Per offset, ``w[:, :, i, j].T @ dy`` (``[Cin, Cout] @ [Cout, cols]``) is added
+    into the window of the padded input gradient that this offset read in
+    forward; the padding border is cut off at the end. Needs ``w`` only.
+    """
+    xp = get_array_module(grad_out)
+    dtype = xp.result_type(grad_out, w)
+    grad_out = grad_out.astype(dtype, copy=False)
+    w_t = xp.ascontiguousarray(w.astype(dtype, copy=False).transpose(2, 3, 1, 0))  # [Kh,Kw,I,O]
+    shape = (meta.in_channels, meta.batch, meta.padded_h, meta.padded_w)
+    dx_pad = xp.zeros(shape, dtype=dtype)
+    blocks = _image_blocks(meta, dx_pad.itemsize)
+    dy_grid = _GradGrid(grad_out, meta, blocks[0][1] - blocks[0][0])
+    tmp_buf = xp.empty((meta.in_channels, dy_grid.buf[0].size), dtype=dtype)
+    for n0, n1 in blocks:
+        dy = dy_grid.block(n0, n1)
+        tmp = tmp_buf[:, : dy.shape[1]]
+        for i, j in meta.offsets():
+            xp.matmul(w_t[i, j], dy, out=tmp)
+            window = _window(dx_pad, i, j, meta, n0, n1)
+            window += tmp.reshape(window.shape)
+    ph, pw = meta.pad_h, meta.pad_w
+    dx = dx_pad[:, :, ph : ph + meta.in_h, pw : pw + meta.in_w].transpose(1, 0, 2, 3)
+    return xp.ascontiguousarray(dx)
+
+
+def conv2d_backward_weight(grad_out: Any, x: Any, meta: Conv2dMeta) -> Any:
+    """``dw [Cout, Cin, Kh, Kw]`` from ``dy [N, Cout, Ho, Wo]`` and ``x [N, Cin, H, W]``.
+
+    Per offset, ``dw[:, :, i, j] = dy @ window(i, j).T`` (``[Cout, cols] @ [cols, Cin]``),
+    summed over the blocks of images: the correlation of the input with the
+    output gradient. Needs ``x`` only.
+    """
+    xp = get_array_module(grad_out)
+    dtype = xp.result_type(grad_out, x)
+    xbuf = _padded_cnhw(x.astype(dtype, copy=False), meta)
+    blocks = _image_blocks(meta, xbuf.itemsize)
+    dy_grid = _GradGrid(grad_out.astype(dtype, copy=False), meta, blocks[0][1] - blocks[0][0])
+    shape = (meta.kernel_h, meta.kernel_w, meta.out_channels, meta.in_channels)
+    dw, tmp = xp.empty(shape, dtype=dtype), xp.empty(shape[2:], dtype=dtype)
+    for b, (n0, n1) in enumerate(blocks):
+        dy = dy_grid.block(n0, n1)
+        for i, j in meta.offsets():
+            window = _cols(_window(xbuf, i, j, meta, n0, n1))
+            if b == 0:
+                xp.matmul(dy, window.T, out=dw[i, j])
+            else:
+                xp.matmul(dy, window.T, out=tmp)
+                dw[i, j] += tmp
+    return xp.ascontiguousarray(dw.transpose(2, 3, 0, 1))
+
+
+def conv2d_backward_bias(grad_out: Any) -> Any:
+    """``db [Cout]`` from ``dy [N, Cout, Ho, Wo]``: the sum over N, Ho and Wo."""
+    return grad_out.sum(axis=(0, 2, 3))

@@ -1,0 +1,261 @@
+"""Convolution and pooling layers: autograd Functions, functional forms and Modules.
+
+Chapter 3 (``notebooks/03_conv2d_cpu.ipynb``) explains the kernels these call,
+which live in :mod:`tinytrain.kernels.cpu.conv2d` and :mod:`tinytrain.kernels.cpu.pool`.
+
+Shapes follow PyTorch: input ``[N, C, H, W]``, conv weight ``[Cout, Cin, Kh, Kw]``,
+bias ``[Cout]``. ``kernel_size``, ``stride`` and ``padding`` take an int or an
+``(h, w)`` pair. Unlike PyTorch, a 3-D (unbatched) input is not accepted, and
+``dilation``/``groups``/``ceil_mode`` do not exist.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tinytrain.autograd import Context, Function
+from tinytrain.kernels.cpu.conv2d import (
+    Conv2dMeta,
+    IntOrPair,
+    conv2d_backward_bias,
+    conv2d_backward_input,
+    conv2d_backward_weight,
+    conv2d_forward,
+    pair,
+)
+from tinytrain.kernels.cpu.pool import (
+    Pool2dMeta,
+    avg_pool2d_backward,
+    avg_pool2d_forward,
+    max_pool2d_backward,
+    max_pool2d_forward,
+)
+from tinytrain.nn import init
+from tinytrain.nn.module import Module, Parameter
+from tinytrain.tensor import Tensor
+
+__all__ = [
+    "AvgPool2d",
+    "Conv2d",
+    "Conv2dFunction",
+    "MaxPool2d",
+    "avg_pool2d",
+    "conv2d",
+    "max_pool2d",
+]
+
+
+def _shape(t: Any) -> tuple[int, ...]:
+    return tuple(t.shape)
+
+
+# --------------------------------------------------------------------------- conv2d
+
+
+class Conv2dFunction(Function):
+    """``y = conv2d(x, w) + b``, with three separate backward ops.
+
+    Selective save: ``w`` is kept only if ``x`` needs a gradient (dX reads ``w``),
+    ``x`` only if ``w`` needs one (dW reads ``x``); db reads nothing.
+    """
+
+    @staticmethod
+    def forward(x: Any, w: Any, b: Any | None, stride: IntOrPair, padding: IntOrPair) -> Any:
+        meta = Conv2dMeta(x.shape, w.shape, stride, padding, None if b is None else b.shape)
+        return conv2d_forward(x, w, b, meta)
+
+    @staticmethod
+    def setup_context(ctx: Context, inputs: tuple[Any, ...], output: Any) -> None:
+        x, w, b, stride, padding = inputs
+        ctx.meta = Conv2dMeta(x.shape, w.shape, stride, padding, None if b is None else b.shape)
+        need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        ctx.save_for_backward(x if need_w else None, w if need_x else None)
+
+    @staticmethod
+    def backward(ctx: Context, grad_out: Any) -> tuple[Any, ...]:
+        x, w = ctx.saved_tensors
+        meta: Conv2dMeta = ctx.meta
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        gx = conv2d_backward_input(grad_out, w, meta) if need_x else None
+        gw = conv2d_backward_weight(grad_out, x, meta) if need_w else None
+        gb = conv2d_backward_bias(grad_out) if need_b else None
+        return gx, gw, gb, None, None
+
+
+def conv2d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: IntOrPair = 1,
+    padding: IntOrPair = 0,
+) -> Tensor:
+    """2-D convolution (cross-correlation), as ``torch.nn.functional.conv2d``.
+
+    ``x [N, Cin, H, W]``, ``weight [Cout, Cin, Kh, Kw]``, ``bias [Cout]`` or None
+    -> ``[N, Cout, Ho, Wo]`` with ``Ho = (H + 2*ph - Kh) // sh + 1`` (same for W).
+    Raises a ValueError naming the sizes when the shapes do not fit together.
+    """
+    Conv2dMeta(_shape(x), _shape(weight), stride, padding, None if bias is None else _shape(bias))
+    return Conv2dFunction.apply(x, weight, bias, stride, padding)
+
+
+class Conv2d(Module):
+    """A convolution layer: ``weight [out, in, Kh, Kw]`` and ``bias [out]``.
+
+    PyTorch's initialisation: ``kaiming_uniform_(weight, a=sqrt(5))``, that is
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with ``fan_in = in * Kh * Kw``, and the
+    bias from the same range.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: IntOrPair,
+        stride: IntOrPair = 1,
+        padding: IntOrPair = 0,
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        if in_channels < 1 or out_channels < 1:
+            raise ValueError(
+                f"Conv2d: channels must be positive, got in_channels={in_channels}, "
+                f"out_channels={out_channels}"
+            )
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size = pair(kernel_size, "kernel_size", "Conv2d")
+        self.stride = pair(stride, "stride", "Conv2d")
+        self.padding = pair(padding, "padding", "Conv2d")
+        if min(self.kernel_size) < 1:
+            raise ValueError(f"Conv2d: kernel_size must be positive, got {self.kernel_size}")
+        kh, kw = self.kernel_size
+        self.weight = Parameter(np.empty((out_channels, in_channels, kh, kw), dtype=np.float32))
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if bias:
+            self.bias = Parameter(np.empty(out_channels, dtype=np.float32))
+            bound = 1 / math.sqrt(in_channels * kh * kw)
+            init.uniform_(self.bias, -bound, bound)
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return conv2d(x, self.weight, self.bias, self.stride, self.padding)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, padding={self.padding}, bias={self.bias is not None}"
+        )
+
+
+# --------------------------------------------------------------------------- pooling
+
+
+class MaxPool2dFunction(Function):
+    """Max pooling; saves only the arg-max offsets (int16) for backward."""
+
+    @staticmethod
+    def forward(x: Any, meta: Pool2dMeta) -> Any:
+        out, _ = max_pool2d_forward(x, meta)
+        return out
+
+    @staticmethod
+    def setup_context(ctx: Context, inputs: tuple[Any, ...], output: Any) -> None:
+        # The arg-max is recomputed here rather than kept from forward, because a
+        # Function's forward returns only its output; this runs only when a
+        # gradient is needed (grad mode on and x requires grad).
+        x, meta = inputs
+        _, argmax = max_pool2d_forward(x, meta)
+        ctx.meta = meta
+        ctx.save_for_backward(argmax)
+
+    @staticmethod
+    def backward(ctx: Context, grad_out: Any) -> tuple[Any, None]:
+        (argmax,) = ctx.saved_tensors
+        return max_pool2d_backward(grad_out, argmax, ctx.meta), None
+
+
+def max_pool2d(
+    x: Tensor,
+    kernel_size: IntOrPair,
+    stride: IntOrPair | None = None,
+    padding: IntOrPair = 0,
+) -> Tensor:
+    """2-D max pooling, as ``torch.nn.functional.max_pool2d`` (``ceil_mode=False``).
+
+    ``x [N, C, H, W] -> [N, C, Ho, Wo]``; ``stride`` defaults to ``kernel_size``.
+    The gradient goes to the first maximum of each window (PyTorch's tie rule).
+    """
+    meta = Pool2dMeta.from_shape(_shape(x), kernel_size, stride, padding, "max_pool2d")
+    return MaxPool2dFunction.apply(x, meta)
+
+
+class AvgPool2dFunction(Function):
+    """Average pooling; backward needs only the sizes."""
+
+    @staticmethod
+    def forward(x: Any, meta: Pool2dMeta, count_include_pad: bool) -> Any:
+        return avg_pool2d_forward(x, meta, count_include_pad)
+
+    @staticmethod
+    def setup_context(ctx: Context, inputs: tuple[Any, ...], output: Any) -> None:
+        _, ctx.meta, ctx.count_include_pad = inputs
+
+    @staticmethod
+    def backward(ctx: Context, grad_out: Any) -> tuple[Any, None, None]:
+        return avg_pool2d_backward(grad_out, ctx.meta, ctx.count_include_pad), None, None
+
+
+def avg_pool2d(
+    x: Tensor,
+    kernel_size: IntOrPair,
+    stride: IntOrPair | None = None,
+    padding: IntOrPair = 0,
+    count_include_pad: bool = True,
+) -> Tensor:
+    """2-D average pooling, as ``torch.nn.functional.avg_pool2d`` (``ceil_mode=False``).
+
+    ``x [N, C, H, W] -> [N, C, Ho, Wo]``; ``stride`` defaults to ``kernel_size``.
+    """
+    meta = Pool2dMeta.from_shape(_shape(x), kernel_size, stride, padding, "avg_pool2d")
+    return AvgPool2dFunction.apply(x, meta, count_include_pad)
+
+
+class MaxPool2d(Module):
+    """Module form of :func:`max_pool2d`."""
+
+    def __init__(
+        self, kernel_size: IntOrPair, stride: IntOrPair | None = None, padding: IntOrPair = 0
+    ) -> None:
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(self, x: Tensor) -> Tensor:
+        return max_pool2d(x, self.kernel_size, self.stride, self.padding)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool2d(Module):
+    """Module form of :func:`avg_pool2d`."""
+
+    def __init__(
+        self,
+        kernel_size: IntOrPair,
+        stride: IntOrPair | None = None,
+        padding: IntOrPair = 0,
+        count_include_pad: bool = True,
+    ) -> None:
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.count_include_pad = count_include_pad
+
+    def forward(self, x: Tensor) -> Tensor:
+        return avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
