@@ -106,10 +106,4 @@ def to_device(array: Any, device: str) -> Any:
 
 def index_add(target: Any, index: Any, values: Any) -> None:
     """``target[index] += values`` that also accumulates repeated indices (``np.add.at``)."""
-    xp = get_array_module(target)
-    if xp is np:
-        np.add.at(target, index, values)
-    else:
-        import cupyx  # noqa: PLC0415
-
-        cupyx.scatter_add(target, index, values)
+    get_array_module(target).add.at(target, index, values)

@@ -248,6 +248,8 @@ class Tensor:
         arr = xp.asarray(other)
         if arr.dtype.kind in "biuf" and self.dtype.kind == "f":
             arr = arr.astype(self.dtype)
+        elif isinstance(other, int) and self.dtype.kind in "iu":  # int32 + 1 stays int32
+            arr = arr.astype(self.dtype)
         elif arr.dtype != self.dtype:
             raise TypeError(f"{name}: cannot combine a {self.dtype} tensor with {arr.dtype}")
         return Tensor(arr)

@@ -153,6 +153,8 @@ class Pow(Function):
     @staticmethod
     def backward(ctx, g):
         (a,) = ctx.saved_tensors
+        if ctx.p == 0:  # a ** 0 is constant; a ** -1 would turn a = 0 into 0 * inf = nan
+            return get_array_module(g).zeros_like(g), None
         p = a.dtype.type(ctx.p)
         return g * p * a ** (p - 1), None
 

@@ -1,0 +1,491 @@
+"""The backward engine, grad modes, hooks, Function/ctx, and the error messages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tinytrain as tt
+from tinytrain.autograd import Function
+
+
+def leaf(values, device="cpu", dtype=np.float32):
+    return tt.tensor(np.asarray(values, dtype=dtype), device=device, requires_grad=True)
+
+
+X = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]], dtype=np.float32)
+
+
+# ------------------------------------------------------------------ graph shapes
+
+
+def test_node_used_twice_in_one_op(device):
+    x = leaf(X, device)
+    (x * x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * X, rtol=1e-6)
+
+
+def test_same_tensor_added_to_itself(device):
+    a = leaf(X, device)
+    (a + a).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), np.full_like(X, 2.0))
+
+
+def test_diamond_matches_torch(device):
+    def f(x, lib):
+        s = x * 3.0 - 1.0                     # shared subexpression
+        left = s.exp() if lib is tt else torch.exp(s)
+        right = s.sigmoid()
+        return (left * right + s * s).sum()   # s feeds three paths
+
+    x = leaf(X, device)
+    t = torch.tensor(X, requires_grad=True)
+    y, ref = f(x, tt), f(t, torch)
+    np.testing.assert_allclose(y.numpy(), ref.detach().numpy(), rtol=1e-5)
+    y.backward()
+    ref.backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-5)
+
+
+def test_diamond_node_runs_once():
+    calls = []
+
+    class Record(Function):
+        @staticmethod
+        def forward(a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            calls.append(g.copy())
+            return g * 2
+
+    x = leaf([1.0, 2.0])
+    s = Record.apply(x)
+    (s * 3.0 + s * 4.0).sum().backward()
+    assert len(calls) == 1  # both branches' gradients arrived summed, in one call
+    np.testing.assert_array_equal(calls[0], [7.0, 7.0])
+    np.testing.assert_array_equal(x.grad.numpy(), [14.0, 14.0])
+
+
+def test_grads_accumulate_over_two_backward_calls(device):
+    x = leaf(X, device)
+    (x * x).sum().backward()
+    first = x.grad
+    (x * 3.0).sum().backward()
+    assert x.grad is first  # accumulated in place into the same tensor
+    np.testing.assert_allclose(x.grad.numpy(), 2 * X + 3.0, rtol=1e-6)
+
+
+def test_grad_bound_to_a_view_stays_bound():
+    """DDP binds .grad to a view of a bucket; accumulation must write through it."""
+    bucket = np.zeros(8, dtype=np.float32)
+    x = leaf([1.0, 2.0, 3.0])
+    x.grad = tt.Tensor(bucket[2:5])
+    (x * x).sum().backward()
+    np.testing.assert_array_equal(bucket, [0, 0, 2, 4, 6, 0, 0, 0])
+
+
+def test_branch_without_grad_is_not_recorded():
+    x = leaf([1.0, 2.0])
+    c = tt.tensor([3.0, 4.0])
+    y = c * 2.0
+    assert y.grad_fn is None and not y.requires_grad
+    z = (x * y).sum()
+    z.backward()
+    assert c.grad is None
+    np.testing.assert_array_equal(x.grad.numpy(), [6.0, 8.0])
+
+
+def test_backward_on_leaf_with_gradient():
+    x = leaf([1.0, 2.0])
+    x.backward(tt.tensor([3.0, 4.0]))
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 4.0])
+
+
+def test_function_returning_none_stops_gradient_in_deep_graph():
+    """A Function may return None for an input that needs grad: nothing flows below it,
+    however deep the graph below is."""
+
+    class Stop(Function):
+        @staticmethod
+        def forward(a):
+            return a.copy()
+
+        @staticmethod
+        def backward(ctx, g):
+            return None
+
+    x = leaf([1.0, 2.0])
+    h = x
+    for _ in range(3000):
+        h = h * 1.0
+    w = leaf([5.0, 6.0])
+    (Stop.apply(h) * w).sum().backward()
+    assert x.grad is None
+    np.testing.assert_array_equal(w.grad.numpy(), [1.0, 2.0])
+
+
+def test_deep_chain_backward():
+    x = leaf([1.0, -2.0])
+    h = x
+    for _ in range(5000):
+        h = h + 1.0
+    h.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 1.0])
+
+
+# ----------------------------------------------------------- post-accumulate hooks
+
+
+def test_post_accumulate_hook_fires_once_per_accumulation_after_grad_is_in_place(device):
+    x = leaf(X, device)
+    seen = []
+    x.register_post_accumulate_grad_hook(lambda t: seen.append((t is x, t.grad.numpy().copy())))
+    y = x * x + x  # x reaches its AccumulateGrad through three paths: still one accumulation
+    y.sum().backward()
+    assert len(seen) == 1
+    assert seen[0][0]
+    np.testing.assert_allclose(seen[0][1], 2 * X + 1, rtol=1e-6)
+    (x * 2.0).sum().backward()
+    assert len(seen) == 2
+    np.testing.assert_allclose(seen[1][1], 2 * X + 3, rtol=1e-6)  # sees the accumulated sum
+
+
+def test_post_accumulate_hooks_order_and_removal():
+    x = leaf([1.0])
+    calls = []
+    h1 = x.register_post_accumulate_grad_hook(lambda t: calls.append("first"))
+    x.register_post_accumulate_grad_hook(lambda t: calls.append("second"))
+    (x * 2.0).sum().backward()
+    assert calls == ["first", "second"]
+    h1.remove()
+    h1.remove()  # removing twice is harmless
+    (x * 2.0).sum().backward()
+    assert calls == ["first", "second", "second"]
+
+
+def test_post_accumulate_hook_matches_torch_count():
+    counts = {"tt": 0, "torch": 0}
+    x = leaf([1.0, 2.0])
+    t = torch.tensor([1.0, 2.0], requires_grad=True)
+    x.register_post_accumulate_grad_hook(lambda _: counts.__setitem__("tt", counts["tt"] + 1))
+    t.register_post_accumulate_grad_hook(
+        lambda _: counts.__setitem__("torch", counts["torch"] + 1))
+    for lib_x in (x, t):
+        for _ in range(2):
+            ((lib_x * lib_x) + lib_x).sum().backward()
+    assert counts["tt"] == counts["torch"] == 2
+
+
+def test_post_accumulate_hook_only_on_leaves():
+    x = leaf([1.0])
+    with pytest.raises(RuntimeError, match="leaves"):
+        (x * 2.0).register_post_accumulate_grad_hook(lambda t: None)
+
+
+# ---------------------------------------------------------------------- grad mode
+
+
+def test_no_grad_builds_no_graph(device):
+    x = leaf(X, device)
+    with tt.no_grad():
+        assert not tt.is_grad_enabled()
+        y = (x * 2.0).exp().sum()
+    assert tt.is_grad_enabled()
+    assert y.grad_fn is None and not y.requires_grad
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        y.backward()
+
+
+def test_enable_grad_inside_no_grad(device):
+    x = leaf(X, device)
+    with tt.no_grad():
+        with tt.enable_grad():
+            y = x * 2.0
+        z = x * 2.0
+        assert not tt.is_grad_enabled()
+    assert y.grad_fn is not None and y.requires_grad
+    assert z.grad_fn is None
+
+
+def test_no_grad_as_decorator_and_restores_on_exception():
+    x = leaf([1.0])
+
+    @tt.no_grad()
+    def f(t):
+        return t * 2.0
+
+    @tt.no_grad()
+    def boom():
+        raise KeyError("x")
+
+    y = f(x)
+    assert y.grad_fn is None and not y.requires_grad
+    assert tt.is_grad_enabled()
+    with pytest.raises(KeyError):
+        boom()
+    assert tt.is_grad_enabled()
+
+    @tt.enable_grad()
+    def g(t):
+        return t * 2.0
+
+    with tt.no_grad():
+        assert g(x).grad_fn is not None
+
+
+def test_set_grad_enabled():
+    x = leaf([1.0])
+    try:
+        tt.set_grad_enabled(False)
+        assert (x * 2.0).grad_fn is None
+    finally:
+        tt.set_grad_enabled(True)
+    assert (x * 2.0).grad_fn is not None
+
+
+# ------------------------------------------------------------------- retain_graph
+
+
+@pytest.mark.parametrize("expr", ["mul", "add_sum", "matmul"])
+def test_backward_twice_without_retain_graph_raises(expr):
+    x = leaf(X)
+    w = leaf(X.T)
+    y = {"mul": lambda: (x * x).sum(), "add_sum": lambda: (x + x).sum(),
+         "matmul": lambda: (x @ w).sum()}[expr]()
+    y.backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward()
+
+
+def test_backward_twice_with_retain_graph_doubles_grads(device):
+    x = leaf(X, device)
+    y = (x * x).exp().mean()
+    y.backward(retain_graph=True)
+    once = x.grad.numpy().copy()
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * once, rtol=1e-6)
+    t = torch.tensor(X, requires_grad=True)
+    (t * t).exp().mean().backward()
+    np.testing.assert_allclose(once, t.grad.numpy(), rtol=1e-5)
+
+
+# ----------------------------------------------------------------- Function, ctx
+
+
+class RecordingMul(Function):
+    """``a * b`` that records which gradients backward was asked for and computed."""
+
+    log: list = []
+
+    @staticmethod
+    def forward(a, b):
+        return a * b
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, b = inputs
+        ctx.save_for_backward(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        need_a, need_b = ctx.needs_input_grad
+        RecordingMul.log.append((need_a, need_b))
+        return (g * b if need_a else None), (g * a if need_b else None)
+
+
+@pytest.mark.parametrize("a_grad,b_grad", [(True, False), (False, True), (True, True)])
+def test_needs_input_grad(a_grad, b_grad):
+    RecordingMul.log = []
+    a = tt.tensor([2.0, 3.0], requires_grad=a_grad)
+    b = tt.tensor([5.0, 7.0], requires_grad=b_grad)
+    RecordingMul.apply(a, b).sum().backward()
+    assert RecordingMul.log == [(a_grad, b_grad)]
+    assert (a.grad is not None) == a_grad and (b.grad is not None) == b_grad
+    if a_grad:
+        np.testing.assert_array_equal(a.grad.numpy(), [5.0, 7.0])
+    if b_grad:
+        np.testing.assert_array_equal(b.grad.numpy(), [2.0, 3.0])
+
+
+def test_needs_input_grad_is_false_for_non_tensor_inputs():
+    seen = []
+
+    class Scale(Function):
+        @staticmethod
+        def forward(a, k):
+            return a * k
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            seen.append(ctx.needs_input_grad)
+            ctx.k = inputs[1]
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.k, None
+
+    x = leaf([1.0, 2.0])
+    Scale.apply(x, 3.0).sum().backward()
+    assert seen == [(True, False)]
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
+
+
+def test_wrong_number_of_gradients_is_reported():
+    class Bad(Function):
+        @staticmethod
+        def forward(a, b):
+            return a + b
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    with pytest.raises(RuntimeError, match="returned 1 gradients but forward took 2 inputs"):
+        Bad.apply(leaf([1.0]), leaf([2.0])).sum().backward()
+
+
+def test_mul_saves_only_what_is_needed():
+    a, b = leaf([1.0, 2.0]), tt.tensor([3.0, 4.0])
+    saved = (a * b).grad_fn.ctx.saved_tensors  # d/da needs b; d/db is not needed: a not kept
+    np.testing.assert_array_equal(saved[0], [3.0, 4.0])
+    assert saved[1] is None
+    saved = (b * a).grad_fn.ctx.saved_tensors
+    assert saved[0] is None
+    np.testing.assert_array_equal(saved[1], [3.0, 4.0])
+    saved = (a * leaf([5.0, 6.0])).grad_fn.ctx.saved_tensors
+    assert all(s is not None for s in saved)
+
+
+def test_matmul_and_linear_save_selectively():
+    from tinytrain.nn import functional as F
+
+    x, w = tt.tensor(X), leaf(X)
+    saved = (x @ w.T).grad_fn.ctx.saved_tensors
+    assert saved[0] is None and saved[1] is not None  # only x, for dw
+    saved = F.linear(x, w).grad_fn.ctx.saved_tensors
+    assert saved[0] is None and saved[1] is not None
+    saved = F.linear(leaf(X), tt.tensor(X)).grad_fn.ctx.saved_tensors
+    assert saved[0] is not None and saved[1] is None
+
+
+def test_saved_arrays_are_freed_after_backward():
+    x = leaf([1.0, 2.0])
+    y = x * x
+    node = y.grad_fn
+    y.sum().backward()
+    with pytest.raises(RuntimeError, match="second time"):
+        node.ctx.saved_tensors  # noqa: B018
+
+
+# ------------------------------------------------------------ detach, requires_grad_
+
+
+def test_detach_shares_memory_and_cuts_graph():
+    x = leaf([1.0, 2.0])
+    d = x.detach()
+    assert d.grad_fn is None and not d.requires_grad
+    d.data[0] = 10.0
+    assert x.numpy()[0] == 10.0  # shares memory, like torch
+    y = (x * x.detach()).sum()
+    y.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [10.0, 2.0])  # not 2x: one path is cut
+
+
+def test_requires_grad_flag_and_grad_fn_name():
+    x = leaf([1.0])
+    y = x * 2.0
+    assert x.is_leaf and not y.is_leaf
+    assert y.requires_grad and y.grad_fn.name == "MulBackward"
+
+
+def test_requires_grad_on_non_leaf_raises():
+    y = leaf([1.0]) * 2.0
+    with pytest.raises(RuntimeError, match="leaf"):
+        y.requires_grad_()
+
+
+def test_requires_grad_on_int_tensor_raises():
+    with pytest.raises(TypeError, match="int64"):
+        tt.tensor([1, 2]).requires_grad_()
+    with pytest.raises(TypeError, match="floating"):
+        tt.tensor([1, 2], requires_grad=True)
+
+
+def test_requires_grad_false_on_leaf_stops_recording():
+    x = leaf([1.0])
+    x.requires_grad_(False)
+    assert (x * 2.0).grad_fn is None
+
+
+# ------------------------------------------------------------------------ errors
+
+
+def test_backward_non_scalar_without_gradient_names_shape():
+    y = leaf(X) * 2.0
+    with pytest.raises(RuntimeError, match=r"shape \(2, 3\)"):
+        y.backward()
+
+
+def test_backward_gradient_of_wrong_shape_names_both():
+    y = leaf(X) * 2.0
+    with pytest.raises(ValueError, match=r"\(3, 2\).*\(2, 3\)"):
+        y.backward(tt.zeros(3, 2))
+
+
+def test_dtype_mismatch_names_both_dtypes():
+    a = tt.tensor(np.ones(3, np.float32))
+    b = tt.tensor(np.ones(3, np.float64))
+    for op in (lambda: a + b, lambda: a * b, lambda: b - a, lambda: a / b):
+        with pytest.raises(TypeError) as info:
+            op()
+        assert "float32" in str(info.value) and "float64" in str(info.value)
+    with pytest.raises(TypeError) as info:
+        a.reshape(1, 3) @ b.reshape(3, 1)
+    assert "float32" in str(info.value) and "float64" in str(info.value)
+
+
+@pytest.mark.parametrize("sa,sb", [((2, 3), (4,)), ((2, 3), (3, 2)), ((5, 1, 4), (2, 3, 1, 5))])
+def test_broadcast_shape_error_names_both_shapes(sa, sb):
+    a, b = tt.zeros(*sa), tt.zeros(*sb)
+    with pytest.raises(ValueError) as info:
+        a + b
+    msg = str(info.value)
+    assert str(sa) in msg and str(sb) in msg
+    with np.testing.assert_raises(ValueError):  # and numpy agrees it cannot broadcast
+        np.broadcast_shapes(sa, sb)
+
+
+@pytest.mark.parametrize("sa,sb", [((2, 3), (4, 5)), ((3,), (4,)), ((2, 3), (2,)),
+                                   ((2, 4, 3), (5, 3, 2))])
+def test_matmul_shape_error_names_both_shapes(sa, sb):
+    with pytest.raises(ValueError) as info:
+        tt.zeros(*sa) @ tt.zeros(*sb)
+    msg = str(info.value)
+    assert str(sa) in msg and str(sb) in msg
+
+
+def test_matmul_0d_operand_raises():
+    with pytest.raises(ValueError, match="at least 1 dimension"):
+        tt.tensor(2.0) @ tt.zeros(3)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not tt.cuda_is_available(), reason="needs CuPy and an NVIDIA GPU")
+def test_mixing_devices_names_both():
+    a, b = tt.zeros(3), tt.zeros(3, device="cuda")
+    with pytest.raises(RuntimeError) as info:
+        a + b
+    assert "cpu" in str(info.value) and "cuda" in str(info.value)
+
+
+def test_to_device_and_dtype_is_differentiable(device):
+    x = leaf(X, device)
+    y = x.to(device).double()
+    assert y.dtype == np.float64
+    (y * y).sum().backward()
+    assert x.grad.dtype == np.float32 and x.grad.device == device
+    np.testing.assert_allclose(x.grad.numpy(), 2 * X, rtol=1e-6)

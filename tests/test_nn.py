@@ -1,0 +1,412 @@
+"""Module, Parameter, hooks, modes, state dicts, initialisation and Dropout."""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+import torch
+
+import tinytrain as tt
+from tinytrain import nn
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(4, 3)
+        self.act = nn.ReLU()
+        self.scale = nn.Parameter(np.ones(3, dtype=np.float32))
+        self.fc2 = nn.Linear(3, 2, bias=False)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)) * self.scale)
+
+
+# ------------------------------------------------------------------ registration
+
+
+def test_registration_order_and_names():
+    m = Block()
+    assert [n for n, _ in m.named_parameters()] == [
+        "scale", "fc1.weight", "fc1.bias", "fc2.weight"]  # own first, then children in order
+    assert [n for n, _ in m.named_children()] == ["fc1", "act", "fc2"]
+    assert [n for n, _ in m.named_modules()] == ["", "fc1", "act", "fc2"]
+    assert m.fc2.bias is None
+    assert len(list(m.parameters())) == 4
+
+
+def test_named_parameters_match_torch_for_nested_sequential():
+    m = nn.Sequential(nn.Linear(2, 3), nn.Sigmoid(), nn.Sequential(nn.Linear(3, 3), nn.ReLU()),
+                      nn.Linear(3, 1))
+    t = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Sigmoid(),
+                            torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU()),
+                            torch.nn.Linear(3, 1))
+    names = [n for n, _ in m.named_parameters()]
+    assert names == [n for n, _ in t.named_parameters()]
+    assert names == ["0.weight", "0.bias", "2.0.weight", "2.0.bias", "3.weight", "3.bias"]
+    assert list(m.state_dict()) == list(t.state_dict())
+    assert [p.shape for p in m.parameters()] == [tuple(p.shape) for p in t.parameters()]
+
+
+def test_sequential_from_ordered_dict_and_indexing():
+    a, b = nn.Linear(2, 2), nn.ReLU()
+    m = nn.Sequential(OrderedDict([("fc", a), ("act", b)]))
+    assert [n for n, _ in m.named_parameters()] == ["fc.weight", "fc.bias"]
+    assert m[0] is a and m[-1] is b and len(m) == 2 and list(m) == [a, b]
+
+
+def test_shared_parameter_listed_once():
+    m = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    m[1].weight = m[0].weight
+    assert len(list(m.parameters())) == 3
+    assert [n for n, _ in m.named_parameters()] == ["0.weight", "0.bias", "1.bias"]
+
+
+def test_reassigning_attribute_replaces_registration():
+    m = Block()
+    m.fc1 = nn.Linear(4, 3, bias=False)
+    assert "fc1.bias" not in dict(m.named_parameters())
+    assert [n for n, _ in m.named_children()] == ["fc1", "act", "fc2"]  # same place, as torch
+    new_scale = nn.Parameter(np.zeros(3, np.float32))
+    m.scale = new_scale
+    assert m.scale is new_scale and next(iter(m.named_parameters()))[0] == "scale"
+    m.scale = 3.0  # a plain value is no parameter any more
+    assert "scale" not in dict(m.named_parameters()) and m.scale == 3.0
+    del m.fc2
+    assert [n for n, _ in m.named_children()] == ["fc1", "act"]
+
+
+def test_plain_attribute_then_parameter_and_module():
+    m = nn.Module()
+    m.w = None
+    m.sub = 3
+    p, sub = nn.Parameter(np.zeros(2, np.float32)), nn.ReLU()
+    m.w = p
+    m.sub = sub
+    assert m.w is p and m.sub is sub  # the old plain values must not shadow them
+    assert [n for n, _ in m.named_parameters()] == ["w"]
+    assert [n for n, _ in m.named_children()] == ["sub"]
+
+
+def test_assign_before_init_raises():
+    class Broken(nn.Module):
+        def __init__(self):
+            self.w = nn.Parameter(np.zeros(1, np.float32))
+
+    with pytest.raises(AttributeError, match="super"):
+        Broken()
+
+
+def test_parameter_is_a_leaf_requiring_grad():
+    p = nn.Parameter(np.zeros(2, np.float32))
+    assert isinstance(p, tt.Tensor) and p.requires_grad and p.is_leaf
+
+
+# ------------------------------------------------------------------------ hooks
+
+
+def test_forward_pre_hook_replaces_args_and_can_be_removed():
+    m = nn.Identity()
+    seen = []
+
+    def pre(module, args):
+        seen.append((module, args))
+        return (args[0] * 2.0,)
+
+    h = m.register_forward_pre_hook(pre)
+    x = tt.tensor([1.0, 2.0])
+    np.testing.assert_array_equal(m(x).numpy(), [2.0, 4.0])
+    assert seen[0][0] is m and seen[0][1][0] is x
+    h.remove()
+    np.testing.assert_array_equal(m(x).numpy(), [1.0, 2.0])
+    assert len(seen) == 1
+
+
+def test_forward_pre_hook_returning_single_value_and_none():
+    m = nn.Identity()
+    m.register_forward_pre_hook(lambda mod, args: None)           # keeps args
+    m.register_forward_pre_hook(lambda mod, args: args[0] + 1.0)  # a non-tuple is wrapped
+    np.testing.assert_array_equal(m(tt.tensor([1.0])).numpy(), [2.0])
+
+
+def test_forward_hook_sees_args_and_output_and_replaces_output():
+    m = nn.Linear(2, 2)
+    seen = []
+
+    def hook(module, args, output):
+        seen.append((module, args, output))
+        return output * 0.0 + 7.0
+
+    h = m.register_forward_hook(hook)
+    x = tt.tensor([[1.0, 2.0]])
+    y = m(x)
+    np.testing.assert_array_equal(y.numpy(), [[7.0, 7.0]])
+    mod, args, out = seen[0]
+    assert mod is m and args[0] is x
+    np.testing.assert_allclose(out.numpy(), m.forward(x).numpy())
+    h.remove()
+    np.testing.assert_allclose(m(x).numpy(), m.forward(x).numpy())
+    assert len(seen) == 1
+
+
+def test_forward_hook_gets_args_after_pre_hook():
+    m = nn.Identity()
+    m.register_forward_pre_hook(lambda mod, args: (args[0] * 3.0,))
+    got = []
+    m.register_forward_hook(lambda mod, args, out: got.append(args[0].numpy().copy()))
+    m(tt.tensor([1.0]))
+    np.testing.assert_array_equal(got[0], [3.0])
+
+
+def test_hooks_not_run_by_forward():
+    m = nn.Sequential(nn.Linear(2, 2))
+    calls = []
+    m.register_forward_pre_hook(lambda *a: calls.append("pre"))
+    m.register_forward_hook(lambda *a: calls.append("post"))
+    m[0].register_forward_hook(lambda *a: calls.append("child"))
+    m.forward(tt.tensor([[1.0, 2.0]]))
+    assert calls == ["child"]  # forward() skips m's hooks; Sequential calls its children
+    m(tt.tensor([[1.0, 2.0]]))
+    assert calls == ["child", "pre", "child", "post"]
+
+
+def test_module_without_forward_raises():
+    with pytest.raises(NotImplementedError, match="Module"):
+        nn.Module()(tt.tensor([1.0]))
+
+
+# ---------------------------------------------------------------- modes, grads
+
+
+def test_train_eval_recursive():
+    m = nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.Dropout(0.5), nn.ReLU()))
+    assert all(x.training for x in m.modules())
+    assert m.eval() is m
+    assert not any(x.training for x in m.modules())
+    m[1].train()
+    assert not m.training and not m[0].training and m[1].training and m[1][0].training
+    m.train()
+    assert all(x.training for x in m.modules())
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_zero_grad(set_to_none):
+    m = Block()
+    m(tt.ones(5, 4)).sum().backward()
+    grads = {n: p.grad for n, p in m.named_parameters()}
+    assert all(g is not None for g in grads.values())
+    m.zero_grad(set_to_none=set_to_none)
+    for n, p in m.named_parameters():
+        if set_to_none:
+            assert p.grad is None
+        else:
+            assert p.grad is grads[n]  # same tensor, zeroed in place
+            assert not p.grad.numpy().any()
+
+
+def test_zero_grad_default_is_set_to_none():
+    m = nn.Linear(2, 2)
+    m(tt.ones(1, 2)).sum().backward()
+    m.zero_grad()
+    assert m.weight.grad is None
+
+
+# ------------------------------------------------------------------- state dicts
+
+
+def test_state_dict_round_trip():
+    src, dst = Block(), Block()
+    sd = src.state_dict()
+    assert list(sd) == ["scale", "fc1.weight", "fc1.bias", "fc2.weight"]
+    assert all(not v.requires_grad for v in sd.values())
+    dst.load_state_dict(sd)
+    for (n, a), (_, b) in zip(src.named_parameters(), dst.named_parameters()):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=n)
+        assert a is not b and not np.shares_memory(a.data, b.data)
+    x = tt.randn(3, 4)
+    np.testing.assert_array_equal(src(x).numpy(), dst(x).numpy())
+
+
+def test_load_state_dict_keeps_parameter_objects_and_accepts_arrays():
+    m = nn.Linear(2, 3)
+    w = m.weight
+    m.load_state_dict({"weight": np.arange(6, dtype=np.float32).reshape(3, 2),
+                       "bias": [1.0, 2.0, 3.0]})
+    assert m.weight is w
+    np.testing.assert_array_equal(m.weight.numpy(), np.arange(6).reshape(3, 2))
+    np.testing.assert_array_equal(m.bias.numpy(), [1.0, 2.0, 3.0])
+
+
+def test_state_dict_loads_into_torch_and_back():
+    m = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    t = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    t.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in m.state_dict().items()})
+    x = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    np.testing.assert_allclose(m(tt.tensor(x)).numpy(), t(torch.from_numpy(x)).detach().numpy(),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_load_state_dict_missing_and_unexpected_keys():
+    m = nn.Linear(2, 2)
+    sd = m.state_dict()
+    del sd["bias"]
+    sd["extra"] = tt.zeros(1)
+    with pytest.raises(KeyError) as info:
+        m.load_state_dict(sd)
+    msg = str(info.value)
+    assert "missing keys ['bias']" in msg and "unexpected keys ['extra']" in msg
+
+
+def test_load_state_dict_non_strict_loads_what_matches():
+    m = nn.Linear(2, 2)
+    old_bias = m.bias.numpy().copy()
+    m.load_state_dict({"weight": np.zeros((2, 2), np.float32), "extra": np.ones(1)}, strict=False)
+    assert not m.weight.numpy().any()
+    np.testing.assert_array_equal(m.bias.numpy(), old_bias)
+
+
+def test_load_state_dict_shape_mismatch_message():
+    m = nn.Sequential(nn.Linear(2, 3))
+    sd = nn.Sequential(nn.Linear(2, 4)).state_dict()
+    before = m[0].weight.numpy().copy()
+    with pytest.raises(ValueError) as info:
+        m.load_state_dict(sd)
+    msg = str(info.value)
+    assert "0.weight" in msg and "(4, 2)" in msg and "(3, 2)" in msg
+    np.testing.assert_array_equal(m[0].weight.numpy(), before)
+
+
+def test_buffers_are_state_but_not_parameters():
+    m = nn.Linear(2, 2)
+    m.register_buffer("running", tt.ones(2))
+    assert "running" in m.state_dict() and "running" not in dict(m.named_parameters())
+    m.load_state_dict({**m.state_dict(), "running": np.full(2, 5.0, np.float32)})
+    np.testing.assert_array_equal(m.running.numpy(), [5.0, 5.0])
+
+
+# ---------------------------------------------------------------- initialisation
+
+
+@pytest.mark.parametrize("fan_in,fan_out", [(1, 5), (16, 64), (784, 30), (300, 200)])
+def test_linear_default_init_statistics(fan_in, fan_out):
+    tt.manual_seed(fan_in)
+    m = nn.Linear(fan_in, fan_out)
+    bound = 1 / math.sqrt(fan_in)  # PyTorch: kaiming_uniform_(a=sqrt(5)) and bias U(+-bound)
+    for p in (m.weight, m.bias):
+        v = p.numpy()
+        assert p.dtype == np.float32
+        assert np.all(np.abs(v) <= bound)
+        assert len(np.unique(v)) > 0.9 * v.size
+        if v.size >= 1000:  # uniform on [-b, b]: mean 0, std b/sqrt(3), reaches the edges
+            assert abs(v.mean()) < 0.05 * bound
+            assert abs(v.std() - bound / math.sqrt(3)) < 0.05 * bound
+            assert np.abs(v).max() > 0.98 * bound
+    t = torch.nn.Linear(fan_in, fan_out)
+    assert np.abs(t.weight.detach().numpy()).max() <= bound  # the same rule in torch
+    if fan_in * fan_out >= 1000:
+        t_std = t.weight.detach().numpy().std()
+        assert abs(m.weight.numpy().std() - t_std) < 0.1 * t_std
+
+
+def test_init_helpers():
+    from tinytrain.nn import init
+
+    t = tt.zeros(200, 50)
+    assert init.calculate_fan_in_and_fan_out(tt.zeros(8, 3, 5, 5)) == (75, 200)
+    init.xavier_uniform_(t)
+    assert np.abs(t.numpy()).max() <= math.sqrt(6 / 250)
+    init.kaiming_uniform_(t, nonlinearity="relu")
+    bound = math.sqrt(2) * math.sqrt(3 / 50)
+    assert np.abs(t.numpy()).max() <= bound and np.abs(t.numpy()).max() > 0.95 * bound
+    init.normal_(t, 1.0, 0.1)
+    assert abs(t.numpy().mean() - 1.0) < 0.01 and abs(t.numpy().std() - 0.1) < 0.01
+    init.zeros_(t)
+    assert not t.numpy().any()
+    with pytest.raises(ValueError, match="2 dimensions"):
+        init.calculate_fan_in_and_fan_out(tt.zeros(3))
+
+
+def test_manual_seed_reproducible():
+    tt.manual_seed(123)
+    a = nn.Linear(5, 4)
+    r1 = tt.randn(3).numpy()
+    tt.manual_seed(123)
+    b = nn.Linear(5, 4)
+    r2 = tt.randn(3).numpy()
+    np.testing.assert_array_equal(a.weight.numpy(), b.weight.numpy())
+    np.testing.assert_array_equal(a.bias.numpy(), b.bias.numpy())
+    np.testing.assert_array_equal(r1, r2)
+    tt.manual_seed(124)
+    assert not np.array_equal(nn.Linear(5, 4).weight.numpy(), a.weight.numpy())
+
+
+def test_rng_state_round_trip():
+    tt.manual_seed(7)
+    state = tt.get_rng_state()
+    a = tt.rand(4).numpy()
+    tt.randn(10)
+    tt.set_rng_state(state)
+    np.testing.assert_array_equal(tt.rand(4).numpy(), a)
+
+
+# ------------------------------------------------------------------------ dropout
+
+
+def test_dropout_train_vs_eval():
+    tt.manual_seed(0)
+    d = nn.Dropout(0.25)
+    x = tt.ones(200, 100)
+    y = d(x).numpy()
+    kept = y != 0
+    assert abs(kept.mean() - 0.75) < 0.02
+    np.testing.assert_allclose(y[kept], 1 / 0.75, rtol=1e-6)  # survivors scaled by 1/(1-p)
+    d.eval()
+    np.testing.assert_array_equal(d(x).numpy(), x.numpy())
+
+
+def test_dropout_gradient_uses_same_mask():
+    tt.manual_seed(1)
+    x = tt.ones(50, 40, requires_grad=True)
+    y = nn.Dropout(0.5)(x)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), y.numpy())  # d(x*mask)/dx = mask = y here
+
+
+def test_dropout_reproducible_and_p_validation():
+    tt.manual_seed(3)
+    a = nn.Dropout(0.5)(tt.ones(10, 10)).numpy()
+    tt.manual_seed(3)
+    b = nn.Dropout(0.5)(tt.ones(10, 10)).numpy()
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(nn.Dropout(0.0)(tt.ones(3)).numpy(), np.ones(3))
+    for p in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="dropout probability"):
+            nn.Dropout(p)
+
+
+# ------------------------------------------------------------------------ devices
+
+
+def test_module_to_device_keeps_parameter_objects(device):
+    m = Block()
+    params = list(m.parameters())
+    m.to(device)
+    assert [p is q for p, q in zip(params, m.parameters())] == [True] * 4
+    assert all(p.device == device for p in m.parameters())
+    y = m(tt.ones(2, 4, device=device))
+    assert y.device == device
+    y.sum().backward()
+    assert all(p.grad.device == device for p in m.parameters())
+
+
+def test_layers_match_torch(device):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    for ours, ref in [(nn.Flatten(), torch.nn.Flatten()), (nn.Sigmoid(), torch.nn.Sigmoid()),
+                      (nn.Tanh(), torch.nn.Tanh()), (nn.ReLU(), torch.nn.ReLU()),
+                      (nn.Flatten(0, 2), torch.nn.Flatten(0, 2))]:
+        np.testing.assert_allclose(ours(tt.tensor(x, device=device)).numpy(),
+                                   ref(torch.from_numpy(x)).numpy(), rtol=1e-6, atol=1e-7)

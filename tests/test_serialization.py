@@ -1,0 +1,176 @@
+"""tt.save / tt.load: nested checkpoints, atomic writes, and bad files."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import tinytrain as tt
+from tinytrain import nn
+from tinytrain.optim import Adam
+
+
+def make_checkpoint():
+    tt.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    opt = Adam(model.parameters(), lr=0.01, betas=(0.8, 0.9))
+    model(tt.randn(5, 3)).sum().backward()
+    opt.step()
+    return model, opt, {
+        "model": model.state_dict(),
+        "optimizer": opt.state_dict(),
+        "epoch": 3,
+        "best_acc": 0.9875,
+        "name": "mlp",
+        "note": None,
+        "flags": [True, False],
+        "shape": (1, 28, 28),
+        "rng": tt.get_rng_state(),
+        "raw": np.arange(6, dtype=np.int32).reshape(2, 3),
+        "scalar": np.float32(1.5),
+        "nested": {"deep": {"k": [1, 2.5, "three", tt.tensor([1.0, 2.0])]}},
+    }
+
+
+def test_round_trip_nested_checkpoint(tmp_path):
+    model, opt, ckpt = make_checkpoint()
+    path = tmp_path / "ckpt.npz"
+    tt.save(ckpt, path)
+    back = tt.load(path)
+
+    assert list(back) == list(ckpt)
+    assert list(back["model"]) == list(ckpt["model"])
+    for k, v in ckpt["model"].items():
+        assert isinstance(back["model"][k], tt.Tensor)
+        assert back["model"][k].dtype == v.dtype
+        np.testing.assert_array_equal(back["model"][k].numpy(), v.numpy())
+
+    osd, bsd = ckpt["optimizer"], back["optimizer"]
+    assert set(bsd["state"]) == {0, 1, 2, 3} and all(isinstance(i, int) for i in bsd["state"])
+    for i, s in osd["state"].items():
+        assert bsd["state"][i]["step"] == s["step"] == 1
+        for k in ("exp_avg", "exp_avg_sq"):
+            np.testing.assert_array_equal(bsd["state"][i][k], s[k])
+    assert bsd["param_groups"][0]["betas"] == (0.8, 0.9)
+    assert bsd["param_groups"][0]["params"] == [0, 1, 2, 3]
+
+    assert back["epoch"] == 3 and isinstance(back["epoch"], int)
+    assert back["best_acc"] == 0.9875 and back["name"] == "mlp" and back["note"] is None
+    assert back["flags"] == [True, False] and back["shape"] == (1, 28, 28)
+    assert back["scalar"] == 1.5
+    assert isinstance(back["raw"], np.ndarray) and back["raw"].dtype == np.int32
+    np.testing.assert_array_equal(back["raw"], ckpt["raw"])
+    deep = back["nested"]["deep"]["k"]
+    assert deep[:3] == [1, 2.5, "three"]
+    np.testing.assert_array_equal(deep[3].numpy(), [1.0, 2.0])
+
+
+def test_loaded_checkpoint_restores_training(tmp_path):
+    model, opt, ckpt = make_checkpoint()
+    tt.save(ckpt, tmp_path / "c.npz")
+    back = tt.load(tmp_path / "c.npz")
+
+    tt.manual_seed(99)
+    model2 = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    model2.load_state_dict(back["model"])
+    opt2 = Adam(model2.parameters(), lr=1.0)
+    opt2.load_state_dict(back["optimizer"])
+    tt.set_rng_state(back["rng"])
+    x2 = tt.randn(5, 3)
+    tt.set_rng_state(ckpt["rng"])
+    x1 = tt.randn(5, 3)
+    np.testing.assert_array_equal(x1.numpy(), x2.numpy())  # the RNG state survived
+    for m, o, x in ((model, opt, x1), (model2, opt2, x2)):
+        o.zero_grad()
+        m(x).sum().backward()
+        o.step()
+    for p, q in zip(model.parameters(), model2.parameters()):
+        np.testing.assert_array_equal(p.numpy(), q.numpy())
+
+
+def test_load_to_device(tmp_path, device):
+    tt.save({"w": tt.tensor([1.0, 2.0])}, tmp_path / "w.npz")
+    w = tt.load(tmp_path / "w.npz", map_location=device)["w"]
+    assert w.device == device
+    np.testing.assert_array_equal(w.numpy(), [1.0, 2.0])
+
+
+def test_overwrite_replaces_file(tmp_path):
+    path = tmp_path / "x.npz"
+    tt.save({"v": 1}, path)
+    tt.save({"v": 2}, path)
+    assert tt.load(path) == {"v": 2}
+    assert os.listdir(tmp_path) == ["x.npz"]
+
+
+def test_crash_mid_write_keeps_previous_file(tmp_path, monkeypatch):
+    path = tmp_path / "ckpt.npz"
+    tt.save({"epoch": 1, "w": tt.tensor([1.0, 2.0])}, path)
+    before = path.read_bytes()
+
+    def crashing_savez(file, *args, **kwargs):
+        file.write(b"PK\x03\x04 half an archive")
+        file.flush()
+        raise OSError("disk full")
+
+    monkeypatch.setattr(np, "savez", crashing_savez)
+    with pytest.raises(OSError, match="disk full"):
+        tt.save({"epoch": 2, "w": tt.tensor([3.0, 4.0])}, path)
+    monkeypatch.undo()
+
+    assert path.read_bytes() == before
+    assert os.listdir(tmp_path) == ["ckpt.npz"]  # no temporary file left behind
+    back = tt.load(path)
+    assert back["epoch"] == 1
+    np.testing.assert_array_equal(back["w"].numpy(), [1.0, 2.0])
+
+
+def test_interrupt_mid_write_cleans_up(tmp_path, monkeypatch):
+    def interrupted(file, *args, **kwargs):
+        file.write(b"partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(np, "savez", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        tt.save({"a": 1}, tmp_path / "new.npz")
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("kind", ["text", "npy", "plain_npz", "empty", "truncated", "pickle"])
+def test_load_non_tinytrain_file_names_path(tmp_path, kind):
+    path = tmp_path / f"bad.{kind}"
+    if kind == "text":
+        path.write_text("hello, this is not a checkpoint\n")
+    elif kind == "npy":
+        with open(path, "wb") as f:
+            np.save(f, np.zeros(3))
+    elif kind == "plain_npz":
+        with open(path, "wb") as f:
+            np.savez(f, x=np.zeros(3))
+    elif kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "truncated":
+        tt.save({"w": tt.zeros(100)}, tmp_path / "good.npz")
+        path.write_bytes((tmp_path / "good.npz").read_bytes()[:200])
+    elif kind == "pickle":
+        import pickle
+
+        path.write_bytes(pickle.dumps({"a": 1}))
+    with pytest.raises(ValueError) as info:
+        tt.load(path)
+    assert str(path) in str(info.value)
+
+
+def test_load_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.npz"):
+        tt.load(tmp_path / "nope.npz")
+
+
+def test_save_rejects_unsupported_objects(tmp_path):
+    with pytest.raises(TypeError, match="set"):
+        tt.save({"s": {1, 2}}, tmp_path / "a.npz")
+    with pytest.raises(TypeError, match="keys"):
+        tt.save({(1, 2): 3}, tmp_path / "a.npz")
+    assert not any(tmp_path.iterdir())
