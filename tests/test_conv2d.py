@@ -183,9 +183,16 @@ def _close(name: str, ours: np.ndarray, ref: np.ndarray, case: str) -> None:
     np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=atol, err_msg=f"{name} differs: {case}")
 
 
+@pytest.fixture(params=["packed", "per-offset"])
+def pack_mode(request, monkeypatch):
+    """Both kernel strategies: the few-channel packed block, and one GEMM per offset."""
+    monkeypatch.setattr(kernels, "PACK_MAX_CHANNELS", 4 if request.param == "packed" else 0)
+    return request.param
+
+
 @pytest.mark.parametrize("stride", STRIDES, ids=str)
 @pytest.mark.parametrize("kernel", KERNELS, ids=str)
-def test_pytorch_parity_grid(kernel, stride, device):
+def test_pytorch_parity_grid(kernel, stride, device, pack_mode):
     """batch x Cin x Cout x padding x bias x (odd, even H/W) for one kernel and stride."""
     torch = pytest.importorskip("torch")
     kh, kw = kernel if isinstance(kernel, tuple) else (kernel, kernel)
@@ -210,7 +217,7 @@ def test_pytorch_parity_grid(kernel, stride, device):
 
 
 @pytest.mark.parametrize("stride, padding", [(1, 0), (1, 1), (2, 1)])
-def test_many_image_blocks_match_one_block(monkeypatch, stride, padding):
+def test_many_image_blocks_match_one_block(monkeypatch, stride, padding, pack_mode):
     """The kernels work one block of images at a time; block edges must not show."""
     rng = np.random.default_rng(1)
     x = rng.standard_normal((5, 3, 7, 6))
@@ -390,3 +397,43 @@ def test_module_rejects_bad_arguments():
     m = Conv2d(3, 4, 3)
     with pytest.raises(ValueError, match="input has 1 channels but weight expects 3"):
         m(tt.tensor(np.zeros((1, 1, 5, 5), np.float32)))
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+@pytest.mark.parametrize("stride,padding", [(1, 1), (2, 0)])
+def test_batch_shards_in_parallel_give_the_serial_result(monkeypatch, workers, stride, padding,
+                                                         pack_mode):
+    """Sharding the batch over threads (kernels/cpu/parallel.py) changes nothing but speed."""
+    from tinytrain.kernels.cpu import parallel
+    from tinytrain.kernels.cpu.conv2d import (
+        Conv2dMeta,
+        conv2d_backward_input,
+        conv2d_backward_weight,
+        conv2d_forward,
+    )
+
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((7, 3, 9, 8)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    meta = Conv2dMeta(x.shape, w.shape, stride, padding, b.shape)
+    dy = rng.standard_normal(meta.output_shape).astype(np.float32)
+
+    def run() -> tuple[np.ndarray, ...]:
+        return (conv2d_forward(x, w, b, meta), conv2d_backward_input(dy, w, meta),
+                conv2d_backward_weight(dy, x, meta))
+
+    monkeypatch.setattr(parallel, "WORKERS", 1)
+    serial = run()
+    monkeypatch.setattr(parallel, "WORKERS", workers)
+    sharded = run()
+    np.testing.assert_array_equal(sharded[0], serial[0])  # per-image: bit-identical
+    np.testing.assert_array_equal(sharded[1], serial[1])
+    np.testing.assert_allclose(sharded[2], serial[2], rtol=1e-5, atol=1e-5)  # summed over shards
+    xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    yt = torch.nn.functional.conv2d(xt, wt, torch.tensor(b), stride=stride, padding=padding)
+    yt.backward(torch.tensor(dy))
+    np.testing.assert_allclose(sharded[0], yt.detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(sharded[1], xt.grad.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(sharded[2], wt.grad.numpy(), rtol=1e-5, atol=1e-4)
