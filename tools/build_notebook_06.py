@@ -87,21 +87,15 @@ from tinytrain.models import ConvNet, build_model
 np.set_printoptions(precision=4, suppress=True)
 SEED = 0
 tt.manual_seed(SEED)   # initialisation and dropout draw from this generator
-
-try:                   # one BLAS thread per process: see the note below
-    from threadpoolctl import threadpool_limits
-    threadpool_limits(1)
-except ImportError:
-    pass
 """)
 
 md(r"""
 A note on speed. Our CPU convolution (chapter 3) is a sum of many small matrix products, one
-per kernel offset, computed by NumPy's BLAS (OpenBLAS). By default OpenBLAS splits every
-product over all cores. On a machine whose cores are also busy with other work, those
-threads keep waiting for each other, and a forward pass that takes half a second can take
-ten. One BLAS thread per process avoids that. If `threadpoolctl` is not installed, setting
-`OPENBLAS_NUM_THREADS=1` before starting Jupyter does the same.
+per kernel offset. A multi-threaded BLAS would wake all cores for each of them and spend more
+time synchronising than computing, so the kernels split the *batch* across the cores instead,
+each shard running its products on one BLAS thread
+([tinytrain/kernels/cpu/parallel.py](../tinytrain/kernels/cpu/parallel.py) explains and
+measures this).
 """)
 
 md(r"""
