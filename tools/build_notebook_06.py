@@ -670,11 +670,21 @@ MD5 checks when it is missing and a network is available (chapter 5). From a she
 
 ```
 export TINYTRAIN_DATA=/path/to/data       # a folder that holds mnist/
-python -m tinytrain.train --epochs 3      # the default recipe: convnet, Adam 0.001, batch 64
+python -m tinytrain.train --epochs 3      # the default: convnet, Adam 2e-3 with cosine decay
 python -m tinytrain.train --preset infinitrain   # InfiniTrain's run: cnn, SGD 0.01, 1 epoch
 ```
 
-<!-- RESULTS -->
+What these reach on full MNIST (2 CPU cores, seed 0; the table in the README is the same):
+
+| run | 1 epoch | 3 epochs | time per epoch |
+| --- | ---: | ---: | ---: |
+| default: `convnet`, Adam 2e-3, cosine decay over the run | 98.81% | 99.20% | ~65 s |
+| `--preset infinitrain` (`cnn`, plain SGD 0.01) | 91.55% | 94.02% | ~35 s |
+| `--preset infinitrain --model mlp` | 55.96% | 77.17% | 0.4 s |
+
+InfiniTrain reported 0.60 (MLP) and ~0.90 (CNN) after one epoch of its recipe; ours land
+next to those. One epoch of plain SGD at lr 0.01 is simply not enough for them: the
+MLP's mean training loss in its first epoch is still 2.21, against 2.30 for guessing.
 
 The cell below looks for the full data set without downloading it. Because a full run takes
 minutes, it trains only when you opt in with `TINYTRAIN_FULL=1` in the environment of the
