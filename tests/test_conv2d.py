@@ -401,8 +401,7 @@ def test_module_rejects_bad_arguments():
 
 @pytest.mark.parametrize("workers", [2, 3])
 @pytest.mark.parametrize("stride,padding", [(1, 1), (2, 0)])
-def test_batch_shards_in_parallel_give_the_serial_result(monkeypatch, workers, stride, padding,
-                                                         pack_mode):
+def test_batch_shards_in_parallel_give_the_serial_result(workers, stride, padding, pack_mode):
     """Sharding the batch over threads (kernels/cpu/parallel.py) changes nothing but speed."""
     from tinytrain.kernels.cpu import parallel
     from tinytrain.kernels.cpu.conv2d import (
@@ -424,10 +423,14 @@ def test_batch_shards_in_parallel_give_the_serial_result(monkeypatch, workers, s
         return (conv2d_forward(x, w, b, meta), conv2d_backward_input(dy, w, meta),
                 conv2d_backward_weight(dy, x, meta))
 
-    monkeypatch.setattr(parallel, "WORKERS", 1)
-    serial = run()
-    monkeypatch.setattr(parallel, "WORKERS", workers)
-    sharded = run()
+    before = parallel.get_num_threads()
+    try:
+        tt.set_num_threads(1)
+        serial = run()
+        tt.set_num_threads(workers)
+        sharded = run()
+    finally:
+        tt.set_num_threads(before)
     np.testing.assert_array_equal(sharded[0], serial[0])  # per-image: bit-identical
     np.testing.assert_array_equal(sharded[1], serial[1])
     np.testing.assert_allclose(sharded[2], serial[2], rtol=1e-5, atol=1e-5)  # summed over shards

@@ -7,6 +7,7 @@
 
 from tinytrain.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from tinytrain.backend import cuda_is_available
+from tinytrain.kernels.cpu.parallel import get_num_threads, set_num_threads
 from tinytrain.random import get_rng_state, manual_seed, set_rng_state
 from tinytrain.serialization import load, save
 from tinytrain.tensor import (
@@ -33,7 +34,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Tensor", "arange", "bool_", "cuda_is_available", "enable_grad", "float16", "float32",
-    "float64", "full", "get_rng_state", "int32", "int64", "is_grad_enabled", "load",
-    "manual_seed", "no_grad", "ones", "ones_like", "rand", "randn", "save", "set_grad_enabled",
-    "set_rng_state", "tensor", "uint8", "zeros", "zeros_like",
+    "float64", "full", "get_num_threads", "get_rng_state", "int32", "int64", "is_grad_enabled",
+    "load", "manual_seed", "no_grad", "ones", "ones_like", "rand", "randn", "save",
+    "set_grad_enabled", "set_num_threads", "set_rng_state", "tensor", "uint8", "zeros",
+    "zeros_like",
 ]

@@ -5,17 +5,19 @@ Why not let the BLAS use the cores? The direct convolution makes many small GEMM
 wakes and synchronises its threads on every call, and on GEMMs this small that costs
 more than it saves: measured on 2 cores, two BLAS threads made the convolutions of
 the ``convnet`` model 1.5-2.4x *slower* than one, and 10-25x slower while another
-process was busy on the second core (each call waits for a time slice).
+process was busy on the second core (each call waits for a time slice). Switching
+the BLAS between one thread (inside a kernel) and several (outside) costs too: a
+``convnet`` training step took 86 ms that way, 54 ms with the BLAS left on one thread.
 
-So the kernels split the batch into one contiguous shard per core and run each
-shard's GEMMs on a single BLAS thread, from a small thread pool. NumPy releases the
-GIL inside matmul and large ufuncs, so the shards really run in parallel, and each
-thread keeps its own block of images in its core's cache.
-
-The number of workers is the BLAS's thread count when the kernel is called, so the
-usual knobs (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``threadpoolctl``) still
-decide how many cores tinytrain uses. Without ``threadpoolctl`` the kernels run
-serially, on whatever threads the BLAS chooses.
+So, like PyTorch's intra-op thread pool, tinytrain takes the CPU threads for itself:
+the first time a kernel runs, it notes how many threads the BLAS was allowed
+(``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` or the core count decide that),
+keeps that many workers, and sets the BLAS to one thread for the rest of the
+process. Each kernel call then splits the batch into one contiguous shard per
+worker. NumPy releases the GIL inside matmul and large ufuncs, so the shards really
+run in parallel, each on its own core with its own block of images in cache.
+``tinytrain.set_num_threads(n)`` changes the number of workers. Without
+``threadpoolctl`` the BLAS is left alone and the kernels run serially.
 """
 
 from __future__ import annotations
@@ -24,45 +26,47 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 _lock = threading.Lock()
-_blas: Any = None  # threadpoolctl's controller for the BLAS libraries, or False
+_workers: int | None = None  # decided on first use
+_blas_limit: Any = None  # keeps threadpoolctl's limit (BLAS at one thread) in force
 _pool: ThreadPoolExecutor | None = None
 _local = threading.local()
 
-#: Set to an int to fix the number of shards (tests use it); None follows the BLAS.
-WORKERS: int | None = None
 
-
-def _blas_controller() -> Any:
-    global _blas
-    if _blas is None:
+def _take_over() -> int:
+    """On first use: note the BLAS's thread count, then pin the BLAS to one thread."""
+    global _workers, _blas_limit
+    if _workers is None:
         with _lock:
-            if _blas is None:
+            if _workers is None:
                 try:
                     from threadpoolctl import ThreadpoolController
 
-                    _blas = ThreadpoolController().select(user_api="blas") or False
-                except Exception:  # not installed, or an unknown BLAS
-                    _blas = False
-    return _blas
+                    blas = ThreadpoolController().select(user_api="blas")
+                    threads = max((p["num_threads"] for p in blas.info()), default=1)
+                    _blas_limit = blas.limit(limits=1) if blas else None
+                except Exception:  # not installed, or an unknown BLAS: stay serial
+                    threads = 1
+                _workers = max(1, min(threads, os.cpu_count() or 1))
+    return _workers
 
 
-def num_workers() -> int:
-    """How many shards a kernel call is split into: the BLAS's current thread count."""
-    if getattr(_local, "inside", False):
-        return 1
-    if WORKERS is not None:
-        return WORKERS
-    blas = _blas_controller()
-    if not blas:
-        return 1
-    threads = max(p["num_threads"] for p in blas.info())
-    return max(1, min(threads, os.cpu_count() or 1))
+def get_num_threads() -> int:
+    """How many threads tinytrain's CPU kernels split their work over."""
+    return _take_over()
+
+
+def set_num_threads(n: int) -> None:
+    """Use ``n`` threads for tinytrain's CPU kernels (the BLAS itself stays at one)."""
+    global _workers
+    if int(n) < 1:
+        raise ValueError(f"set_num_threads: need at least 1 thread, got {n}")
+    _take_over()
+    _workers = int(n)
 
 
 def _executor(workers: int) -> ThreadPoolExecutor:
@@ -88,14 +92,10 @@ def run_sharded(fn: Callable[[int, int], T], batch: int, min_shard: int = 2) -> 
     Shards have at least ``min_shard`` images; a batch too small to split (or one
     worker) runs as a single call on the calling thread.
     """
-    workers = min(num_workers(), max(1, batch // min_shard))
-    blas = _blas_controller()
-    single = blas.limit(limits=1) if blas else nullcontext()
+    workers = 1 if getattr(_local, "inside", False) else _take_over()
+    workers = min(workers, max(1, batch // min_shard))
     if workers == 1:
-        with single:
-            return [fn(0, batch)]
+        return [fn(0, batch)]
     bounds = [batch * k // workers for k in range(workers + 1)]
-    with single:
-        futures = [_executor(workers).submit(_run, fn, a, b)
-                   for a, b in zip(bounds[:-1], bounds[1:])]
-        return [f.result() for f in futures]
+    futures = [_executor(workers).submit(_run, fn, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+    return [f.result() for f in futures]
