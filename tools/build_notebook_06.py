@@ -13,27 +13,12 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import sys
-import textwrap
-from pathlib import Path
 
-import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbbuild import Notebook
 
-ROOT = Path(__file__).resolve().parent.parent
-TARGET = ROOT / "notebooks" / "06_mnist.ipynb"
-
-CELLS: list[tuple[str, str]] = []
-
-
-def md(text: str) -> None:
-    CELLS.append(("markdown", textwrap.dedent(text).strip("\n")))
-
-
-def code(text: str) -> None:
-    CELLS.append(("code", textwrap.dedent(text).strip("\n")))
-
+nb = Notebook("06_mnist.ipynb", __doc__)
+md, code = nb.md, nb.code
 
 # =============================================================================== cells
 
@@ -749,44 +734,5 @@ processes at once and keeps their models identical.
 """)
 
 
-# =============================================================================== writer
-
-
-def build() -> nbformat.NotebookNode:
-    nb = new_notebook()
-    for i, (kind, src) in enumerate(CELLS):
-        cell = new_markdown_cell(src) if kind == "markdown" else new_code_cell(src)
-        cell["id"] = f"c{i:02d}"
-        nb.cells.append(cell)
-    nb.metadata = {
-        "kernelspec": {
-            "display_name": "Python 3 (ipykernel)",
-            "language": "python",
-            "name": "python3",
-        },
-        "language_info": {"name": "python"},
-    }
-    nbformat.validate(nb)
-    return nb
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="compare instead of writing")
-    parser.add_argument("--output", type=Path, default=TARGET)
-    args = parser.parse_args()
-    text = nbformat.writes(build()) + "\n"
-    if args.check:
-        current = args.output.read_text() if args.output.exists() else ""
-        if current != text:
-            print(f"{args.output} is out of date; run {Path(__file__).name}", file=sys.stderr)
-            return 1
-        return 0
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text)
-    print(f"wrote {args.output}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(nb.main())
