@@ -155,7 +155,13 @@ class Conv2d(Module):
 
 
 class MaxPool2dFunction(Function):
-    """Max pooling; saves only the arg-max offsets (int16) for backward."""
+    """Max pooling; backward finds each window's arg-max again from the saved input.
+
+    A Function's forward returns only its output, so the arg-max that forward found
+    is not kept. Saving ``x`` instead costs no memory in practice (it is the output
+    of the ReLU before, which that ReLU keeps anyway), and finding the arg-max in
+    backward does it once per step, not a second time in forward.
+    """
 
     @staticmethod
     def forward(x: Any, meta: Pool2dMeta) -> Any:
@@ -164,17 +170,14 @@ class MaxPool2dFunction(Function):
 
     @staticmethod
     def setup_context(ctx: Context, inputs: tuple[Any, ...], output: Any) -> None:
-        # The arg-max is recomputed here rather than kept from forward, because a
-        # Function's forward returns only its output; this runs only when a
-        # gradient is needed (grad mode on and x requires grad).
         x, meta = inputs
-        _, argmax = max_pool2d_forward(x, meta)
         ctx.meta = meta
-        ctx.save_for_backward(argmax)
+        ctx.save_for_backward(x)
 
     @staticmethod
     def backward(ctx: Context, grad_out: Any) -> tuple[Any, None]:
-        (argmax,) = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
+        _, argmax = max_pool2d_forward(x, ctx.meta)
         return max_pool2d_backward(grad_out, argmax, ctx.meta), None
 
 
