@@ -1,10 +1,13 @@
 # tinytrain: every target creates .venv on first use, installs the package
-# (editable) with its dev extras, then runs inside it. Only Python 3.10+ is needed.
+# (editable), then runs inside it. Only Python 3.10+ is needed. `make train` installs
+# just the runtime (NumPy, tqdm, matplotlib, threadpoolctl); test, lab and bench add
+# the dev extra (pytest, nbval, JupyterLab, PyTorch as the reference, ...).
 
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-stamp
+RUNTIME := $(VENV)/.installed-runtime
+STAMP  := $(VENV)/.installed-dev
 # Full MNIST for the tests and the main job: ../shared/data when it exists
 # (the course repository's layout), else whatever the user exported.
 SHARED_DATA := $(abspath ../shared/data)
@@ -20,16 +23,20 @@ help:
 	@echo "make bench   run the benchmarks against PyTorch"
 	@echo "make doctor  what this machine can run"
 
-$(STAMP): pyproject.toml
+$(RUNTIME): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else \
 		"tinytrain needs Python 3.10+, found " + sys.version.split()[0])'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { echo "could not create $(VENV): \
 		install your Python's venv module (Debian/Ubuntu: apt install python3-venv)"; exit 1; }
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	@touch $(RUNTIME)
+
+$(STAMP): $(RUNTIME)
 	$(PY) -m pip install -q -e ".[dev]"
 	@touch $(STAMP)
 
-train: $(STAMP)
+train: $(RUNTIME)
 	$(PY) -m tinytrain.train $(ARGS)
 
 test: $(STAMP)
@@ -45,7 +52,7 @@ lab: $(STAMP)
 bench: $(STAMP)
 	for b in bench/*.py; do $(PY) $$b || exit 1; done
 
-doctor: $(STAMP)
+doctor: $(RUNTIME)
 	$(PY) -m tinytrain.doctor
 
 clean:
