@@ -132,7 +132,7 @@ def open_datasets(args: argparse.Namespace) -> tuple[Any, Any, str]:
         test = load_dataset(name, args.data_dir, train=False, download=not args.no_download)
         return train, test, name
     except (OSError, ValueError, RuntimeError) as exc:
-        reason = str(exc).strip().splitlines()[0]
+        reason = str(exc).strip().splitlines()[0].rstrip(":")
         if args.dataset is not None:
             raise UsageError(f"--dataset {name}: {reason}") from None
         print(f"warning: full MNIST is not available ({reason}); training on the bundled "
