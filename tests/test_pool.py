@@ -226,3 +226,29 @@ def test_bad_input_raises_value_errors_that_name_the_sizes(name, fn, shape, kwar
     x = tt.tensor(np.zeros(shape, np.float32))
     with pytest.raises(ValueError, match=rf"^{name}: {message}"):
         fn(x, **kwargs)
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+@pytest.mark.parametrize("kernel,stride,padding", [(2, None, 0), (3, 2, 1)])
+def test_max_pool_batch_shards_give_the_serial_result(workers, kernel, stride, padding):
+    """The CPU pooling kernels shard the batch over threads: nothing but speed may change."""
+    from tinytrain.kernels.cpu import parallel
+    from tinytrain.kernels.cpu.pool import Pool2dMeta, max_pool2d_backward, max_pool2d_forward
+
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 4, size=(7, 3, 9, 8)).astype(np.float32)  # many ties
+    meta = Pool2dMeta.from_shape(x.shape, kernel, stride, padding, "max_pool2d")
+    g = rng.standard_normal(meta.output_shape).astype(np.float32)
+    before = parallel.get_num_threads()
+    try:
+        tt.set_num_threads(1)
+        out1, am1 = max_pool2d_forward(x, meta)
+        dx1 = max_pool2d_backward(g, am1, meta)
+        tt.set_num_threads(workers)
+        out2, am2 = max_pool2d_forward(x, meta)
+        dx2 = max_pool2d_backward(g, am2, meta)
+    finally:
+        tt.set_num_threads(before)
+    np.testing.assert_array_equal(out1, out2)
+    np.testing.assert_array_equal(am1, am2)
+    np.testing.assert_array_equal(dx1, dx2)

@@ -24,11 +24,14 @@ The kernels use the array module of their input, so they also run on CuPy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+import numpy as np
 
 from tinytrain.backend import get_array_module
 from tinytrain.kernels.cpu.conv2d import IntOrPair, pair
+from tinytrain.kernels.cpu.parallel import run_sharded
 
 __all__ = [
     "Pool2dMeta",
@@ -132,8 +135,22 @@ def max_pool2d_forward(x: Any, meta: Pool2dMeta) -> tuple[Any, Any]:
     """``x [N, C, H, W] -> (out [N, C, Ho, Wo], argmax [N, C, Ho, Wo])``.
 
     ``argmax`` holds, for every output, the window offset ``k = i * Kw + j`` of the
-    chosen input (int16), which is all the backward needs.
+    chosen input (int16), which is all the backward needs. On the CPU, shards of the
+    batch run in parallel (:mod:`tinytrain.kernels.cpu.parallel`).
     """
+    if get_array_module(x) is not np:
+        return _max_pool2d_forward(x, meta)
+    out = np.empty(meta.output_shape, dtype=x.dtype)
+    argmax = np.empty(meta.output_shape, dtype=np.int16)
+
+    def shard(a: int, b: int) -> None:
+        out[a:b], argmax[a:b] = _max_pool2d_forward(x[a:b], replace(meta, batch=b - a))
+
+    run_sharded(shard, meta.batch)
+    return out, argmax
+
+
+def _max_pool2d_forward(x: Any, meta: Pool2dMeta) -> tuple[Any, Any]:
     xp = get_array_module(x)
     x_pad = _pad(x, meta, float("-inf"))
     # Which padded positions are real input: padding is skipped, never chosen.
@@ -156,8 +173,20 @@ def max_pool2d_backward(grad_out: Any, argmax: Any, meta: Pool2dMeta) -> Any:
 
     One pass per window offset; within one offset no two outputs share an input,
     so a plain ``+=`` into the strided view is a correct scatter-add even when
-    windows overlap.
+    windows overlap. On the CPU, shards of the batch run in parallel.
     """
+    if get_array_module(grad_out) is not np:
+        return _max_pool2d_backward(grad_out, argmax, meta)
+    dx = np.empty((meta.batch, meta.channels, meta.in_h, meta.in_w), dtype=grad_out.dtype)
+
+    def shard(a: int, b: int) -> None:
+        dx[a:b] = _max_pool2d_backward(grad_out[a:b], argmax[a:b], replace(meta, batch=b - a))
+
+    run_sharded(shard, meta.batch)
+    return dx
+
+
+def _max_pool2d_backward(grad_out: Any, argmax: Any, meta: Pool2dMeta) -> Any:
     xp = get_array_module(grad_out)
     shape = (meta.batch, meta.channels, meta.in_h + 2 * meta.pad_h, meta.in_w + 2 * meta.pad_w)
     grad_pad = xp.zeros(shape, dtype=grad_out.dtype)
