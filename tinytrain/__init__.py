@@ -5,6 +5,8 @@
     (x * x).sum().backward(); x.grad
 """
 
+# the subpackages too, as `torch.nn` and `torch.optim` are reachable from `import torch`
+from tinytrain import data, nn, optim
 from tinytrain.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from tinytrain.backend import cuda_is_available
 from tinytrain.kernels.cpu.parallel import get_num_threads, set_num_threads
@@ -33,9 +35,9 @@ from tinytrain.tensor import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Tensor", "arange", "bool_", "cuda_is_available", "enable_grad", "float16", "float32",
-    "float64", "full", "get_num_threads", "get_rng_state", "int32", "int64", "is_grad_enabled",
-    "load", "manual_seed", "no_grad", "ones", "ones_like", "rand", "randn", "save",
-    "set_grad_enabled", "set_num_threads", "set_rng_state", "tensor", "uint8", "zeros",
-    "zeros_like",
+    "Tensor", "arange", "bool_", "cuda_is_available", "data", "enable_grad", "float16",
+    "float32", "float64", "full", "get_num_threads", "get_rng_state", "int32", "int64",
+    "is_grad_enabled", "load", "manual_seed", "nn", "no_grad", "ones", "ones_like", "optim",
+    "rand", "randn", "save", "set_grad_enabled", "set_num_threads", "set_rng_state", "tensor",
+    "uint8", "zeros", "zeros_like",
 ]
