@@ -20,3 +20,18 @@ def device(request: pytest.FixtureRequest) -> str:
     if request.param == "cuda" and not tt.cuda_is_available():
         pytest.skip("needs CuPy and an NVIDIA GPU")
     return request.param
+
+
+@pytest.fixture
+def torch_single_thread():
+    """PyTorch on one thread for the test: on tiny tensors, two threads on a busy 2-core CI
+    box are slower than one."""
+    try:
+        import torch
+    except ImportError:
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

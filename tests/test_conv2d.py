@@ -18,19 +18,7 @@ from tinytrain.kernels.cpu.conv2d import Conv2dMeta
 from tinytrain.nn import conv as conv_mod
 from tinytrain.nn.conv import Conv2d, conv2d
 
-
-@pytest.fixture(autouse=True)
-def _torch_single_thread():
-    """Tiny convolutions: one PyTorch thread is faster than two on a busy 2-core CI box."""
-    try:
-        import torch
-    except ImportError:
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("torch_single_thread")
 
 
 def run_conv(x, w, b=None, stride=1, padding=0, grad=None, device="cpu"):

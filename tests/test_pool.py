@@ -14,19 +14,7 @@ import tinytrain as tt
 from tinytrain.kernels.cpu.pool import Pool2dMeta, avg_pool2d_forward
 from tinytrain.nn.conv import AvgPool2d, MaxPool2d, avg_pool2d, max_pool2d
 
-
-@pytest.fixture(autouse=True)
-def _torch_single_thread():
-    """Tiny tensors: one PyTorch thread is faster than two on a busy 2-core CI box."""
-    try:
-        import torch
-    except ImportError:
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("torch_single_thread")
 
 
 def run_pool(fn, x, grad=None, device="cpu", **kwargs):

@@ -64,7 +64,7 @@ from typing import Any
 import numpy as np
 
 from tinytrain.backend import get_array_module
-from tinytrain.kernels.cpu.parallel import run_sharded
+from tinytrain.kernels.cpu.parallel import shard_batch
 
 __all__ = [
     "Conv2dMeta",
@@ -354,14 +354,6 @@ class _GradGrid:
 # --------------------------------------------------------------------------- forward
 
 
-def _sharded(kernel: Any, n: int, *arrays: Any) -> list[Any]:
-    """Run ``kernel(shard_arrays..., a, b)`` on shards ``[a, b)`` of the batch in parallel
-    (NumPy only; see :mod:`tinytrain.kernels.cpu.parallel`). ``arrays`` are batch-major."""
-    if get_array_module(arrays[0]) is not np:
-        return [kernel(*arrays, 0, n)]
-    return run_sharded(lambda a, b: kernel(*(t[a:b] for t in arrays), a, b), n)
-
-
 def conv2d_forward(x: Any, w: Any, b: Any | None, meta: Conv2dMeta) -> Any:
     """Direct convolution: ``[N, Cin, H, W] * [Cout, Cin, Kh, Kw] (+ [Cout]) -> [N, Cout, Ho, Wo]``.
 
@@ -371,7 +363,7 @@ def conv2d_forward(x: Any, w: Any, b: Any | None, meta: Conv2dMeta) -> Any:
     """
     xp = get_array_module(x)
     out = xp.empty(meta.output_shape, dtype=xp.result_type(x, w))
-    _sharded(lambda xs, os_, a, b_: _forward(xs, w, b, meta.with_batch(b_ - a), os_),
+    shard_batch(lambda xs, os_, a, b_: _forward(xs, w, b, meta.with_batch(b_ - a), os_),
              meta.batch, x, out)
     return out
 
@@ -427,7 +419,7 @@ def conv2d_backward_input(grad_out: Any, w: Any, meta: Conv2dMeta) -> Any:
     """
     xp = get_array_module(grad_out)
     dx = xp.empty(meta.input_shape, dtype=xp.result_type(grad_out, w))
-    _sharded(lambda dys, dxs, a, b: _backward_input(dys, w, meta.with_batch(b - a), dxs),
+    shard_batch(lambda dys, dxs, a, b: _backward_input(dys, w, meta.with_batch(b - a), dxs),
              meta.batch, grad_out, dx)
     return dx
 
@@ -462,7 +454,7 @@ def conv2d_backward_weight(grad_out: Any, x: Any, meta: Conv2dMeta) -> Any:
     output gradient. Needs ``x`` only. Shards of the batch run in parallel and
     their partial sums are added at the end.
     """
-    partial = _sharded(lambda dys, xs, a, b: _backward_weight(dys, xs, meta.with_batch(b - a)),
+    partial = shard_batch(lambda dys, xs, a, b: _backward_weight(dys, xs, meta.with_batch(b - a)),
                        meta.batch, grad_out, x)
     dw = partial[0]
     for p in partial[1:]:

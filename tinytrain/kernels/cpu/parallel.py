@@ -28,6 +28,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+import numpy as np
+
 T = TypeVar("T")
 
 _lock = threading.Lock()
@@ -83,6 +85,14 @@ def _run(fn: Callable[[int, int], T], a: int, b: int) -> T:
         return fn(a, b)
     finally:
         _local.inside = False
+
+
+def shard_batch(kernel: Callable[..., T], batch: int, *arrays: Any) -> list[T]:
+    """``kernel(*(a[lo:hi] for a in arrays), lo, hi)`` for each shard ``[lo, hi)`` of the
+    batch, in parallel. ``arrays`` are batch-major; CuPy arrays run as one call."""
+    if not isinstance(arrays[0], np.ndarray):
+        return [kernel(*arrays, 0, batch)]
+    return run_sharded(lambda lo, hi: kernel(*(t[lo:hi] for t in arrays), lo, hi), batch)
 
 
 def run_sharded(fn: Callable[[int, int], T], batch: int, min_shard: int = 2) -> list[T]:

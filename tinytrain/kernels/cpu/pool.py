@@ -27,11 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
-
 from tinytrain.backend import get_array_module
 from tinytrain.kernels.cpu.conv2d import IntOrPair, pair
-from tinytrain.kernels.cpu.parallel import run_sharded
+from tinytrain.kernels.cpu.parallel import shard_batch
 
 __all__ = [
     "Pool2dMeta",
@@ -138,15 +136,14 @@ def max_pool2d_forward(x: Any, meta: Pool2dMeta) -> tuple[Any, Any]:
     chosen input (int16), which is all the backward needs. On the CPU, shards of the
     batch run in parallel (:mod:`tinytrain.kernels.cpu.parallel`).
     """
-    if get_array_module(x) is not np:
-        return _max_pool2d_forward(x, meta)
-    out = np.empty(meta.output_shape, dtype=x.dtype)
-    argmax = np.empty(meta.output_shape, dtype=np.int16)
+    xp = get_array_module(x)
+    out = xp.empty(meta.output_shape, dtype=x.dtype)
+    argmax = xp.empty(meta.output_shape, dtype=xp.int16)
 
-    def shard(a: int, b: int) -> None:
-        out[a:b], argmax[a:b] = _max_pool2d_forward(x[a:b], replace(meta, batch=b - a))
+    def shard(xs: Any, o: Any, am: Any, a: int, b: int) -> None:
+        o[...], am[...] = _max_pool2d_forward(xs, replace(meta, batch=b - a))
 
-    run_sharded(shard, meta.batch)
+    shard_batch(shard, meta.batch, x, out, argmax)
     return out, argmax
 
 
@@ -175,14 +172,13 @@ def max_pool2d_backward(grad_out: Any, argmax: Any, meta: Pool2dMeta) -> Any:
     so a plain ``+=`` into the strided view is a correct scatter-add even when
     windows overlap. On the CPU, shards of the batch run in parallel.
     """
-    if get_array_module(grad_out) is not np:
-        return _max_pool2d_backward(grad_out, argmax, meta)
-    dx = np.empty((meta.batch, meta.channels, meta.in_h, meta.in_w), dtype=grad_out.dtype)
+    xp = get_array_module(grad_out)
+    dx = xp.empty((meta.batch, meta.channels, meta.in_h, meta.in_w), dtype=grad_out.dtype)
 
-    def shard(a: int, b: int) -> None:
-        dx[a:b] = _max_pool2d_backward(grad_out[a:b], argmax[a:b], replace(meta, batch=b - a))
+    def shard(gs: Any, ams: Any, dxs: Any, a: int, b: int) -> None:
+        dxs[...] = _max_pool2d_backward(gs, ams, replace(meta, batch=b - a))
 
-    run_sharded(shard, meta.batch)
+    shard_batch(shard, meta.batch, grad_out, argmax, dx)
     return dx
 
 
