@@ -372,13 +372,14 @@ class Tensor:
 
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
         shape = _shape_arg(shape)
-        try:
-            np.empty(self.shape, dtype=np.uint8).reshape(shape)  # validates without copying data
-        except ValueError:
+        known = int(np.prod([s for s in shape if s >= 0]))  # NumPy's rule: one negative size
+        unknown = sum(s < 0 for s in shape)                 # is inferred from the rest
+        if unknown > 1 or (
+                self.numel() != known if unknown == 0 else known == 0 or self.numel() % known):
             raise ValueError(
                 f"reshape: cannot reshape a tensor of shape {self.shape} ({self.numel()} "
                 f"elements) into {tuple(shape)}"
-            ) from None
+            )
         return O.Reshape.apply(self, tuple(shape))
 
     view = reshape

@@ -475,6 +475,8 @@ class CrossEntropy(Function):
     """Mean (or sum) negative log-likelihood of integer ``targets [N]`` under ``logits [N, C]``.
 
     Fused log-softmax + NLL: backward needs only the softmax, ``(p - onehot) / N``.
+    The logits are saved (they are alive anyway, as the previous layer's output) and
+    the softmax is computed in backward, so forward computes the log-softmax once.
     """
 
     @staticmethod
@@ -486,19 +488,18 @@ class CrossEntropy(Function):
     @staticmethod
     def setup_context(ctx, inputs, output):
         logits, targets, reduction = inputs
-        xp = get_array_module(logits)
-        ctx.save_for_backward(xp.exp(log_softmax_array(logits, 1)), targets)  # softmax
+        ctx.save_for_backward(logits, targets)
         ctx.reduction = reduction
 
     @staticmethod
     def backward(ctx, g):
-        p, targets = ctx.saved_tensors
-        xp = get_array_module(p)
-        n = p.shape[0]
-        grad = p.copy()
+        logits, targets = ctx.saved_tensors
+        xp = get_array_module(logits)
+        grad = xp.exp(log_softmax_array(logits, 1))  # the softmax p, a new array
+        n = grad.shape[0]
         grad[xp.arange(n), targets] -= 1
         if ctx.reduction == "mean":
-            grad *= g / p.dtype.type(n)
+            grad *= g / grad.dtype.type(n)
         elif ctx.reduction == "sum":
             grad *= g
         else:
