@@ -47,21 +47,26 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path, model, 
     assert ck["epoch"] == 2 and ck["model_name"] == model
 
 
-def test_resume_after_an_interrupt_continues_the_cosine_schedule_exactly(tmp_path, monkeypatch):
-    args = ["--model", "mlp", *MINI, "--optimizer", "adam", "--epochs", "3"]
-    assert main([*args, "--save", str(tmp_path / "straight.npz")]) == 0
+def _interrupt_in_epoch(monkeypatch, epoch: int) -> None:
+    """Make the training loop raise KeyboardInterrupt (Ctrl-C) when epoch ``epoch`` starts."""
     real = train_mod.train_one_epoch
     calls = {"n": 0}
 
-    def interrupted_in_epoch_three(*a, **k):
+    def interrupted(*a, **k):
         calls["n"] += 1
-        if calls["n"] == 3:
+        if calls["n"] == epoch:
             raise KeyboardInterrupt
         return real(*a, **k)
 
-    monkeypatch.setattr(train_mod, "train_one_epoch", interrupted_in_epoch_three)
-    assert main([*args, "--save", str(tmp_path / "split.npz")]) == 130
-    monkeypatch.setattr(train_mod, "train_one_epoch", real)
+    monkeypatch.setattr(train_mod, "train_one_epoch", interrupted)
+
+
+def test_resume_after_an_interrupt_continues_the_cosine_schedule_exactly(tmp_path, monkeypatch):
+    args = ["--model", "mlp", *MINI, "--optimizer", "adam", "--epochs", "3"]
+    assert main([*args, "--save", str(tmp_path / "straight.npz")]) == 0
+    with monkeypatch.context() as m:
+        _interrupt_in_epoch(m, 3)
+        assert main([*args, "--save", str(tmp_path / "split.npz")]) == 130
     ck = tt.load(tmp_path / "split.npz")
     assert ck["epoch"] == 2 and ck["schedule"]["last_epoch"] == 2 * 79  # 5,000 / 64 -> 79 steps
     assert main([*args, "--resume", str(tmp_path / "split.npz"),
@@ -87,16 +92,7 @@ def test_the_mlp_learns_and_the_output_has_the_promised_lines(capsys, tmp_path):
 
 def test_interrupt_keeps_the_last_good_checkpoint(tmp_path, monkeypatch, capsys):
     ck = tmp_path / "ck.npz"
-    real = train_mod.train_one_epoch
-    calls = {"n": 0}
-
-    def interrupted_in_epoch_two(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt
-        return real(*a, **k)
-
-    monkeypatch.setattr(train_mod, "train_one_epoch", interrupted_in_epoch_two)
+    _interrupt_in_epoch(monkeypatch, 2)
     code = main(["--model", "mlp", *MINI, "--epochs", "3", "--save", str(ck)])
     assert code == 130
     assert "intact" in capsys.readouterr().err
