@@ -14,12 +14,13 @@ SHARED_DATA := $(abspath ../shared/data)
 export TINYTRAIN_DATA ?= $(if $(wildcard $(SHARED_DATA)/mnist),$(SHARED_DATA),)
 export MPLBACKEND ?= Agg
 
-.PHONY: help train test lint lab bench doctor clean
+.PHONY: help train test lint lab notebooks bench doctor clean
 
 help:
 	@echo "make train   train the default MNIST CNN (creates .venv on first use)"
 	@echo "make test    ruff + pytest + every notebook under nbval"
 	@echo "make lab     open JupyterLab on the notebooks"
+	@echo "make notebooks  rewrite every .ipynb from its chapter source notebooks/NN_*.py"
 	@echo "make bench   run the benchmarks against PyTorch"
 	@echo "make doctor  what this machine can run"
 
@@ -48,6 +49,9 @@ lint: $(STAMP)
 
 lab: $(STAMP)
 	MPLBACKEND=module://matplotlib_inline.backend_inline $(PY) -m jupyter lab notebooks/
+
+notebooks: $(STAMP)
+	$(PY) tools/sync_notebooks.py
 
 bench: $(STAMP)
 	for b in bench/*.py; do $(PY) $$b || exit 1; done

@@ -1,56 +1,43 @@
-"""Write ``notebooks/02_autograd.ipynb`` (chapter 2) from the cells below.
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
 
-The notebook is generated so that it can be reviewed as plain Python and rebuilt
-reproducibly: cell ids are fixed, and it is saved without outputs.
+# %% [markdown]
+# # Chapter 2 — Reverse-mode automatic differentiation from scratch
+#
+# Training a network means following the gradient of a loss with respect to every parameter.
+# Writing those derivatives by hand does not scale; **reverse-mode autodiff** computes all of
+# them in one backward sweep whose cost is a small multiple of the forward pass. This
+# chapter builds it twice — first for scalars, where every step is visible, then for
+# tensors, the way `tinytrain.autograd` does it — and then trains a small network with it.
+#
+# **What you will build / learn in this chapter**
+#
+# 1. A scalar autograd (`Value`, in the spirit of micrograd): `+`, `*`, `**`, `exp`,
+#    `tanh`, and `backward()` by topological sort; a drawing of the graph; a check against
+#    finite differences.
+# 2. The tensor version: `Function` with `forward` / `setup_context` / `backward`, the
+#    context `ctx`, `needs_input_grad` and *selective save*; broadcasting handled by
+#    `unbroadcast`.
+# 3. The backward **engine**: dependency counting (Kahn's algorithm), and why a tensor used
+#    twice must wait for both of its gradients.
+# 4. Our engine vs. `tinytrain.autograd` vs. PyTorch on the same expression.
+# 5. Hooks (`register_post_accumulate_grad_hook`, which DDP needs in chapter 7) and
+#    `no_grad`.
+# 6. A small MLP trained on two moons with `tinytrain.nn` and `tinytrain.optim`.
 
-Usage::
-
-    python tools/build_notebook_02.py            # writes notebooks/02_autograd.ipynb
-    python tools/build_notebook_02.py --check    # exit 1 if the notebook is out of date
-"""
-
-from __future__ import annotations
-
-import sys
-
-from nbbuild import Notebook
-
-nb = Notebook("02_autograd.ipynb", __doc__)
-md, code = nb.md, nb.code
-
-# =============================================================================== cells
-
-md(r"""
-# Chapter 2 — Reverse-mode automatic differentiation from scratch
-
-Training a network means following the gradient of a loss with respect to every parameter.
-Writing those derivatives by hand does not scale; **reverse-mode autodiff** computes all of
-them in one backward sweep whose cost is a small multiple of the forward pass. This
-chapter builds it twice — first for scalars, where every step is visible, then for
-tensors, the way `tinytrain.autograd` does it — and then trains a small network with it.
-
-**What you will build / learn in this chapter**
-
-1. A scalar autograd (`Value`, in the spirit of micrograd): `+`, `*`, `**`, `exp`,
-   `tanh`, and `backward()` by topological sort; a drawing of the graph; a check against
-   finite differences.
-2. The tensor version: `Function` with `forward` / `setup_context` / `backward`, the
-   context `ctx`, `needs_input_grad` and *selective save*; broadcasting handled by
-   `unbroadcast`.
-3. The backward **engine**: dependency counting (Kahn's algorithm), and why a tensor used
-   twice must wait for both of its gradients.
-4. Our engine vs. `tinytrain.autograd` vs. PyTorch on the same expression.
-5. Hooks (`register_post_accumulate_grad_hook`, which DDP needs in chapter 7) and
-   `no_grad`.
-6. A small MLP trained on two moons with `tinytrain.nn` and `tinytrain.optim`.
-""")
-
-code(r"""
-%matplotlib inline
+# %%
+# %matplotlib inline
 import math
 
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 
 import tinytrain as tt
 import tinytrain.nn as nn
@@ -68,28 +55,26 @@ def show_error(fn):
         print(f"{type(exc).__name__}: {exc}")
         return exc
     raise AssertionError("expected an error, but none was raised")
-""")
 
-# ----------------------------------------------------------------------------- scalar
-md(r"""
-## 1. A scalar autograd
 
-The chain rule says: if `L` depends on `a` only through `out = f(a, b)`, then
-`dL/da = dL/dout * dout/da`. *Reverse* mode applies it from the output backwards: each
-value keeps a `grad` slot meaning `dL/d(this value)`, the output starts with `grad = 1`, and
-each operation knows how to pass its output's gradient to its inputs (its *local
-derivative* times the incoming gradient).
+# %% [markdown]
+# ## 1. A scalar autograd
+#
+# The chain rule says: if `L` depends on `a` only through `out = f(a, b)`, then
+# `dL/da = dL/dout * dout/da`. *Reverse* mode applies it from the output backwards: each
+# value keeps a `grad` slot meaning `dL/d(this value)`, the output starts with `grad = 1`, and
+# each operation knows how to pass its output's gradient to its inputs (its *local
+# derivative* times the incoming gradient).
+#
+# A `Value` remembers the values it was computed from (`_prev`), the operation (`_op`) and a
+# closure `_backward` that does that one local step. Two details matter:
+#
+# * gradients are **added** (`+=`), never assigned: a value used twice receives a
+#   contribution from each use;
+# * `backward()` must call the closures in **reverse topological order**, so that a value's
+#   `grad` is complete before it is passed further down.
 
-A `Value` remembers the values it was computed from (`_prev`), the operation (`_op`) and a
-closure `_backward` that does that one local step. Two details matter:
-
-* gradients are **added** (`+=`), never assigned: a value used twice receives a
-  contribution from each use;
-* `backward()` must call the closures in **reverse topological order**, so that a value's
-  `grad` is complete before it is passed further down.
-""")
-
-code(r"""
+# %%
 class Value:
     # A scalar that remembers how it was computed.
 
@@ -189,13 +174,12 @@ class Value:
         for v in reversed(topo):     # the output first, the leaves last
             v._backward()
         return topo
-""")
 
-md(r"""
-A single neuron, `o = tanh(x1*w1 + x2*w2 + b)`, micrograd's classic example:
-""")
 
-code(r"""
+# %% [markdown]
+# A single neuron, `o = tanh(x1*w1 + x2*w2 + b)`, micrograd's classic example:
+
+# %%
 def neuron():
     x1, x2 = Value(2.0, label="x1"), Value(0.0, label="x2")
     w1, w2 = Value(-3.0, label="w1"), Value(1.0, label="w2")
@@ -216,19 +200,18 @@ for name, v in leaves.items():
 assert math.isclose(leaves["w1"].grad, 1.0, rel_tol=1e-6)
 assert math.isclose(leaves["x1"].grad, -1.5, rel_tol=1e-6)
 assert leaves["w2"].grad == 0.0                      # x2 = 0 kills w2's gradient
-""")
 
-md(r"""
-### A picture of the graph
 
-We draw the graph with matplotlib only: each value is a box labelled with its name, the
-op that produced it, its `data` and its `grad`; arrows go from inputs to outputs, i.e. the
-direction of the forward pass (backward walks them the other way). Each node is placed
-one column to the left of its leftmost consumer, so the output is on the right and a
-value sits right next to where it is used.
-""")
+# %% [markdown]
+# ### A picture of the graph
+#
+# We draw the graph with matplotlib only: each value is a box labelled with its name, the
+# op that produced it, its `data` and its `grad`; arrows go from inputs to outputs, i.e. the
+# direction of the forward pass (backward walks them the other way). Each node is placed
+# one column to the left of its leftmost consumer, so the output is on the right and a
+# value sits right next to where it is used.
 
-code(r"""
+# %%
 def draw_graph(root, ax, box_w=1.05, box_h=0.75, dx=1.55):
     topo, seen = [], set()
 
@@ -285,18 +268,17 @@ fig, ax = plt.subplots(figsize=(10, 4.5))
 draw_graph(o, ax)
 ax.set_title("o = tanh(x1*w1 + x2*w2 + b): blue = leaves, orange = ops")
 plt.show()
-""")
 
-md(r"""
-### Checking against finite differences
 
-A derivative is a limit, `(f(a + h) - f(a - h)) / 2h` for small `h`. That is far too slow
-to train with (one or two forward passes *per input*), but it is the perfect referee. We
-check a second expression that uses every op — `+`, `*`, `**`, `exp`, `tanh`, `/`, `-` —
-and a value (`a`) used several times.
-""")
+# %% [markdown]
+# ### Checking against finite differences
+#
+# A derivative is a limit, `(f(a + h) - f(a - h)) / 2h` for small `h`. That is far too slow
+# to train with (one or two forward passes *per input*), but it is the perfect referee. We
+# check a second expression that uses every op — `+`, `*`, `**`, `exp`, `tanh`, `/`, `-` —
+# and a value (`a`) used several times.
 
-code(r"""
+# %%
 def f(a, b, c):
     return ((a * b + a.exp()) / (c ** 2 + 1) - a).tanh() * b
 
@@ -318,63 +300,56 @@ numeric = numeric_grad(f, args)
 for name, ga, gn in zip("abc", analytic, numeric):
     print(f"d f / d {name}: backward {ga:+.8f}   finite differences {gn:+.8f}")
 assert np.allclose(analytic, numeric, rtol=1e-6, atol=1e-8)
-""")
 
-md(r"""
-Why `+=`: with `=`, a value used twice would keep only the last contribution.
-""")
+# %% [markdown]
+# Why `+=`: with `=`, a value used twice would keep only the last contribution.
 
-code(r"""
+# %%
 a = Value(3.0, label="a")
 y = a * a + a          # dy/da = 2a + 1 = 7
 y.backward()
 print(a)
 assert a.grad == 7.0
-""")
 
-# ----------------------------------------------------------------------------- tensor
-md(r"""
-## 2. From scalars to tensors: `Function` and `ctx`
+# %% [markdown]
+# ## 2. From scalars to tensors: `Function` and `ctx`
+#
+# A `Value` per number would be hopelessly slow for a network with a million weights. We
+# keep the same idea but let each node of the graph be one operation on **whole arrays**:
+# one matrix multiplication instead of a million multiplications. tinytrain follows
+# PyTorch 2's shape for such an op, a `Function` with three static methods:
+#
+# * `forward(*inputs)` computes the output from **raw arrays** (NumPy or CuPy; no autograd
+#   inside);
+# * `setup_context(ctx, inputs, output)` stores on `ctx` **only what backward needs**;
+# * `backward(ctx, grad_output)` returns one gradient per forward input (`None` where no
+#   gradient is needed).
+#
+# `ctx.needs_input_grad` is a tuple of booleans, one per input, computed by `apply`. It enables
+# **selective save**: `d(a*b)/da` needs only `b` and `d(a*b)/db` needs only `a`, so when just
+# one input requires a gradient only one array is kept alive until backward. For a layer
+# whose input is a large batch of images this is a real memory saving. Here is tinytrain's
+# `Mul`:
 
-A `Value` per number would be hopelessly slow for a network with a million weights. We
-keep the same idea but let each node of the graph be one operation on **whole arrays**:
-one matrix multiplication instead of a million multiplications. tinytrain follows
-PyTorch 2's shape for such an op, a `Function` with three static methods:
-
-* `forward(*inputs)` computes the output from **raw arrays** (NumPy or CuPy; no autograd
-  inside);
-* `setup_context(ctx, inputs, output)` stores on `ctx` **only what backward needs**;
-* `backward(ctx, grad_output)` returns one gradient per forward input (`None` where no
-  gradient is needed).
-
-`ctx.needs_input_grad` is a tuple of booleans, one per input, computed by `apply`. It enables
-**selective save**: `d(a*b)/da` needs only `b` and `d(a*b)/db` needs only `a`, so when just
-one input requires a gradient only one array is kept alive until backward. For a layer
-whose input is a large batch of images this is a real memory saving. Here is tinytrain's
-`Mul`:
-""")
-
-code(r"""
+# %%
 import inspect
 
 from tinytrain.autograd import ops
 
 print(inspect.getsource(ops.Mul))
-""")
 
-md(r"""
-`Function.apply` (in `tinytrain/autograd/function.py`) is the only place where Tensors
-and graph bookkeeping appear: it unwraps the inputs, calls `forward`, wraps the output, and
-— if grad mode is on and some input requires grad — creates a context, calls
-`setup_context`, and records a graph node pointing at the inputs' nodes.
+# %% [markdown]
+# `Function.apply` (in `tinytrain/autograd/function.py`) is the only place where Tensors
+# and graph bookkeeping appear: it unwraps the inputs, calls `forward`, wraps the output, and
+# — if grad mode is on and some input requires grad — creates a context, calls
+# `setup_context`, and records a graph node pointing at the inputs' nodes.
+#
+# Let us build a miniature version of all this in a few dozen lines: a `MiniTensor`, a
+# `Fn.apply`, five ops (`+`, `*`, `@`, `tanh`, `sum`) with NumPy broadcasting, and an engine.
+# Binary ops use the `unbroadcast` helper from chapter 1 to sum gradients back to each
+# input's shape.
 
-Let us build a miniature version of all this in a few dozen lines: a `MiniTensor`, a
-`Fn.apply`, five ops (`+`, `*`, `@`, `tanh`, `sum`) with NumPy broadcasting, and an engine.
-Binary ops use the `unbroadcast` helper from chapter 1 to sum gradients back to each
-input's shape.
-""")
-
-code(r"""
+# %%
 from tinytrain.autograd.ops import unbroadcast
 
 
@@ -435,9 +410,9 @@ class MiniTensor:
 
     def backward(self, trace=None):
         run_backward(self, np.ones_like(self.data), trace)
-""")
 
-code(r"""
+
+# %%
 class Add(Fn):
     @staticmethod
     def forward(a, b):
@@ -519,43 +494,40 @@ class Sum(Fn):
     @staticmethod
     def backward(ctx, g):
         return (np.broadcast_to(g, ctx.shape).copy(),)
-""")
 
-md(r"""
-Selective save at work: when only `b` requires a gradient, `Mul` keeps `a` and drops `b`.
-""")
 
-code(r"""
+# %% [markdown]
+# Selective save at work: when only `b` requires a gradient, `Mul` keeps `a` and drops `b`.
+
+# %%
 a = MiniTensor(np.ones((1000, 1000)))
 b = MiniTensor(np.ones(1000), requires_grad=True)
 out = a * b
 kept = [None if s is None else s.shape for s in out.creator[1].saved]
 print("needs_input_grad:", out.creator[1].needs_input_grad, "-> saved (b, a):", kept)
 assert out.creator[1].saved[0] is None           # b is not needed: d(ab)/db = a
-""")
 
-# ----------------------------------------------------------------------------- engine
-md(r"""
-## 3. The engine: dependency counting (Kahn's algorithm)
 
-`backward()` must run each node **after every node that consumes its output**, because
-only then is its incoming gradient complete. The `Value` class got that order from a
-depth-first topological sort. tinytrain's engine (`tinytrain/autograd/engine.py`) gets it
-by **counting dependencies**, which is Kahn's algorithm:
+# %% [markdown]
+# ## 3. The engine: dependency counting (Kahn's algorithm)
+#
+# `backward()` must run each node **after every node that consumes its output**, because
+# only then is its incoming gradient complete. The `Value` class got that order from a
+# depth-first topological sort. tinytrain's engine (`tinytrain/autograd/engine.py`) gets it
+# by **counting dependencies**, which is Kahn's algorithm:
+#
+# 1. Walk the graph from the output and count, for every node, how many edges point into it
+#    (how many consumers it has inside this graph).
+# 2. Keep a gradient *buffer* per node, and a list of *ready* nodes, starting with the output.
+# 3. Run a ready node's backward; add each returned gradient into the input's buffer and
+#    decrement that input's count. When the count hits zero, the buffer holds the full sum
+#    — the input is ready.
+#
+# The counts also tell the engine the moment a leaf's gradient is *final*. That moment is
+# what post-accumulate hooks fire on, what lets each node free its saved arrays right after
+# it ran, and what lets DDP start communicating a gradient while backward is still running.
 
-1. Walk the graph from the output and count, for every node, how many edges point into it
-   (how many consumers it has inside this graph).
-2. Keep a gradient *buffer* per node, and a list of *ready* nodes, starting with the output.
-3. Run a ready node's backward; add each returned gradient into the input's buffer and
-   decrement that input's count. When the count hits zero, the buffer holds the full sum
-   — the input is ready.
-
-The counts also tell the engine the moment a leaf's gradient is *final*. That moment is
-what post-accumulate hooks fire on, what lets each node free its saved arrays right after
-it ran, and what lets DDP start communicating a gradient while backward is still running.
-""")
-
-code(r"""
+# %%
 def run_backward(root, grad, trace=None):
     # 1. count the consumers of every tensor reachable from root
     deps = {root: 0}
@@ -591,18 +563,17 @@ def run_backward(root, grad, trace=None):
             if deps[inp] == 0:
                 ready.append(inp)
     return deps
-""")
 
-md(r"""
-### The diamond
 
-`h = tanh(x)` is used twice, by `u = h * a` and `v = h * c`, and `L = sum(u + v)`. The
-graph is a diamond: two paths from `L` down to `h`. `h` has two consumers, so the engine
-must not run `h`'s backward until both `u` and `v` have delivered their share — then it
-runs **once**, with the sum.
-""")
+# %% [markdown]
+# ### The diamond
+#
+# `h = tanh(x)` is used twice, by `u = h * a` and `v = h * c`, and `L = sum(u + v)`. The
+# graph is a diamond: two paths from `L` down to `h`. `h` has two consumers, so the engine
+# must not run `h`'s backward until both `u` and `v` have delivered their share — then it
+# runs **once**, with the sum.
 
-code(r"""
+# %%
 x = MiniTensor([0.5, -1.0], requires_grad=True, name="x")
 h = x.tanh().named("h")
 u = (h * np.array([2.0, 3.0])).named("u")
@@ -620,16 +591,15 @@ assert trace.index("h") > max(trace.index("u"), trace.index("v"))
 expected = (np.array([2.0, 3.0]) + np.array([-1.0, 4.0])) * (1 - np.tanh(x.data) ** 2)
 print("x.grad =", x.grad)
 assert np.allclose(x.grad, expected)
-""")
 
-md(r"""
-What if we did not count, and simply recursed — "call backward on each input as soon as you
-have a gradient for it"? By linearity the final sums would still be right, but every
-shared node would run once **per path** through it. Stack `k` diamonds and there are
-`2**k` paths: the work explodes. Counting runs every node exactly once.
-""")
 
-code(r"""
+# %% [markdown]
+# What if we did not count, and simply recursed — "call backward on each input as soon as you
+# have a gradient for it"? By linearity the final sums would still be right, but every
+# shared node would run once **per path** through it. Stack `k` diamonds and there are
+# `2**k` paths: the work explodes. Counting runs every node exactly once.
+
+# %%
 def naive_backward(t, g, counter):
     counter[t.name] = counter.get(t.name, 0) + 1
     if t.creator is None:
@@ -672,23 +642,20 @@ ax.set_ylabel("node backward calls")
 ax.legend()
 ax.grid(True, which="both", alpha=0.3)
 plt.show()
-""")
 
-# ----------------------------------------------------------------------------- check
-md(r"""
-## 4. Three implementations, one answer
+# %% [markdown]
+# ## 4. Three implementations, one answer
+#
+# Now the same expression, with broadcasting in two places (`b` of shape `(5,)` is added
+# to every row; `x2` of shape `(4, 1)` multiplies every column), through
+#
+# 1. our notebook engine,
+# 2. `tinytrain.autograd` (the package),
+# 3. PyTorch, the golden reference (if it is installed).
+#
+# We use float64 so the three agree to ~1e-12.
 
-Now the same expression, with broadcasting in two places (`b` of shape `(5,)` is added
-to every row; `x2` of shape `(4, 1)` multiplies every column), through
-
-1. our notebook engine,
-2. `tinytrain.autograd` (the package),
-3. PyTorch, the golden reference (if it is installed).
-
-We use float64 so the three agree to ~1e-12.
-""")
-
-code(r"""
+# %%
 rng = np.random.default_rng(0)
 xs = {"x": rng.standard_normal((4, 3)), "w": rng.standard_normal((3, 5)),
       "b": rng.standard_normal(5), "x2": rng.standard_normal((4, 1))}
@@ -713,9 +680,8 @@ for k in xs:
     assert np.allclose(mini[k].grad, tiny[k].grad.numpy(), rtol=1e-12, atol=1e-12), k
 assert np.isclose(out_mini.data, out_tiny.item())
 print("notebook engine == tinytrain:", {k: tiny[k].grad.shape for k in xs})
-""")
 
-code(r"""
+# %%
 try:
     import torch
 except ImportError:
@@ -730,16 +696,15 @@ if torch is not None:
         assert np.allclose(tiny[k].grad.numpy(), ref[k].grad.numpy(), rtol=1e-12, atol=1e-12), k
     assert np.isclose(out_tiny.item(), out_ref.item())
     print("tinytrain == PyTorch for the gradients of", list(xs))
-""")
 
-md(r"""
-tinytrain's graph is made of `Node` objects, separate from the tensors (so a tensor can be
-freed while its node lives on), and each leaf that requires grad gets an
-**`AccumulateGrad`** node that adds the incoming gradient into `.grad`. We can walk it
-through `grad_fn.next_functions`:
-""")
 
-code(r"""
+# %% [markdown]
+# tinytrain's graph is made of `Node` objects, separate from the tensors (so a tensor can be
+# freed while its node lives on), and each leaf that requires grad gets an
+# **`AccumulateGrad`** node that adds the incoming gradient into `.grad`. We can walk it
+# through `grad_fn.next_functions`:
+
+# %%
 def print_graph(node, depth=0):
     extra = f"  (leaf of shape {node.tensor.shape})" if node.name == "AccumulateGrad" else ""
     print("    " * depth + node.name + extra)
@@ -750,26 +715,23 @@ def print_graph(node, depth=0):
 
 out = expression(**tiny)
 print_graph(out.grad_fn)
-""")
 
-# ----------------------------------------------------------------------------- hooks
-md(r"""
-## 5. Hooks and `no_grad`
+# %% [markdown]
+# ## 5. Hooks and `no_grad`
+#
+# ### `register_post_accumulate_grad_hook`
+#
+# A hook registered on a leaf runs every time a gradient has been added into its `.grad` —
+# i.e. the moment that parameter's gradient for this backward is final. Watch the order for a
+# two-layer model: the **last** layer's parameters are ready first, because backward runs
+# from the output towards the input.
+#
+# This is exactly what data-parallel training (chapter 7) exploits: as soon as a group of
+# gradients is final, it can be averaged across processes *while backward is still computing
+# the earlier layers*. That is why DDP groups parameters into buckets in **reverse**
+# registration order.
 
-### `register_post_accumulate_grad_hook`
-
-A hook registered on a leaf runs every time a gradient has been added into its `.grad` —
-i.e. the moment that parameter's gradient for this backward is final. Watch the order for a
-two-layer model: the **last** layer's parameters are ready first, because backward runs
-from the output towards the input.
-
-This is exactly what data-parallel training (chapter 7) exploits: as soon as a group of
-gradients is final, it can be averaged across processes *while backward is still computing
-the earlier layers*. That is why DDP groups parameters into buckets in **reverse**
-registration order.
-""")
-
-code(r"""
+# %%
 tt.manual_seed(0)
 model = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 2))
 ready_order = []
@@ -789,15 +751,13 @@ assert max(names.index("2.weight"), names.index("2.bias")) < min(names.index("0.
                                                                 names.index("0.bias"))
 for handle in handles:
     handle.remove()
-""")
 
-md(r"""
-Gradients **accumulate**: a second backward adds to `.grad`. That is useful (gradient
-accumulation over micro-batches) but means every training step must start by resetting
-them — `zero_grad()`.
-""")
+# %% [markdown]
+# Gradients **accumulate**: a second backward adds to `.grad`. That is useful (gradient
+# accumulation over micro-batches) but means every training step must start by resetting
+# them — `zero_grad()`.
 
-code(r"""
+# %%
 model.zero_grad()
 for _ in range(2):
     F.cross_entropy(model(inputs), targets).backward()
@@ -807,31 +767,27 @@ F.cross_entropy(model(inputs), targets).backward()
 once = model[0].weight.grad.numpy()
 assert np.allclose(twice, 2 * once)
 print("two backwards without zero_grad give twice the gradient")
-""")
 
-md(r"""
-Without `retain_graph=True`, each node frees its saved arrays as soon as it has run. A
-second backward through the same graph would silently use nothing — so it fails loudly:
-""")
+# %% [markdown]
+# Without `retain_graph=True`, each node frees its saved arrays as soon as it has run. A
+# second backward through the same graph would silently use nothing — so it fails loudly:
 
-code(r"""
+# %%
 w = tt.tensor([1.0, 2.0], requires_grad=True)
 y = (w * w).sum()
 y.backward()
 e = show_error(lambda: y.backward())
 assert isinstance(e, RuntimeError)
-""")
 
-md(r"""
-### `no_grad`
+# %% [markdown]
+# ### `no_grad`
+#
+# Recording the graph costs memory: every node keeps what its backward needs (here, `w`
+# itself). During evaluation there will be no backward, so we switch recording off with
+# `tt.no_grad()`, a context manager that also works as a decorator. Results made under it
+# have no `grad_fn` and do not require grad.
 
-Recording the graph costs memory: every node keeps what its backward needs (here, `w`
-itself). During evaluation there will be no backward, so we switch recording off with
-`tt.no_grad()`, a context manager that also works as a decorator. Results made under it
-have no `grad_fn` and do not require grad.
-""")
-
-code(r"""
+# %%
 y = w * w
 kept = [s for s in y.grad_fn.ctx.saved_tensors if s is not None]
 print("recorded:", y.grad_fn, "keeps", len(kept), "array(s)")
@@ -850,18 +806,16 @@ def evaluate(model, x):
 
 assert evaluate(model, inputs).grad_fn is None
 e = show_error(lambda: y.sum().backward())
-""")
 
-# ----------------------------------------------------------------------------- mlp
-md(r"""
-## 6. Training a small MLP
 
-Everything is in place to train. The data: two interleaving half-moons in 2-D, 300
-points, generated here with a fixed seed. A straight line cannot separate them; a small
-MLP with `tanh` hidden layers can.
-""")
+# %% [markdown]
+# ## 6. Training a small MLP
+#
+# Everything is in place to train. The data: two interleaving half-moons in 2-D, 300
+# points, generated here with a fixed seed. A straight line cannot separate them; a small
+# MLP with `tanh` hidden layers can.
 
-code(r"""
+# %%
 def make_moons(n, noise, seed):
     rng = np.random.default_rng(seed)
     n0 = n // 2
@@ -884,15 +838,13 @@ fig, ax = plt.subplots(figsize=(5, 3.5))
 ax.scatter(X_np[:, 0], X_np[:, 1], c=y_np, cmap="coolwarm", s=12, edgecolors="k", linewidths=0.3)
 ax.set_title("two moons (300 points)")
 plt.show()
-""")
 
-md(r"""
-The training step, in the order every chapter uses:
-`zero_grad` → forward (call the model, `model(x)`, so that module hooks run) → loss →
-`backward` → `step`.
-""")
+# %% [markdown]
+# The training step, in the order every chapter uses:
+# `zero_grad` → forward (call the model, `model(x)`, so that module hooks run) → loss →
+# `backward` → `step`.
 
-code(r"""
+# %%
 tt.manual_seed(0)
 model = nn.Sequential(nn.Linear(2, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 2))
 opt = Adam(model.parameters(), lr=0.01)
@@ -920,9 +872,8 @@ acc = accuracy(model, X, Y)
 print(f"loss: {losses[0]:.4f} -> {losses[-1]:.4f}   training accuracy: {acc:.3f}")
 assert losses[-1] < 0.2 * losses[0]
 assert acc >= 0.95
-""")
 
-code(r"""
+# %%
 gx, gy = np.meshgrid(np.linspace(-2.5, 2.5, 200), np.linspace(-2.5, 2.5, 200))
 grid = tt.tensor(np.stack([gx.ravel(), gy.ravel()], axis=1).astype(np.float32))
 with tt.no_grad():
@@ -941,47 +892,40 @@ Xs = X.numpy()
 ax1.scatter(Xs[:, 0], Xs[:, 1], c=y_np, cmap="coolwarm", s=12, edgecolors="k", linewidths=0.3)
 ax1.set_title(f"decision boundary (training accuracy {acc:.1%})")
 plt.show()
-""")
 
-# ----------------------------------------------------------------------------- summary
-md(r"""
-## Summary
-
-* **Reverse mode**: every value carries `grad = dL/d(value)`; each op passes its output's
-  gradient to its inputs times the local derivative; contributions are **added**.
-* The order matters: a node may run only when all of its consumers have delivered their
-  gradients. tinytrain's engine counts dependencies (Kahn's algorithm); each node runs
-  exactly once, frees its saved arrays right after (unless `retain_graph=True`), and a
-  leaf's gradient is final when its count reaches zero.
-* A tensor op is a **`Function`**: `forward` on raw arrays, `setup_context` saving only what
-  backward needs (guided by `ctx.needs_input_grad`), `backward` returning one gradient per
-  input — summed back to each input's shape with `unbroadcast`.
-* Our ~150-line engine, `tinytrain.autograd` and PyTorch agree on the gradients of the same
-  expression.
-* `register_post_accumulate_grad_hook` fires when a leaf's gradient is final — the last
-  layer first — which is what DDP builds on; `no_grad` turns recording off for evaluation.
-* With `nn.Sequential`, `F.cross_entropy` and `Adam`, the step `zero_grad → model(x) →
-  loss → backward → step` fits two moons.
-
-**Where this lives in the package**
-
-* [tinytrain/autograd/function.py](../tinytrain/autograd/function.py) — `Function`,
-  `Context` (`needs_input_grad`, `save_for_backward`), `Node`, `AccumulateGrad`
-* [tinytrain/autograd/engine.py](../tinytrain/autograd/engine.py) — `run_backward`:
-  dependency counting, buffers, freeing saved arrays
-* [tinytrain/autograd/ops.py](../tinytrain/autograd/ops.py) — every differentiable op, and
-  `unbroadcast`
-* [tinytrain/autograd/grad_mode.py](../tinytrain/autograd/grad_mode.py) — `no_grad`,
-  `enable_grad`
-* [tinytrain/tensor.py](../tinytrain/tensor.py) — `Tensor.backward`,
-  `register_post_accumulate_grad_hook`
-* [tinytrain/nn/](../tinytrain/nn/) — `Module`, `Linear`, `Tanh`, `Sequential`,
-  `functional.cross_entropy`; [tinytrain/optim/](../tinytrain/optim/) — `SGD`, `Adam`
-
-**Previous:** [Chapter 1 — tensors](01_tensors.ipynb). **Next:** [Chapter 3 — Conv2d on the
-CPU](03_conv2d_cpu.ipynb).
-""")
-
-
-if __name__ == "__main__":
-    sys.exit(nb.main())
+# %% [markdown]
+# ## Summary
+#
+# * **Reverse mode**: every value carries `grad = dL/d(value)`; each op passes its output's
+#   gradient to its inputs times the local derivative; contributions are **added**.
+# * The order matters: a node may run only when all of its consumers have delivered their
+#   gradients. tinytrain's engine counts dependencies (Kahn's algorithm); each node runs
+#   exactly once, frees its saved arrays right after (unless `retain_graph=True`), and a
+#   leaf's gradient is final when its count reaches zero.
+# * A tensor op is a **`Function`**: `forward` on raw arrays, `setup_context` saving only what
+#   backward needs (guided by `ctx.needs_input_grad`), `backward` returning one gradient per
+#   input — summed back to each input's shape with `unbroadcast`.
+# * Our ~150-line engine, `tinytrain.autograd` and PyTorch agree on the gradients of the same
+#   expression.
+# * `register_post_accumulate_grad_hook` fires when a leaf's gradient is final — the last
+#   layer first — which is what DDP builds on; `no_grad` turns recording off for evaluation.
+# * With `nn.Sequential`, `F.cross_entropy` and `Adam`, the step `zero_grad → model(x) →
+#   loss → backward → step` fits two moons.
+#
+# **Where this lives in the package**
+#
+# * [tinytrain/autograd/function.py](../tinytrain/autograd/function.py) — `Function`,
+#   `Context` (`needs_input_grad`, `save_for_backward`), `Node`, `AccumulateGrad`
+# * [tinytrain/autograd/engine.py](../tinytrain/autograd/engine.py) — `run_backward`:
+#   dependency counting, buffers, freeing saved arrays
+# * [tinytrain/autograd/ops.py](../tinytrain/autograd/ops.py) — every differentiable op, and
+#   `unbroadcast`
+# * [tinytrain/autograd/grad_mode.py](../tinytrain/autograd/grad_mode.py) — `no_grad`,
+#   `enable_grad`
+# * [tinytrain/tensor.py](../tinytrain/tensor.py) — `Tensor.backward`,
+#   `register_post_accumulate_grad_hook`
+# * [tinytrain/nn/](../tinytrain/nn/) — `Module`, `Linear`, `Tanh`, `Sequential`,
+#   `functional.cross_entropy`; [tinytrain/optim/](../tinytrain/optim/) — `SGD`, `Adam`
+#
+# **Previous:** [Chapter 1 — tensors](01_tensors.ipynb). **Next:** [Chapter 3 — Conv2d on the
+# CPU](03_conv2d_cpu.ipynb).
