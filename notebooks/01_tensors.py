@@ -48,6 +48,7 @@ assert status == 0
 import matplotlib.pyplot as plt
 import numpy as np
 
+import figures  # the course's plotting helpers, notebooks/figures.py
 import tinytrain as tt
 
 np.set_printoptions(precision=4, suppress=True)
@@ -141,40 +142,13 @@ assert b[0, 2] == 100.0
 # colours run down the columns — same bytes, different walk.
 
 # %%
-def start(arr):
-    # the address of arr's first element (only differences of two of these are shown)
-    return arr.__array_interface__["data"][0]
-
-
-def draw_grid(ax, arr, title, show_meta=True):
-    # Draw a 2-D array as a grid; each cell: value, and its byte offset in the buffer.
-    cmap = plt.get_cmap("viridis")
-    nbytes = a.size * a.itemsize
-    rows, cols = arr.shape
-    for i in range(rows):
-        for j in range(cols):
-            off = (start(arr) - start(a)) + byte_offset(arr, (i, j))
-            ax.add_patch(plt.Rectangle((j, rows - 1 - i), 1, 1,
-                                       facecolor=cmap(off / nbytes), edgecolor="white", lw=2))
-            ax.text(j + 0.5, rows - 1 - i + 0.6, f"{arr[i, j]:.0f}", ha="center",
-                    va="center", fontsize=14, color="white", weight="bold")
-            ax.text(j + 0.5, rows - 1 - i + 0.25, f"byte {off}", ha="center", va="center",
-                    fontsize=8, color="white")
-    ax.set_xlim(0, cols)
-    ax.set_ylim(0, rows)
-    ax.set_aspect("equal")
-    ax.set_xticks([])
-    ax.set_yticks([])
-    ax.set_title(f"{title}\nshape {arr.shape}, strides {arr.strides}" if show_meta else title,
-                 fontsize=10)
-
-
 fig = plt.figure(figsize=(9, 5))
 ax0 = fig.add_axes([0.05, 0.72, 0.9, 0.2])
-draw_grid(ax0, a.reshape(1, -1), "the buffer: what is really in memory (6 x 4 = 24 bytes)",
-          show_meta=False)
-draw_grid(fig.add_axes([0.08, 0.05, 0.4, 0.55]), a, "a")
-draw_grid(fig.add_axes([0.58, 0.05, 0.3, 0.55]), a.T, "a.T (a view)")
+figures.draw_memory_grid(ax0, a.reshape(1, -1), a,
+                         "the buffer: what is really in memory (6 x 4 = 24 bytes)",
+                         show_meta=False)
+figures.draw_memory_grid(fig.add_axes([0.08, 0.05, 0.4, 0.55]), a, a, "a")
+figures.draw_memory_grid(fig.add_axes([0.58, 0.05, 0.3, 0.55]), a.T, a, "a.T (a view)")
 plt.show()
 
 # %% [markdown]
@@ -293,32 +267,7 @@ assert total.shape == (3, 4) and total[2, 3] == 24.0
 
 
 # %%
-def draw_values(ax, arr, title, ghost_shape=None):
-    # Draw arr; with ghost_shape, draw the broadcast copies faded.
-    shown = np.broadcast_to(arr, ghost_shape) if ghost_shape else arr
-    rows, cols = shown.shape
-    for i in range(rows):
-        for j in range(cols):
-            real = i < arr.shape[0] and j < arr.shape[1]
-            ax.add_patch(plt.Rectangle((j, rows - 1 - i), 1, 1, edgecolor="black",
-                                       facecolor="tab:blue" if real else "lightsteelblue",
-                                       alpha=1.0 if real else 0.5))
-            ax.text(j + 0.5, rows - 0.5 - i, f"{shown[i, j]:.0f}", ha="center", va="center",
-                    color="white" if real else "black", fontsize=12)
-    ax.set_xlim(0, 4)
-    ax.set_ylim(0, 3)
-    ax.set_aspect("equal")
-    ax.axis("off")
-    ax.set_title(title, fontsize=10)
-
-
-fig, axes = plt.subplots(1, 5, figsize=(11, 3), gridspec_kw={"width_ratios": [4, 1, 4, 1, 4]})
-draw_values(axes[0], col, "col (3, 1)\nstretched along axis 1", ghost_shape=(3, 4))
-draw_values(axes[2], row, "row (1, 4)\nstretched along axis 0", ghost_shape=(3, 4))
-draw_values(axes[4], total, "col + row (3, 4)")
-for ax, symbol in [(axes[1], "+"), (axes[3], "=")]:
-    ax.text(0.5, 0.5, symbol, fontsize=28, ha="center", va="center")
-    ax.axis("off")
+figures.draw_broadcast_sum(col, row)
 plt.show()
 
 # %% [markdown]

@@ -39,6 +39,7 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
+import figures  # the course's plotting helpers, notebooks/figures.py
 import tinytrain as tt
 import tinytrain.nn as nn
 import tinytrain.nn.functional as F
@@ -212,60 +213,8 @@ assert leaves["w2"].grad == 0.0                      # x2 = 0 kills w2's gradien
 # value sits right next to where it is used.
 
 # %%
-def draw_graph(root, ax, box_w=1.05, box_h=0.75, dx=1.55):
-    topo, seen = [], set()
-
-    def build(v):
-        if v not in seen:
-            seen.add(v)
-            for child in v._prev:
-                build(child)
-            topo.append(v)
-
-    build(root)
-    consumers = {v: [] for v in topo}
-    for v in topo:
-        for child in v._prev:
-            consumers[child].append(v)
-    # column = longest distance to the output; row = near the consumers
-    dist = {root: 0}
-    for v in reversed(topo):
-        for child in v._prev:
-            dist[child] = max(dist.get(child, 0), dist[v] + 1)
-    pos = {root: (0.0, 0.0)}
-    for d in range(1, max(dist.values()) + 1):
-        column = [v for v in topo if dist[v] == d]
-        want = {v: np.mean([pos[c][1] for c in consumers[v]]) for v in column}
-        column.sort(key=lambda v: want[v])
-        ys = [want[v] for v in column]
-        for i in range(1, len(ys)):                       # keep boxes apart
-            ys[i] = max(ys[i], ys[i - 1] + box_h * 1.35)
-        shift = np.mean([want[v] for v in column]) - np.mean(ys)
-        for v, y in zip(column, ys):
-            pos[v] = (-d * dx, y + shift)
-    for v in topo:
-        x, y = pos[v]
-        for child in v._prev:
-            cx, cy = pos[child]
-            ax.annotate("", xy=(x - box_w / 2, y), xytext=(cx + box_w / 2, cy),
-                        arrowprops=dict(arrowstyle="->", color="gray", lw=1.2))
-        leaf = not v._prev
-        ax.add_patch(plt.Rectangle((x - box_w / 2, y - box_h / 2), box_w, box_h,
-                                   facecolor="#dbe9f6" if leaf else "#fde2c4",
-                                   edgecolor="black", lw=1))
-        title = v.label if leaf else f"{v.label}  [{v._op}]"
-        ax.text(x, y, f"{title}\ndata {v.data:+.3f}\ngrad {v.grad:+.3f}", ha="center",
-                va="center", fontsize=8, family="monospace")
-    xs = [p[0] for p in pos.values()]
-    ys = [p[1] for p in pos.values()]
-    ax.set_xlim(min(xs) - box_w, max(xs) + box_w)
-    ax.set_ylim(min(ys) - box_h, max(ys) + box_h)
-    ax.set_aspect("equal")
-    ax.axis("off")
-
-
 fig, ax = plt.subplots(figsize=(10, 4.5))
-draw_graph(o, ax)
+figures.draw_graph(o, ax)
 ax.set_title("o = tanh(x1*w1 + x2*w2 + b): blue = leaves, orange = ops")
 plt.show()
 

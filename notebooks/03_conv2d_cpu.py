@@ -41,9 +41,9 @@ import time
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.patches import Rectangle
 from numpy.lib.stride_tricks import sliding_window_view
 
+import figures  # the course's plotting helpers, notebooks/figures.py
 import tinytrain as tt
 import tinytrain.nn as nn
 import tinytrain.nn.functional as F
@@ -104,25 +104,11 @@ assert y12 == -8
 # output, because the kernel has 3 places to go in each direction.
 
 # %%
-def draw_grid(ax, a, title, highlight=None, color="tab:orange"):
-    ax.imshow(np.zeros_like(a), cmap="Greys", vmin=0, vmax=1)
-    for (r, c), v in np.ndenumerate(a):
-        ax.text(c, r, f"{v:g}", ha="center", va="center", fontsize=9)
-    ax.set_xticks(np.arange(-0.5, a.shape[1]), minor=True)
-    ax.set_yticks(np.arange(-0.5, a.shape[0]), minor=True)
-    ax.grid(which="minor", color="0.7")
-    ax.tick_params(which="both", length=0, labelbottom=False, labelleft=False)
-    if highlight is not None:
-        (r, c), (h, w) = highlight
-        ax.add_patch(Rectangle((c - 0.5, r - 0.5), w, h, fill=False, lw=3, ec=color))
-    ax.set_title(title)
-
-
 y_hand = np.array([[(x[h:h + 3, w:w + 3] * k).sum() for w in range(3)] for h in range(3)])
 fig, axes = plt.subplots(1, 3, figsize=(10, 3.4), gridspec_kw={"width_ratios": [5, 3, 3]})
-draw_grid(axes[0], x, "input x (5x5)", highlight=((1, 2), (3, 3)))
-draw_grid(axes[1], k, "kernel k (3x3)")
-draw_grid(axes[2], y_hand, "output y (3x3)", highlight=((1, 2), (1, 1)))
+figures.draw_number_grid(axes[0], x, "input x (5x5)", highlight=((1, 2), (3, 3)))
+figures.draw_number_grid(axes[1], k, "kernel k (3x3)")
+figures.draw_number_grid(axes[2], y_hand, "output y (3x3)", highlight=((1, 2), (1, 1)))
 plt.tight_layout()
 plt.show()
 assert (y_hand == -8).all()
@@ -264,8 +250,8 @@ cols = view.transpose(0, 2, 3, 1, 4, 5).reshape(9, 4)    # [N*Ho*Wo, Cin*Kh*Kw]:
 assert not np.shares_memory(cols, img)
 
 fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.6), gridspec_kw={"width_ratios": [4, 4]})
-draw_grid(axes[0], img[0, 0], "input (4x4)", highlight=((1, 1), (2, 2)))
-draw_grid(axes[1], cols, "im2col matrix (9 x 4)", highlight=((4, 0), (1, 4)))
+figures.draw_number_grid(axes[0], img[0, 0], "input (4x4)", highlight=((1, 1), (2, 2)))
+figures.draw_number_grid(axes[1], cols, "im2col matrix (9 x 4)", highlight=((4, 0), (1, 4)))
 axes[1].set_ylabel("output position")
 axes[1].set_xlabel("kernel offset")
 plt.tight_layout()

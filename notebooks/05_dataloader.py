@@ -42,6 +42,7 @@ import struct
 import matplotlib.pyplot as plt
 import numpy as np
 
+import figures  # the course's plotting helpers, notebooks/figures.py
 import tinytrain.data as data
 from tinytrain.data import DataLoader, DistributedSampler, MNISTMini, TensorDataset
 
@@ -391,7 +392,6 @@ print(f"one epoch of mnist-mini: fast path {t_fast * 1e3:.0f} ms, slow path {t_s
 # %%
 n, R = 22, 4
 fig, axes = plt.subplots(3, 1, figsize=(9, 4.2))
-colors = plt.get_cmap("tab10").colors
 settings = [
     ("shuffle=False, drop_last=False (padded)", dict(shuffle=False, drop_last=False)),
     ("shuffle=True, drop_last=False (padded)", dict(shuffle=True, drop_last=False)),
@@ -399,27 +399,8 @@ settings = [
 ]
 for ax, (title, kw) in zip(axes, settings):
     shards = [DistributedSampler(range(n), num_replicas=R, rank=r, seed=0, **kw) for r in range(R)]
-    owner = np.full(n, -1)
-    repeats = []
-    for r, s in enumerate(shards):
-        for idx, pad in zip(s.indices(), s.padding_mask()):
-            if pad:
-                repeats.append((idx, r))
-            else:
-                owner[idx] = r
-    for idx in range(n):
-        color = colors[owner[idx]] if owner[idx] >= 0 else "white"
-        ax.add_patch(plt.Rectangle((idx, 0), 0.95, 0.95, color=color, ec="gray"))
-        ax.text(idx + 0.47, 0.45, str(idx), ha="center", va="center", fontsize=8)
-    for idx, r in repeats:   # padding: a second copy, drawn below in the rank's colour
-        copy = plt.Rectangle((idx, -0.55), 0.95, 0.45, color=colors[r], hatch="//", alpha=0.6)
-        ax.add_patch(copy)
-    ax.set_xlim(0, n)
-    ax.set_ylim(-0.6, 1)
-    ax.axis("off")
-    ax.set_title(title + f": {len(shards[0])} samples per rank", fontsize=9)
-handles = [plt.Rectangle((0, 0), 1, 1, color=colors[r]) for r in range(R)]
-fig.legend(handles, [f"rank {r}" for r in range(R)], loc="lower center", ncol=R)
+    figures.draw_shards(ax, shards, n, title + f": {len(shards[0])} samples per rank")
+figures.rank_legend(fig, R)
 plt.tight_layout(rect=(0, 0.08, 1, 1))
 plt.show()
 

@@ -48,6 +48,7 @@ import tracemalloc
 import matplotlib.pyplot as plt
 import numpy as np
 
+import figures  # the course's plotting helpers, notebooks/figures.py
 import tinytrain as tt
 import tinytrain.nn.functional as F
 from tinytrain import optim, train
@@ -349,14 +350,7 @@ confusion = np.zeros((10, 10), dtype=np.int64)
 np.add.at(confusion, (test_labels, pred), 1)
 
 fig, ax = plt.subplots(figsize=(5.2, 4.6))
-ax.imshow(np.log1p(confusion), cmap="Blues")
-for t in range(10):
-    for p in range(10):
-        if confusion[t, p]:
-            ax.text(p, t, confusion[t, p], ha="center", va="center", fontsize=8,
-                    color="white" if t == p else "black")
-ax.set(xticks=range(10), yticks=range(10), xlabel="predicted", ylabel="true",
-       title="confusion matrix (mnist-mini test set)")
+figures.draw_confusion(ax, confusion, "confusion matrix (mnist-mini test set)")
 plt.tight_layout()
 plt.show()
 
@@ -402,14 +396,7 @@ assert len(wrong) == len(test_set) - result.correct
 
 # %%
 w1 = model.conv1.weight.numpy()                  # [16, 1, 5, 5]
-lim = np.abs(w1).max()
-fig, axes = plt.subplots(4, 8, figsize=(9, 5))
-for k in range(16):
-    for row, (weights, when) in enumerate([(w1_init, "initial"), (w1, "trained")]):
-        ax = axes[2 * row + k // 8, k % 8]
-        ax.imshow(weights[k, 0], cmap="RdBu", vmin=-lim, vmax=lim)
-        ax.set_title(f"{when} {k}", fontsize=8)
-        ax.axis("off")
+fig = figures.draw_filters(w1_init, w1)
 fig.suptitle("conv1 filters: initial (top two rows) and after training (bottom two rows)")
 plt.tight_layout()
 plt.show()
@@ -437,17 +424,7 @@ with tt.no_grad():
 handle.remove()
 maps = np.maximum(captured["conv1"][0], 0)       # ReLU, as in the model: [16, 28, 28]
 
-fig, axes = plt.subplots(2, 9, figsize=(10, 2.8))
-axes[0, 0].imshow(digit[0], cmap="gray_r")
-axes[0, 0].set_title(f"input: {label}", fontsize=8)
-axes[1, 0].axis("off")
-for k in range(16):
-    ax = axes.flat[1 + k + (k >= 8)]
-    ax.imshow(maps[k], cmap="viridis")
-    ax.set_title(f"map {k}", fontsize=8)
-for ax in axes.flat:
-    ax.set_xticks([])
-    ax.set_yticks([])
+fig = figures.draw_feature_maps(digit[0], f"input: {label}", maps)
 fig.suptitle("conv1 feature maps of one test digit (after ReLU)")
 plt.tight_layout()
 plt.show()
