@@ -102,6 +102,38 @@ for index in np.ndindex(a.shape):
     print(f"a{index} = {a[index]:.0f}  at byte {off:2d}")
 
 # %% [markdown]
+# ### Exercise 1.1 — the strides of a new array
+#
+# A new array is C-contiguous: along the last axis the next element is `itemsize` bytes
+# further, and one step along any other axis jumps over everything the axes after it hold.
+# Write `contiguous_strides(shape, itemsize)`, the strides NumPy gives `np.empty(shape, dtype)`.
+# The checker compares your strides with NumPy's for random shapes of 0 to 4 dimensions.
+
+# %%
+def contiguous_strides(shape, itemsize):
+    """The strides, in bytes, of a C-contiguous array of this shape (a tuple, like shape)."""
+    ### BEGIN SOLUTION
+    strides = []
+    step = itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+assert tuple(contiguous_strides((2, 3), 4)) == a.strides
+check_rng = np.random.default_rng(11)
+for dtype in (np.float32, np.float64, np.int8, np.int16):
+    for ndim in range(5):
+        shape = tuple(int(n) for n in check_rng.integers(1, 6, ndim))
+        expected = np.empty(shape, dtype).strides
+        got = contiguous_strides(shape, np.dtype(dtype).itemsize)
+        assert tuple(got) == expected, f"shape {shape}, {np.dtype(dtype)}: {got} != {expected}"
+print("Exercise 1.1: contiguous_strides agrees with NumPy")
+
+# %% [markdown]
 # ### Transposes and slices are views
 #
 # `a.T` does not move a single byte: it is a new array object over **the same buffer**
@@ -132,6 +164,38 @@ view[2, 0] = 100.0            # write through the transposed view ...
 print(b)                      # ... and the original changed: b[0, 2] is now 100
 assert b[0, 2] == 100.0
 
+
+# %% [markdown]
+# ### Exercise 1.2 — a transpose is a new order of strides
+#
+# `arr.transpose(axes)` makes axis `k` of the result out of axis `axes[k]` of `arr`, without
+# moving a byte. Write `transpose_view(shape, strides, axes)`, which returns the view's
+# `(shape, strides)`. The checker compares them with NumPy's on random arrays (some already
+# non-contiguous), and walks the buffer with your strides to check the elements too.
+
+# %%
+def transpose_view(shape, strides, axes):
+    """Shape and strides of arr.transpose(axes), for arr of this shape and these strides."""
+    ### BEGIN SOLUTION
+    return tuple(shape[k] for k in axes), tuple(strides[k] for k in axes)
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+from numpy.lib.stride_tricks import as_strided
+
+check_rng = np.random.default_rng(12)
+for _ in range(30):
+    ndim = int(check_rng.integers(1, 5))
+    full = check_rng.standard_normal(tuple(int(n) for n in check_rng.integers(2, 6, ndim)))
+    arr = full[tuple(slice(None, None, int(k)) for k in check_rng.integers(1, 3, ndim))]
+    axes = tuple(int(k) for k in check_rng.permutation(ndim))
+    shape, strides = transpose_view(arr.shape, arr.strides, axes)
+    expected = arr.transpose(axes)
+    assert (tuple(shape), tuple(strides)) == (expected.shape, expected.strides), axes
+    view = as_strided(arr, shape, strides)            # the same buffer, walked your way
+    assert np.shares_memory(view, arr) and np.array_equal(view, expected)
+print("Exercise 1.2: transpose_view agrees with NumPy")
 
 # %% [markdown]
 # ### A picture of the memory layout
@@ -230,10 +294,18 @@ assert np.array_equal(out, ref)
 # > position, the larger of the two sizes. Otherwise it is an error.
 #
 # So `(3, 1) + (1, 4)` gives `(3, 4)`: the column is repeated 4 times to the right, the row 3
-# times downwards. Let us write the rule as code and check it against NumPy.
+# times downwards.
+#
+# ### Exercise 1.3 — the broadcast rule as code
+#
+# Write `broadcast_shape(sa, sb)`: the shape of `a + b` for arrays of shapes `sa` and `sb`,
+# or a `ValueError` when they do not broadcast. The checker compares it with
+# `np.broadcast_shapes` on the examples below and on random pairs of shapes.
 
 # %%
 def broadcast_shape(sa, sb):
+    """The shape of a + b for arrays of shapes sa and sb; ValueError if they do not broadcast."""
+    ### BEGIN SOLUTION
     n = max(len(sa), len(sb))
     sa, sb = (1,) * (n - len(sa)) + tuple(sa), (1,) * (n - len(sb)) + tuple(sb)
     out = []
@@ -242,14 +314,34 @@ def broadcast_shape(sa, sb):
             raise ValueError(f"shapes {sa} and {sb}: {da} and {db} are neither equal nor 1")
         out.append(max(da, db))
     return tuple(out)
+    ### END SOLUTION
 
 
+# %% tags=["checker"]
 examples = [((3, 1), (1, 4)), ((3, 4), (4,)), ((2, 1, 5), (3, 1)), ((), (2, 2)),
             ((8, 1, 6, 1), (7, 1, 5))]
 for sa, sb in examples:
     ours = broadcast_shape(sa, sb)
     assert ours == np.broadcast_shapes(sa, sb)
     print(f"{str(sa):14s} + {str(sb):10s} -> {ours}")
+
+check_rng = np.random.default_rng(13)
+for _ in range(300):
+    sa, sb = (tuple(int(n) for n in check_rng.integers(1, 4, check_rng.integers(0, 5)))
+              for _ in range(2))
+    try:
+        expected = np.broadcast_shapes(sa, sb)
+    except ValueError:
+        expected = None
+    if expected is not None:
+        assert tuple(broadcast_shape(sa, sb)) == expected, (sa, sb)
+        continue
+    try:
+        broadcast_shape(sa, sb)
+    except ValueError:
+        continue
+    raise AssertionError(f"{sa} and {sb} do not broadcast: expected a ValueError")
+print("Exercise 1.3: broadcast_shape agrees with np.broadcast_shapes")
 
 # %% [markdown]
 # Broadcasting is not a copy either: `np.broadcast_to` returns a view whose stride along a
@@ -269,6 +361,51 @@ assert total.shape == (3, 4) and total[2, 3] == 24.0
 # %%
 figures.draw_broadcast_sum(col, row)
 plt.show()
+
+# %% [markdown]
+# ### Exercise 1.4 — the strides of a broadcast
+#
+# Write `broadcast_strides(shape, strides, target)`: the strides of
+# `np.broadcast_to(arr, target)` for an array `arr` of that shape and those strides. Axes that
+# broadcasting adds in front, and axes where `arr` has size 1, read the same bytes at every
+# step; the others keep their stride. Raise `ValueError` when `shape` cannot be stretched to
+# `target`. The checker compares with NumPy and reads the buffer through your strides.
+
+# %%
+def broadcast_strides(shape, strides, target):
+    """Strides of np.broadcast_to(arr, target) for arr of this shape and these strides."""
+    ### BEGIN SOLUTION
+    lead = len(target) - len(shape)
+    if lead < 0:
+        raise ValueError(f"cannot broadcast shape {shape} to fewer dimensions {target}")
+    out = [0] * lead
+    for n, step, t in zip(shape, strides, target[lead:]):
+        if n not in (1, t):
+            raise ValueError(f"cannot broadcast shape {shape} to {target}")
+        out.append(0 if n == 1 else step)
+    return tuple(out)
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+check_rng = np.random.default_rng(14)
+for _ in range(30):
+    ndim = int(check_rng.integers(0, 4))
+    full = check_rng.standard_normal(tuple(int(n) for n in check_rng.integers(1, 5, ndim)))
+    arr = full[tuple(slice(None, None, int(k)) for k in check_rng.integers(1, 3, ndim))]
+    lead = tuple(int(n) for n in check_rng.integers(1, 4, check_rng.integers(0, 3)))
+    target = lead + tuple(int(check_rng.integers(2, 4)) if n == 1 else n for n in arr.shape)
+    strides = broadcast_strides(arr.shape, arr.strides, target)
+    expected = np.broadcast_to(arr, target)
+    assert tuple(strides) == expected.strides, (arr.shape, arr.strides, target)
+    assert np.array_equal(as_strided(arr, target, strides), expected)
+for shape, target in [((3,), (4,)), ((2, 3), (3,)), ((2, 1), (3, 3))]:
+    try:
+        broadcast_strides(shape, np.empty(shape).strides, target)
+    except ValueError:
+        continue
+    raise AssertionError(f"{shape} cannot be broadcast to {target}: expected a ValueError")
+print("Exercise 1.4: broadcast_strides agrees with np.broadcast_to")
 
 # %% [markdown]
 # When the rule fails, NumPy says so. tinytrain checks shapes *before* computing and names the
@@ -330,6 +467,43 @@ tb = tt.tensor(b, requires_grad=True)
 (tt.tensor(w) * (tt.tensor(x) + tb)).sum().backward()
 print(tb.grad)
 assert np.allclose(tb.grad.numpy(), g_b)
+
+# %% [markdown]
+# ### Exercise 1.5 — summing a gradient back to its input's shape
+#
+# Write `sum_to_shape(grad, shape)`, your own `unbroadcast`: `grad` has the shape of a result
+# that an input of shape `shape` was broadcast into; sum it over the axes broadcasting added
+# in front, and over the axes where `shape` has a 1 (keeping them, with size 1). The checker
+# compares it with the package's `unbroadcast`, and with the definition: the derivative of
+# `sum(grad * broadcast_to(x, grad.shape))` with respect to each element of `x`.
+
+# %%
+def sum_to_shape(grad, shape):
+    """Sum grad, the gradient of a broadcast result, back to the input's shape."""
+    ### BEGIN SOLUTION
+    lead = grad.ndim - len(shape)
+    g = grad.sum(axis=tuple(range(lead))) if lead else grad
+    axes = tuple(k for k, n in enumerate(shape) if n == 1 and g.shape[k] != 1)
+    return g.sum(axis=axes, keepdims=True) if axes else g
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+check_rng = np.random.default_rng(15)
+for _ in range(30):
+    out_shape = tuple(int(n) for n in check_rng.integers(1, 4, check_rng.integers(0, 4)))
+    keep = int(check_rng.integers(0, len(out_shape) + 1))    # the input's number of dims
+    tail = out_shape[len(out_shape) - keep:]
+    in_shape = tuple(1 if check_rng.random() < 0.5 else n for n in tail)
+    grad = check_rng.standard_normal(out_shape)
+    mine = np.asarray(sum_to_shape(grad, in_shape))
+    assert mine.shape == in_shape, f"{out_shape} -> {in_shape}: got shape {mine.shape}"
+    assert np.allclose(mine, unbroadcast(grad, in_shape)), (out_shape, in_shape)
+    for index in np.ndindex(in_shape):                        # the definition, element by element
+        one_hot = np.zeros(in_shape)
+        one_hot[index] = 1.0
+        assert np.isclose(mine[index], (grad * np.broadcast_to(one_hot, out_shape)).sum())
+print("Exercise 1.5: sum_to_shape agrees with unbroadcast and with the definition")
 
 # %% [markdown]
 # ## 3. What a `Tensor` adds

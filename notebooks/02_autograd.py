@@ -261,6 +261,70 @@ print(a)
 assert a.grad == 7.0
 
 # %% [markdown]
+# ### Exercise 2.1 — the order of backward, without recursion
+#
+# `Value.backward` finds its order with a recursive depth-first search, so a chain of a few
+# thousand operations (an RNN unrolled over a long sequence, say) exceeds Python's recursion
+# limit. Write `topological_order(root)` with an explicit stack instead: every value that
+# `root` depends on, each exactly once, each after all the values it was computed from, and
+# `root` last. The checker tests these properties on random graphs with shared values, runs
+# backward in the reverse of your order and compares the gradients with `Value.backward`, and
+# finally orders a chain 5,000 operations long.
+
+# %%
+def topological_order(root):
+    """Every Value root depends on (and root), each after its inputs; no recursion."""
+    ### BEGIN SOLUTION
+    order, done, stack = [], set(), [(root, False)]
+    while stack:
+        v, inputs_done = stack.pop()
+        if inputs_done:
+            order.append(v)
+        elif id(v) not in done:
+            done.add(id(v))
+            stack.append((v, True))                 # come back to v after its inputs
+            stack.extend((child, False) for child in v._prev)
+    return order
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+def random_graph(rng, n_leaves=4, n_ops=30):
+    # leaves, then n_ops random operations on earlier values: shared values everywhere
+    values = [Value(float(v), label=f"x{i}") for i, v in enumerate(rng.normal(size=n_leaves))]
+    for _ in range(n_ops):
+        a, b = (values[int(i)] for i in rng.integers(0, len(values), 2))
+        values.append([a + b, a * b, a.tanh()][int(rng.integers(3))])
+    return values[-1], values[:n_leaves]
+
+
+check_rng = np.random.default_rng(21)
+for _ in range(20):
+    root, leaves = random_graph(check_rng)
+    order = topological_order(root)
+    position = {id(v): i for i, v in enumerate(order)}
+    assert len(position) == len(order), "a value appears twice"
+    assert order[-1] is root, "root must come last"
+    for v in order:
+        for child in v._prev:
+            assert position[id(child)] < position[id(v)], f"{v} comes before its input {child}"
+    assert set(position) == {id(v) for v in root.backward()}, "not the values root depends on"
+    expected = [leaf.grad for leaf in leaves]
+    for v in order:
+        v.grad = 0.0
+    root.grad = 1.0
+    for v in reversed(order):
+        v._backward()
+    assert np.allclose([leaf.grad for leaf in leaves], expected)
+
+chain = Value(0.5)
+for _ in range(5000):
+    chain = chain * 1.0001                   # each step: a new product and a new constant
+assert len(topological_order(chain)) == 10_001
+print("Exercise 2.1: topological_order is a valid order, gives Value.backward's gradients,",
+      "and handles a chain of 5,000 ops")
+
+# %% [markdown]
 # ## 2. From scalars to tensors: `Function` and `ctx`
 #
 # A `Value` per number would be hopelessly slow for a network with a million weights. We
@@ -456,6 +520,74 @@ kept = [None if s is None else s.shape for s in out.creator[1].saved]
 print("needs_input_grad:", out.creator[1].needs_input_grad, "-> saved (b, a):", kept)
 assert out.creator[1].saved[0] is None           # b is not needed: d(ab)/db = a
 
+
+# %% [markdown]
+# ### Exercise 2.2 — a `Function` of your own
+#
+# tinytrain's `Function` has the same three static methods as `Fn` above, and `apply` does
+# the bookkeeping. Write the sigmoid, $\sigma(x) = 1 / (1 + e^{-x})$, as a subclass of
+# `tinytrain.autograd.function.Function`: `forward` on a raw array, `setup_context` saving
+# **only the output** (since $\sigma' = \sigma (1 - \sigma)$, the input is not needed) with
+# `ctx.save_for_backward`, and `backward` reading it back from `ctx.saved_tensors`. Then
+# `Sigmoid.apply(t)` works on tinytrain tensors. The checker compares values and gradients
+# with the package's `Tensor.sigmoid` (and PyTorch, when it is installed), in float32 and
+# float64, and looks at what your context saved.
+
+# %%
+from tinytrain.autograd.function import Function
+
+
+class Sigmoid(Function):
+    @staticmethod
+    def forward(a):
+        """sigmoid of the raw array a, in a's dtype."""
+        ### BEGIN SOLUTION
+        return 1 / (1 + np.exp(-a))
+        ### END SOLUTION
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        """Save what backward needs: the output only."""
+        ### BEGIN SOLUTION
+        ctx.save_for_backward(output)
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, g):
+        """The gradient with respect to the input, given g = dL/d(output)."""
+        ### BEGIN SOLUTION
+        (s,) = ctx.saved_tensors
+        return g * s * (1 - s)
+        ### END SOLUTION
+
+
+# %% tags=["checker"]
+try:
+    import torch
+except ImportError:
+    torch = None
+
+check_rng = np.random.default_rng(22)
+for shape in [(), (5,), (3, 4), (2, 3, 4)]:
+    for dtype in (np.float32, np.float64):
+        data = (3 * check_rng.standard_normal(shape)).astype(dtype)
+        g = check_rng.standard_normal(shape).astype(dtype)
+        mine, ref = tt.tensor(data, requires_grad=True), tt.tensor(data, requires_grad=True)
+        y, y_ref = Sigmoid.apply(mine), ref.sigmoid()
+        assert y.dtype == y_ref.dtype, f"forward returned {y.dtype} for {y_ref.dtype} input"
+        assert np.allclose(y.numpy(), y_ref.numpy(), rtol=1e-6, atol=1e-7), shape
+        saved = [a for a in y.grad_fn.ctx.saved_tensors if a is not None]
+        assert len(saved) == 1 and np.array_equal(saved[0], y.numpy()), \
+            "setup_context should save exactly one array, the output"
+        (y * tt.tensor(g)).sum().backward()
+        (y_ref * tt.tensor(g)).sum().backward()
+        assert np.allclose(mine.grad.numpy(), ref.grad.numpy(), rtol=1e-5, atol=1e-7), shape
+        if torch is not None:
+            x_t = torch.tensor(data, requires_grad=True)
+            (torch.sigmoid(x_t) * torch.from_numpy(g)).sum().backward()
+            assert np.allclose(mine.grad.numpy(), x_t.grad.numpy(), rtol=1e-5, atol=1e-7)
+print("Exercise 2.2: Sigmoid matches Tensor.sigmoid" + (" and PyTorch" if torch else ""),
+      "and saves only its output")
 
 # %% [markdown]
 # ## 3. The engine: dependency counting (Kahn's algorithm)
@@ -666,6 +798,53 @@ out = expression(**tiny)
 print_graph(out.grad_fn)
 
 # %% [markdown]
+# ### Exercise 2.3 — a gradient check for any function
+#
+# The finite differences of section 1 worked on `Value`s. Write `numerical_grad(f, x, eps)`
+# for arrays: `f` maps a float64 array to a number, and the result is an array of `x`'s shape
+# whose element `i` is `(f(x + eps e_i) - f(x - eps e_i)) / (2 eps)`. Nudge `x` in place and
+# put each element back, so that `x` is unchanged at the end. The checker compares your
+# numbers with tinytrain's autograd on a few functions, from a scalar to a 3-D array.
+
+# %%
+def numerical_grad(f, x, eps=1e-6):
+    """Central differences of f (float64 array -> number) at x: an array shaped like x."""
+    ### BEGIN SOLUTION
+    grad = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        old = x[index]
+        x[index] = old + eps
+        up = f(x)
+        x[index] = old - eps
+        down = f(x)
+        x[index] = old
+        grad[index] = (up - down) / (2 * eps)
+    return grad
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+check_rng = np.random.default_rng(23)
+w_check = tt.tensor(check_rng.standard_normal((4, 3)))
+labels_check = tt.tensor([0, 2, 1])
+expressions = {                       # tinytrain expressions; each gives one number
+    "sum(x^3)": ((2, 3, 4), lambda t: (t * t * t).sum()),
+    "sum(tanh(x @ w))": ((5, 4), lambda t: (t @ w_check).tanh().sum()),
+    "cross_entropy(x, labels)": ((3, 3), lambda t: F.cross_entropy(t, labels_check)),
+    "tanh(x)^2 of a scalar": ((), lambda t: t.tanh() * t.tanh()),
+}
+for name, (shape, expr) in expressions.items():
+    x_check = check_rng.standard_normal(shape)
+    before = x_check.copy()
+    numeric = numerical_grad(lambda arr, expr=expr: expr(tt.tensor(arr)).item(), x_check)
+    assert np.array_equal(x_check, before), f"{name}: x changed"
+    assert np.shape(numeric) == shape, f"{name}: gradient of shape {np.shape(numeric)}"
+    leaf = tt.tensor(x_check, requires_grad=True)
+    expr(leaf).backward()
+    assert np.allclose(numeric, leaf.grad.numpy(), rtol=1e-5, atol=1e-7), name
+print("Exercise 2.3: numerical_grad agrees with autograd on", ", ".join(expressions))
+
+# %% [markdown]
 # ## 5. Hooks and `no_grad`
 #
 # ### `register_post_accumulate_grad_hook`
@@ -787,6 +966,53 @@ fig, ax = plt.subplots(figsize=(5, 3.5))
 ax.scatter(X_np[:, 0], X_np[:, 1], c=y_np, cmap="coolwarm", s=12, edgecolors="k", linewidths=0.3)
 ax.set_title("two moons (300 points)")
 plt.show()
+
+# %% [markdown]
+# ### Exercise 2.4 — the loss and its gradient
+#
+# The classifier below is trained with `F.cross_entropy`: for logits `z` of shape `[B, C]`
+# and integer targets `y`, the mean over the batch of `logsumexp(z_i) - z_i[y_i]`, the
+# negative log-probability of the right class under the softmax. Its gradient with respect to
+# the logits is remarkably simple: `(softmax(z) - onehot(y)) / B`. Write both in NumPy, in
+# `cross_entropy_with_grad(logits, targets)`. Subtract each row's maximum before `exp` (as the
+# stable softmax of chapter 1 did), so that logits of 1000 give finite numbers. The checker
+# compares with the package's `F.cross_entropy` and its backward (and PyTorch, when
+# installed).
+
+# %%
+def cross_entropy_with_grad(logits, targets):
+    """Mean cross-entropy of logits [B, C] for integer targets [B], and dloss/dlogits."""
+    ### BEGIN SOLUTION
+    b = logits.shape[0]
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    loss = -log_probs[np.arange(b), targets].mean()
+    grad = np.exp(log_probs)
+    grad[np.arange(b), targets] -= 1
+    return loss, grad / b
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+check_rng = np.random.default_rng(24)
+cases = [(int(check_rng.integers(1, 9)), int(check_rng.integers(2, 11)), 1.0) for _ in range(10)]
+cases += [(4, 3, 1000.0), (1, 2, 1.0)]                     # huge logits; a batch of one
+for batch, classes, scale in cases:
+    z = scale * check_rng.standard_normal((batch, classes))
+    y = check_rng.integers(0, classes, batch)
+    loss, grad = cross_entropy_with_grad(z, y)
+    assert np.isfinite(loss) and np.all(np.isfinite(grad)), f"not finite for scale {scale}"
+    z_tt = tt.tensor(z, requires_grad=True)
+    loss_tt = F.cross_entropy(z_tt, tt.tensor(y))
+    loss_tt.backward()
+    assert np.isclose(loss, loss_tt.item(), rtol=1e-10), (batch, classes, scale)
+    assert np.shape(grad) == z.shape and np.allclose(grad, z_tt.grad.numpy(), atol=1e-12)
+    if torch is not None:
+        z_t = torch.tensor(z, requires_grad=True)
+        torch.nn.functional.cross_entropy(z_t, torch.from_numpy(y)).backward()
+        assert np.allclose(grad, z_t.grad.numpy(), atol=1e-12)
+print("Exercise 2.4: cross_entropy_with_grad matches F.cross_entropy"
+      + (" and PyTorch" if torch else ""))
 
 # %% [markdown]
 # The training step, in the order every chapter uses:

@@ -148,6 +148,48 @@ for bad in [lambda: Conv2dMeta((8, 3, 28, 28), (16, 4, 5, 5)),
 
 
 # %% [markdown]
+# ### Exercise 3.1 — the output-size formula
+#
+# Write `conv_output_size(size, kernel, stride, padding)`: the number of outputs along one
+# axis, or a `ValueError` when the kernel does not fit in the padded input. The checker
+# compares it with `Conv2dMeta` on random sizes, with H and W different, including kernels
+# that exactly fill the padded input and strides larger than the kernel.
+
+# %%
+def conv_output_size(size, kernel, stride=1, padding=0):
+    """Outputs along one axis of a convolution; ValueError if the kernel does not fit."""
+    ### BEGIN SOLUTION
+    if kernel > size + 2 * padding:
+        raise ValueError(f"kernel {kernel} is larger than the padded input {size + 2 * padding}")
+    return (size + 2 * padding - kernel) // stride + 1
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+assert conv_output_size(28, 5, 2, 2) == 14
+check_rng = np.random.default_rng(31)
+fitted = 0
+for _ in range(300):
+    (h, w), (kh, kw), (sh, sw), (ph, pw) = (tuple(int(v) for v in check_rng.integers(lo, hi, 2))
+                                            for lo, hi in [(1, 12), (1, 8), (1, 5), (0, 4)])
+    try:
+        m_check = Conv2dMeta((1, 1, h, w), (1, 1, kh, kw), (sh, sw), (ph, pw))
+    except ValueError:                         # the kernel does not fit: yours must say so too
+        for args in [(h, kh, sh, ph), (w, kw, sw, pw)]:
+            if args[1] > args[0] + 2 * args[3]:
+                try:
+                    conv_output_size(*args)
+                except ValueError:
+                    continue
+                raise AssertionError(f"conv_output_size{args}: the kernel does not fit") from None
+        continue
+    fitted += 1
+    assert conv_output_size(h, kh, sh, ph) == m_check.out_h, (h, kh, sh, ph)
+    assert conv_output_size(w, kw, sw, pw) == m_check.out_w, (w, kw, sw, pw)
+assert fitted > 100
+print(f"Exercise 3.1: conv_output_size agrees with Conv2dMeta on {fitted} shapes")
+
+# %% [markdown]
 # ## 2. Naive loops
 #
 # The definition with all indices written out: for every image `n`, output channel `o` and
@@ -283,6 +325,59 @@ assert np.allclose(y_im2col, y_offsets)
 assert np.allclose(conv2d_im2col(xs, ws, bs, (2, 1), 2), conv2d_offsets(xs, ws, bs, (2, 1), 2))
 t_im2col = best_ms(lambda: conv2d_im2col(xs, ws, bs, 1, 1))
 print(f"im2col + one GEMM: {t_im2col:.2f} ms")
+
+# %% [markdown]
+# ### Exercise 3.2 — the im2col matrix
+#
+# Write `im2col(x, kh, kw, stride, padding)` for an NCHW array `x`: the matrix
+# `[N*Ho*Wo, C*kh*kw]` whose row `(n, h, w)` is the zero-padded window under output pixel
+# `(h, w)` of image `n`, flattened in `(c, i, j)` order, so that `im2col(x, ...) @
+# w.reshape(Cout, -1).T` is the convolution. The checker compares it with the definition
+# written as loops, with PyTorch's `unfold` (when installed), and checks that one GEMM with it
+# gives the package's `conv2d_forward`.
+
+# %%
+def im2col(x, kh, kw, stride=1, padding=0):
+    """im2col of x [N, C, H, W]: [N*Ho*Wo, C*kh*kw], rows in (n, h, w) order."""
+    ### BEGIN SOLUTION
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    windows = sliding_window_view(xp, (kh, kw), axis=(2, 3))[:, :, ::stride, ::stride]
+    n, c, ho, wo = windows.shape[:4]
+    return windows.transpose(0, 2, 3, 1, 4, 5).reshape(n * ho * wo, c * kh * kw)
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+try:
+    import torch
+except ImportError:
+    torch = None
+
+check_rng = np.random.default_rng(32)
+for _ in range(12):
+    n, c, cout = (int(v) for v in check_rng.integers(1, 4, 3))
+    kh, kw = (int(v) for v in check_rng.integers(1, 4, 2))
+    stride, padding = int(check_rng.integers(1, 3)), int(check_rng.integers(0, 3))
+    h, w = kh + int(check_rng.integers(0, 5)), kw + int(check_rng.integers(0, 5))
+    x_check = check_rng.standard_normal((n, c, h, w))
+    meta_check = Conv2dMeta(x_check.shape, (cout, c, kh, kw), stride, padding)
+    cols_check = np.asarray(im2col(x_check, kh, kw, stride, padding))
+    rows = n * meta_check.out_h * meta_check.out_w
+    assert cols_check.shape == (rows, c * kh * kw), f"shape {cols_check.shape}"
+    xp_check = pad_hw(x_check, padding, padding)
+    for row, (b, i, j) in enumerate(np.ndindex(n, meta_check.out_h, meta_check.out_w)):
+        window = xp_check[b, :, i * stride:i * stride + kh, j * stride:j * stride + kw]
+        assert np.array_equal(cols_check[row], window.reshape(-1)), f"row {row} = {(b, i, j)}"
+    if torch is not None:
+        unfolded = torch.nn.functional.unfold(torch.from_numpy(x_check), (kh, kw),
+                                              padding=padding, stride=stride)
+        assert np.array_equal(cols_check, unfolded.transpose(1, 2).reshape(rows, -1).numpy())
+    w_check = check_rng.standard_normal((cout, c, kh, kw))
+    y_check = (cols_check @ w_check.reshape(cout, -1).T).reshape(
+        n, meta_check.out_h, meta_check.out_w, cout).transpose(0, 3, 1, 2)
+    assert np.allclose(y_check, conv2d_forward(x_check, w_check, None, meta_check))
+print("Exercise 3.2: im2col matches the definition" + (", torch's unfold" if torch else ""),
+      "and gives conv2d_forward with one GEMM")
 
 # %% [markdown]
 # ## 5. Where the time goes
@@ -521,6 +616,63 @@ assert np.allclose(conv2d_backward_weight(dy6, x6, m), dw_corr)
 print("package backward ops agree with the derivation and with finite differences")
 
 # %% [markdown]
+# ### Exercise 3.3 — the weight gradient, one matrix product per offset
+#
+# Section 6 found `dW[o, c, i, j] = sum over (n, h, w) of dY[n, o, h, w] * x_pad[n, c, h*s + i,
+# w*s + j]`. For one kernel offset `(i, j)` that is one matrix product: `dY` as a matrix
+# `[Cout, N*Ho*Wo]` times the shifted (and strided) window of the padded input as a matrix
+# `[N*Ho*Wo, Cin]` gives `dW[:, :, i, j]`, a `[Cout, Cin]` block. Write
+# `conv2d_weight_grad(x, dy, kh, kw, stride, padding)` that way — `kh * kw` products, no loop
+# over pixels. The checker compares it with the package's `conv2d_backward_weight` and with
+# PyTorch's autograd (when installed), on random shapes, strides and paddings.
+
+# %%
+def conv2d_weight_grad(x, dy, kh, kw, stride=1, padding=0):
+    """dL/dW [Cout, Cin, kh, kw] of a convolution of x [N, Cin, H, W] with output gradient dy
+    [N, Cout, Ho, Wo]: one matrix product per kernel offset."""
+    ### BEGIN SOLUTION
+    cin, (n, cout, ho, wo) = x.shape[1], dy.shape
+    xp = pad_hw(x, padding, padding)
+    dy_mat = dy.transpose(1, 0, 2, 3).reshape(cout, n * ho * wo)
+    dw = np.zeros((cout, cin, kh, kw), dtype=x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            rows = slice(i, i + stride * (ho - 1) + 1, stride)
+            cols = slice(j, j + stride * (wo - 1) + 1, stride)
+            window = xp[:, :, rows, cols]                          # [N, Cin, Ho, Wo]
+            dw[:, :, i, j] = dy_mat @ window.transpose(0, 2, 3, 1).reshape(n * ho * wo, cin)
+    return dw
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+try:
+    import torch
+except ImportError:
+    torch = None
+
+check_rng = np.random.default_rng(33)
+for _ in range(10):
+    n, cin, cout = (int(v) for v in check_rng.integers(1, 4, 3))
+    kh, kw = (int(v) for v in check_rng.integers(1, 4, 2))
+    stride, padding = int(check_rng.integers(1, 3)), int(check_rng.integers(0, 3))
+    x_check = check_rng.standard_normal((n, cin, kh + int(check_rng.integers(0, 6)),
+                                         kw + int(check_rng.integers(0, 6))))
+    meta_check = Conv2dMeta(x_check.shape, (cout, cin, kh, kw), stride, padding)
+    dy_check = check_rng.standard_normal(meta_check.output_shape)
+    dw_mine = conv2d_weight_grad(x_check, dy_check, kh, kw, stride, padding)
+    assert np.shape(dw_mine) == (cout, cin, kh, kw), f"shape {np.shape(dw_mine)}"
+    assert np.allclose(dw_mine, conv2d_backward_weight(dy_check, x_check, meta_check))
+    if torch is not None:
+        w_t = torch.zeros((cout, cin, kh, kw), dtype=torch.float64, requires_grad=True)
+        out_t = torch.nn.functional.conv2d(torch.from_numpy(x_check), w_t, stride=stride,
+                                           padding=padding)
+        out_t.backward(torch.from_numpy(dy_check))
+        assert np.allclose(dw_mine, w_t.grad.numpy())
+print("Exercise 3.3: conv2d_weight_grad matches conv2d_backward_weight"
+      + (" and PyTorch" if torch else ""))
+
+# %% [markdown]
 # ## 7. `tinytrain.nn.Conv2d`, pooling, and PyTorch
 #
 # The layer wraps the kernels in an autograd `Function` (`tinytrain/nn/conv.py`) and
@@ -574,6 +726,65 @@ flat_img = tt.tensor(np.array([[[[0.0, 0.0, 2.0, 2.0],
 F.max_pool2d(flat_img, 2).sum().backward()
 print(flat_img.grad.numpy()[0, 0])
 assert flat_img.grad.numpy()[0, 0].tolist() == [[1, 0, 1, 0], [0, 0, 0, 0]]
+
+# %% [markdown]
+# ### Exercise 3.4 — the backward pass of max pooling
+#
+# Write `max_pool2d_backward(x, grad_out, k)` for `k x k` max pooling with stride `k` and no
+# padding: each window's gradient `grad_out[n, c, h, w]` goes to the position of the window's
+# **first** maximum in row-by-row order, every other input gets 0, and so do the last rows
+# and columns when `k` does not divide `H` or `W` (pooling drops them). NumPy's `argmax`
+# returns the first maximum, which is the tie rule we want. The checker compares with the
+# package's `F.max_pool2d` backward and with PyTorch (when installed), on inputs with many
+# ties.
+
+# %%
+def max_pool2d_backward(x, grad_out, k):
+    """dL/dx [N, C, H, W] of k x k max pooling (stride k) of x, given grad_out [N, C, H//k,
+    W//k]; ties go to the first maximum of the window."""
+    ### BEGIN SOLUTION
+    n, c, h, w = x.shape
+    ho, wo = h // k, w // k
+    windows = x[:, :, :ho * k, :wo * k].reshape(n, c, ho, k, wo, k).transpose(0, 1, 2, 4, 3, 5)
+    first = windows.reshape(n, c, ho, wo, k * k).argmax(axis=-1)
+    grads = np.zeros((n, c, ho, wo, k * k), dtype=x.dtype)
+    np.put_along_axis(grads, first[..., None], grad_out[..., None], axis=-1)
+    dx = np.zeros_like(x)
+    dx[:, :, :ho * k, :wo * k] = grads.reshape(n, c, ho, wo, k, k).transpose(
+        0, 1, 2, 4, 3, 5).reshape(n, c, ho * k, wo * k)
+    return dx
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+try:
+    import torch
+except ImportError:
+    torch = None
+
+check_rng = np.random.default_rng(34)
+for trial in range(12):
+    k = int(check_rng.integers(1, 4))
+    shape = (int(check_rng.integers(1, 3)), int(check_rng.integers(1, 4)),
+             k * int(check_rng.integers(1, 4)) + int(check_rng.integers(0, k)),
+             k * int(check_rng.integers(1, 4)) + int(check_rng.integers(0, k)))
+    # small integers (and, every other trial, a ReLU): windows with ties everywhere
+    x_check = check_rng.integers(-2, 3, shape).astype(np.float32)
+    if trial % 2:
+        x_check = np.maximum(x_check, 0)
+    g_check = check_rng.standard_normal((shape[0], shape[1], shape[2] // k, shape[3] // k))
+    g_check = g_check.astype(np.float32)
+    dx_mine = max_pool2d_backward(x_check, g_check, k)
+    leaf = tt.tensor(x_check, requires_grad=True)
+    (F.max_pool2d(leaf, k) * tt.tensor(g_check)).sum().backward()
+    assert np.shape(dx_mine) == shape, f"shape {np.shape(dx_mine)}"
+    assert np.array_equal(dx_mine, leaf.grad.numpy()), f"x =\n{x_check}"
+    if torch is not None:
+        x_t = torch.tensor(x_check, requires_grad=True)
+        torch.nn.functional.max_pool2d(x_t, k).backward(torch.from_numpy(g_check))
+        assert np.array_equal(dx_mine, x_t.grad.numpy())
+print("Exercise 3.4: max_pool2d_backward matches F.max_pool2d" + (" and PyTorch" if torch else ""),
+      "(ties included)")
 
 # %% [markdown]
 # ## 8. Filters that look learned

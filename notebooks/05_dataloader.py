@@ -94,6 +94,59 @@ assert magic == 0x00000803 and (n, rows, cols) == (5000, 28, 28)
 assert len(raw) == 16 + n * rows * cols                 # nothing missing, nothing extra
 
 # %% [markdown]
+# ### Exercise 5.1 — parse an IDX header
+#
+# From the table above, write `parse_idx_header(buf)`: the element dtype (a big-endian NumPy
+# dtype such as `np.dtype(">i4")`), the sizes as a tuple, and the byte offset where the
+# elements start. Raise `ValueError` when the magic is not two zero bytes, the type code is not
+# in the table, or `buf` is shorter than the header it declares. The checker makes IDX files
+# of every type and of 1 to 4 dimensions with the package's writer and compares, then feeds
+# your function broken headers.
+
+# %%
+def parse_idx_header(buf):
+    """(dtype, dims, data_offset) of the IDX file content buf; ValueError for a bad header."""
+    ### BEGIN SOLUTION
+    types = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+    if len(buf) < 4 or buf[0] != 0 or buf[1] != 0:
+        raise ValueError("not an IDX file: it must start with two zero bytes")
+    if buf[2] not in types:
+        raise ValueError(f"unknown IDX type code 0x{buf[2]:02X}")
+    ndims = buf[3]
+    if len(buf) < 4 + 4 * ndims:
+        raise ValueError(f"truncated header: {ndims} dimensions need {4 + 4 * ndims} bytes")
+    dims = struct.unpack(f">{ndims}I", buf[4 : 4 + 4 * ndims])
+    return np.dtype(types[buf[2]]), dims, 4 + 4 * ndims
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+from tinytrain.data.idx import idx_bytes
+
+check_rng = np.random.default_rng(51)
+for dtype in (np.uint8, np.int8, np.int16, np.int32, np.float32, np.float64):
+    for ndim in range(1, 5):
+        arr_check = (100 * check_rng.standard_normal(tuple(check_rng.integers(1, 5, ndim))))
+        arr_check = arr_check.astype(dtype)
+        blob = idx_bytes(arr_check)                          # the package's writer
+        dt, dims, offset = parse_idx_header(blob)
+        assert np.dtype(dt) == np.dtype(dtype).newbyteorder(">"), f"{dtype}: got {dt}"
+        assert tuple(dims) == arr_check.shape and offset == 4 + 4 * ndim, (dims, offset)
+        decoded = np.frombuffer(blob, np.dtype(dt), offset=offset).reshape(dims)
+        assert np.array_equal(decoded, arr_check) and np.array_equal(data.parse_idx(blob),
+                                                                    arr_check)
+for broken in [b"\x01\x00\x08\x01\x00\x00\x00\x01\x07",    # magic is not 00 00
+               b"\x00\x00\x07\x01\x00\x00\x00\x01\x07",    # no type 0x07
+               b"\x00\x00\x08\x03\x00\x00\x00\x02",        # 3 sizes declared, 1 present
+               b"\x00\x00"]:
+    try:
+        parse_idx_header(broken)
+    except ValueError:
+        continue
+    raise AssertionError(f"{broken!r} is not a valid header: expected a ValueError")
+print("Exercise 5.1: parse_idx_header reads every IDX type and rejects broken headers")
+
+# %% [markdown]
 # A reader is now a few lines: parse the header, check that the file has exactly the bytes the
 # header promises, and let NumPy view the rest. The size check matters: a truncated download or
 # a file with trailing junk must be an **error**, never a silently wrong array.
@@ -286,6 +339,39 @@ assert not np.array_equal(epochs_a[0], epochs_a[1])
 assert len(DataLoader(mini, 64, drop_last=True)) == 5000 // 64
 
 # %% [markdown]
+# ### Exercise 5.2 — the batches of an epoch
+#
+# Write `epoch_batches(order, batch_size, drop_last)`: the epoch's `order` of indices (a NumPy
+# array) cut into consecutive batches of `batch_size`, the last one smaller, or left out with
+# `drop_last=True` when it is not full. The checker compares your batches with the
+# package's `DataLoader` over a data set whose samples are their own indices, with and
+# without shuffling, including an epoch shorter than one batch.
+
+# %%
+def epoch_batches(order, batch_size, drop_last=False):
+    """The list of index batches (arrays) of one epoch that visits the indices in order."""
+    ### BEGIN SOLUTION
+    stop = len(order) - len(order) % batch_size if drop_last else len(order)
+    return [order[start:start + batch_size] for start in range(0, stop, batch_size)]
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+for n_check, batch_size, drop_last in [(20, 6, False), (20, 6, True), (18, 6, True),
+                                       (5, 8, False), (5, 8, True), (64, 64, False)]:
+    for shuffle in (False, True):
+        order = (np.random.default_rng((3, 0)).permutation(n_check) if shuffle
+                 else np.arange(n_check))                    # epoch 0 of seed 3
+        loader_check = DataLoader(TensorDataset(np.arange(n_check)), batch_size,
+                                  shuffle=shuffle, drop_last=drop_last, seed=3)
+        expected = [batch.numpy() for (batch,) in loader_check]
+        mine = [np.asarray(b) for b in epoch_batches(order, batch_size, drop_last)]
+        assert len(mine) == len(expected) == len(loader_check), (n_check, batch_size, drop_last)
+        for got, want in zip(mine, expected):
+            assert np.array_equal(got, want), (n_check, batch_size, drop_last, shuffle)
+print("Exercise 5.2: epoch_batches cuts epochs as the DataLoader does")
+
+# %% [markdown]
 # ## 5. The shape-preserving stack
 #
 # What shape should a batch have? A sample is an image `[1, 28, 28]` (one channel, 28 rows, 28
@@ -318,6 +404,53 @@ except ValueError as e:
     message = str(e)
 print(message)
 assert "(1, 28, 27)" in message and "(1, 28, 28)" in message and "dataset index 11" in message
+
+# %% [markdown]
+# ### Exercise 5.3 — a shape-preserving collate
+#
+# Write `stack_batch(samples)`: `samples` is a list of B tuples with the same number of fields
+# (an image array, an integer label, ...); the result is a tuple with one array per field,
+# of shape `[B, *field shape]`. When two samples' fields differ in shape, raise a
+# `ValueError` whose message names both shapes. The checker compares with the package's
+# `collate` on random samples and on the mini set, and tries a ragged batch.
+
+# %%
+def stack_batch(samples):
+    """Stack B samples (tuples of fields) field by field: one array [B, *shape] per field."""
+    ### BEGIN SOLUTION
+    fields = []
+    for k, column in enumerate(zip(*samples)):
+        arrays = [np.asarray(v) for v in column]
+        for arr in arrays:
+            if arr.shape != arrays[0].shape:
+                raise ValueError(f"field {k}: shapes {arrays[0].shape} and {arr.shape} differ")
+        fields.append(np.stack(arrays))
+    return tuple(fields)
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+check_rng = np.random.default_rng(53)
+batches_check = [[mini[i] for i in range(7)]]                   # (image, label) pairs
+for _ in range(5):
+    shape = tuple(int(v) for v in check_rng.integers(1, 4, check_rng.integers(0, 4)))
+    batches_check.append([(check_rng.standard_normal(shape).astype(np.float32),
+                           int(check_rng.integers(10)), float(check_rng.random()))
+                          for _ in range(int(check_rng.integers(1, 6)))])
+for batch in batches_check:
+    mine = stack_batch(batch)
+    expected = data.collate(batch)
+    assert len(mine) == len(expected), f"{len(mine)} fields, expected {len(expected)}"
+    for got, want in zip(mine, expected):
+        assert got.shape == want.shape and np.array_equal(got, want), (got.shape, want.shape)
+assert stack_batch([mini[0], mini[1]])[0].shape == (2, 1, 28, 28)
+try:
+    stack_batch([(np.zeros((1, 28, 28)), 3), (np.zeros((1, 28, 27)), 5)])
+except ValueError as err:
+    assert "(1, 28, 28)" in str(err) and "(1, 28, 27)" in str(err), f"message: {err}"
+else:
+    raise AssertionError("a ragged batch must raise ValueError")
+print("Exercise 5.3: stack_batch matches collate and refuses ragged batches")
 
 # %% [markdown]
 # ## 6. The fast path: one fancy index per batch
@@ -430,6 +563,42 @@ loaders = [DataLoader(mini, batch_size=64, sampler=DistributedSampler(mini, 3, r
            for r in range(3)]
 assert len({len(dl) for dl in loaders}) == 1           # the same number of steps on every rank
 print("batches per rank:", [len(dl) for dl in loaders])
+
+# %% [markdown]
+# ### Exercise 5.4 — one rank's shard
+#
+# Write `shard(order, num_replicas, rank, drop_last)`: given the epoch's `order` (the same
+# on every rank), make its length a multiple of `num_replicas` — by appending its own first
+# indices again (wrapping around if the order is very short), or with `drop_last=True` by
+# cutting the tail — and return the positions `rank, rank + R, rank + 2R, ...` of the result.
+# The checker compares with the package's `DistributedSampler`, shuffled and not, for data
+# sets larger and smaller than the number of ranks.
+
+# %%
+def shard(order, num_replicas, rank, drop_last=False):
+    """Rank `rank`'s indices of an epoch's order, padded (or cut) to a multiple of R."""
+    ### BEGIN SOLUTION
+    n = len(order)
+    total = (n // num_replicas if drop_last else -(-n // num_replicas)) * num_replicas
+    padded = np.resize(order, total)              # repeats the order from its start
+    return padded[rank:total:num_replicas]
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+for n_check, replicas in [(22, 4), (24, 4), (10, 3), (3, 5), (2, 7), (1, 2), (101, 8)]:
+    for shuffle in (False, True):
+        for drop_last in (False, True):
+            order = (np.random.default_rng((0, 2)).permutation(n_check) if shuffle
+                     else np.arange(n_check))                # seed 0, epoch 2
+            for r in range(replicas):
+                sampler = DistributedSampler(range(n_check), replicas, r, shuffle=shuffle,
+                                             seed=0, drop_last=drop_last)
+                sampler.set_epoch(2)
+                got = np.asarray(shard(order, replicas, r, drop_last))
+                assert np.array_equal(got, sampler.indices()), (n_check, replicas, r,
+                                                                shuffle, drop_last)
+print("Exercise 5.4: shard matches DistributedSampler")
 
 # %% [markdown]
 # ## Summary

@@ -209,6 +209,53 @@ assert [s for n, _, s in shapes["convnet"] if n == "pool"] == [(2, 16, 14, 14), 
 # off so that the prediction for an image is deterministic. `model.train()` switches it back
 # on before the next epoch. This is exactly what `tinytrain/train.py` does.
 
+# %% [markdown]
+# ### Exercise 6.1 — one training step, in the right order
+#
+# Before reading the loop below, write `train_step(model, opt, x, y)`: one step of the five
+# above on the batch `(x, y)`, returning the loss as a Python float. The checker trains two
+# copies of the same MLP side by side with SGD and momentum, one with your step and one with
+# the reference, and compares the losses and every parameter after each of three steps — a
+# forgotten `zero_grad` or a step before `backward` shows up at once. It also counts, with a
+# forward hook, that you called the model.
+
+# %%
+def train_step(model, opt, x, y):
+    """One training step on the batch (x, y); returns the batch's loss as a float."""
+    ### BEGIN SOLUTION
+    opt.zero_grad(set_to_none=True)
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss.item()
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+mine_model, ref_model = build_model("mlp"), build_model("mlp")   # no dropout: deterministic
+mine_model.load_state_dict(ref_model.state_dict())
+mine_opt = optim.SGD(mine_model.parameters(), lr=0.1, momentum=0.9)
+ref_opt = optim.SGD(ref_model.parameters(), lr=0.1, momentum=0.9)
+forward_calls = []
+hook = mine_model.register_forward_hook(lambda module, args, output: forward_calls.append(1))
+try:
+    for step, (x_check, y_check) in enumerate(DataLoader(train_set, batch_size=32)):
+        if step == 3:
+            break
+        loss_mine = train_step(mine_model, mine_opt, x_check, y_check)
+        ref_opt.zero_grad()
+        loss_ref = F.cross_entropy(ref_model(x_check), y_check)
+        loss_ref.backward()
+        ref_opt.step()
+        assert isinstance(loss_mine, float), f"return loss.item(), not {type(loss_mine)}"
+        assert np.isclose(loss_mine, loss_ref.item()), f"step {step}: {loss_mine} != {loss_ref}"
+        for (name, p_mine), p_ref in zip(mine_model.named_parameters(), ref_model.parameters()):
+            assert np.allclose(p_mine.numpy(), p_ref.numpy(), atol=1e-6), f"step {step}: {name}"
+finally:
+    hook.remove()
+assert len(forward_calls) == 3, "call the model, model(x), once per step"
+print("Exercise 6.1: train_step matches the reference step over three steps")
+
 # %%
 def train_epoch(model, opt, loader, losses):
     model.train()                                # dropout on
@@ -308,6 +355,50 @@ print(f"tinytrain.train.evaluate: {result.correct}/{result.total} correct,",
 assert result.correct == int((test_logits.argmax(1) == test_labels).sum())
 
 # %% [markdown]
+# ### Exercise 6.2 — accuracy, evaluated properly
+#
+# Write `evaluate_accuracy(model, loader)`: the fraction of the loader's samples that the model
+# classifies right (the class of the largest logit, `np.argmax` on the NumPy logits). Run it in
+# eval mode and under `tt.no_grad()`, and leave the model in the mode you found it in. The
+# checker compares with `train.evaluate`, watches with a forward hook that no graph was
+# recorded and dropout was off, and checks the mode afterwards.
+
+# %%
+def evaluate_accuracy(model, loader):
+    """Fraction of correct predictions over loader, in eval mode and under no_grad."""
+    ### BEGIN SOLUTION
+    was_training = model.training
+    model.eval()
+    correct = total = 0
+    with tt.no_grad():
+        for x, y in loader:
+            pred = model(x).numpy().argmax(axis=1)
+            correct += int((pred == y.numpy()).sum())
+            total += len(pred)
+    model.train(was_training)
+    return correct / total
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+seen = []                                   # (output records a graph?, model in train mode?)
+hook = model.register_forward_hook(
+    lambda module, args, output: seen.append((output.requires_grad, module.training)))
+mode_before = model.training
+try:
+    for start_in_train_mode in (True, False):
+        model.train(start_in_train_mode)
+        acc_mine = evaluate_accuracy(model, test_loader)
+        assert model.training == start_in_train_mode, "leave the model in the mode it was in"
+        assert np.isclose(acc_mine, train.evaluate(model, test_loader).accuracy), acc_mine
+finally:
+    hook.remove()
+    model.train(mode_before)
+assert seen and not any(graph for graph, _ in seen), "evaluate under tt.no_grad()"
+assert not any(training for _, training in seen), "evaluate in eval mode (dropout off)"
+print(f"Exercise 6.2: evaluate_accuracy = {acc_mine:.3f}, as train.evaluate, without a graph")
+
+# %% [markdown]
 # ## 4. The same, as one command
 #
 # `python -m tinytrain.train` is this loop with the bookkeeping around it: options, a progress
@@ -343,6 +434,38 @@ assert mlp_acc >= 0.90, mlp_acc                               # measured 0.925
 # Accuracy is one number; the **confusion matrix** shows *which* digits are mistaken for which.
 # Row *t*, column *p* counts the test images of digit *t* that the model called *p*: the
 # diagonal holds the right answers, everything else is a mistake.
+
+# %% [markdown]
+# ### Exercise 6.3 — the confusion matrix
+#
+# Write `confusion_matrix(labels, preds, num_classes)`: an integer array
+# `[num_classes, num_classes]` whose entry `[t, p]` counts the samples of class `t` that were
+# predicted as `p`. The checker compares with a count done another way (`np.bincount` of
+# `t * num_classes + p`) on random labels, including classes that never occur, and on the
+# model's test predictions, whose diagonal must hold `train.evaluate`'s correct answers.
+
+# %%
+def confusion_matrix(labels, preds, num_classes):
+    """Counts [num_classes, num_classes]: entry [t, p] = samples of class t predicted as p."""
+    ### BEGIN SOLUTION
+    counts = np.zeros((num_classes, num_classes), dtype=np.int64)
+    np.add.at(counts, (labels, preds), 1)
+    return counts
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+check_rng = np.random.default_rng(63)
+for n_check, k_check in [(50, 3), (200, 10), (1, 4), (7, 12)]:
+    labels_check = check_rng.integers(0, k_check // 2 + 1, n_check)   # the top classes never occur
+    preds_check = check_rng.integers(0, k_check, n_check)
+    expected = np.bincount(labels_check * k_check + preds_check,
+                           minlength=k_check * k_check).reshape(k_check, k_check)
+    got = np.asarray(confusion_matrix(labels_check, preds_check, k_check))
+    assert got.shape == (k_check, k_check) and np.array_equal(got, expected), (n_check, k_check)
+model_confusion = np.asarray(confusion_matrix(test_labels, test_logits.argmax(1), 10))
+assert model_confusion.sum() == len(test_set) and np.trace(model_confusion) == result.correct
+print("Exercise 6.3: confusion_matrix counts right")
 
 # %%
 pred = test_logits.argmax(1)
@@ -667,5 +790,5 @@ else:
 # * [`tinytrain/optim/`](../tinytrain/optim/): `Adam`, `SGD`
 # * [`tinytrain/data/`](../tinytrain/data/): `MNISTMini`, `MNIST`, `DataLoader`
 #
-# **Next:** [Chapter 7 — data-parallel training](07_ddp.ipynb) runs this loop on several
+# **Next:** chapter 7, data-parallel training (`07_ddp`, being written), runs this loop on several
 # processes at once and keeps their models identical.
