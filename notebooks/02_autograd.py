@@ -540,7 +540,7 @@ from tinytrain.autograd.function import Function
 class Sigmoid(Function):
     @staticmethod
     def forward(a):
-        """sigmoid of the raw array a, in a's dtype."""
+        """The sigmoid of the raw array a, in a's dtype."""
         ### BEGIN SOLUTION
         return 1 / (1 + np.exp(-a))
         ### END SOLUTION
