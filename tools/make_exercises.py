@@ -38,6 +38,7 @@ from sync_notebooks import (
     cells_of,
     chapter_sources,
     read_chapter,
+    write_text,
 )
 
 EXERCISES = ROOT / "exercises"
@@ -184,8 +185,7 @@ def sync(source: Path, check: bool, force: bool = False) -> list[str]:
     if target.exists() and target.read_text() == text:
         return []
     if not check:
-        EXERCISES.mkdir(exist_ok=True)
-        target.write_text(text)
+        write_text(target, text)
     return [str(target.relative_to(ROOT))]
 
 

@@ -28,6 +28,8 @@ from pathlib import Path
 import jupytext
 import nbformat
 
+from tinytrain.data.idx import atomic_write_bytes
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 FORMAT = "py:percent"
@@ -108,7 +110,13 @@ def build_notebook(nb: nbformat.NotebookNode, target: Path) -> str:
 
 
 def cells_of(nb: nbformat.NotebookNode) -> list[tuple[str, str]]:
+    """What a notebook says: the type and text of each cell."""
     return [(c.cell_type, c.source) for c in nb.cells]
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write ``path`` through a temporary file, so an interrupted run leaves the old file."""
+    atomic_write_bytes(path, text.encode())
 
 
 class EditedNotebook(Exception):
@@ -127,7 +135,7 @@ def sync(source: Path, check: bool) -> list[str]:
     if with_header(text) != text:
         changed.append(str(source.relative_to(ROOT)))
         if not check:
-            source.write_text(with_header(text))
+            write_text(source, with_header(text))
     target = source.with_suffix(".ipynb")
     nb = read_chapter(source)
     if (target.exists() and target.stat().st_mtime > source.stat().st_mtime
@@ -142,7 +150,7 @@ def sync(source: Path, check: bool) -> list[str]:
     if not target.exists() or target.read_text() != new:
         changed.append(str(target.relative_to(ROOT)))
         if not check:
-            target.write_text(new)
+            write_text(target, new)
     return changed
 
 
