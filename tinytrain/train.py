@@ -283,11 +283,10 @@ def _settings_from_checkpoint(args: argparse.Namespace, given: dict[str, str],
             continue
         how = given[key]
         what = f"{flag(key)} {value}" + (f" (from {how})" if how.startswith("--preset") else "")
-        hint = (" (its cosine schedule decays to 0 over exactly its epochs; train longer "
-                "with a new run)" if key == "epochs" else "")
+        fix = ("its cosine schedule decays to 0 over exactly its epochs, so only a new run "
+               "can train longer" if key == "epochs" else "resume without it, or start a new run")
         saved_value = "none" if saved[key] is None else saved[key]
-        raise UsageError(f"{what} differs from the checkpoint's {saved_value}{hint}: resume "
-                         f"without it, or start a new run")
+        raise UsageError(f"{what} differs from the checkpoint's {saved_value}: {fix}")
     return taken
 
 
@@ -360,12 +359,6 @@ def prepare_outputs(args: argparse.Namespace) -> None:
             raise UsageError(f"--save {args.save} exists and is not a tinytrain checkpoint; "
                              f"choose another name (it would be overwritten)")
     if plot is not None:
-        fmt = plot.suffix.lower().lstrip(".")
-        formats = plot_formats()
-        if fmt not in formats:
-            raise UsageError(f"--plot {args.plot}: unknown image format "
-                             f"'{plot.suffix or '(no suffix)'}'; use one of "
-                             + ", ".join(f".{f}" for f in formats))
         if save is not None and _same_file(plot, save):
             raise UsageError(f"--plot and --save are the same file {args.plot}")
         if resume is not None and _same_file(plot, resume):
@@ -374,6 +367,11 @@ def prepare_outputs(args: argparse.Namespace) -> None:
         if plot.exists() and _is_tinytrain_file(plot):
             raise UsageError(f"--plot {args.plot} is a tinytrain checkpoint; the curves "
                              f"would replace it")
+        formats = plot_formats()
+        if plot.suffix.lower().lstrip(".") not in formats:
+            raise UsageError(f"--plot {args.plot}: unknown image format "
+                             f"'{plot.suffix or '(no suffix)'}'; use one of "
+                             + ", ".join(f".{f}" for f in formats))
     # the epoch of the checkpoint of this run in --save (continuing in place: the resumed one)
     args.saved_epoch = (args.checkpoint["epoch"] if save is not None and resume is not None
                         and _same_file(save, resume) else None)
