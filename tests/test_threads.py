@@ -7,6 +7,7 @@ count it saw before.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -128,3 +129,36 @@ def test_set_num_threads_validates_and_round_trips():
         with pytest.raises(err, match="set_num_threads"):
             tt.set_num_threads(bad)
     assert tt.get_num_threads() == before
+
+
+def test_the_default_worker_count_is_the_blas_setting_from_before_any_limit():
+    """Even when the first kernel runs inside a single-threaded region (as in the training
+    command), the workers default to the BLAS's own thread count."""
+    code = (
+        "import threadpoolctl\n"
+        "threadpoolctl.threadpool_limits(2, user_api='blas')\n"
+        "import tinytrain as tt\n"
+        "from tinytrain.kernels.cpu.parallel import blas_single_threaded\n"
+        "with blas_single_threaded():\n"
+        "    print(tt.get_num_threads())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    assert out.split() == [str(min(2, os.cpu_count() or 1))]
+
+
+def test_the_training_command_runs_with_one_blas_thread_and_restores_it(two_blas_threads,
+                                                                       monkeypatch, capsys):
+    from tinytrain import train
+
+    seen = []
+    real = train.train_one_epoch
+
+    def spy(*args, **kwargs):
+        seen.append(blas_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(train, "train_one_epoch", spy)
+    assert train.main(["--model", "mlp", "--dataset", "mnist-mini", "--no-download"]) == 0
+    assert seen == [[1]]
+    assert set(blas_threads()) == {2}

@@ -72,6 +72,7 @@ from tinytrain.data.datasets import (
     load_dataset,
 )
 from tinytrain.data.idx import temp_path_for
+from tinytrain.kernels.cpu.parallel import blas_single_threaded
 from tinytrain.models import MODELS, build_model
 
 # InfiniTrain's own MNIST run: plain SGD, lr 0.01, batch 64, one epoch.
@@ -556,7 +557,16 @@ def save_plot(history: History, path: str) -> None:
 
 
 def run(args: argparse.Namespace) -> EvalResult:
-    """Train as configured by ``args`` (from :func:`resolve_config`); return the test result."""
+    """Train as configured by ``args`` (from :func:`resolve_config`); return the test result.
+
+    NumPy's BLAS runs on one thread until it returns (then gets its setting back): the CPU
+    kernels use the cores themselves, and a multi-threaded BLAS between them (in the linear
+    layers) made a training step 2-4x slower on a busy 2-core machine."""
+    with blas_single_threaded():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> EvalResult:
     from tqdm.auto import tqdm
 
     prepare_outputs(args)

@@ -46,6 +46,7 @@ T = TypeVar("T")
 _lock = threading.Lock()
 _workers: int | None = None  # decided on first use
 _blas: list[Any] | None = None  # threadpoolctl's controller of each loaded BLAS, found once
+_blas_threads = 1  # the BLAS's thread count when it was found: the default number of workers
 _running = 0  # kernels running now, in any thread
 _saved: list[int] = []  # the BLAS thread counts to restore when the last kernel finishes
 _pool: ThreadPoolExecutor | None = None
@@ -53,17 +54,22 @@ _local = threading.local()
 
 
 def _blas_libraries() -> list[Any]:
-    """The loaded BLAS libraries, each with ``get_num_threads()`` / ``set_num_threads(n)``."""
-    global _blas
-    if _blas is None:
-        try:
-            from threadpoolctl import ThreadpoolController
+    """The loaded BLAS libraries, each with ``get_num_threads()`` / ``set_num_threads(n)``.
 
-            libs = [_Blas(lib) for lib in
-                    ThreadpoolController().select(user_api="blas").lib_controllers]
-        except Exception:  # not installed, or an unknown BLAS: leave the BLAS alone
-            libs = []
-        _blas = libs
+    Found on first use, before any kernel changes their thread count, which is noted then."""
+    global _blas, _blas_threads
+    if _blas is None:
+        with _lock:
+            if _blas is None:
+                try:
+                    from threadpoolctl import ThreadpoolController
+
+                    libs = [_Blas(lib) for lib in
+                            ThreadpoolController().select(user_api="blas").lib_controllers]
+                    _blas_threads = max((lib.get_num_threads() or 1 for lib in libs), default=1)
+                except Exception:  # not installed, or an unknown BLAS: leave the BLAS alone
+                    libs = []
+                _blas = libs
     return _blas
 
 
@@ -110,11 +116,8 @@ def get_num_threads() -> int:
     """How many threads tinytrain's CPU kernels split their work over."""
     global _workers
     if _workers is None:
-        with _lock:
-            if _workers is None:
-                libs = _blas_libraries()
-                threads = max((lib.get_num_threads() or 1 for lib in libs), default=1)
-                _workers = max(1, min(threads, os.cpu_count() or 1))
+        _blas_libraries()
+        _workers = max(1, min(_blas_threads, os.cpu_count() or 1))
     return _workers
 
 
