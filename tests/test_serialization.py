@@ -301,3 +301,22 @@ def test_an_overwritten_file_keeps_its_permissions(tmp_path, umask):
     tt.save({"v": 2}, path)
     assert tt.load(path) == {"v": 2}
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
+
+
+def test_an_array_header_larger_than_its_data_is_refused_before_allocating(tmp_path):
+    import io
+    import zipfile
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": (10**12,)})
+    structure = io.BytesIO()
+    np.save(structure, np.frombuffer(json.dumps(wrap({"t": "ndarray", "k": "a0"})).encode(),
+                                     np.uint8))
+    path = tmp_path / "huge.npz"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("__structure__.npy", structure.getvalue())
+        z.writestr("a0.npy", header.getvalue() + bytes(64))
+    with pytest.raises(ValueError, match="declares float64") as info:  # not MemoryError
+        tt.load(path)
+    assert str(path) in str(info.value)

@@ -17,6 +17,7 @@ file it replaces, or for a new file ``0o666`` less the user's umask.
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 import zipfile
@@ -180,12 +181,31 @@ def load(path: str | os.PathLike, map_location: str | None = None) -> Any:
         return _load(file, path, device)
 
 
+def _check_sizes(zf: zipfile.ZipFile) -> None:
+    """Each member's array header must declare exactly the bytes the member holds, so a
+    crafted header (shape ``(10**12,)``) is refused before anything is allocated."""
+    for info in zf.infolist():
+        with zf.open(info) as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                raise ValueError(f"{info.filename}: unsupported .npy version {version}")
+            size = math.prod(shape) * dtype.itemsize
+            if dtype.hasobject or size != info.file_size - f.tell():
+                raise ValueError(f"{info.filename}: its header declares {dtype} {shape} but it "
+                                 f"holds {info.file_size - f.tell()} bytes")
+
+
 def _load(file: Any, path: Path, device: str | None) -> Any:
     try:
         if not zipfile.is_zipfile(file):  # text, .npy, pickle, truncated: never reach np.load
             raise ValueError("not an .npz archive")
         file.seek(0)
         with np.load(file, allow_pickle=False) as archive:
+            _check_sizes(archive.zip)
             if "__structure__" not in archive.files:
                 raise ValueError("an .npz file but not one written by tt.save")
             meta = json.loads(archive["__structure__"].tobytes().decode())
