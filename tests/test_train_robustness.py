@@ -233,6 +233,8 @@ def test_a_real_divergence_exits_1_without_a_traceback(tmp_path):
     (["--frobnicate"], "unrecognized arguments: --frobnicate"),
     (["extra"], "unrecognized arguments: extra"),
     (["--data-dir", "/nonexistent/x"], "--data-dir /nonexistent/x is not a readable directory"),
+    (["--data-dir", ""], "--data-dir needs a folder name"),
+    (["--resume", ""], "no such checkpoint file"),
     (["--resume", "/nonexistent/ck.npz"], "no such checkpoint file"),
 ])
 def test_every_bad_flag_is_one_line_and_exit_2(capsys, args, expected):
@@ -449,6 +451,14 @@ def _mutations() -> dict:
         "optimizer lr negative": put(-0.1, "optimizer", "param_groups", 0, "lr"),
         "optimizer lr differs": put(0.5, "optimizer", "param_groups", 0, "lr"),
         "optimizer momentum differs": put(0.1, "optimizer", "param_groups", 0, "momentum"),
+        "weight decay added": put(5.0, "optimizer", "param_groups", 0, "weight_decay"),
+        "nesterov switched on": put(True, "optimizer", "param_groups", 0, "nesterov"),
+        "unknown optimizer setting": put(1, "optimizer", "param_groups", 0, "foreach"),
+        "buffer of integers": put(np.zeros((30, 784), np.int64), "optimizer", "state", 0,
+                                  "momentum_buffer"),
+        "buffer of strings": put(np.full((30, 784), "x"), "optimizer", "state", 0,
+                                 "momentum_buffer"),
+        "state of one parameter missing": drop("optimizer", "state", 3),
         "no state": drop("optimizer", "state"),
         "state for no parameter": put({"momentum_buffer": np.zeros(1)}, "optimizer", "state", 9),
         "state without its buffer": put({}, "optimizer", "state", 0),
@@ -478,7 +488,8 @@ def test_a_crafted_checkpoint_is_one_line_and_exit_2(tmp_path, capsys, sgd_ck, c
 
 
 @pytest.mark.parametrize("case", ["schedule position", "schedule horizon", "schedule base lr",
-                                  "adam step", "adam state shape"])
+                                  "adam step", "adam step count", "adam state shape",
+                                  "optimizer lr", "adam betas"])
 def test_a_crafted_cosine_adam_checkpoint_is_refused(tmp_path, capsys, case):
     good = tmp_path / "good.npz"
     assert main([*ADAM_COSINE, *MINI, "--epochs", "1", "--save", str(good)]) == 0
@@ -492,6 +503,12 @@ def test_a_crafted_cosine_adam_checkpoint_is_refused(tmp_path, capsys, case):
         ck["schedule"]["base_lrs"] = [1.0]
     elif case == "adam step":
         ck["optimizer"]["state"][0]["step"] = "many"
+    elif case == "adam step count":
+        ck["optimizer"]["state"][2]["step"] += 1
+    elif case == "optimizer lr":
+        ck["optimizer"]["param_groups"][0]["lr"] = 1e-3  # the finished schedule is at 0
+    elif case == "adam betas":
+        ck["optimizer"]["param_groups"][0]["betas"] = (0.5, 0.999)
     else:
         ck["optimizer"]["state"][1]["exp_avg"] = np.zeros(7, np.float32)
     tt.save(ck, tmp_path / "bad.npz")

@@ -245,6 +245,8 @@ def _check_paths(args: argparse.Namespace) -> None:
     """--data-dir and --resume must exist and be readable (outputs: :func:`prepare_outputs`)."""
     try:
         if args.data_dir is not None:
+            if not args.data_dir:
+                raise UsageError("--data-dir needs a folder name")
             d = Path(args.data_dir).expanduser()
             if not d.is_dir():
                 raise UsageError(f"--data-dir {d} is not a readable directory")
@@ -337,8 +339,10 @@ def _check_output(opt: str, raw: str) -> Path:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".probe")
-        os.close(fd)
-        os.unlink(probe)
+        try:
+            os.close(fd)
+        finally:
+            os.unlink(probe)
     except OSError as exc:
         raise UsageError(f"{opt} {raw}: cannot write in {folder} "
                          f"({exc.strerror or exc})") from None
@@ -722,7 +726,7 @@ def resume(args: argparse.Namespace, ck: dict[str, Any], settings: dict[str, Any
                   f"{settings['dataset']}, this one has {settings['train_size']:,} (other files?)")
     _check_weights(ck["model"], model, settings["model"], bad)
     steps = math.ceil(settings["train_size"] / settings["batch_size"])
-    _check_optimizer_state(ck["optimizer"], model, ck["settings"], bad)
+    _check_optimizer_state(ck["optimizer"], opt, ck["settings"], ck["epoch"] * steps, bad)
     if sched is not None:
         expected = {"T_max": settings["epochs"] * steps, "eta_min": 0.0,
                     "base_lrs": [settings["lr"]], "last_epoch": ck["epoch"] * steps}
@@ -768,47 +772,57 @@ def _check_weights(weights: dict, model: tt.nn.Module, model_name: str,
                   f"diverged run")
 
 
-def _check_optimizer_state(sd: dict, model: tt.nn.Module, settings: dict,
+def _check_optimizer_state(sd: dict, opt: optim.Optimizer, settings: dict, steps_done: int,
                            bad: Callable[[str], UsageError]) -> None:
-    """The optimizer state matches this model, the recorded optimizer and its settings."""
-    params = list(model.parameters())
+    """The saved optimizer state is what ``opt`` (built from the same settings) would hold
+    after ``steps_done`` steps: the same hyper-parameters (the learning rate as the schedule
+    has it), one state entry per parameter with the optimizer's buffers, of the parameters'
+    shapes, finite, and Adam's step counts equal to ``steps_done``."""
+    params = [p for g in opt.param_groups for p in g["params"]]
     groups, state = sd.get("param_groups"), sd.get("state")
     if not isinstance(groups, list) or len(groups) != 1 or not isinstance(groups[0], dict):
         raise bad("its optimizer state has no valid 'param_groups' (one group expected)")
     if not isinstance(state, dict):
         raise bad("its optimizer state has no valid 'state'")
-    group = groups[0]
+    group, fresh = groups[0], opt.param_groups[0]
     if group.get("params") != list(range(len(params))):
         raise bad(f"its optimizer state is for other parameters than the {len(params)} of "
                   f"the model")
-    lr = group.get("lr")
-    if not isinstance(lr, int | float) or not math.isfinite(lr) or lr < 0:
-        raise bad(f"its optimizer's learning rate {lr!r} is not a finite number >= 0")
-    if settings["schedule"] == "constant" and lr != settings["lr"]:
-        raise bad(f"its optimizer's learning rate {lr} is not its setting {settings['lr']}")
-    if settings["optimizer"] == "sgd" and group.get("momentum") != settings["momentum"]:
-        raise bad(f"its optimizer's momentum {group.get('momentum')!r} is not its setting "
-                  f"{settings['momentum']}")
-    if settings["optimizer"] == "adam" and not (
-            isinstance(group.get("betas"), tuple | list) and len(group["betas"]) == 2
-            and all(isinstance(b, float) and 0 <= b < 1 for b in group["betas"])
-            and isinstance(group.get("eps"), float) and group["eps"] > 0):
-        raise bad("its Adam betas/eps are not valid")
+    if set(group) != set(fresh):
+        raise bad(f"its optimizer settings {sorted(group)} are not {settings['optimizer']}'s "
+                  f"{sorted(fresh)}")
+    for key, value in fresh.items():
+        if key not in ("params", "lr") and group[key] != value:
+            raise bad(f"its optimizer's {key} is {group[key]!r}, its settings give {value!r}")
+    lr, expected_lr = group["lr"], settings["lr"]
+    if settings["schedule"] == "cosine":
+        total = settings["epochs"] * math.ceil(settings["train_size"] / settings["batch_size"])
+        expected_lr *= (1 + math.cos(math.pi * min(steps_done, total) / total)) / 2
+    if not (isinstance(lr, int | float) and math.isclose(lr, expected_lr, rel_tol=1e-9,
+                                                         abs_tol=1e-15)):
+        raise bad(f"its optimizer's learning rate {lr!r} is not {expected_lr:g}, what its "
+                  f"settings give after {steps_done} steps")
     names = OPTIMIZER_STATE[settings["optimizer"]]
+    has_state = steps_done > 0 and (settings["optimizer"] == "adam" or settings["momentum"])
+    if set(state) != (set(range(len(params))) if has_state else set()):
+        raise bad(f"its optimizer state covers parameters {sorted(state, key=str)[:5]}..., "
+                  f"expected {'all ' + str(len(params)) if has_state else 'none'}")
     for i, entry in state.items():
-        if not isinstance(i, int) or not 0 <= i < len(params) or not isinstance(entry, dict):
-            raise bad(f"its optimizer state has an entry {i!r} for no parameter")
-        if set(entry) != names:
-            raise bad(f"its optimizer state for parameter {i} has {sorted(entry)}, expected "
+        if not isinstance(entry, dict) or set(entry) != names:
+            found = sorted(entry) if isinstance(entry, dict) else type(entry).__name__
+            raise bad(f"its optimizer state for parameter {i} has {found}, expected "
                       f"{sorted(names)} for {settings['optimizer']}")
         for k, v in entry.items():
             if k == "step":
-                if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                    raise bad(f"its optimizer step count {v!r} for parameter {i} is invalid")
-            elif not isinstance(v, np.ndarray | tt.Tensor) or tuple(v.shape) != params[i].shape:
-                shape = tuple(v.shape) if hasattr(v, "shape") else type(v).__name__
-                raise bad(f"its optimizer state {k} for parameter {i} is {shape}, the "
-                          f"parameter is {params[i].shape}")
+                if v != steps_done or not isinstance(v, int) or isinstance(v, bool):
+                    raise bad(f"its optimizer step count {v!r} for parameter {i} is not the "
+                              f"{steps_done} steps of its {settings['optimizer']} run")
+            elif (not isinstance(v, np.ndarray | tt.Tensor) or v.dtype.kind != "f"
+                  or tuple(v.shape) != params[i].shape):
+                found = f"{v.dtype} {tuple(v.shape)}" if hasattr(v, "shape") else \
+                    type(v).__name__
+                raise bad(f"its optimizer state {k} for parameter {i} is {found}, the "
+                          f"parameter is {params[i].dtype} {params[i].shape}")
     if name := _not_finite({f"{k} of parameter {i}": v for i, e in state.items()
                             for k, v in e.items()}):
         raise bad(f"its optimizer state is not finite ({name}): it was saved from a diverged run")
