@@ -80,3 +80,10 @@ def test_exit_status_is_1_only_when_something_required_is_missing(tmp_path, monk
     checks = [(n, broken if n == "numpy" else fn, fix) for n, fn, fix in doctor.CHECKS]
     monkeypatch.setattr(doctor, "CHECKS", checks)
     assert doctor.main(["--data-dir", str(tmp_path)]) == 1
+
+
+def test_main_called_from_python_ignores_the_host_programs_arguments(monkeypatch, capsys):
+    """A notebook calls doctor.main(); sys.argv there is the kernel's (``-f kernel.json``)."""
+    monkeypatch.setattr(sys, "argv", ["ipykernel_launcher.py", "-f", "/tmp/kernel.json"])
+    assert doctor.main() == 0
+    assert "[ok] python" in capsys.readouterr().out

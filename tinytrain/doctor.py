@@ -165,13 +165,15 @@ def report(data_root: Path | None = None) -> list[tuple[str, str, str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Print the report; return the exit status. ``argv`` are the command's arguments (none
+    when called from Python, e.g. in a notebook, whose own ``sys.argv`` is not ours)."""
     parser = argparse.ArgumentParser(
         prog="python -m tinytrain.doctor",
         description="Check what this machine can run with tinytrain, and what to install.")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="data root to check (default: $TINYTRAIN_DATA, else the per-user "
                              "cache folder)")
-    args = parser.parse_args(argv)  # argparse exits 2 on unknown arguments
+    args = parser.parse_args(argv or [])  # argparse exits 2 on unknown arguments
     import tinytrain
 
     print(f"tinytrain {tinytrain.__version__} on {platform.system()} {platform.machine()}, "
@@ -188,4 +190,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))
