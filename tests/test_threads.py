@@ -131,15 +131,22 @@ def test_set_num_threads_validates_and_round_trips():
     assert tt.get_num_threads() == before
 
 
-def test_the_default_worker_count_is_the_blas_setting_from_before_any_limit():
-    """Even when the first kernel runs inside a single-threaded region (as in the training
-    command), the workers default to the BLAS's own thread count."""
+@pytest.mark.parametrize("limit", [
+    "from tinytrain.kernels.cpu.parallel import blas_single_threaded as limited",
+    "from threadpoolctl import threadpool_limits\n"
+    "def limited(): return threadpool_limits(1, user_api='blas')",
+])
+def test_the_default_worker_count_is_the_blas_setting_at_import(limit):
+    """Even when the first kernel runs with the BLAS limited to one thread (the training
+    command, or a user's threadpool_limits around a loop), the workers default to the
+    BLAS's thread count from when tinytrain was imported."""
     code = (
         "import threadpoolctl\n"
         "threadpoolctl.threadpool_limits(2, user_api='blas')\n"
-        "import tinytrain as tt\n"
-        "from tinytrain.kernels.cpu.parallel import blas_single_threaded\n"
-        "with blas_single_threaded():\n"
+        "import tinytrain as tt, tinytrain.nn.functional as F\n"
+        f"{limit}\n"
+        "with limited():\n"
+        "    F.conv2d(tt.randn(4, 1, 5, 5), tt.randn(2, 1, 3, 3))\n"
         "    print(tt.get_num_threads())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -16,17 +16,27 @@ matmul and large ufuncs, so the shards really run in parallel, each on its own c
 with its own block of images in cache.
 
 The switch must be cheap: it happens around every kernel call. ``threadpoolctl``'s
-``threadpool_limits`` looks the libraries up again each time (~0.2 ms); here they are
-looked up once, and the switch is a direct call of the BLAS's own
-``openblas_set_num_threads`` (or MKL's, BLIS's) through threadpoolctl's controller:
-about 1 microsecond for a set-and-restore pair. The BLAS setting is process-wide, so
-the first kernel to start (in any thread) saves it and the last one to finish
-restores it. A NumPy call made by another thread while a kernel runs also gets one
-BLAS thread.
+``threadpool_limits`` looks the libraries up again each time (0.2-0.7 ms); here they
+are looked up once, and the switch calls the BLAS's own ``openblas_set_num_threads``
+(or MKL's, BLIS's) through threadpoolctl's controller: a set-and-restore around a
+kernel costs about 4 microseconds. The BLAS setting is process-wide, so the first
+kernel to start (in any thread) saves it and the last one to finish restores it; a
+NumPy call made by another thread while a kernel runs also gets one BLAS thread.
 
-The number of workers is decided on first use: as many as the BLAS was allowed
-(``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` or the core count decide that), at
-most one per core; ``tinytrain.set_num_threads(n)`` changes it. Without
+What does cost is a multi-threaded BLAS *between* the kernels: after each
+multi-threaded GEMM (the linear layers) OpenBLAS's worker threads spin for a while,
+waiting for more work, on the cores the next kernel's shards need. Measured on 2
+idle cores, a training step of PyTorch's example net / the ``convnet`` (Adam) took
+70 / 35 ms with the BLAS at one thread around the loop and 90 / 46 ms with two
+threads between the kernels; ``OPENBLAS_THREAD_TIMEOUT=4`` (no spinning) gave 70 ms
+again. So ``python -m tinytrain.train`` holds the BLAS at one thread for its whole
+run (:func:`blas_single_threaded` is counted: kernels inside it switch nothing), and
+a hand-written loop on few cores is fastest inside
+``threadpoolctl.threadpool_limits(1, user_api="blas")``.
+
+The number of workers is decided when tinytrain is imported: as many as the BLAS is
+allowed then (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` or the core count decide
+that), at most one per core; ``tinytrain.set_num_threads(n)`` changes it. Without
 ``threadpoolctl`` the BLAS cannot be switched, so the kernels run serially.
 """
 
@@ -56,7 +66,9 @@ _local = threading.local()
 def _blas_libraries() -> list[Any]:
     """The loaded BLAS libraries, each with ``get_num_threads()`` / ``set_num_threads(n)``.
 
-    Found on first use, before any kernel changes their thread count, which is noted then."""
+    Found once, when tinytrain is imported (about 1 ms), and their thread count noted then:
+    that is the default number of workers even if the BLAS is limited later (e.g. to one
+    thread around a training loop)."""
     global _blas, _blas_threads
     if _blas is None:
         with _lock:
@@ -178,3 +190,6 @@ def run_sharded(fn: Callable[[int, int], T], batch: int, min_shard: int = 2) -> 
         futures = [pool.submit(_run, fn, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
         wait(futures)  # every shard is done before the BLAS is restored or an error leaves
         return [f.result() for f in futures]
+
+
+_blas_libraries()
