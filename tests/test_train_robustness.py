@@ -12,6 +12,7 @@ import copy
 import errno
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -280,6 +281,9 @@ def places(tmp_path, sgd_ck) -> dict[str, str]:
     (["--plot", ""], "--plot needs a file name"),
     (["--plot", "{tmp}/curves.bmp"], "unknown image format '.bmp'"),
     (["--plot", "{tmp}/curves"], "unknown image format '(no suffix)'"),
+    pytest.param(["--plot", "{tmp}/curves.pgf"], "matplotlib cannot write .pgf here",
+                 marks=pytest.mark.skipif(shutil.which("xelatex") is not None,
+                                          reason="LaTeX is installed: .pgf works here")),
     (["--plot", "{tmp}/a_file/c.png"], "a_file is a file, not a folder"),
     (["--save", "{tmp}/x.png", "--plot", "{tmp}/x.png"], "--plot and --save are the same file"),
     (["--save", "{tmp}/x.png", "--plot", "{tmp}/sub/../x.png"], "are the same file"),

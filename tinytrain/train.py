@@ -43,6 +43,7 @@ part of its rates, so it cannot change.
 from __future__ import annotations
 
 import argparse
+import io
 import math
 import os
 import signal
@@ -92,7 +93,6 @@ SETTINGS = ("dataset", "model", "batch_size", "seed", "optimizer", "lr", "moment
             "schedule", "epochs")
 #: Optimizer state per parameter, by optimizer (SGD keeps none without momentum).
 OPTIMIZER_STATE = {"adam": {"step", "exp_avg", "exp_avg_sq"}, "sgd": {"momentum_buffer"}}
-PLOT_FORMATS_EXCLUDED = {"pgf"}  # needs a LaTeX installation: it would fail after training
 
 
 class UsageError(Exception):
@@ -313,11 +313,24 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def plot_formats() -> list[str]:
-    """The suffixes ``--plot`` accepts: what matplotlib's figures can be saved as here."""
+def _check_plot_format(raw: str, plot: Path) -> None:
+    """``plot``'s suffix is a format matplotlib knows, and a tiny figure can be written in it
+    here (``.pgf`` needs LaTeX, ``.avif`` a Pillow built with it): found out now, not after
+    the training."""
     from matplotlib.figure import Figure
 
-    return sorted(set(Figure().canvas.get_supported_filetypes()) - PLOT_FORMATS_EXCLUDED)
+    formats = sorted(Figure().canvas.get_supported_filetypes())
+    fmt = plot.suffix.lower().lstrip(".")
+    if fmt not in formats:
+        raise UsageError(f"--plot {raw}: unknown image format '{plot.suffix or '(no suffix)'}'; "
+                         "use one of " + ", ".join(f".{f}" for f in formats))
+    fig = Figure(figsize=(1, 1))
+    fig.subplots().plot([0, 1])
+    try:
+        fig.savefig(io.BytesIO(), format=fmt)
+    except Exception as exc:  # whatever the backend raises: the message says it
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"--plot {raw}: matplotlib cannot write .{fmt} here ({reason})") from None
 
 
 def _check_output(opt: str, raw: str) -> Path:
@@ -372,11 +385,7 @@ def prepare_outputs(args: argparse.Namespace) -> None:
         if plot.exists() and _is_tinytrain_file(plot):
             raise UsageError(f"--plot {args.plot} is a tinytrain checkpoint; the curves "
                              f"would replace it")
-        formats = plot_formats()
-        if plot.suffix.lower().lstrip(".") not in formats:
-            raise UsageError(f"--plot {args.plot}: unknown image format "
-                             f"'{plot.suffix or '(no suffix)'}'; use one of "
-                             + ", ".join(f".{f}" for f in formats))
+        _check_plot_format(args.plot, plot)
     # the epoch of the checkpoint of this run in --save (continuing in place: the resumed one)
     args.saved_epoch = (args.checkpoint["epoch"] if save is not None and resume is not None
                         and _same_file(save, resume) else None)
@@ -565,7 +574,8 @@ def run(args: argparse.Namespace) -> EvalResult:
 
     NumPy's BLAS runs on one thread until it returns (then gets its setting back): the CPU
     kernels use the cores themselves, and a multi-threaded BLAS between them (in the linear
-    layers) made a training step 2-4x slower on a busy 2-core machine."""
+    layers) made a training step 1.3x slower on 2 idle cores, 2-4x on busy ones
+    (:mod:`tinytrain.kernels.cpu.parallel` says why)."""
     with blas_single_threaded():
         return _run(args)
 
@@ -695,7 +705,7 @@ def read_checkpoint(path: str) -> dict[str, Any]:
 def _check_rng(state: Any, bad: Callable[[str], UsageError]) -> None:
     try:
         np.random.default_rng().bit_generator.state = state
-    except (TypeError, ValueError, KeyError) as exc:
+    except (TypeError, ValueError, KeyError, OverflowError) as exc:
         raise bad(f"its RNG state is invalid ({exc})") from None
 
 
@@ -741,8 +751,8 @@ def resume(args: argparse.Namespace, ck: dict[str, Any], settings: dict[str, Any
         raise bad(f"its learning rate is {opt.param_groups[0]['lr']}: the remaining epochs "
                   f"would not train")
     tt.set_rng_state(ck["rng"])
-    for k, v in ck["history"].items():
-        setattr(history, k, list(v))
+    for key in History.__dataclass_fields__:
+        setattr(history, key, list(ck["history"][key]))
     if args.taken:
         print("settings from the checkpoint: " + " ".join(
             f"{flag(k)} {v}" for k, v in args.taken.items()))
