@@ -585,3 +585,37 @@ def test_broken_data_in_the_default_root_does_not_fall_back(capsys, tmp_path, mo
     (tmp_path / "mnist" / MNIST_FILES[0]).write_bytes(b"junk")
     line = usage_error(capsys, [*SGD, "--no-download"])
     assert "corrupt" in line and MNIST_FILES[0] in line
+
+
+# --------------------------------------------------------------------- 13: fuzzing every flag
+
+
+class _Trained(Exception):
+    """Raised where training would start: the flags were accepted."""
+
+
+FUZZ = ["", " ", "nan", "-1", "0", "0.5", "1e999", "-inf", "abc", "/", "/dev/null", "/proc",
+        "x" * 300, "~", ".png", "ü.PNG", "99999999999999999999999", "--", "-"]
+
+
+@pytest.mark.parametrize("flag", ["--model", "--dataset", "--data-dir", "--device",
+                                  "--batch-size", "--epochs", "--lr", "--schedule",
+                                  "--optimizer", "--momentum", "--seed", "--preset", "--save",
+                                  "--resume", "--log-every", "--plot", "--eval-batch-size"])
+def test_fuzz_every_flag_is_accepted_or_one_line_exit_2(flag, monkeypatch, capsys, tmp_path):
+    def trained(*a, **k):
+        raise _Trained
+
+    monkeypatch.setattr(train_mod, "train_one_epoch", trained)
+    monkeypatch.chdir(tmp_path)  # relative --save / --plot names land here
+    base = ["--no-download"] if flag in ("--model", "--dataset") else \
+        ["--model", "mlp", "--dataset", "mnist-mini", "--no-download"]
+    for value in FUZZ:
+        capsys.readouterr()
+        try:
+            code = main([*base, f"{flag}={value}"])
+        except _Trained:
+            continue
+        err = capsys.readouterr().err
+        assert code == 2, (value, err)
+        error_line(err)

@@ -48,7 +48,6 @@ import math
 import os
 import signal
 import sys
-import tempfile
 import threading
 import time
 import zipfile
@@ -212,6 +211,9 @@ def resolve_config(args: argparse.Namespace) -> argparse.Namespace:
     Unset options come from ``--resume``'s checkpoint (its settings; given ones must agree),
     then the preset, then the defaults. The loaded checkpoint is kept as ``args.checkpoint``.
     """
+    for key, value in vars(args).items():
+        if isinstance(value, list):  # argparse turns "--opt=--" into [], past its own checks
+            raise UsageError(f"{flag(key)} needs a value")
     given = {k: flag(k) for k in VALIDATORS if getattr(args, k) is not None}
     for key, value in PRESETS.get(args.preset, {}).items():
         if key not in given:
@@ -241,26 +243,37 @@ def resolve_config(args: argparse.Namespace) -> argparse.Namespace:
     return args
 
 
+def _bad_path(opt: str, raw: str, exc: Exception) -> UsageError:
+    """A path the OS refuses outright (a NUL byte, a name too long, ...)."""
+    why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return UsageError(f"{opt} {raw[:60]}{'...' if len(raw) > 60 else ''}: {why}")
+
+
 def _check_paths(args: argparse.Namespace) -> None:
     """--data-dir and --resume must exist and be readable (outputs: :func:`prepare_outputs`)."""
-    try:
-        if args.data_dir is not None:
-            if not args.data_dir:
-                raise UsageError("--data-dir needs a folder name")
+    if args.data_dir is not None:
+        if not args.data_dir:
+            raise UsageError("--data-dir needs a folder name")
+        try:
             d = Path(args.data_dir).expanduser()
-            if not d.is_dir():
-                raise UsageError(f"--data-dir {d} is not a readable directory")
-            if not os.access(d, os.R_OK | os.X_OK):
-                raise UsageError(f"--data-dir {d} is not readable (permission denied)")
-        if args.resume is not None:
+            is_dir, readable = d.is_dir(), os.access(d, os.R_OK | os.X_OK)
+        except (ValueError, OSError) as exc:
+            raise _bad_path("--data-dir", args.data_dir, exc) from None
+        if not is_dir:
+            raise UsageError(f"--data-dir {d} is not a readable directory")
+        if not readable:
+            raise UsageError(f"--data-dir {d} is not readable (permission denied)")
+    if args.resume is not None:
+        try:
             r = Path(args.resume).expanduser()
-            if not r.is_file():
-                raise UsageError(f"--resume {args.resume}: no such checkpoint file"
-                                 + (" (it is a folder)" if r.is_dir() else ""))
-            if not os.access(r, os.R_OK):
-                raise UsageError(f"--resume {args.resume} is not readable (permission denied)")
-    except ValueError as exc:  # e.g. a NUL byte in the path
-        raise UsageError(f"bad path: {exc}") from None
+            is_file, is_dir, readable = r.is_file(), r.is_dir(), os.access(r, os.R_OK)
+        except (ValueError, OSError) as exc:
+            raise _bad_path("--resume", args.resume, exc) from None
+        if not is_file:
+            raise UsageError(f"--resume {args.resume}: no such checkpoint file"
+                             + (" (it is a folder)" if is_dir else ""))
+        if not readable:
+            raise UsageError(f"--resume {args.resume} is not readable (permission denied)")
 
 
 def _settings_from_checkpoint(args: argparse.Namespace, given: dict[str, str],
@@ -335,27 +348,32 @@ def _check_plot_format(raw: str, plot: Path) -> None:
 
 def _check_output(opt: str, raw: str) -> Path:
     """``raw`` names a file we can write: its folder exists (created now if needed) and is
-    writable (a file is created and removed there to be sure), and it is not a folder."""
+    writable (the temporary file of the atomic write is created and removed there to be
+    sure), and it is not a folder."""
     if not raw:
         raise UsageError(f"{opt} needs a file name")
-    path = Path(raw).expanduser()
-    if raw.endswith(("/", os.sep)) or path.is_dir():
+    try:
+        path = Path(raw).expanduser()
+        is_dir, exists, is_file = path.is_dir(), path.exists(), path.is_file()
+        existing = path.parent
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+    except (ValueError, OSError) as exc:
+        raise _bad_path(opt, raw, exc) from None
+    if raw.endswith(("/", os.sep)) or is_dir:
         raise UsageError(f"{opt} {raw} is a folder; give a file name in it")
-    if path.exists() and not path.is_file():
+    if exists and not is_file:
         raise UsageError(f"{opt} {raw} exists and is not a regular file")
-    folder = path.parent
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
     if not existing.is_dir():
         raise UsageError(f"{opt} {raw}: {existing} is a file, not a folder")
+    folder = path.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".probe")
+        probe = temp_path_for(path)  # the very name the atomic write will use
         try:
-            os.close(fd)
+            open(probe, "xb").close()
         finally:
-            os.unlink(probe)
+            probe.unlink(missing_ok=True)
     except OSError as exc:
         raise UsageError(f"{opt} {raw}: cannot write in {folder} "
                          f"({exc.strerror or exc})") from None
@@ -366,12 +384,9 @@ def prepare_outputs(args: argparse.Namespace) -> None:
     """Check ``--save`` and ``--plot`` before any training, so no epoch is lost to a bad path.
 
     The rules are those of the module docstring. Creates their folders; raises UsageError."""
-    try:
-        save = _check_output("--save", args.save) if args.save is not None else None
-        plot = _check_output("--plot", args.plot) if args.plot is not None else None
-        resume = Path(args.resume).expanduser() if args.resume else None
-    except ValueError as exc:  # e.g. a NUL byte in the path
-        raise UsageError(f"bad path: {exc}") from None
+    save = _check_output("--save", args.save) if args.save is not None else None
+    plot = _check_output("--plot", args.plot) if args.plot is not None else None
+    resume = Path(args.resume).expanduser() if args.resume else None
     if save is not None and save.exists() and not (resume and _same_file(save, resume)):
         if not _is_tinytrain_file(save):
             raise UsageError(f"--save {args.save} exists and is not a tinytrain checkpoint; "
