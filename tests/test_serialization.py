@@ -320,3 +320,26 @@ def test_an_array_header_larger_than_its_data_is_refused_before_allocating(tmp_p
     with pytest.raises(ValueError, match="declares float64") as info:  # not MemoryError
         tt.load(path)
     assert str(path) in str(info.value)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo (POSIX)")
+def test_save_refuses_to_replace_a_special_file_or_a_directory(tmp_path):
+    """An atomic save renames a new file over the target: over /dev/null or a FIFO that would
+    silently turn the special file into a plain one (seen once with /dev/null, as root)."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        tt.save({"a": 1}, fifo)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    with pytest.raises(ValueError, match="is a directory"):
+        tt.save({"a": 1}, tmp_path)
+    assert not list(tmp_path.glob(".*.part"))
+
+
+def test_save_through_a_symlink_replaces_the_file_it_points_to(tmp_path):
+    real = tmp_path / "real.npz"
+    tt.save({"a": 1}, real)
+    link = tmp_path / "link.npz"
+    link.symlink_to(real)
+    tt.save({"a": 2}, link)
+    assert link.is_symlink() and tt.load(real)["a"] == 2

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from tinytrain import backend
-from tinytrain.data.idx import temp_path_for
+from tinytrain.data.idx import replaceable_target, temp_path_for
 from tinytrain.tensor import Tensor
 
 _FORMAT = "tinytrain-save-v1"
@@ -120,7 +120,7 @@ class _Decoder:
 
 def save(obj: Any, path: str | os.PathLike) -> None:
     """Write ``obj`` to ``path`` (an ``.npz`` archive) atomically."""
-    path = Path(path)
+    path = replaceable_target(path)
     arrays: dict[str, np.ndarray] = {}
     structure = json.dumps({"format": _FORMAT, "root": _encode(obj, arrays)})
     path.parent.mkdir(parents=True, exist_ok=True)
