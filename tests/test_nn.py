@@ -73,8 +73,12 @@ def test_reassigning_attribute_replaces_registration():
     new_scale = nn.Parameter(np.zeros(3, np.float32))
     m.scale = new_scale
     assert m.scale is new_scale and next(iter(m.named_parameters()))[0] == "scale"
-    m.scale = 3.0  # a plain value is no parameter any more
-    assert "scale" not in dict(m.named_parameters()) and m.scale == 3.0
+    with pytest.raises(TypeError, match="as parameter 'scale'"):
+        m.scale = 3.0  # as in torch: only a Parameter (or None) replaces a parameter
+    with pytest.raises(TypeError):
+        torch.nn.Linear(2, 2).weight = 3.0
+    m.scale = None
+    assert m.scale is None and "scale" not in dict(m.named_parameters())
     del m.fc2
     assert [n for n, _ in m.named_children()] == ["fc1", "act"]
 

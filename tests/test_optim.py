@@ -120,8 +120,10 @@ def test_other_invalid_arguments():
         Adam([p], betas=(1.0, 0.999))
     with pytest.raises(ValueError, match="empty"):
         SGD([], lr=0.1)
-    with pytest.raises(ValueError, match="requires_grad"):
-        SGD([tt.tensor([1.0])], lr=0.1)
+    with pytest.raises(TypeError, match="only optimize Tensors"):
+        SGD([np.ones(2)], lr=0.1)
+    with pytest.raises(ValueError, match="non-leaf"):
+        SGD([tt.tensor([1.0], requires_grad=True) * 2], lr=0.1)
 
 
 @pytest.mark.parametrize("set_to_none", [True, False])
