@@ -542,7 +542,8 @@ do. Shape errors name both shapes.
 """)
 
 code(r"""
-print("int64 * 0.5 -> NumPy:", (np.arange(3) * 0.5).dtype, "| tinytrain:", (tt.arange(3) * 0.5).dtype)
+print("int64 * 0.5 -> NumPy:", (np.arange(3) * 0.5).dtype,
+      "| tinytrain:", (tt.arange(3) * 0.5).dtype)
 assert (tt.arange(3) * 0.5).dtype == tt.float32
 show_error(lambda: tt.ones(2, 3) @ tt.ones(3, 2, dtype=tt.float64))
 show_error(lambda: tt.ones(2, 3) @ tt.ones(2, 3))
