@@ -84,8 +84,13 @@ def save(obj: Any, path: str | os.PathLike) -> None:
         raise
 
 
-def load(path: str | os.PathLike, map_location: str | None = None) -> Any:
-    """Read an object written by :func:`save`. Tensors land on ``map_location`` (default cpu)."""
+def load(path: str | os.PathLike, map_location: str | None = None,
+         weights_only: bool = True) -> Any:
+    """Read an object written by :func:`save`. Tensors land on ``map_location`` (default cpu).
+
+    ``weights_only`` is accepted for PyTorch's signature and changes nothing: a tinytrain
+    file holds no pickle, so loading one never runs code.
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"load: no such file: {path}")
