@@ -13,13 +13,15 @@ import torch
 import tinytrain as tt
 import tinytrain.nn.functional as F
 
-# x / False is inf in both libraries; NumPy also warns
-pytestmark = pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")
+# x / False is inf and x % False nan in both libraries; NumPy also warns
+pytestmark = [pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning"),
+              pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")]
 
 DTYPES = ["bool", "uint8", "int32", "int64", "float16", "float32", "float64"]
 OPS = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
-    "**": operator.pow, "==": operator.eq, "<": operator.lt, ">=": operator.ge,
+    "**": operator.pow, "//": operator.floordiv, "%": operator.mod, "==": operator.eq,
+    "<": operator.lt, ">=": operator.ge,
 }
 VALUES = {"bool": [True, False, True], "default": [1, 2, 3]}
 OTHER = {"bool": [True, True, False], "default": [2, 1, 3]}

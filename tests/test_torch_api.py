@@ -79,6 +79,43 @@ def test_mse_loss_warns_on_broadcast_like_torch():
         F.mse_loss(tt.ones(2, 3), tt.ones(3))
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_cross_entropy_losses_match_torch(reduction):
+    y = (rng.random((3, 4)) > 0.5).astype(np.float32)
+    z, tz = pair(LOGITS[:3] * 4)
+    check(F.binary_cross_entropy_with_logits(z, tt.tensor(y), reduction=reduction),
+          TF.binary_cross_entropy_with_logits(tz, torch.tensor(y), reduction=reduction), [(z, tz)])
+    probs = np.array([[0.0, 0.3, 1.0, 0.5]] * 3, np.float32)  # 0 and 1 included: finite
+    p, tp = pair(probs)
+    check(nn.BCELoss(reduction=reduction)(p, tt.tensor(y)),
+          torch.nn.BCELoss(reduction=reduction)(tp, torch.tensor(y)), [(p, tp)], rtol=1e-5)
+    q = nn.BCEWithLogitsLoss()(tt.tensor(LOGITS), tt.tensor(LOGITS > 0))  # bool targets convert
+    assert q.dtype == tt.float32 and q.item() > 0
+    with pytest.raises(ValueError, match="probabilities"):
+        F.binary_cross_entropy(tt.tensor(LOGITS), tt.zeros(5, 4))
+
+
+def test_floor_division_and_remainder_match_torch():
+    a, ta = pair(np.array([5.5, -5.5, 3.0], np.float32))
+    b, tb = pair(np.array([2.0, 1.5, -4.0], np.float32))
+    check(a % 2.0 + a % b, ta % 2.0 + ta % tb, [(a, ta), (b, tb)])
+    assert (tt.tensor([7, -7]) // 2).tolist() == (torch.tensor([7, -7]) // 2).tolist()
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        tt.tensor([1, 2]) % tt.tensor([1, 0])
+    with pytest.raises(RuntimeError, match="derivative for floor"):
+        (a // 2).sum().backward()
+
+
+def test_creation_functions_match_torch():
+    np.testing.assert_array_equal(tt.eye(2, 3).numpy(), torch.eye(2, 3).numpy())
+    np.testing.assert_allclose(tt.linspace(0, 1, 5).numpy(), torch.linspace(0, 1, 5).numpy())
+    assert tt.rand_like(tt.zeros(2), dtype=tt.float64).dtype == tt.float64
+    assert tt.tensor([1.5]).type(tt.int64).tolist() == [1] and tt.ones(1).type() == "float32"
+    for name in ("add", "sub", "mul", "div", "pow"):
+        x, t = tt.tensor([1.0, 4.0]), torch.tensor([1.0, 4.0])
+        assert getattr(tt, name)(x, 2).tolist() == getattr(torch, name)(t, 2).tolist()
+
+
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_cat_and_stack_match_torch(dim):
     a, ta = pair(LOGITS[:, :2].copy())

@@ -97,6 +97,26 @@ def matmul(input: Any, other: Any) -> Tensor:  # noqa: A002
     return _t(input) @ other
 
 
+def add(input: Any, other: Any, alpha: float = 1) -> Tensor:  # noqa: A002
+    return _t(input).add(other, alpha)
+
+
+def sub(input: Any, other: Any, alpha: float = 1) -> Tensor:  # noqa: A002
+    return _t(input).sub(other, alpha)
+
+
+def mul(input: Any, other: Any) -> Tensor:  # noqa: A002
+    return _t(input) * other
+
+
+def div(input: Any, other: Any) -> Tensor:  # noqa: A002
+    return _t(input) / other
+
+
+def pow(input: Any, exponent: Any) -> Tensor:  # noqa: A001, A002
+    return _t(input) ** exponent
+
+
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Join tensors along an existing ``dim`` (other dims must match); dtypes promote."""
     tensors = [_t(t) for t in tensors]
@@ -164,8 +184,9 @@ def equal(input: Any, other: Any) -> bool:  # noqa: A002
 
 
 __all__ = [
-    "abs", "amax", "amin", "argmax", "argmin", "cat", "clamp", "clip", "eq", "equal", "exp",
-    "flatten", "ge", "gt", "le", "log", "log_softmax", "lt", "matmul", "max", "maximum", "mean",
-    "min", "minimum", "ne", "permute", "relu", "reshape", "sigmoid", "softmax", "sqrt",
-    "squeeze", "stack", "sum", "tanh", "transpose", "unsqueeze",
+    "abs", "add", "amax", "amin", "argmax", "argmin", "cat", "clamp", "clip", "div", "eq",
+    "equal", "exp", "flatten", "ge", "gt", "le", "log", "log_softmax", "lt", "matmul", "max",
+    "maximum", "mean", "min", "minimum", "mul", "ne", "permute", "pow", "relu", "reshape",
+    "sigmoid", "softmax", "sqrt", "squeeze", "stack", "sub", "sum", "tanh", "transpose",
+    "unsqueeze",
 ]

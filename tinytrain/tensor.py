@@ -267,6 +267,10 @@ class Tensor:
             return self
         return _To.apply(self, device, dtype)
 
+    def type(self, dtype: Any = None) -> Any:
+        """``type(dtype)`` converts, as ``to(dtype)``; ``type()`` names the dtype."""
+        return str(self.dtype) if dtype is None else self.to(dtype=dtype)
+
     def type_as(self, other: Tensor) -> Tensor:
         return self.to(dtype=other.dtype)
 
@@ -437,6 +441,31 @@ class Tensor:
 
     def __rtruediv__(self, o: Any) -> Tensor:
         return self._binary(O.Div, o, reverse=True, float_result=True)
+
+    def _floor_op(self, op: type[Function], other: Any, reverse: bool = False) -> Tensor:
+        """``//`` and ``%``: as PyTorch, integer division by zero raises, bool is refused."""
+        a, b = self._promote(other)
+        if b is NotImplemented:
+            return NotImplemented
+        if a.dtype == bool_:
+            raise DTypeError(f"{op.__name__} is not implemented for bool tensors")
+        divisor = (a if reverse else b)
+        divisor = divisor._data if isinstance(divisor, Tensor) else divisor
+        if a.dtype.kind in "iu" and builtins.bool((divisor == 0).any()):
+            raise RuntimeError("ZeroDivisionError: integer division or modulo by zero")
+        return self._binary(op, other, reverse)
+
+    def __floordiv__(self, o: Any) -> Tensor:
+        return self._floor_op(O.FloorDiv, o)
+
+    def __rfloordiv__(self, o: Any) -> Tensor:
+        return self._floor_op(O.FloorDiv, o, reverse=True)
+
+    def __mod__(self, o: Any) -> Tensor:
+        return self._floor_op(O.Remainder, o)
+
+    def __rmod__(self, o: Any) -> Tensor:
+        return self._floor_op(O.Remainder, o, reverse=True)
 
     def __pow__(self, p: Any) -> Tensor:
         a, b = self._promote(p)
@@ -1054,12 +1083,26 @@ def rand(*shape: int, dtype: Any = float32, device: Any = "cpu",
                   requires_grad=requires_grad)
 
 
-def randn_like(t: Tensor) -> Tensor:
-    return randn(t.shape, dtype=t.dtype, device=t.device)
+def randn_like(t: Tensor, dtype: Any = None) -> Tensor:
+    return randn(t.shape, dtype=dtype or t.dtype, device=t.device)
 
 
-def rand_like(t: Tensor) -> Tensor:
-    return rand(t.shape, dtype=t.dtype, device=t.device)
+def rand_like(t: Tensor, dtype: Any = None) -> Tensor:
+    return rand(t.shape, dtype=dtype or t.dtype, device=t.device)
+
+
+def eye(n: int, m: int | None = None, dtype: Any = float32, device: Any = "cpu",
+        requires_grad: bool = False) -> Tensor:
+    """The ``[n, m]`` identity matrix (``m`` defaults to ``n``)."""
+    xp = backend.array_module(device)
+    return Tensor(xp.eye(n, m, dtype=np.dtype(dtype)), requires_grad=requires_grad)
+
+
+def linspace(start: float, end: float, steps: int, dtype: Any = float32,
+             device: Any = "cpu") -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end``, both included."""
+    xp = backend.array_module(device)
+    return Tensor(xp.linspace(start, end, steps).astype(dtype))
 
 
 def randint(low: int, high: int | None = None, size: Sequence[int] = (), dtype: Any = int64,
@@ -1083,8 +1126,8 @@ def arange(start: float, end: float | None = None, step: float = 1, dtype: Any =
 
 
 __all__ = [
-    "MaxResult", "MinResult", "Tensor", "arange", "as_tensor", "bool_", "empty", "float16",
-    "float32", "float64", "from_numpy", "full", "full_like", "int32", "int64", "no_grad",
-    "ones", "ones_like", "rand", "rand_like", "randint", "randn", "randn_like", "tensor",
-    "uint8", "zeros", "zeros_like",
+    "arange", "as_tensor", "bool_", "empty", "eye", "float16", "float32", "float64",
+    "from_numpy", "full", "full_like", "int32", "int64", "linspace", "MaxResult", "MinResult",
+    "no_grad", "ones", "ones_like", "rand", "rand_like", "randint", "randn", "randn_like",
+    "Tensor", "tensor", "uint8", "zeros", "zeros_like",
 ]

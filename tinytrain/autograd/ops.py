@@ -168,6 +168,40 @@ class Pow(Function):
         return ga, gb
 
 
+class FloorDiv(Function):
+    """``a // b``, rounding down (as Python and PyTorch); it has no derivative."""
+
+    @staticmethod
+    def forward(a, b):
+        return a // b
+
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError("derivative for floor division (//) is not implemented (as in "
+                           "PyTorch); use / for a differentiable division")
+
+
+class Remainder(Function):
+    """``a % b`` with the sign of ``b`` (Python's and PyTorch's rule)."""
+
+    @staticmethod
+    def forward(a, b):
+        return a % b
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, b = inputs
+        ctx.save_for_backward(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        ga = unbroadcast(g, a.shape) if ctx.needs_input_grad[0] else None
+        gb = (unbroadcast(-g * get_array_module(g).floor(a / b), b.shape)
+              if ctx.needs_input_grad[1] else None)
+        return ga, gb
+
+
 class Maximum(Function):
     """Element-wise ``max(a, b)``; where ``a == b`` each gets half the gradient (as PyTorch)."""
 
@@ -718,6 +752,60 @@ class NLLLoss(Function):
         scale = -g / g.dtype.type(n) if ctx.reduction == "mean" else -g
         grad[xp.arange(n), targets] = scale
         return grad, None, None
+
+
+class BCEWithLogits(Function):
+    """Binary cross-entropy of targets ``y`` in [0, 1] under logits ``z`` (same shape),
+    per element: ``max(z, 0) - z y + log(1 + exp(-|z|))``, stable for any ``z``; its
+    derivative is ``sigmoid(z) - y``."""
+
+    @staticmethod
+    def forward(z, y):
+        xp = get_array_module(z)
+        return xp.maximum(z, 0) - z * y + xp.log1p(xp.exp(-xp.abs(z)))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, g):
+        z, y = ctx.saved_tensors
+        xp = get_array_module(z)
+        e = xp.exp(-xp.abs(z))
+        sig = xp.where(z >= 0, 1 / (1 + e), e / (1 + e)).astype(z.dtype, copy=False)
+        gz = g * (sig - y) if ctx.needs_input_grad[0] else None
+        gy = -g * z if ctx.needs_input_grad[1] else None
+        return gz, gy
+
+
+class BinaryCrossEntropy(Function):
+    """Binary cross-entropy of targets ``y`` under probabilities ``p`` (same shape), per
+    element, as PyTorch computes it: each log clamped at -100, and the derivative
+    ``(p - y) / max(p (1 - p), 1e-12)`` so that p = 0 or 1 gives finite numbers."""
+
+    @staticmethod
+    def forward(p, y):
+        xp = get_array_module(p)
+        with np.errstate(divide="ignore"):
+            log_p, log_q = xp.maximum(xp.log(p), -100), xp.maximum(xp.log(1 - p), -100)
+        return -(y * log_p + (1 - y) * log_q)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, g):
+        p, y = ctx.saved_tensors
+        xp = get_array_module(p)
+        gp = gy = None
+        if ctx.needs_input_grad[0]:
+            gp = g * (p - y) / xp.maximum(p * (1 - p), p.dtype.type(1e-12))
+        if ctx.needs_input_grad[1]:
+            with np.errstate(divide="ignore"):
+                gy = g * (xp.maximum(xp.log(1 - p), -100) - xp.maximum(xp.log(p), -100))
+        return gp, gy
 
 
 class CrossEntropy(Function):

@@ -13,8 +13,9 @@ from tinytrain.random import default_generator
 from tinytrain.tensor import Tensor, check_same_dtype
 
 __all__ = [
-    "avg_pool2d", "conv2d", "cross_entropy", "dropout", "linear", "log_softmax", "max_pool2d",
-    "mse_loss", "nll_loss", "relu", "sigmoid", "softmax", "tanh",
+    "avg_pool2d", "binary_cross_entropy", "binary_cross_entropy_with_logits", "conv2d",
+    "cross_entropy", "dropout", "linear", "log_softmax", "max_pool2d", "mse_loss", "nll_loss",
+    "relu", "sigmoid", "softmax", "tanh",
 ]
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -104,14 +105,45 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor: 
 
     Shapes should match; as in PyTorch, broadcastable ones are broadcast with a warning.
     """
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"mse_loss: unknown reduction {reduction!r}; use one of {_REDUCTIONS}")
     if isinstance(target, Tensor) and target.shape != input.shape:
         warnings.warn(
             f"mse_loss: target shape {target.shape} differs from input shape {input.shape}; "
             f"they are broadcast, which is likely not what you want", stacklevel=2)
-    sq = (input - target) ** 2
-    return sq.mean() if reduction == "mean" else sq.sum() if reduction == "sum" else sq
+    return _reduce((input - target) ** 2, reduction, "mse_loss")
+
+
+def _reduce(loss: Tensor, reduction: str, name: str) -> Tensor:
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{name}: unknown reduction {reduction!r}; use one of {_REDUCTIONS}")
+    return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
+
+
+def _same_shape(name: str, input: Tensor, target: Tensor) -> None:  # noqa: A002
+    if not isinstance(target, Tensor) or target.shape != input.shape:
+        raise ValueError(f"{name}: target must be a Tensor of the input's shape {input.shape}, "
+                         f"got {getattr(target, 'shape', type(target).__name__)}")
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,  # noqa: A002
+                                     reduction: str = "mean") -> Tensor:
+    """Binary cross-entropy of ``target`` (probabilities in [0, 1], the input's shape) under
+    logits ``input``: ``-(y log sigmoid(x) + (1 - y) log(1 - sigmoid(x)))``, computed stably."""
+    _same_shape("binary_cross_entropy_with_logits", input, target)
+    target = target.to(dtype=input.dtype)
+    return _reduce(O.BCEWithLogits.apply(input, target), reduction,
+                   "binary_cross_entropy_with_logits")
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor,  # noqa: A002
+                         reduction: str = "mean") -> Tensor:
+    """Binary cross-entropy of ``target`` under probabilities ``input`` (same shape); each
+    log is clamped at -100, as in PyTorch, so 0 and 1 give finite losses."""
+    _same_shape("binary_cross_entropy", input, target)
+    if input.numel() and not ((input.data >= 0) & (input.data <= 1)).all():
+        raise ValueError("binary_cross_entropy: input must be probabilities in [0, 1]; for "
+                         "logits use binary_cross_entropy_with_logits")
+    target = target.to(dtype=input.dtype)
+    return _reduce(O.BinaryCrossEntropy.apply(input, target), reduction, "binary_cross_entropy")
 
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:

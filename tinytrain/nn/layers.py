@@ -155,6 +155,20 @@ class MSELoss(_Loss):
         return F.mse_loss(input, target, self.reduction)
 
 
+class BCELoss(_Loss):
+    """``F.binary_cross_entropy`` as a module: ``(probabilities, targets) -> loss``."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
+        return F.binary_cross_entropy(input, target, self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    """``F.binary_cross_entropy_with_logits`` as a module: ``(logits, targets) -> loss``."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
+        return F.binary_cross_entropy_with_logits(input, target, self.reduction)
+
+
 class NLLLoss(_Loss):
     """``F.nll_loss`` as a module: ``(log-probabilities [N, C], targets [N]) -> loss``."""
 
