@@ -5,7 +5,7 @@ result in a Tensor, the dtype rule, recording the graph node (``Function.apply``
 backward engine. A training step runs ~50 such ops, so microseconds here are the floor of a
 GPU step (~2 ms budget) whatever the kernels do.
 
-    python bench/op_overhead.py              # median of 7 repeats of each case
+    python bench/op_overhead.py              # best of 7 repeats of each case
 
 Cases: ``a + b`` on two float32 ``[4]`` tensors without grad, the same with ``a`` requiring
 grad (a node is recorded), ``a * 0.5`` (a Python scalar), ``a += b`` under ``no_grad``, and
@@ -15,16 +15,15 @@ zero_grad, forward, cross-entropy, backward, SGD step). Both frameworks on one t
 
 from __future__ import annotations
 
-import statistics
 import timeit
 
 import numpy as np
 
 
 def _time(fn, number: int, repeat: int = 7) -> float:
-    """Median microseconds per call of ``fn``."""
+    """Microseconds per call of ``fn``: the best of ``repeat`` runs (the least disturbed)."""
     fn()
-    return statistics.median(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
+    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
 
 
 def cases(lib, nn, F, optim, no_grad) -> dict[str, float]:  # noqa: N803

@@ -113,6 +113,7 @@ def __getattr__(name: str):
     return _module_getattr("tinytrain", _HINTS)(name)
 
 
+# as torch's, this includes names that shadow builtins (max, float, ...)
 __all__ = [
     "abs", "accelerator", "add", "amax", "amin", "arange", "argmax", "argmin", "as_tensor",
     "backends", "bool", "bool_", "can_cast", "cat", "clamp", "clip", "cuda",
