@@ -91,6 +91,8 @@ def test_int_float_and_index_conversions(lib):
 
 
 def test_conversion_errors_match_torch():
+    raises_like_torch(lambda: tt.ones(2).item(), lambda: torch.ones(2).item(),
+                      "a Tensor with 2 elements cannot be converted to Scalar")
     for ours, ref in ((lambda: int(tt.tensor([1, 2])), lambda: int(torch.tensor([1, 2]))),
                       (lambda: float(tt.ones(2)), lambda: float(torch.ones(2)))):
         with pytest.raises(ValueError):
@@ -222,6 +224,25 @@ def test_inplace_in_the_graph_continues_the_graph():
     f(torch, tx, tw).backward()
     same(x.grad, tx.grad, rtol=1e-5)
     same(w.grad, tw.grad, rtol=1e-5)
+
+
+def test_inplace_on_slices_in_the_graph_rewrites_the_base_as_torch():
+    def f(lib, w):
+        x = w * 1
+        x[0] += 1                # a slice, in place: x's graph must record it
+        x[:, 1].mul_(w[0, 2])
+        row = x[1]
+        row.clamp_(max=0.5)
+        row[::2].zero_()         # a slice of a slice
+        return (x * x).sum() + (row * 3).sum()
+
+    w, tw = pair(X, requires_grad=True)
+    f(tt, w).backward()
+    f(torch, tw).backward()
+    same(w.grad, tw.grad, rtol=1e-5)
+    x = w * 1
+    with pytest.raises(RuntimeError, match="reshaped or permuted view"):
+        x.reshape(6).mul_(2)  # torch can; tinytrain says what to do instead
 
 
 def test_inplace_into_a_tensor_without_grad_records_the_other_operand():

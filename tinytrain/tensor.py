@@ -62,6 +62,11 @@ MinResult = namedtuple("min", ["values", "indices"])
 _LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
 
 
+class _ItemError(RuntimeError, ValueError):
+    """``item()`` of a tensor without exactly one element: PyTorch raises a RuntimeError;
+    tinytrain used to raise a ValueError, and this is both."""
+
+
 class RemovableHandle:
     """Returned by ``register_*_hook``; ``remove()`` unregisters the hook."""
 
@@ -210,9 +215,9 @@ class Tensor:
 
     def item(self) -> float | int | bool:
         if self._data.size != 1:
-            raise ValueError(
-                f"item(): only one element tensors can be converted to Python scalars, got "
-                f"shape {self.shape}"
+            raise _ItemError(
+                f"item(): a Tensor with {self._data.size} elements cannot be converted to "
+                f"Scalar (shape {self.shape}); only one element tensors can be"
             )
         return self._data.reshape(()).item()
 
@@ -614,12 +619,14 @@ class Tensor:
           into the existing array, so views see them, and the version is bumped;
         * recording: a leaf that requires grad refuses (PyTorch's error); otherwise the
           op runs on a copy of the old values (what its backward may save) and self
-          takes over the op's graph node, continuing the graph through the write.
+          takes over the op's graph node, continuing the graph through the write. On a
+          slice ``x[i]`` the write goes through ``x[i] = result``, so that ``x``'s graph
+          records it too (PyTorch's CopySlices); other views (reshape, permute) refuse.
         """
         recording = is_grad_enabled() and (
             self.requires_grad or builtins.any(isinstance(a, Tensor) and a.requires_grad
                                                for a in args))
-        source = self
+        source, view_of = self, None
         if recording:
             base = self._base
             if self.requires_grad and self.grad_fn is None:
@@ -627,12 +634,14 @@ class Tensor:
             if base is not None and base.requires_grad and base.grad_fn is None:
                 raise RuntimeError(f"{name}: a view of {_LEAF_INPLACE}")
             if base is not None:
-                raise RuntimeError(
-                    f"{name}: in-place op with autograd on a view of another tensor (shape "
-                    f"{base.shape}): tinytrain does not rewrite the base's graph as PyTorch "
-                    f"does; apply the op to the base, use an out-of-place op, or clone() the "
-                    f"view first"
-                )
+                view_of = self.__dict__.get("_view_of")  # (parent, index) for a slice
+                if view_of is None:
+                    raise RuntimeError(
+                        f"{name}: in-place op with autograd on a reshaped or permuted view "
+                        f"of another tensor (shape {base.shape}): tinytrain rewrites the "
+                        f"base's graph only for slices (x[i]); apply the op to the base, use "
+                        f"an out-of-place op, or clone() the view first"
+                    )
             source = Tensor(self._data.copy())
             source.grad_fn, source.requires_grad = self.grad_fn, self.requires_grad
         out = compute(source)
@@ -650,8 +659,12 @@ class Tensor:
         if out.requires_grad:
             out = out._cast(self.dtype)
             self.grad_fn, self.requires_grad = out.grad_fn, True
-        self._data[...] = out._data
-        self._version_counter[0] += 1
+        if view_of is not None:
+            parent, index = view_of
+            parent[index] = out  # writes our memory and records the write in parent's graph
+        else:
+            self._data[...] = out._data
+            self._version_counter[0] += 1
         return self
 
     def add_(self, other: Any, alpha: float = 1) -> Tensor:
@@ -894,7 +907,11 @@ class Tensor:
         return self.T
 
     def __getitem__(self, index: Any) -> Tensor:
-        return O.Index.apply(self, _raw_index(index))
+        index = _raw_index(index)
+        out = O.Index.apply(self, index)
+        if out._base is not None:  # a slice: in-place ops on it write through self
+            out._view_of = (self, index)
+        return out
 
 
 function.Tensor = Tensor  # Function.apply wraps its results in this class
