@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tinytrain import backend
 from tinytrain.autograd import ops as O
 from tinytrain.nn.conv import avg_pool2d, conv2d, max_pool2d
@@ -53,6 +55,11 @@ def cross_entropy(logits: Tensor, targets: Tensor | Any, reduction: str = "mean"
     """Cross-entropy of ``logits [N, C]`` against integer class ``targets [N]``.
 
     ``reduction`` is ``"mean"`` (over the batch, the default), ``"sum"`` or ``"none"``.
+    A target outside ``[0, C)`` raises a ValueError. On the CPU it is raised by this call.
+    On the GPU, checking the values here would wait for the GPU every step, so the kernel
+    checks them and the error is raised *later*: by a later ``cross_entropy`` call on the
+    GPU, at most ``tinytrain.kernels.cuda.CHECK_DEPTH`` (4) calls after the bad one, or by
+    ``tinytrain.kernels.cuda.check_errors()``; the bad call's loss is NaN.
     """
     t = targets.data if isinstance(targets, Tensor) else targets
     xp = backend.get_array_module(logits.data)
@@ -66,22 +73,20 @@ def cross_entropy(logits: Tensor, targets: Tensor | Any, reduction: str = "mean"
         )
     if t.dtype.kind not in "iu":
         raise TypeError(f"cross_entropy: targets must be integer class indices, not {t.dtype}")
-    if t.size and (int(t.min()) < 0 or int(t.max()) >= logits.shape[1]):
-        raise ValueError(
-            f"cross_entropy: targets must lie in [0, {logits.shape[1]}), got values from "
-            f"{int(t.min())} to {int(t.max())}"
-        )
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"cross_entropy: unknown reduction {reduction!r}")
     return O.CrossEntropy.apply(logits, t, reduction)
 
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
-    """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)``."""
+    """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)``.
+
+    The mask is a hash of (a seed drawn from tinytrain's generator, the element's index),
+    computed where ``x`` lives: the same seed drops the same elements on the CPU and the GPU.
+    """
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout probability must be in [0, 1), got {p}")
     if not training or p == 0.0:
         return x
-    keep = default_generator().random(x.shape) >= p
-    mask = backend.to_device((keep / (1.0 - p)).astype(x.dtype), x.device)
-    return x * Tensor(mask)
+    seed = int(default_generator().integers(0, 2**64, dtype=np.uint64))  # one draw per call
+    return O.Dropout.apply(x, p, seed)
