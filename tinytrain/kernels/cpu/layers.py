@@ -25,6 +25,7 @@ __all__ = [
     "cross_entropy_forward",
     "dropout_backward",
     "dropout_forward",
+    "dropout_keep",
     "dropout_keep_mask",
     "dropout_threshold",
     "linear_backward",
@@ -67,7 +68,11 @@ def dropout_threshold(p: float) -> int:
 
 def dropout_keep_mask(seed: int, n: int, p: float) -> np.ndarray:
     """bool ``[n]``: which of elements ``0 .. n-1`` a dropout with ``seed`` keeps."""
-    i = np.arange(n, dtype=np.uint64)
+    return dropout_keep(seed, np.arange(n, dtype=np.uint64), p)
+
+
+def dropout_keep(seed: int, i: np.ndarray, p: float) -> np.ndarray:
+    """bool, like ``i`` (uint64 element indices): whether each index is kept."""
     lo, hi = (i & np.uint64(0xFFFFFFFF)).astype(np.uint32), (i >> np.uint64(32)).astype(np.uint32)
     with np.errstate(over="ignore"):
         h = _mix32(lo ^ np.uint32(seed & 0xFFFFFFFF))

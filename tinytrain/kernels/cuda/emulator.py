@@ -907,6 +907,31 @@ def gemm_rowmajor(step: Any) -> None:
     c[...] = s.alpha * product + (s.beta * c if s.beta else 0)  # beta = 0: C is not read
 
 
+def gemm_colmajor(transa: bool, transb: bool, m: int, n: int, k: int, alpha: float, a: tuple,
+                  lda: int, b: tuple, ldb: int, beta: float, c: tuple, ldc: int) -> None:
+    """A cuBLAS ``gemm`` call in NumPy, by the BLAS definition (column-major storage).
+
+    ``a``, ``b``, ``c`` are ``(flat array, element offset)``. Element ``(i, j)`` of a stored
+    matrix is at ``offset + i + j * ld``; ``op(A)`` is ``m x k``, ``op(B)`` ``k x n``.
+    """
+
+    def view(arr_off: tuple, rows: int, cols: int, ld: int, name: str) -> np.ndarray:
+        arr, off = arr_off
+        if ld < max(1, rows):
+            raise EmulatorError(f"cuBLAS: ld{name.lower()} = {ld} < {rows} rows")
+        if off + (cols - 1) * ld + rows > arr.size:
+            raise EmulatorError(f"cuBLAS: {name} runs past its array")
+        flat = arr.reshape(-1)[off:]
+        return np.lib.stride_tricks.as_strided(
+            flat, (rows, cols), (flat.itemsize, ld * flat.itemsize), writeable=True)
+
+    op_a = view(a, *((k, m) if transa else (m, k)), lda, "A")
+    op_b = view(b, *((n, k) if transb else (k, n)), ldb, "B")
+    out = view(c, m, n, ldc, "C")
+    product = (op_a.T if transa else op_a) @ (op_b.T if transb else op_b)
+    out[...] = alpha * product + (beta * out if beta else 0)
+
+
 def run_plan(steps: list) -> None:
     """Execute a launch plan (``plans.py``) on NumPy arrays: kernels emulated, GEMMs in NumPy."""
     for step in steps:
