@@ -19,7 +19,7 @@ import pytest
 
 from tinytrain.kernels import cpu
 from tinytrain.kernels.cuda import emulator, plans
-from tinytrain.kernels.cuda.emulator import EmulatorError, TranslationError, emulated_kernels
+from tinytrain.kernels.cuda.emulator import EmulatorError, emulated_kernels
 from tinytrain.kernels.shapes import Conv2dMeta, Pool2dMeta
 
 

@@ -55,15 +55,21 @@ def cross_entropy(logits: Tensor, targets: Tensor | Any, reduction: str = "mean"
     """Cross-entropy of ``logits [N, C]`` against integer class ``targets [N]``.
 
     ``reduction`` is ``"mean"`` (over the batch, the default), ``"sum"`` or ``"none"``.
-    A target outside ``[0, C)`` raises a ValueError. On the CPU it is raised by this call.
-    On the GPU, checking the values here would wait for the GPU every step, so the kernel
-    checks them and the error is raised *later*: by a later ``cross_entropy`` call on the
-    GPU, at most ``tinytrain.kernels.cuda.CHECK_DEPTH`` (4) calls after the bad one, or by
+    A target outside ``[0, C)`` raises a ValueError, by this call when the targets are in
+    host memory (a NumPy array or a CPU tensor). Targets already on the GPU would have to be
+    copied back to be checked here, a wait for the GPU every step; instead the kernel checks
+    them and the error is raised *later*: by a later ``cross_entropy`` call on the GPU, at
+    most ``tinytrain.kernels.cuda.CHECK_DEPTH`` (4) calls after the bad one, or by
     ``tinytrain.kernels.cuda.check_errors()``; the bad call's loss is NaN.
     """
     t = targets.data if isinstance(targets, Tensor) else targets
-    xp = backend.get_array_module(logits.data)
-    t = xp.asarray(t)
+    if backend.device_of(logits.data) != "cpu" and backend.device_of(t) == "cpu":
+        t = np.asarray(t)  # host targets for a GPU loss: check them before the copy, for free
+        if t.dtype.kind in "iu" and t.ndim == 1 and t.size and (
+                t.min() < 0 or t.max() >= logits.shape[-1]):
+            raise ValueError(f"cross_entropy: targets must lie in [0, {logits.shape[-1]}), got "
+                             f"values from {t.min()} to {t.max()}")
+    t = backend.get_array_module(logits.data).asarray(t)
     if logits.ndim != 2:
         raise ValueError(f"cross_entropy: logits must be [N, C], got shape {logits.shape}")
     if t.ndim != 1 or t.shape[0] != logits.shape[0]:
