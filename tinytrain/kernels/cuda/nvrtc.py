@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import glob
 import os
 import sys
@@ -81,6 +82,7 @@ def _check(status: int, what: str) -> None:
         raise NVRTCError(f"{what}: {library().nvrtcGetErrorString(status).decode()}")
 
 
+@functools.lru_cache(maxsize=64)
 def compile_ptx(code: str, name: str = "kernel.cu", options: tuple[str, ...] = ()) -> str:
     """PTX for CUDA C ``code``; an NVRTCError with the compiler's log if it does not compile."""
     lib = library()
