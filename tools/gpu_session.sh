@@ -44,7 +44,7 @@ part torch-epoch 45 "$PY" bench/mnist_gpu.py --epoch-only
     echo
     echo "===== summary ($(($(date +%s) - T0)) s in all; logs in $OUT)"
     printf '%s\n' "${RESULTS[@]}"
-    echo "--- cuda tests";  grep -E "passed|failed|error" "$OUT/cuda-tests.log" | tail -n 3
+    echo "--- cuda tests";  grep -E "passed|failed|error|skipped" "$OUT/cuda-tests.log" | tail -n 3
     grep -E "^(FAILED|ERROR) " "$OUT/cuda-tests.log" | head -n 10
     echo "--- chapter 4";   tail -n 2 "$OUT/chapter4.log"
     echo "--- conv vs cuDNN"; grep -E "^\|" "$OUT/conv-bench.log"

@@ -22,6 +22,7 @@ Tests shrink all four to exercise the loops and the chunking on tiny shapes.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, NamedTuple
 
@@ -113,6 +114,7 @@ def conv_chunks(meta: Conv2dMeta, itemsize: int) -> list[tuple[int, int]]:
     return [(n0, min(nb, meta.batch - n0)) for n0 in range(0, meta.batch, nb)]
 
 
+@functools.lru_cache(maxsize=256)  # a layer's meta repeats every step
 def _sizes(meta: Conv2dMeta) -> tuple:
     """The size arguments of im2col/col2im after (n0, nb), as np.int64."""
     m = meta
@@ -200,6 +202,7 @@ def conv2d_backward(xp: Any, dy: Any, x: Any | None, w: Any | None, meta: Conv2d
 # --------------------------------------------------------------------------- pooling
 
 
+@functools.lru_cache(maxsize=256)
 def _pool_sizes(meta: Pool2dMeta) -> tuple:
     m = meta
     return tuple(i64(v) for v in (m.batch, m.channels, m.in_h, m.in_w, m.kernel_h, m.kernel_w,
