@@ -332,16 +332,18 @@ def train_steps(model_name, device, dtype, optimizer, batches, seed=0):
     return np.array(losses), [p.numpy() for p in params]
 
 
-@pytest.mark.parametrize("model, optimizer, dtype, tol", [
-    ("convnet", "sgd", np.float64, 1e-9),
-    ("convnet", "adam", np.float64, 1e-9),
-    ("cnn", "sgd", np.float64, 1e-9),
-    ("convnet", "adam", np.float32, 1e-3),
+@pytest.mark.parametrize("model, optimizer, dtype, tol, param_tol", [
+    ("convnet", "sgd", np.float64, 1e-9, 1e-9),
+    ("convnet", "adam", np.float64, 1e-9, 1e-9),
+    ("cnn", "sgd", np.float64, 1e-9, 1e-9),
+    # float32: Adam moves a parameter by up to lr = 2e-3 per step whatever the size of its
+    # gradient, so a gradient at rounding level may step either way: allow a few steps
+    ("convnet", "adam", np.float32, 1e-3, 1e-2),
 ])
-def test_ten_training_steps_on_the_gpu_follow_the_cpu(model, optimizer, dtype, tol):
+def test_ten_training_steps_on_the_gpu_follow_the_cpu(model, optimizer, dtype, tol, param_tol):
     """Same initial weights, same batches, same dropout masks (the counter hash): the GPU's
-    losses and parameters stay within ``tol`` of the CPU's (float64: only the summation
-    order of the GEMMs differs)."""
+    losses stay within ``tol`` and its parameters within ``param_tol`` of the CPU's (in
+    float64 only the summation order of the GEMMs differs)."""
     batches = mini_batches()
     cpu_losses, cpu_params = train_steps(model, "cpu", dtype, optimizer, batches)
     gpu_losses, gpu_params = train_steps(model, "cuda", dtype, optimizer, batches)
@@ -349,7 +351,7 @@ def test_ten_training_steps_on_the_gpu_follow_the_cpu(model, optimizer, dtype, t
     np.testing.assert_allclose(gpu_losses, cpu_losses, rtol=tol, atol=tol,
                                err_msg=f"{model} {optimizer} {np.dtype(dtype).name}: losses")
     for i, (g, c) in enumerate(zip(gpu_params, cpu_params)):
-        np.testing.assert_allclose(g, c, rtol=tol, atol=tol,
+        np.testing.assert_allclose(g, c, rtol=param_tol, atol=param_tol,
                                    err_msg=f"{model} {optimizer}: parameter {i} {c.shape}")
 
 

@@ -366,3 +366,105 @@ def test_gemm_sizes_beyond_32_bits_are_refused_clearly():
     g = plans.Gemm(False, False, 2**31, 1, 1, 1.0, None, 0, 1, None, 0, 1, 0.0, None, 0, 1)
     with pytest.raises(ValueError, match="exceeds cuBLAS's 32-bit sizes"):
         plans.check_gemm(g)
+
+
+# --------------------------------------------------------------------------- target checks
+
+
+class _Pointer:
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+
+class _DeviceArray(np.ndarray):
+    """A NumPy array with CuPy's ``.data.ptr`` (the fake GPU's memory is the host's)."""
+
+    @property
+    def data(self):
+        return _Pointer(self.ctypes.data)
+
+
+class _FakeEvent:
+    log: list = []
+
+    def __init__(self, block=False, disable_timing=True):
+        self.done = True
+
+    def record(self, stream=None):
+        self.done = False  # the test decides when the GPU gets there
+
+    def synchronize(self):
+        _FakeEvent.log.append("wait")
+        self.done = True
+
+
+class _FakeCupy:
+    """Just what runtime.TargetChecks uses of CuPy, on the host."""
+
+    int64 = np.int64
+
+    class cuda:  # noqa: N801
+        Event = _FakeEvent
+
+        @staticmethod
+        def alloc_pinned_memory(nbytes):
+            return bytearray(nbytes)
+
+        @staticmethod
+        def get_current_stream():
+            return _Pointer(0)
+
+        class runtime:  # noqa: N801
+            memcpyDeviceToHost = 2
+
+            @staticmethod
+            def memcpyAsync(dst, src, size, kind, stream):
+                import ctypes
+
+                ctypes.memmove(dst, src, size)
+
+    @staticmethod
+    def zeros(shape, dtype):
+        return np.zeros(shape, dtype).view(_DeviceArray)
+
+
+def test_bad_targets_are_raised_late_but_within_check_depth_calls(monkeypatch):
+    """runtime.TargetChecks with a fake GPU whose events complete when the test says: the
+    error waits for its copy, is raised by the next call that sees it, at the latest when
+    the ring of CHECK_DEPTH slots comes round (which waits), and only once."""
+    from tinytrain.kernels.cuda import runtime
+
+    monkeypatch.setattr(runtime, "cupy", lambda: _FakeCupy)
+    checks = runtime.TargetChecks()
+    monkeypatch.setattr(runtime, "_checks", checks)
+
+    class Executor(emulator.Emulated):
+        @staticmethod
+        def target_checks():
+            return checks
+
+    from tinytrain.kernels import cuda
+
+    monkeypatch.setattr(cuda, "executor", Executor())
+    logits = np.zeros((4, 3), np.float32)
+    good, bad = np.array([0, 1, 2, 1]), np.array([0, 5, 2, 1])
+    _FakeEvent.log.clear()
+    assert np.isnan(cuda.cross_entropy_forward(logits, bad, "mean"))  # no error yet
+    for _ in range(runtime.CHECK_DEPTH - 1):  # the GPU is "behind": nothing is checked
+        cuda.cross_entropy_forward(logits, good, "mean")
+    assert _FakeEvent.log == []
+    with pytest.raises(ValueError, match=r"1 target\(s\) outside \[0, 3\) .*first at row 1: 5"):
+        cuda.cross_entropy_forward(logits, good, "mean")  # the ring came round: wait, raise
+    assert _FakeEvent.log == ["wait"]
+    for e in checks.events:
+        e.done = True
+    cuda.cross_entropy_forward(logits, good, "mean")  # reported once, not again
+    cuda.cross_entropy_forward(logits, bad, "sum")
+    for e in checks.events:  # the GPU catches up (events complete in stream order)
+        e.done = True
+    with pytest.raises(ValueError, match="outside"):  # a finished bad call: the next one raises
+        cuda.cross_entropy_forward(logits, good, "mean")
+    cuda.cross_entropy_forward(logits, bad, "none")
+    with pytest.raises(ValueError, match="outside"):  # or check_errors(), which waits
+        cuda.check_errors()
+    cuda.check_errors()  # and then all is clean
