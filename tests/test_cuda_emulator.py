@@ -198,6 +198,17 @@ def test_relu_and_its_gradient(k):
     np.testing.assert_array_equal(k.relu_backward(g, y), cpu.relu_backward(g, y))
 
 
+def test_elementwise_kernels_keep_the_shape_of_0_d_and_strided_inputs(k):
+    """ascontiguousarray turns a 0-d array into a 1-d one: outputs keep the input's shape."""
+    for x in (np.array(-1.5, np.float32), np.array(2.0, np.float64),
+              np.arange(12, dtype=np.float32).reshape(3, 4).T - 5):
+        for y, ref in [(k.relu_forward(x), cpu.relu_forward(x)),
+                       (k.relu_backward(x, x), cpu.relu_backward(x, x)),
+                       (k.dropout_forward(x, 0.5, 3), cpu.dropout_forward(x, 0.5, 3))]:
+            assert y.shape == ref.shape and y.dtype == ref.dtype
+            np.testing.assert_array_equal(y, ref)
+
+
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
 def test_dropout_keeps_exactly_the_cpu_elements(k, p):
     """The kernel's hash of (seed, index) and the CPU's NumPy version are the same function."""

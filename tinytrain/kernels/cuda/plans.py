@@ -86,13 +86,17 @@ def elementwise(file: str, kernel: str, dtype: Any, total: int, *args: Any) -> L
 
 
 def check_float(op: str, *arrays: Any) -> Any:
-    """The common float dtype of ``arrays`` (None entries skipped), or a TypeError."""
-    present = [a for a in arrays if a is not None]
-    dtype = present[0].dtype
-    if dtype not in FLOATS or any(a.dtype != dtype for a in present):
-        raise TypeError(f"{op} on the GPU needs float32 or float64 operands of one dtype, got "
-                        f"{', '.join(str(a.dtype) for a in present)}")
-    return dtype
+    """The common float dtype of ``arrays`` (the first one given; None entries skipped), or a
+    TypeError naming them."""
+    dtype = arrays[0].dtype
+    for a in arrays:
+        if a is not None and a.dtype != dtype:
+            break
+    else:
+        if dtype in FLOATS:
+            return dtype
+    raise TypeError(f"{op} on the GPU needs float32 or float64 operands of one dtype, got "
+                    f"{', '.join(str(a.dtype) for a in arrays if a is not None)}")
 
 
 def check_gemm(g: Gemm) -> Gemm:
@@ -247,25 +251,28 @@ def avg_pool2d_backward(xp: Any, dy: Any, meta: Pool2dMeta, count_include_pad: b
 # --------------------------------------------------------------------------- layers
 
 
+# (outputs take the input's shape before ascontiguousarray, which turns a 0-d array into 1-d)
+
+
 def relu_forward(xp: Any, x: Any) -> tuple:
     dtype = check_float("relu", x)
-    x = xp.ascontiguousarray(x)
     y = xp.empty(x.shape, dtype)
+    x = xp.ascontiguousarray(x)
     return y, [elementwise("layers", "relu_forward", dtype, x.size, x, y, i64(x.size))]
 
 
 def relu_backward(xp: Any, g: Any, out: Any) -> tuple:
     dtype = check_float("relu backward", g, out)
-    g, out = xp.ascontiguousarray(g), xp.ascontiguousarray(out)
     dx = xp.empty(g.shape, dtype)
+    g, out = xp.ascontiguousarray(g), xp.ascontiguousarray(out)
     return dx, [elementwise("layers", "relu_backward", dtype, g.size, g, out, dx, i64(g.size))]
 
 
 def dropout(xp: Any, x: Any, p: float, seed: int, threshold: int) -> tuple:
     """``x * keep(seed, i) / (1 - p)``; ``threshold`` = ``ceil(p * 2**24)`` (the CPU set's)."""
     dtype = check_float("dropout", x)
-    x = xp.ascontiguousarray(x)
     y = xp.empty(x.shape, dtype)
+    x = xp.ascontiguousarray(x)
     return y, [elementwise("layers", "dropout", dtype, x.size, x, y, i64(x.size),
                            u32(seed & 0xFFFFFFFF), u32(seed >> 32), u32(threshold),
                            dtype.type(1.0 / (1.0 - p)))]
