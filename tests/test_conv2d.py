@@ -1,7 +1,8 @@
 """Conv2d: shapes (Conv2dMeta), exact values, gradients, PyTorch parity, bad input.
 
-The kernels live in ``tinytrain/kernels/cpu/conv2d.py``; the autograd Function,
-``F.conv2d`` and ``nn.Conv2d`` in ``tinytrain/nn/conv.py``.
+The CPU kernels live in ``tinytrain/kernels/cpu/conv2d.py`` (the CUDA ones are checked by
+``tests/test_cuda_*.py``); the autograd Function, ``F.conv2d`` and ``nn.Conv2d`` in
+``tinytrain/nn/conv.py``.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ import pytest
 
 import tinytrain as tt
 import tinytrain.kernels.cpu.conv2d as kernels
-from tinytrain.kernels.cpu.conv2d import Conv2dMeta
-from tinytrain.nn import conv as conv_mod
+from tinytrain.kernels.shapes import Conv2dMeta
 from tinytrain.nn.conv import Conv2d, conv2d
 
 pytestmark = pytest.mark.usefixtures("torch_single_thread")
@@ -246,8 +246,8 @@ def test_backward_runs_only_the_ops_that_are_needed(monkeypatch):
     x = tt.tensor(np.ones((1, 2, 5, 5), np.float32), requires_grad=True)
     w = tt.tensor(np.ones((3, 2, 3, 3), np.float32))  # a constant: no dW
     b = tt.tensor(np.ones(3, np.float32))  # a constant: no db
-    monkeypatch.setattr(conv_mod, "conv2d_backward_weight", forbidden)
-    monkeypatch.setattr(conv_mod, "conv2d_backward_bias", forbidden)
+    monkeypatch.setattr(kernels, "conv2d_backward_weight", forbidden)
+    monkeypatch.setattr(kernels, "conv2d_backward_bias", forbidden)
     y = conv2d(x, w, b)
     saved_x, saved_w = y.grad_fn.ctx.saved_tensors
     assert saved_x is None and saved_w is not None  # dX needs w only
@@ -257,7 +257,7 @@ def test_backward_runs_only_the_ops_that_are_needed(monkeypatch):
 
 
 def test_weight_only_gradient_saves_only_x(monkeypatch):
-    monkeypatch.setattr(conv_mod, "conv2d_backward_input", forbidden)
+    monkeypatch.setattr(kernels, "conv2d_backward_input", forbidden)
     x = tt.tensor(np.ones((1, 2, 5, 5), np.float32))
     w = tt.tensor(np.ones((3, 2, 3, 3), np.float32), requires_grad=True)
     y = conv2d(x, w)

@@ -357,3 +357,51 @@ def test_distributed_argument_errors():
         DistributedSampler(range(10), num_replicas=2, rank=2)
     with pytest.raises(ValueError, match="num_replicas"):
         DistributedSampler(range(10), num_replicas=0, rank=0)
+
+
+# --------------------------------------------------------------------------- resident on a device
+
+
+class CountingBatches(Dataset):
+    """mnist-mini, counting its get_batch calls."""
+
+    def __init__(self, ds):
+        self.ds, self.calls = ds, 0
+
+    def __len__(self):
+        return len(self.ds)
+
+    def __getitem__(self, i):
+        return self.ds[i]
+
+    def get_batch(self, indices):
+        self.calls += 1
+        return self.ds.get_batch(indices)
+
+
+def test_a_device_loader_stacks_the_data_set_once_and_gathers_the_same_batches(mini, monkeypatch):
+    """device='cuda' logic on the CPU: the 'device copy' is the identity here, so the resident
+    path runs on NumPy; tests/test_cuda_device.py runs it on a GPU."""
+    import tinytrain.data.dataloader as dl
+
+    copies = []
+    monkeypatch.setattr(dl.backend, "to_device", lambda a, d: copies.append(a.shape) or a)
+    spy = CountingBatches(mini)
+    resident = DataLoader(spy, batch_size=96, shuffle=True, seed=3, drop_last=True,
+                          device="cuda")
+    plain = DataLoader(mini, batch_size=96, shuffle=True, seed=3, drop_last=True)
+    for epoch in range(2):
+        resident.set_epoch(epoch)
+        plain.set_epoch(epoch)
+        for (x, y), (xr, yr) in zip(resident, plain, strict=True):
+            np.testing.assert_array_equal(x.numpy(), xr.numpy())
+            np.testing.assert_array_equal(y.numpy(), yr.numpy())
+    assert spy.calls == 1  # every sample stacked once, for both epochs
+    assert copies == [(1000, 1, 28, 28), (1000,), (1000,), (1000,)]  # data once, order per epoch
+
+
+def test_a_device_loader_refuses_a_collate_fn():
+    with pytest.raises(ValueError, match="cannot call a collate_fn per batch"):
+        DataLoader(TensorDataset(np.arange(4)), collate_fn=list, device="cuda")
+    with pytest.raises(ValueError, match="unknown device 'gpu'"):
+        DataLoader(TensorDataset(np.arange(4)), device="gpu")

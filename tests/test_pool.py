@@ -1,6 +1,6 @@
 """Max and average pooling: exact values, PyTorch's tie rule, parity, gradients, bad input.
 
-Kernels: ``tinytrain/kernels/cpu/pool.py``; Functions and Modules: ``tinytrain/nn/conv.py``.
+CPU kernels: ``tinytrain/kernels/cpu/pool.py``; Functions and Modules: ``tinytrain/nn/conv.py``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import tinytrain as tt
-from tinytrain.kernels.cpu.pool import Pool2dMeta, avg_pool2d_forward
+from tinytrain.kernels.cpu.pool import avg_pool2d_forward
+from tinytrain.kernels.shapes import Pool2dMeta
 from tinytrain.nn.conv import AvgPool2d, MaxPool2d, avg_pool2d, max_pool2d
 
 pytestmark = pytest.mark.usefixtures("torch_single_thread")
@@ -221,7 +222,7 @@ def test_bad_input_raises_value_errors_that_name_the_sizes(name, fn, shape, kwar
 def test_max_pool_batch_shards_give_the_serial_result(workers, kernel, stride, padding):
     """The CPU pooling kernels shard the batch over threads: nothing but speed may change."""
     from tinytrain.kernels.cpu import parallel
-    from tinytrain.kernels.cpu.pool import Pool2dMeta, max_pool2d_backward, max_pool2d_forward
+    from tinytrain.kernels.cpu.pool import max_pool2d_backward, max_pool2d_forward
 
     rng = np.random.default_rng(3)
     x = rng.integers(0, 4, size=(7, 3, 9, 8)).astype(np.float32)  # many ties
@@ -231,10 +232,10 @@ def test_max_pool_batch_shards_give_the_serial_result(workers, kernel, stride, p
     try:
         tt.set_num_threads(1)
         out1, am1 = max_pool2d_forward(x, meta)
-        dx1 = max_pool2d_backward(g, am1, meta)
+        dx1 = max_pool2d_backward(g, x, meta)
         tt.set_num_threads(workers)
         out2, am2 = max_pool2d_forward(x, meta)
-        dx2 = max_pool2d_backward(g, am2, meta)
+        dx2 = max_pool2d_backward(g, x, meta)
     finally:
         tt.set_num_threads(before)
     np.testing.assert_array_equal(out1, out2)

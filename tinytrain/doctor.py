@@ -89,6 +89,20 @@ def _nvrtc() -> str:
     return f"NVRTC {major}.{minor} (compiles the CUDA kernels, also without a GPU)"
 
 
+def _cuda_kernels() -> str:
+    """tinytrain's .cu sources: compiled to PTX (no GPU needed), and loaded if there is a GPU."""
+    from tinytrain.backend import cuda_is_available
+    from tinytrain.kernels.cuda import nvrtc, runtime
+
+    ptx = nvrtc.compile_sources()
+    major, minor = nvrtc.version()
+    files = len({name.split()[0] for name in ptx})
+    line = f"{files} .cu files compile to PTX for float32 and float64 (NVRTC {major}.{minor})"
+    if cuda_is_available():
+        line += f"; {len(runtime.compile_all())} kernels load on the GPU"
+    return line
+
+
 def _mpi() -> str:
     from mpi4py import MPI
 
@@ -146,6 +160,8 @@ CHECKS: list[tuple[str, Callable[[], str], str]] = [
     ("cuda (cupy)", _cupy, "optional, for device='cuda': pip install -e '.[cuda12]' or "
                            "'.[cuda13]' (matching your driver; needs an NVIDIA GPU)"),
     ("nvrtc", _nvrtc, "comes with CuPy"),
+    ("cuda kernels", _cuda_kernels, "NVRTC compiles them without a GPU: "
+                                    "pip install nvidia-cuda-nvrtc-cu12"),
     ("mpi", _mpi, "optional, for multi-process DDP: pip install -e '.[mpi]'"),
     ("torch (tests)", _module_version("torch"), "tests only: pip install -e '.[dev]'"),
     ("jupyterlab", _module_version("jupyterlab"), "pip install -e '.[dev]' (or: make lab)"),

@@ -602,8 +602,10 @@ def _run(args: argparse.Namespace) -> EvalResult:
     tt.manual_seed(args.seed)
     train_set, test_set, dataset_name = open_datasets(args)
     model = build_model(args.model).to(args.device)
-    loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True, seed=args.seed)
-    test_loader = DataLoader(test_set, batch_size=args.eval_batch_size)
+    # on a GPU the data sets stay there: one copy per run, not one per batch
+    loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True, seed=args.seed,
+                        device=args.device)
+    test_loader = DataLoader(test_set, batch_size=args.eval_batch_size, device=args.device)
     opt = make_optimizer(args, model)
     sched = (optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.epochs * len(loader))
              if args.schedule == "cosine" else None)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from tinytrain import kernels
 from tinytrain.autograd.function import Function
 from tinytrain.backend import get_array_module, index_add
 
@@ -329,7 +330,7 @@ class Sqrt(Function):
 class ReLU(Function):
     @staticmethod
     def forward(a):
-        return get_array_module(a).maximum(a, 0)
+        return kernels.for_array(a).relu_forward(a)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -338,7 +339,26 @@ class ReLU(Function):
     @staticmethod
     def backward(ctx, g):
         (out,) = ctx.saved_tensors
-        return g * (out > 0)
+        return kernels.for_array(g).relu_backward(g, out)
+
+
+class Dropout(Function):
+    """``x * mask / (1 - p)``; the mask is a hash of ``(seed, index)``, recomputed in backward.
+
+    Nothing is saved but the seed (see :mod:`tinytrain.kernels.cpu.layers`).
+    """
+
+    @staticmethod
+    def forward(x, p, seed):
+        return kernels.for_array(x).dropout_forward(x, p, seed)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, ctx.p, ctx.seed = inputs
+
+    @staticmethod
+    def backward(ctx, g):
+        return kernels.for_array(g).dropout_backward(g, ctx.p, ctx.seed), None, None
 
 
 class Sigmoid(Function):
@@ -519,10 +539,7 @@ class Linear(Function):
 
     @staticmethod
     def forward(x, w, b):
-        out = x @ w.T
-        if b is not None:
-            out += b
-        return out
+        return kernels.for_array(x).linear_forward(x, w, b)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -533,12 +550,7 @@ class Linear(Function):
     @staticmethod
     def backward(ctx, g):
         w, x = ctx.saved_tensors
-        need_x, need_w, need_b = ctx.needs_input_grad
-        gx = g @ w if need_x else None
-        g2 = g.reshape(-1, g.shape[-1])
-        gw = g2.T @ x.reshape(-1, x.shape[-1]) if need_w else None
-        gb = g2.sum(axis=0) if need_b else None
-        return gx, gw, gb
+        return kernels.for_array(g).linear_backward(g, x, w, ctx.needs_input_grad)
 
 
 # ------------------------------------------------------------------------ shapes
@@ -813,14 +825,14 @@ class CrossEntropy(Function):
 
     Fused log-softmax + NLL: backward needs only the softmax, ``(p - onehot) / N``.
     The logits are saved (they are alive anyway, as the previous layer's output) and
-    the softmax is computed in backward, so forward computes the log-softmax once.
+    the softmax is computed in backward, so forward computes the log-softmax once. The
+    kernels also check the targets: at once on the CPU, without a host sync on the GPU
+    (see ``F.cross_entropy``).
     """
 
     @staticmethod
     def forward(logits, targets, reduction):
-        xp = get_array_module(logits)
-        nll = -log_softmax_array(logits, 1)[xp.arange(logits.shape[0]), targets]
-        return nll.mean() if reduction == "mean" else nll.sum() if reduction == "sum" else nll
+        return kernels.for_array(logits).cross_entropy_forward(logits, targets, reduction)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -831,17 +843,8 @@ class CrossEntropy(Function):
     @staticmethod
     def backward(ctx, g):
         logits, targets = ctx.saved_tensors
-        xp = get_array_module(logits)
-        grad = xp.exp(log_softmax_array(logits, 1))  # the softmax p, a new array
-        n = grad.shape[0]
-        grad[xp.arange(n), targets] -= 1
-        if ctx.reduction == "mean":
-            grad *= g / grad.dtype.type(n)
-        elif ctx.reduction == "sum":
-            grad *= g
-        else:
-            grad *= g[:, None]
-        return grad, None, None
+        k = kernels.for_array(logits)
+        return k.cross_entropy_backward(logits, targets, g, ctx.reduction), None, None
 
 
 __all__ = [name for name, obj in list(globals().items())

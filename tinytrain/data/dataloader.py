@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from tinytrain import backend
 from tinytrain.data.sampler import RandomSampler, Sampler, SequentialSampler
 
 
@@ -177,6 +178,11 @@ class DataLoader:
             (``tinytrain.manual_seed``).
         collate_fn: turns a list of samples into a tuple of arrays (default: :func:`collate`);
             when given, ``get_batch`` is not used.
+        device: ``"cuda"`` keeps the whole data set on the GPU: the first epoch stacks every
+            sample once (``get_batch`` of all indices) and copies the fields to the GPU;
+            from then on each epoch copies only its order (int64 ``[n]``) and each batch is
+            one gather on the GPU. Batches are then on the GPU. Default: the CPU, as
+            stacked by the dataset. Not together with ``collate_fn``.
         num_workers, persistent_workers, pin_memory: accepted so that PyTorch scripts run
             unchanged, validated as PyTorch does, and otherwise without effect: batches are
             always made in the main process (the in-memory fast path is faster than worker
@@ -199,6 +205,7 @@ class DataLoader:
         seed: int | None = None,
         collate_fn: Callable[[list[Any]], Any] | None = None,
         *,
+        device: str | None = None,
         num_workers: int = 0,
         pin_memory: bool = False,
         persistent_workers: bool = False,
@@ -218,6 +225,11 @@ class DataLoader:
                 "DataLoader: give either a sampler or shuffle/seed, not both (the sampler "
                 "decides the order; e.g. DistributedSampler(ds, shuffle=True, seed=...))"
             )
+        self.device = backend.normalize_device(device)
+        if self.device != "cpu" and collate_fn is not None:
+            raise ValueError("DataLoader: device='cuda' keeps the stacked data set on the GPU "
+                             "and cannot call a collate_fn per batch; give one or the other")
+        self._resident: tuple[bool, tuple[Any, ...]] | None = None
         self.dataset = dataset
         self.batch_size = int(batch_size)
         self.shuffle = shuffle
@@ -247,8 +259,29 @@ class DataLoader:
             order = np.fromiter(iter(self.sampler), dtype=np.int64)
         B = self.batch_size
         stop = len(order) - len(order) % B if self.drop_last else len(order)
+        if self.device != "cpu":
+            single, fields = self._on_device()
+            order = backend.to_device(order, self.device)  # the epoch's one copy
+            for start in range(0, stop, B):
+                idx = order[start : start + B]
+                batch = tuple(_to_tensor(f.take(idx, axis=0)) for f in fields)
+                yield batch[0] if single else batch
+            return
         for start in range(0, stop, B):
             yield self._batch(order[start : start + B])
+
+    def _on_device(self) -> tuple[bool, tuple[Any, ...]]:
+        """(single field?, every field of the whole data set on ``self.device``), made once."""
+        if self._resident is None:
+            everything = np.arange(len(self.dataset), dtype=np.int64)
+            get_batch = getattr(self.dataset, "get_batch", None)
+            fields = (get_batch(everything) if get_batch is not None
+                      else collate([self.dataset[int(i)] for i in everything], everything))
+            single = not isinstance(fields, (tuple, list))
+            fields = (fields,) if single else tuple(fields)
+            self._resident = single, tuple(
+                backend.to_device(np.ascontiguousarray(f), self.device) for f in fields)
+        return self._resident
 
     def _batch(self, idx: np.ndarray) -> Any:
         """Fetch and stack the samples ``idx`` (int64 ``[B]``) and wrap them as Tensors."""

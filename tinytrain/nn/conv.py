@@ -1,7 +1,10 @@
 """Convolution and pooling layers: autograd Functions, functional forms and Modules.
 
-Chapter 3 (``notebooks/03_conv2d_cpu.ipynb``) explains the kernels these call,
-which live in :mod:`tinytrain.kernels.cpu.conv2d` and :mod:`tinytrain.kernels.cpu.pool`.
+Chapter 3 (``notebooks/03_conv2d_cpu.ipynb``) explains the CPU kernels these call
+(:mod:`tinytrain.kernels.cpu`), chapter 4 (``notebooks/04_cuda_im2col.ipynb``) the CUDA
+ones (:mod:`tinytrain.kernels.cuda`); ``kernels.for_array`` picks the set of the input's
+device. Each call builds its ``Conv2dMeta``/``Pool2dMeta`` once, validating the shapes
+before any work, and passes it to forward and (through ``ctx``) to backward.
 
 Shapes follow PyTorch: input ``[N, C, H, W]``, conv weight ``[Cout, Cin, Kh, Kw]``,
 bias ``[Cout]``. ``kernel_size``, ``stride`` and ``padding`` take an int or an
@@ -16,23 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from tinytrain import kernels
 from tinytrain.autograd import Context, Function
-from tinytrain.kernels.cpu.conv2d import (
-    Conv2dMeta,
-    IntOrPair,
-    conv2d_backward_bias,
-    conv2d_backward_input,
-    conv2d_backward_weight,
-    conv2d_forward,
-    pair,
-)
-from tinytrain.kernels.cpu.pool import (
-    Pool2dMeta,
-    avg_pool2d_backward,
-    avg_pool2d_forward,
-    max_pool2d_backward,
-    max_pool2d_forward,
-)
+from tinytrain.kernels.shapes import Conv2dMeta, IntOrPair, Pool2dMeta, pair
 from tinytrain.nn import init
 from tinytrain.nn.module import Module, Parameter
 from tinytrain.tensor import Tensor, check_same_dtype
@@ -63,26 +52,21 @@ class Conv2dFunction(Function):
     """
 
     @staticmethod
-    def forward(x: Any, w: Any, b: Any | None, stride: IntOrPair, padding: IntOrPair) -> Any:
-        meta = Conv2dMeta(x.shape, w.shape, stride, padding, None if b is None else b.shape)
-        return conv2d_forward(x, w, b, meta)
+    def forward(x: Any, w: Any, b: Any | None, meta: Conv2dMeta) -> Any:
+        return kernels.for_array(x).conv2d_forward(x, w, b, meta)
 
     @staticmethod
     def setup_context(ctx: Context, inputs: tuple[Any, ...], output: Any) -> None:
-        x, w, b, stride, padding = inputs
-        ctx.meta = Conv2dMeta(x.shape, w.shape, stride, padding, None if b is None else b.shape)
+        x, w, _, ctx.meta = inputs
         need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         ctx.save_for_backward(x if need_w else None, w if need_x else None)
 
     @staticmethod
     def backward(ctx: Context, grad_out: Any) -> tuple[Any, ...]:
         x, w = ctx.saved_tensors
-        meta: Conv2dMeta = ctx.meta
-        need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        gx = conv2d_backward_input(grad_out, w, meta) if need_x else None
-        gw = conv2d_backward_weight(grad_out, x, meta) if need_w else None
-        gb = conv2d_backward_bias(grad_out) if need_b else None
-        return gx, gw, gb, None, None
+        needs = ctx.needs_input_grad[:3]
+        gx, gw, gb = kernels.for_array(grad_out).conv2d_backward(grad_out, x, w, ctx.meta, needs)
+        return gx, gw, gb, None
 
 
 def conv2d(
@@ -98,9 +82,10 @@ def conv2d(
     -> ``[N, Cout, Ho, Wo]`` with ``Ho = (H + 2*ph - Kh) // sh + 1`` (same for W).
     Raises a ValueError naming the sizes when the shapes do not fit together.
     """
-    Conv2dMeta(_shape(x), _shape(weight), stride, padding, None if bias is None else _shape(bias))
+    meta = Conv2dMeta(_shape(x), _shape(weight), stride, padding,
+                      None if bias is None else _shape(bias))
     check_same_dtype("conv2d", x, weight, bias)
-    return Conv2dFunction.apply(x, weight, bias, stride, padding)
+    return Conv2dFunction.apply(x, weight, bias, meta)
 
 
 class Conv2d(Module):
@@ -160,13 +145,13 @@ class MaxPool2dFunction(Function):
 
     A Function's forward returns only its output, so the arg-max that forward found
     is not kept. Saving ``x`` instead costs no memory in practice (it is the output
-    of the ReLU before, which that ReLU keeps anyway), and finding the arg-max in
-    backward does it once per step, not a second time in forward.
+    of the ReLU before, which that ReLU keeps anyway), and the backward kernel finds the
+    arg-max where it needs it (on the GPU, inside the same kernel that gathers dx).
     """
 
     @staticmethod
     def forward(x: Any, meta: Pool2dMeta) -> Any:
-        out, _ = max_pool2d_forward(x, meta)
+        out, _ = kernels.for_array(x).max_pool2d_forward(x, meta)
         return out
 
     @staticmethod
@@ -178,8 +163,7 @@ class MaxPool2dFunction(Function):
     @staticmethod
     def backward(ctx: Context, grad_out: Any) -> tuple[Any, None]:
         (x,) = ctx.saved_tensors
-        _, argmax = max_pool2d_forward(x, ctx.meta)
-        return max_pool2d_backward(grad_out, argmax, ctx.meta), None
+        return kernels.for_array(grad_out).max_pool2d_backward(grad_out, x, ctx.meta), None
 
 
 def max_pool2d(
@@ -202,7 +186,7 @@ class AvgPool2dFunction(Function):
 
     @staticmethod
     def forward(x: Any, meta: Pool2dMeta, count_include_pad: bool) -> Any:
-        return avg_pool2d_forward(x, meta, count_include_pad)
+        return kernels.for_array(x).avg_pool2d_forward(x, meta, count_include_pad)
 
     @staticmethod
     def setup_context(ctx: Context, inputs: tuple[Any, ...], output: Any) -> None:
@@ -210,7 +194,8 @@ class AvgPool2dFunction(Function):
 
     @staticmethod
     def backward(ctx: Context, grad_out: Any) -> tuple[Any, None, None]:
-        return avg_pool2d_backward(grad_out, ctx.meta, ctx.count_include_pad), None, None
+        k = kernels.for_array(grad_out)
+        return k.avg_pool2d_backward(grad_out, ctx.meta, ctx.count_include_pad), None, None
 
 
 def avg_pool2d(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import numpy as np
+
 from tinytrain import backend
 from tinytrain._missing import module_getattr as _module_getattr
 from tinytrain.autograd import ops as O
@@ -58,10 +60,19 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return O.Linear.apply(x, weight, bias)
 
 
-def _class_targets(name: str, scores: Tensor, targets: Any, reduction: str) -> Any:
-    """``targets`` as an integer array ``[N]`` of classes in ``[0, C)`` for ``scores [N, C]``."""
+def _class_targets(name: str, scores: Tensor, targets: Any, reduction: str,
+                   checked_by_kernel: bool = False) -> Any:
+    """``targets`` as an integer array ``[N]`` of classes in ``[0, C)`` for ``scores [N, C]``,
+    on the scores' device.
+
+    Targets in host memory are range-checked here, before any copy, for free. Targets already
+    on the GPU are range-checked here only when the loss kernel does not check them itself
+    (``checked_by_kernel``): reading their min and max would wait for the GPU every step.
+    """
     t = targets.data if isinstance(targets, Tensor) else targets
-    t = backend.get_array_module(scores.data).asarray(t)
+    on_host = backend.device_of(t) == "cpu"
+    if on_host:
+        t = np.asarray(t)
     if scores.ndim != 2:
         raise ValueError(f"{name}: input must be [N, C], got shape {scores.shape}")
     if t.ndim != 1 or t.shape[0] != scores.shape[0]:
@@ -71,22 +82,28 @@ def _class_targets(name: str, scores: Tensor, targets: Any, reduction: str) -> A
         )
     if t.dtype.kind not in "iu":
         raise TypeError(f"{name}: targets must be integer class indices, not {t.dtype}")
-    if t.size and (int(t.min()) < 0 or int(t.max()) >= scores.shape[1]):
-        raise ValueError(
-            f"{name}: targets must lie in [0, {scores.shape[1]}), got values from "
-            f"{int(t.min())} to {int(t.max())}"
-        )
+    if t.size and (on_host or not checked_by_kernel):
+        lo, hi = int(t.min()), int(t.max())
+        if lo < 0 or hi >= scores.shape[1]:
+            raise ValueError(f"{name}: targets must lie in [0, {scores.shape[1]}), got values "
+                             f"from {lo} to {hi}")
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{name}: unknown reduction {reduction!r}; use one of {_REDUCTIONS}")
-    return t
+    return backend.get_array_module(scores.data).asarray(t)
 
 
 def cross_entropy(logits: Tensor, targets: Tensor | Any, reduction: str = "mean") -> Tensor:
     """Cross-entropy of ``logits [N, C]`` against integer class ``targets [N]``.
 
     ``reduction`` is ``"mean"`` (over the batch, the default), ``"sum"`` or ``"none"``.
+    A target outside ``[0, C)`` raises a ValueError, by this call when the targets are in
+    host memory (a NumPy array or a CPU tensor). Targets already on the GPU would have to be
+    copied back to be checked here, a wait for the GPU every step; instead the kernel checks
+    them and the error is raised *later*: by a later ``cross_entropy`` call on the GPU, at
+    most ``tinytrain.kernels.cuda.CHECK_DEPTH`` (4) calls after the bad one, or by
+    ``tinytrain.kernels.cuda.check_errors()``; the bad call's loss is NaN.
     """
-    t = _class_targets("cross_entropy", logits, targets, reduction)
+    t = _class_targets("cross_entropy", logits, targets, reduction, checked_by_kernel=True)
     return O.CrossEntropy.apply(logits, t, reduction)
 
 
@@ -147,14 +164,17 @@ def binary_cross_entropy(input: Tensor, target: Tensor,  # noqa: A002
 
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
-    """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)``."""
+    """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)``.
+
+    The mask is a hash of (a seed drawn from tinytrain's generator, the element's index),
+    computed where ``x`` lives: the same seed drops the same elements on the CPU and the GPU.
+    """
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout probability must be in [0, 1), got {p}")
     if not training or p == 0.0:
         return x
-    keep = default_generator().random(x.shape) >= p
-    mask = backend.to_device((keep / (1.0 - p)).astype(x.dtype), x.device)
-    return x * Tensor(mask)
+    seed = int(default_generator().integers(0, 2**64, dtype=np.uint64))  # one draw per call
+    return O.Dropout.apply(x, p, seed)
 
 
 __getattr__ = _module_getattr(__name__, {}, (

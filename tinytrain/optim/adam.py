@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
+from tinytrain import kernels
 from tinytrain.autograd import no_grad
 from tinytrain.backend import get_array_module
 from tinytrain.optim.optimizer import Optimizer
@@ -17,6 +17,8 @@ class Adam(Optimizer):
         g = g + weight_decay * p
         m = beta1 * m + (1 - beta1) * g          v = beta2 * v + (1 - beta2) * g^2
         p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+
+    The update is the kernel set's ``adam_step`` (one fused kernel per parameter on the GPU).
     """
 
     def __init__(self, params: Iterable[Tensor], lr: float = 1e-3,
@@ -32,25 +34,18 @@ class Adam(Optimizer):
     @no_grad()
     def step(self) -> None:
         for group in self.param_groups:
-            lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+            lr, betas, eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                xp = get_array_module(p.data)
-                g = p.grad.data
-                if wd:
-                    g = g + wd * p.data
                 state = self.state.setdefault(p, {})
                 if not state:
+                    xp = get_array_module(p.data)
                     state["step"] = 0
                     state["exp_avg"] = xp.zeros_like(p.data)
                     state["exp_avg_sq"] = xp.zeros_like(p.data)
                 state["step"] += 1
-                t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
-                m *= b1
-                m += (1 - b1) * g
-                v *= b2
-                v += (1 - b2) * g * g
-                step_size = lr / (1 - b1**t)
-                denom = xp.sqrt(v) / math.sqrt(1 - b2**t) + eps
-                p.data -= (step_size * m / denom).astype(p.dtype, copy=False)
+                kernels.for_array(p.data).adam_step(
+                    p.data, p.grad.data, state["exp_avg"], state["exp_avg_sq"], state["step"],
+                    lr, betas, eps, wd)
+                p._version_counter[0] += 1  # written in place: a graph that saved p must see it

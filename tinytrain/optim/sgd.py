@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from tinytrain import kernels
 from tinytrain.autograd import no_grad
+from tinytrain.backend import get_array_module
 from tinytrain.optim.optimizer import Optimizer
 from tinytrain.tensor import Tensor
 
@@ -17,6 +19,8 @@ class SGD(Optimizer):
         buf = momentum * buf + (1 - dampening) * g
         g = g + momentum * buf if nesterov else buf
         p = p - lr * g
+
+    The update is the kernel set's ``sgd_step`` (one fused kernel per parameter on the GPU).
     """
 
     def __init__(self, params: Iterable[Tensor], lr: float, momentum: float = 0.0,
@@ -40,16 +44,13 @@ class SGD(Optimizer):
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                g = p.grad.data
-                if wd:
-                    g = g + wd * p.data
+                buf, first = None, False
                 if mom:
                     state = self.state.setdefault(p, {})
                     buf = state.get("momentum_buffer")
-                    if buf is None:
-                        buf = state["momentum_buffer"] = g.copy()
-                    else:
-                        buf *= mom
-                        buf += (1 - damp) * g
-                    g = g + mom * buf if nesterov else buf
-                p.data -= p.dtype.type(lr) * g
+                    if buf is None:  # the first step fills it with the gradient
+                        buf = state["momentum_buffer"] = get_array_module(p.data).empty_like(p.data)
+                        first = True
+                kernels.for_array(p.data).sgd_step(p.data, p.grad.data, buf, lr, mom, damp, wd,
+                                                   nesterov, first)
+                p._version_counter[0] += 1  # written in place: a graph that saved p must see it

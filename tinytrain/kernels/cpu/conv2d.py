@@ -50,181 +50,29 @@ The three backward ops reuse the same offsets and layout:
   (a correlation of ``x`` with ``dy``);
 * ``conv2d_backward_bias``: ``db = dy.sum((0, 2, 3))``.
 
-The kernels only use the array module of their inputs (``numpy`` here, ``cupy``
-for arrays on the GPU), so they also run on CuPy arrays until the dedicated CUDA
-kernels of chapter 4 replace them there.
+These kernels run on NumPy arrays; the GPU has its own algorithm (im2col + cuBLAS,
+chapter 4) with the same functions in :mod:`tinytrain.kernels.cuda`. ``Conv2dMeta``
+lives in :mod:`tinytrain.kernels.shapes`, shared by both.
 """
 
 from __future__ import annotations
 
-import copy
-from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import numpy as np
 
-from tinytrain.backend import get_array_module
 from tinytrain.kernels.cpu.parallel import shard_batch
+from tinytrain.kernels.shapes import Conv2dMeta, pair
 
 __all__ = [
     "Conv2dMeta",
+    "conv2d_backward",
     "conv2d_backward_bias",
     "conv2d_backward_input",
     "conv2d_backward_weight",
     "conv2d_forward",
     "pair",
 ]
-
-IntOrPair = int | tuple[int, int]
-
-
-def pair(value: Any, name: str, op: str = "conv2d") -> tuple[int, int]:
-    """``3 -> (3, 3)``; ``(2, 3) -> (2, 3)``. Anything else raises a ValueError."""
-    if isinstance(value, int | np.integer) and not isinstance(value, bool):
-        return int(value), int(value)
-    if (
-        isinstance(value, tuple | list)
-        and len(value) == 2
-        and all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in value)
-    ):
-        return int(value[0]), int(value[1])
-    raise ValueError(f"{op}: {name} must be an int or a pair of ints (h, w), got {value!r}")
-
-
-@dataclass(frozen=True)
-class Conv2dMeta:
-    """Every size of one 2-D convolution, computed and validated in one place.
-
-    Build it from the shapes of the operands::
-
-        meta = Conv2dMeta(x.shape, w.shape, stride=1, padding=0, bias_shape=None)
-
-    ``stride`` and ``padding`` are an int or an ``(h, w)`` pair; from here on H and W
-    are always separate. Invalid shapes raise a ValueError that names the sizes:
-    a 4-D NCHW input, a 4-D OIHW weight, matching channels, stride > 0,
-    padding >= 0, a kernel that fits the padded input, a bias of shape ``[Cout]``.
-
-    ``out = (in + 2 * pad - kernel) // stride + 1`` for each of H and W.
-    """
-
-    x_shape: InitVar[tuple[int, ...]]
-    w_shape: InitVar[tuple[int, ...]]
-    stride: InitVar[IntOrPair] = 1
-    padding: InitVar[IntOrPair] = 0
-    bias_shape: InitVar[tuple[int, ...] | None] = None
-
-    batch: int = field(init=False)
-    in_channels: int = field(init=False)
-    out_channels: int = field(init=False)
-    in_h: int = field(init=False)
-    in_w: int = field(init=False)
-    kernel_h: int = field(init=False)
-    kernel_w: int = field(init=False)
-    stride_h: int = field(init=False)
-    stride_w: int = field(init=False)
-    pad_h: int = field(init=False)
-    pad_w: int = field(init=False)
-    out_h: int = field(init=False)
-    out_w: int = field(init=False)
-    has_bias: bool = field(init=False)
-
-    def __post_init__(
-        self,
-        x_shape: tuple[int, ...],
-        w_shape: tuple[int, ...],
-        stride: IntOrPair,
-        padding: IntOrPair,
-        bias_shape: tuple[int, ...] | None,
-    ) -> None:
-        x_shape, w_shape = tuple(x_shape), tuple(w_shape)
-        if len(x_shape) != 4:
-            raise ValueError(
-                f"conv2d: input must be 4-D [N, Cin, H, W], got shape {x_shape} "
-                f"({len(x_shape)} dims)"
-            )
-        if len(w_shape) != 4:
-            raise ValueError(
-                f"conv2d: weight must be 4-D [Cout, Cin, Kh, Kw], got shape {w_shape} "
-                f"({len(w_shape)} dims)"
-            )
-        if min(x_shape) < 1:
-            raise ValueError(f"conv2d: input shape {x_shape} has an empty dimension")
-        if min(w_shape) < 1:
-            raise ValueError(f"conv2d: weight shape {w_shape} has an empty dimension")
-        n, c_in, h, w = x_shape
-        c_out, c_in_w, kh, kw = w_shape
-        if c_in != c_in_w:
-            raise ValueError(
-                f"conv2d: input has {c_in} channels but weight expects {c_in_w} "
-                f"(input shape {x_shape}, weight shape {w_shape})"
-            )
-        sh, sw = pair(stride, "stride")
-        ph, pw = pair(padding, "padding")
-        if sh < 1 or sw < 1:
-            raise ValueError(f"conv2d: stride must be positive, got stride (h, w) = {(sh, sw)}")
-        if ph < 0 or pw < 0:
-            raise ValueError(
-                f"conv2d: padding must be non-negative, got padding (h, w) = {(ph, pw)}"
-            )
-        if kh > h + 2 * ph or kw > w + 2 * pw:
-            raise ValueError(
-                f"conv2d: kernel {kh}x{kw} does not fit the padded input "
-                f"{h + 2 * ph}x{w + 2 * pw} (input {h}x{w}, padding {ph}x{pw})"
-            )
-        if bias_shape is not None and tuple(bias_shape) != (c_out,):
-            raise ValueError(
-                f"conv2d: bias must have shape ({c_out},) = [Cout], got {tuple(bias_shape)} "
-                f"(weight shape {w_shape})"
-            )
-        values = dict(
-            batch=n, in_channels=c_in, out_channels=c_out, in_h=h, in_w=w,
-            kernel_h=kh, kernel_w=kw, stride_h=sh, stride_w=sw, pad_h=ph, pad_w=pw,
-            out_h=(h + 2 * ph - kh) // sh + 1, out_w=(w + 2 * pw - kw) // sw + 1,
-            has_bias=bias_shape is not None,
-        )  # fmt: skip
-        for key, value in values.items():
-            object.__setattr__(self, key, value)
-
-    @property
-    def padded_h(self) -> int:
-        return self.in_h + 2 * self.pad_h
-
-    @property
-    def padded_w(self) -> int:
-        return self.in_w + 2 * self.pad_w
-
-    @property
-    def patches(self) -> int:
-        """Output positions per image and channel: ``Ho * Wo``."""
-        return self.out_h * self.out_w
-
-    @property
-    def kernel_elems(self) -> int:
-        """Inputs that one output element sums over: ``Cin * Kh * Kw``."""
-        return self.in_channels * self.kernel_h * self.kernel_w
-
-    @property
-    def input_shape(self) -> tuple[int, int, int, int]:
-        return (self.batch, self.in_channels, self.in_h, self.in_w)
-
-    @property
-    def weight_shape(self) -> tuple[int, int, int, int]:
-        return (self.out_channels, self.in_channels, self.kernel_h, self.kernel_w)
-
-    @property
-    def output_shape(self) -> tuple[int, int, int, int]:
-        return (self.batch, self.out_channels, self.out_h, self.out_w)
-
-    def with_batch(self, batch: int) -> Conv2dMeta:
-        """The same convolution on ``batch`` images (a shard of the batch)."""
-        meta = copy.copy(self)
-        object.__setattr__(meta, "batch", batch)
-        return meta
-
-    def offsets(self) -> list[tuple[int, int]]:
-        """The kernel offsets ``(i, j)`` in row-major order."""
-        return [(i, j) for i in range(self.kernel_h) for j in range(self.kernel_w)]
-
 
 # --------------------------------------------------------------------------- layout helpers
 #
@@ -321,12 +169,11 @@ def _cols(view: Any) -> Any:
 
 def _padded_cnhw(x: Any, meta: Conv2dMeta) -> Any:
     """Copy ``x [N, C, H, W]`` once into a zero-padded channels-first ``[C, N, Hp, Wp]``."""
-    xp = get_array_module(x)
     ph, pw = meta.pad_h, meta.pad_w
     if ph == 0 and pw == 0:
-        return xp.ascontiguousarray(x.transpose(1, 0, 2, 3))
+        return np.ascontiguousarray(x.transpose(1, 0, 2, 3))
     shape = (meta.in_channels, meta.batch, meta.padded_h, meta.padded_w)
-    buf = xp.zeros(shape, dtype=x.dtype)
+    buf = np.zeros(shape, dtype=x.dtype)
     buf[:, :, ph : ph + meta.in_h, pw : pw + meta.in_w] = x.transpose(1, 0, 2, 3)
     return buf
 
@@ -340,10 +187,9 @@ class _GradGrid:
     """
 
     def __init__(self, grad_out: Any, meta: Conv2dMeta, max_images: int) -> None:
-        xp = get_array_module(grad_out)
         self.dy, self.meta = grad_out, meta
         gh, gw = _grid_hw(meta)
-        self.buf = xp.zeros((meta.out_channels, max_images, gh, gw), dtype=grad_out.dtype)
+        self.buf = np.zeros((meta.out_channels, max_images, gh, gw), dtype=grad_out.dtype)
 
     def block(self, n0: int, n1: int) -> Any:
         meta, buf = self.meta, self.buf[:, : n1 - n0]
@@ -361,8 +207,7 @@ def conv2d_forward(x: Any, w: Any, b: Any | None, meta: Conv2dMeta) -> Any:
     offset is summed into a grid accumulator, whose real outputs are then copied
     (plus bias) into the NCHW output. Shards of the batch run in parallel.
     """
-    xp = get_array_module(x)
-    out = xp.empty(meta.output_shape, dtype=xp.result_type(x, w))
+    out = np.empty(meta.output_shape, dtype=np.result_type(x, w))
     shard_batch(lambda xs, os_, a, b_: _forward(xs, w, b, meta.with_batch(b_ - a), os_),
              meta.batch, x, out)
     return out
@@ -370,34 +215,33 @@ def conv2d_forward(x: Any, w: Any, b: Any | None, meta: Conv2dMeta) -> Any:
 
 def _forward(x: Any, w: Any, b: Any | None, meta: Conv2dMeta, out: Any) -> None:
     """:func:`conv2d_forward` of one shard, written into ``out``."""
-    xp = get_array_module(x)
     dtype = out.dtype
     xbuf = _padded_cnhw(x.astype(dtype, copy=False), meta)
-    w_ij = xp.ascontiguousarray(w.astype(dtype, copy=False).transpose(2, 3, 0, 1))  # [Kh,Kw,O,I]
+    w_ij = np.ascontiguousarray(w.astype(dtype, copy=False).transpose(2, 3, 0, 1))  # [Kh,Kw,O,I]
     bias = None if b is None else b.astype(dtype, copy=False).reshape(-1, 1, 1, 1)
     gh, gw = _grid_hw(meta)
     blocks = _image_blocks(meta, xbuf.itemsize)
     per_block = blocks[0][1] - blocks[0][0]
-    acc_buf = xp.empty((meta.out_channels, per_block * gh * gw), dtype=dtype)
+    acc_buf = np.empty((meta.out_channels, per_block * gh * gw), dtype=dtype)
     packed = _packed(meta)
     if packed:  # w as [Cout, Kh*Kw*Cin], columns ordered (i, j, c) like the packed rows
         w_pk = w_ij.transpose(2, 0, 1, 3).reshape(meta.out_channels, -1)
-        pk_buf = xp.empty((meta.kernel_elems, acc_buf.shape[1]), dtype=dtype)
+        pk_buf = np.empty((meta.kernel_elems, acc_buf.shape[1]), dtype=dtype)
     else:
-        tmp_buf = xp.empty_like(acc_buf)
+        tmp_buf = np.empty_like(acc_buf)
     for n0, n1 in blocks:
         cols = _grid_cols(meta, n0, n1)
         acc = acc_buf[:, :cols]
         if packed:
-            xp.matmul(w_pk, _pack(xbuf, pk_buf, meta, n0, n1), out=acc)
+            np.matmul(w_pk, _pack(xbuf, pk_buf, meta, n0, n1), out=acc)
         else:
             tmp = tmp_buf[:, :cols]
             for k, (i, j) in enumerate(meta.offsets()):
                 window = _cols(_window(xbuf, i, j, meta, n0, n1))
                 if k == 0:
-                    xp.matmul(w_ij[i, j], window, out=acc)
+                    np.matmul(w_ij[i, j], window, out=acc)
                 else:
-                    xp.matmul(w_ij[i, j], window, out=tmp)
+                    np.matmul(w_ij[i, j], window, out=tmp)
                     acc += tmp
         grid = acc_buf[:, : (n1 - n0) * gh * gw].reshape(meta.out_channels, n1 - n0, gh, gw)
         real = grid[:, :, : meta.out_h, : meta.out_w]  # [Cout, n, Ho, Wo]
@@ -417,8 +261,7 @@ def conv2d_backward_input(grad_out: Any, w: Any, meta: Conv2dMeta) -> Any:
     forward; the padding border is cut off at the end. Needs ``w`` only. Shards of
     the batch run in parallel, each into its own padded buffer.
     """
-    xp = get_array_module(grad_out)
-    dx = xp.empty(meta.input_shape, dtype=xp.result_type(grad_out, w))
+    dx = np.empty(meta.input_shape, dtype=np.result_type(grad_out, w))
     shard_batch(lambda dys, dxs, a, b: _backward_input(dys, w, meta.with_batch(b - a), dxs),
              meta.batch, grad_out, dx)
     return dx
@@ -426,20 +269,19 @@ def conv2d_backward_input(grad_out: Any, w: Any, meta: Conv2dMeta) -> Any:
 
 def _backward_input(grad_out: Any, w: Any, meta: Conv2dMeta, dx: Any) -> None:
     """:func:`conv2d_backward_input` of one shard, written into ``dx``."""
-    xp = get_array_module(grad_out)
     dtype = dx.dtype
     grad_out = grad_out.astype(dtype, copy=False)
-    w_t = xp.ascontiguousarray(w.astype(dtype, copy=False).transpose(2, 3, 1, 0))  # [Kh,Kw,I,O]
+    w_t = np.ascontiguousarray(w.astype(dtype, copy=False).transpose(2, 3, 1, 0))  # [Kh,Kw,I,O]
     shape = (meta.in_channels, meta.batch, meta.padded_h, meta.padded_w)
-    dx_pad = xp.zeros(shape, dtype=dtype)
+    dx_pad = np.zeros(shape, dtype=dtype)
     blocks = _image_blocks(meta, dx_pad.itemsize)
     dy_grid = _GradGrid(grad_out, meta, blocks[0][1] - blocks[0][0])
-    tmp_buf = xp.empty((meta.in_channels, dy_grid.buf[0].size), dtype=dtype)
+    tmp_buf = np.empty((meta.in_channels, dy_grid.buf[0].size), dtype=dtype)
     for n0, n1 in blocks:
         dy = dy_grid.block(n0, n1)
         tmp = tmp_buf[:, : dy.shape[1]]
         for i, j in meta.offsets():
-            xp.matmul(w_t[i, j], dy, out=tmp)
+            np.matmul(w_t[i, j], dy, out=tmp)
             window = _window(dx_pad, i, j, meta, n0, n1)
             window += tmp.reshape(window.shape)
     ph, pw = meta.pad_h, meta.pad_w
@@ -464,32 +306,49 @@ def conv2d_backward_weight(grad_out: Any, x: Any, meta: Conv2dMeta) -> Any:
 
 def _backward_weight(grad_out: Any, x: Any, meta: Conv2dMeta) -> Any:
     """:func:`conv2d_backward_weight` of one shard."""
-    xp = get_array_module(grad_out)
-    dtype = xp.result_type(grad_out, x)
+    dtype = np.result_type(grad_out, x)
     xbuf = _padded_cnhw(x.astype(dtype, copy=False), meta)
     blocks = _image_blocks(meta, xbuf.itemsize)
     dy_grid = _GradGrid(grad_out.astype(dtype, copy=False), meta, blocks[0][1] - blocks[0][0])
     shape = (meta.kernel_h, meta.kernel_w, meta.out_channels, meta.in_channels)
     if _packed(meta):  # one [Cout, cols] @ [cols, Kh*Kw*Cin] product per block
-        pk_buf = xp.empty((meta.kernel_elems, dy_grid.buf[0].size), dtype=dtype)
-        dw_pk = xp.zeros((meta.out_channels, meta.kernel_elems), dtype=dtype)
+        pk_buf = np.empty((meta.kernel_elems, dy_grid.buf[0].size), dtype=dtype)
+        dw_pk = np.zeros((meta.out_channels, meta.kernel_elems), dtype=dtype)
         for n0, n1 in blocks:
             dw_pk += dy_grid.block(n0, n1) @ _pack(xbuf, pk_buf, meta, n0, n1).T
         dw_pk = dw_pk.reshape(meta.out_channels, meta.kernel_h, meta.kernel_w, -1)
-        return xp.ascontiguousarray(dw_pk.transpose(0, 3, 1, 2))
-    dw, tmp = xp.empty(shape, dtype=dtype), xp.empty(shape[2:], dtype=dtype)
+        return np.ascontiguousarray(dw_pk.transpose(0, 3, 1, 2))
+    dw, tmp = np.empty(shape, dtype=dtype), np.empty(shape[2:], dtype=dtype)
     for b, (n0, n1) in enumerate(blocks):
         dy = dy_grid.block(n0, n1)
         for i, j in meta.offsets():
             window = _cols(_window(xbuf, i, j, meta, n0, n1))
             if b == 0:
-                xp.matmul(dy, window.T, out=dw[i, j])
+                np.matmul(dy, window.T, out=dw[i, j])
             else:
-                xp.matmul(dy, window.T, out=tmp)
+                np.matmul(dy, window.T, out=tmp)
                 dw[i, j] += tmp
-    return xp.ascontiguousarray(dw.transpose(2, 3, 0, 1))
+    return np.ascontiguousarray(dw.transpose(2, 3, 0, 1))
 
 
 def conv2d_backward_bias(grad_out: Any) -> Any:
     """``db [Cout]`` from ``dy [N, Cout, Ho, Wo]``: the sum over N, Ho and Wo."""
     return grad_out.sum(axis=(0, 2, 3))
+
+
+def conv2d_backward(
+    grad_out: Any, x: Any | None, w: Any | None, meta: Conv2dMeta,
+    needs: tuple[bool, bool, bool],
+) -> tuple[Any | None, Any | None, Any | None]:
+    """``(dx, dw, db)``, each computed only if ``needs`` (for x, w, b) says so, else None.
+
+    The layer's single entry point for the three backward ops (``x`` is needed only for
+    dW, ``w`` only for dX). Here it simply calls them; the CUDA version shares work
+    between them (the layout change of ``dy`` that dX and dW both start with).
+    """
+    need_x, need_w, need_b = needs
+    return (
+        conv2d_backward_input(grad_out, w, meta) if need_x else None,
+        conv2d_backward_weight(grad_out, x, meta) if need_w else None,
+        conv2d_backward_bias(grad_out) if need_b else None,
+    )

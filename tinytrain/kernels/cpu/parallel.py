@@ -165,9 +165,7 @@ def _run(fn: Callable[[int, int], T], a: int, b: int) -> T:
 
 def shard_batch(kernel: Callable[..., T], batch: int, *arrays: Any) -> list[T]:
     """``kernel(*(a[lo:hi] for a in arrays), lo, hi)`` for each shard ``[lo, hi)`` of the
-    batch, in parallel. ``arrays`` are batch-major; CuPy arrays run as one call."""
-    if not isinstance(arrays[0], np.ndarray):
-        return [kernel(*arrays, 0, batch)]
+    batch, in parallel. ``arrays`` are batch-major NumPy arrays."""
     return run_sharded(lambda lo, hi: kernel(*(t[lo:hi] for t in arrays), lo, hi), batch)
 
 

@@ -1,0 +1,117 @@
+// Cross-entropy of logits [N, C] against int64 targets [N], forward and backward, each one
+// kernel (log-softmax, the pick of the target and the reduction fused).
+//
+// Targets are checked on the GPU: a target outside [0, C) gives a NaN loss for its row and
+// is reported through err, three int64s: err[0] = how many rows had one, err[1] = the
+// first such row, err[2] = its target. The launcher copies err to pinned host memory
+// asynchronously and raises the ValueError a few calls later, without a sync per step.
+//
+// reduction: 0 = "none" (out[N]), 1 = "mean", 2 = "sum" (out[1]).
+
+// The largest logit of a row (a NaN propagates, like NumPy's max) ...
+__device__ real row_max(const real* __restrict__ logits, long long r, long long C)
+{
+    real m = logits[r * C];
+    for (long long j = 1; j < C; j++) {
+        real v = logits[r * C + j];
+        if (v > m || isnan(v)) {
+            m = v;
+        }
+    }
+    return m;
+}
+
+// ... and the sum of exp(logit - max): log-softmax = (logit - max) - log(this).
+__device__ real row_sumexp(const real* __restrict__ logits, long long r, long long C, real m)
+{
+    real z = 0;
+    for (long long j = 0; j < C; j++) {
+        z += exp(logits[r * C + j] - m);
+    }
+    return z;
+}
+
+// One block: thread t takes rows t, t + blockDim.x, ...; the block then adds the partial
+// sums in shared memory in a fixed tree (reproducible). Block size: a power of two <= 256.
+extern "C" __global__ void cross_entropy_forward(const real* __restrict__ logits,
+                                                 const long long* __restrict__ targets,
+                                                 real* __restrict__ out,
+                                                 long long* __restrict__ err, long long N,
+                                                 long long C, int reduction)
+{
+    __shared__ real partial[256];
+    __shared__ long long bad_count[256];
+    __shared__ long long bad_row[256];
+    real s = 0;
+    long long count = 0;
+    long long first = N;
+    for (long long r = threadIdx.x; r < N; r += blockDim.x) {
+        real m = row_max(logits, r, C);
+        real z = row_sumexp(logits, r, C, m);
+        long long t = targets[r];
+        real nll = (real)0 / (real)0;  // NaN, for a target outside [0, C)
+        if (t >= 0 && t < C) {
+            nll = log(z) - (logits[r * C + t] - m);
+        } else {
+            count += 1;
+            first = min(first, r);
+        }
+        if (reduction == 0) {
+            out[r] = nll;
+        }
+        s += nll;
+    }
+    partial[threadIdx.x] = s;
+    bad_count[threadIdx.x] = count;
+    bad_row[threadIdx.x] = first;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+        if (threadIdx.x < stride) {
+            partial[threadIdx.x] += partial[threadIdx.x + stride];
+            bad_count[threadIdx.x] += bad_count[threadIdx.x + stride];
+            bad_row[threadIdx.x] = min(bad_row[threadIdx.x], bad_row[threadIdx.x + stride]);
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        if (reduction == 1) {
+            out[0] = partial[0] / (real)N;
+        }
+        if (reduction == 2) {
+            out[0] = partial[0];
+        }
+        err[0] = bad_count[0];
+        err[1] = bad_row[0];
+        err[2] = bad_count[0] > 0 ? targets[bad_row[0]] : 0;
+    }
+}
+
+// dlogits = (softmax(logits) - onehot(targets)) * scale, scale = grad[r] ("none"),
+// grad[0] / N ("mean") or grad[0] ("sum"). One thread per row (grid-stride over rows).
+extern "C" __global__ void cross_entropy_backward(const real* __restrict__ logits,
+                                                  const long long* __restrict__ targets,
+                                                  const real* __restrict__ grad,
+                                                  real* __restrict__ dlogits, long long N,
+                                                  long long C, int reduction)
+{
+    for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; r < N;
+         r += (long long)blockDim.x * gridDim.x) {
+        real m = row_max(logits, r, C);
+        real lz = log(row_sumexp(logits, r, C, m));
+        real scale = grad[0];
+        if (reduction == 0) {
+            scale = grad[r];
+        }
+        if (reduction == 1) {
+            scale = grad[0] / (real)N;
+        }
+        long long t = targets[r];
+        for (long long j = 0; j < C; j++) {
+            real p = exp((logits[r * C + j] - m) - lz);
+            if (j == t) {
+                p -= 1;
+            }
+            dlogits[r * C + j] = p * scale;
+        }
+    }
+}

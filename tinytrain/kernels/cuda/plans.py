@@ -1,0 +1,382 @@
+"""Launch plans: every CUDA op as a list of kernel launches and cuBLAS GEMMs, device-free.
+
+A plan function takes the array module ``xp`` (``cupy`` on the GPU, ``numpy`` in the
+emulator), the inputs and the meta, allocates the outputs and scratch buffers with ``xp``
+and returns ``(outputs, steps)``. The steps are plain data:
+
+* :class:`Launch`: which kernel of which ``.cu`` file, the grid and block sizes and the
+  arguments, each scalar already of its exact C type (``np.int64`` for ``long long``, ...);
+* :class:`Gemm`: ``C = alpha * op(A) @ op(B) + beta * C`` on row-major matrices given as
+  (array, element offset, leading dimension), as NumPy thinks of them.
+
+``runtime.run`` executes a plan on the GPU, ``emulator.run_plan`` on the CPU. Every line of
+the launch logic (grid sizes, chunking, offsets, leading dimensions, argument types) is
+therefore exercised by the CPU tests; on the GPU only the launch calls themselves are new.
+
+Sizes: elementwise kernels run ``THREADS`` threads per block and at most ``MAX_BLOCKS``
+blocks (their grid-stride loops cover any size); the reductions run ``REDUCE_THREADS`` (a
+power of two, at most the 256 of their shared arrays). The convolution's column buffer
+holds at most ``COL_BYTES`` bytes: the batch is processed in chunks of images that fit.
+Tests shrink all four to exercise the loops and the chunking on tiny shapes.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from tinytrain.kernels.shapes import Conv2dMeta, Pool2dMeta
+
+THREADS = 256
+MAX_BLOCKS = 4096  # ~4 waves of resident blocks on a 132-SM H200; more only adds scheduling
+REDUCE_THREADS = 256
+COL_BYTES = 256 << 20
+INT_MAX = 2**31 - 1  # cuBLAS takes int sizes and leading dimensions
+
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+i64, i32, u32 = np.int64, np.int32, np.uint32
+
+
+class Launch(NamedTuple):
+    """``file.cu``'s ``kernel<<<grid, block>>>(*args)`` compiled with ``real`` = ``dtype``."""
+
+    file: str
+    kernel: str
+    dtype: Any
+    grid: int
+    block: int
+    args: tuple
+
+
+class Gemm(NamedTuple):
+    """Row-major ``C[m, n] = alpha * op(A)[m, k] @ op(B)[k, n] + beta * C``.
+
+    ``op(A)`` is ``A`` (stored ``m x k``) or, with ``transa``, ``A.T`` (stored ``k x m``);
+    likewise ``B``. Element ``(r, c)`` of a stored matrix is ``array.flat[off + r*ld + c]``.
+    """
+
+    transa: bool
+    transb: bool
+    m: int
+    n: int
+    k: int
+    alpha: float
+    a: Any
+    a_off: int
+    lda: int
+    b: Any
+    b_off: int
+    ldb: int
+    beta: float
+    c: Any
+    c_off: int
+    ldc: int
+
+
+def grid_for(total: int) -> int:
+    """Blocks for ``total`` elements at ``THREADS`` per block, capped at ``MAX_BLOCKS``."""
+    return max(1, min(-(-total // THREADS), MAX_BLOCKS))
+
+
+def elementwise(file: str, kernel: str, dtype: Any, total: int, *args: Any) -> Launch:
+    return Launch(file, kernel, dtype, grid_for(total), THREADS, args)
+
+
+def check_float(op: str, *arrays: Any) -> Any:
+    """The common float dtype of ``arrays`` (the first one given; None entries skipped), or a
+    TypeError naming them."""
+    dtype = arrays[0].dtype
+    for a in arrays:
+        if a is not None and a.dtype != dtype:
+            break
+    else:
+        if dtype in FLOATS:
+            return dtype
+    raise TypeError(f"{op} on the GPU needs float32 or float64 operands of one dtype, got "
+                    f"{', '.join(str(a.dtype) for a in arrays if a is not None)}")
+
+
+def check_gemm(g: Gemm) -> Gemm:
+    """cuBLAS takes 32-bit sizes: refuse (clearly) what would overflow them."""
+    if max(g.m, g.n, g.k, g.lda, g.ldb, g.ldc) > INT_MAX:
+        raise ValueError(f"a GEMM of {g.m}x{g.k} @ {g.k}x{g.n} (leading dimensions "
+                         f"{g.lda}, {g.ldb}, {g.ldc}) exceeds cuBLAS's 32-bit sizes; use a "
+                         "smaller batch")
+    return g
+
+
+# --------------------------------------------------------------------------- convolution
+
+
+def conv_chunks(meta: Conv2dMeta, itemsize: int) -> list[tuple[int, int]]:
+    """``[(n0, nb), ...]``: the images of each chunk, whose column buffer fits COL_BYTES."""
+    per_image = meta.kernel_elems * meta.patches * itemsize
+    nb = max(1, min(meta.batch, COL_BYTES // per_image))
+    return [(n0, min(nb, meta.batch - n0)) for n0 in range(0, meta.batch, nb)]
+
+
+@functools.lru_cache(maxsize=256)  # a layer's meta repeats every step
+def _sizes(meta: Conv2dMeta) -> tuple:
+    """The size arguments of im2col/col2im after (n0, nb), as np.int64."""
+    m = meta
+    return tuple(i64(v) for v in (m.in_channels, m.in_h, m.in_w, m.kernel_h, m.kernel_w,
+                                  m.stride_h, m.stride_w, m.pad_h, m.pad_w, m.out_h, m.out_w))
+
+
+def conv2d_forward(xp: Any, x: Any, w: Any, b: Any | None, meta: Conv2dMeta) -> tuple:
+    """``y = conv2d(x, w) + b``: per chunk, im2col then ``W [Cout, K] @ col [K, nb*P]`` into
+    ``y_rows [Cout, N*P]``; finally one kernel lays ``y_rows`` out as NCHW and adds the bias.
+    """
+    dtype = check_float("conv2d", x, w, b)
+    x, w = xp.ascontiguousarray(x), xp.ascontiguousarray(w)
+    n, cout, k, p = meta.batch, meta.out_channels, meta.kernel_elems, meta.patches
+    chunks = conv_chunks(meta, dtype.itemsize)
+    y_rows = xp.empty(cout * n * p, dtype)
+    col = xp.empty(k * chunks[0][1] * p, dtype)
+    out = xp.empty(meta.output_shape, dtype)
+    steps: list = []
+    for n0, nb in chunks:
+        steps.append(elementwise("conv2d", "im2col", dtype, k * nb * p, x, col, i64(n0),
+                                 i64(nb), *_sizes(meta)))
+        steps.append(check_gemm(Gemm(False, False, cout, nb * p, k, 1.0, w, 0, k, col, 0,
+                                     nb * p, 0.0, y_rows, n0 * p, n * p)))
+    bias = y_rows if b is None else xp.ascontiguousarray(b)
+    steps.append(elementwise("conv2d", "rows_to_nchw", dtype, n * cout * p, y_rows, bias, out,
+                             i64(n), i64(cout), i64(p), i32(b is not None)))
+    return out, steps
+
+
+def rows_and_bias_sum(xp: Any, dy: Any, channels: int, inner: int, rows: bool, total: bool,
+                      dtype: Any) -> tuple:
+    """``dy [outer, channels, inner]`` -> ``(rows [channels, outer*inner] or None,
+    sums [channels] or None, launch)``: one block per channel (``nchw_to_rows``)."""
+    outer = dy.size // (channels * inner)
+    out_rows = xp.empty(dy.size, dtype) if rows else None
+    sums = xp.empty(channels, dtype) if total else None
+    launch = Launch("conv2d", "nchw_to_rows", dtype, min(channels, MAX_BLOCKS), REDUCE_THREADS,
+                    (dy, dy if out_rows is None else out_rows, dy if sums is None else sums,
+                     i64(outer), i64(channels), i64(inner), i32(rows), i32(total)))
+    return out_rows, sums, launch
+
+
+def conv2d_backward(xp: Any, dy: Any, x: Any | None, w: Any | None, meta: Conv2dMeta,
+                    needs: tuple[bool, bool, bool]) -> tuple:
+    """``(dx, dw, db)`` (None where not needed) from ``dy [N, Cout, Ho, Wo]``.
+
+    One kernel lays ``dy`` out as ``dy_rows [Cout, N*P]`` and sums it per channel (db).
+    Then per chunk: dW += ``dy_rows[:, chunk] @ col^T`` (im2col recomputed from x; summed
+    over chunks by the GEMM's beta), and ``dcol = W^T @ dy_rows[:, chunk]`` gathered into dx
+    by col2im.
+    """
+    need_x, need_w, need_b = needs
+    dtype = check_float("conv2d backward", dy, x if need_w else None, w if need_x else None)
+    dy = xp.ascontiguousarray(dy)
+    n, cout, k, p = meta.batch, meta.out_channels, meta.kernel_elems, meta.patches
+    dy_rows, db, first = rows_and_bias_sum(xp, dy, cout, p, need_x or need_w, need_b, dtype)
+    steps: list = [first]
+    chunks = conv_chunks(meta, dtype.itemsize)
+    dx = dw = col = dcol = None
+    if need_w:
+        x = xp.ascontiguousarray(x)
+        dw = xp.empty(meta.weight_shape, dtype)
+        col = xp.empty(k * chunks[0][1] * p, dtype)
+    if need_x:
+        w = xp.ascontiguousarray(w)
+        dx = xp.empty(meta.input_shape, dtype)
+        dcol = xp.empty(k * chunks[0][1] * p, dtype)
+    for n0, nb in chunks:
+        if need_w:
+            steps.append(elementwise("conv2d", "im2col", dtype, k * nb * p, x, col, i64(n0),
+                                     i64(nb), *_sizes(meta)))
+            steps.append(check_gemm(Gemm(False, True, cout, k, nb * p, 1.0, dy_rows, n0 * p,
+                                         n * p, col, 0, nb * p, 0.0 if n0 == 0 else 1.0, dw,
+                                         0, k)))
+        if need_x:
+            steps.append(check_gemm(Gemm(True, False, k, nb * p, cout, 1.0, w, 0, k, dy_rows,
+                                         n0 * p, n * p, 0.0, dcol, 0, nb * p)))
+            steps.append(elementwise("conv2d", "col2im", dtype,
+                                     nb * meta.in_channels * meta.in_h * meta.in_w, dcol, dx,
+                                     i64(n0), i64(nb), *_sizes(meta)))
+    return (dx, dw, db), steps
+
+
+# --------------------------------------------------------------------------- pooling
+
+
+@functools.lru_cache(maxsize=256)
+def _pool_sizes(meta: Pool2dMeta) -> tuple:
+    m = meta
+    return tuple(i64(v) for v in (m.batch, m.channels, m.in_h, m.in_w, m.kernel_h, m.kernel_w,
+                                  m.stride_h, m.stride_w, m.pad_h, m.pad_w, m.out_h, m.out_w))
+
+
+def max_pool2d_forward(xp: Any, x: Any, meta: Pool2dMeta) -> tuple:
+    """``(out, argmax int16)``: one thread per output."""
+    dtype = check_float("max_pool2d", x)
+    x = xp.ascontiguousarray(x)
+    out = xp.empty(meta.output_shape, dtype)
+    argmax = xp.empty(meta.output_shape, np.int16)
+    return (out, argmax), [elementwise("pool", "max_pool_forward", dtype, out.size, x, out,
+                                       argmax, *_pool_sizes(meta))]
+
+
+def max_pool2d_backward(xp: Any, dy: Any, x: Any, meta: Pool2dMeta) -> tuple:
+    """``dx``: one thread per input element, gathering from the windows that chose it."""
+    dtype = check_float("max_pool2d backward", dy, x)
+    dy, x = xp.ascontiguousarray(dy), xp.ascontiguousarray(x)
+    dx = xp.empty(x.shape, dtype)
+    return dx, [elementwise("pool", "max_pool_backward", dtype, dx.size, dy, x, dx,
+                            *_pool_sizes(meta))]
+
+
+def avg_pool2d_forward(xp: Any, x: Any, meta: Pool2dMeta, count_include_pad: bool) -> tuple:
+    dtype = check_float("avg_pool2d", x)
+    x = xp.ascontiguousarray(x)
+    out = xp.empty(meta.output_shape, dtype)
+    return out, [elementwise("pool", "avg_pool_forward", dtype, out.size, x, out,
+                             *_pool_sizes(meta), i32(count_include_pad))]
+
+
+def avg_pool2d_backward(xp: Any, dy: Any, meta: Pool2dMeta, count_include_pad: bool) -> tuple:
+    dtype = check_float("avg_pool2d backward", dy)
+    dy = xp.ascontiguousarray(dy)
+    dx = xp.empty((meta.batch, meta.channels, meta.in_h, meta.in_w), dtype)
+    return dx, [elementwise("pool", "avg_pool_backward", dtype, dx.size, dy, dx,
+                            *_pool_sizes(meta), i32(count_include_pad))]
+
+
+# --------------------------------------------------------------------------- layers
+
+
+# (outputs take the input's shape before ascontiguousarray, which turns a 0-d array into 1-d)
+
+
+def relu_forward(xp: Any, x: Any) -> tuple:
+    dtype = check_float("relu", x)
+    y = xp.empty(x.shape, dtype)
+    x = xp.ascontiguousarray(x)
+    return y, [elementwise("layers", "relu_forward", dtype, x.size, x, y, i64(x.size))]
+
+
+def relu_backward(xp: Any, g: Any, out: Any) -> tuple:
+    dtype = check_float("relu backward", g, out)
+    dx = xp.empty(g.shape, dtype)
+    g, out = xp.ascontiguousarray(g), xp.ascontiguousarray(out)
+    return dx, [elementwise("layers", "relu_backward", dtype, g.size, g, out, dx, i64(g.size))]
+
+
+def dropout(xp: Any, x: Any, p: float, seed: int, threshold: int) -> tuple:
+    """``x * keep(seed, i) / (1 - p)``; ``threshold`` = ``ceil(p * 2**24)`` (the CPU set's)."""
+    dtype = check_float("dropout", x)
+    y = xp.empty(x.shape, dtype)
+    x = xp.ascontiguousarray(x)
+    return y, [elementwise("layers", "dropout", dtype, x.size, x, y, i64(x.size),
+                           u32(seed & 0xFFFFFFFF), u32(seed >> 32), u32(threshold),
+                           dtype.type(1.0 / (1.0 - p)))]
+
+
+def linear_forward(xp: Any, x: Any, w: Any, b: Any | None) -> tuple:
+    """``x [*, in] @ w.T (+ b)``: one GEMM, then (with a bias) one ``add_bias`` kernel."""
+    dtype = check_float("linear", x, w, b)
+    x, w = xp.ascontiguousarray(x), xp.ascontiguousarray(w)
+    out_f, in_f = w.shape
+    rows = x.size // in_f
+    out = xp.empty((*x.shape[:-1], out_f), dtype)
+    steps: list = [check_gemm(Gemm(False, True, rows, out_f, in_f, 1.0, x, 0, in_f, w, 0,
+                                   in_f, 0.0, out, 0, out_f))]
+    if b is not None:
+        steps.append(elementwise("conv2d", "add_bias", dtype, out.size, out,
+                                 xp.ascontiguousarray(b), i64(out.size), i64(out_f), i64(1)))
+    return out, steps
+
+
+def linear_backward(xp: Any, g: Any, x: Any | None, w: Any | None,
+                    needs: tuple[bool, bool, bool]) -> tuple:
+    """``(dx = g @ w, dw = g^T @ x, db = sum of g's rows)``, each only if needed."""
+    need_x, need_w, need_b = needs
+    dtype = check_float("linear backward", g, x if need_w else None, w if need_x else None)
+    g = xp.ascontiguousarray(g)
+    out_f = g.shape[-1]
+    rows = g.size // out_f
+    dx = dw = db = None
+    steps: list = []
+    if need_x:
+        w = xp.ascontiguousarray(w)
+        in_f = w.shape[1]
+        dx = xp.empty((*g.shape[:-1], in_f), dtype)
+        steps.append(check_gemm(Gemm(False, False, rows, in_f, out_f, 1.0, g, 0, out_f, w, 0,
+                                     in_f, 0.0, dx, 0, in_f)))
+    if need_w:
+        x = xp.ascontiguousarray(x)
+        in_f = x.shape[-1]
+        dw = xp.empty((out_f, in_f), dtype)
+        steps.append(check_gemm(Gemm(True, False, out_f, in_f, rows, 1.0, g, 0, out_f, x, 0,
+                                     in_f, 0.0, dw, 0, in_f)))
+    if need_b:
+        _, db, launch = rows_and_bias_sum(xp, g, out_f, 1, False, True, dtype)
+        steps.append(launch)
+    return (dx, dw, db), steps
+
+
+# --------------------------------------------------------------------------- loss
+
+REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+
+def cross_entropy_forward(xp: Any, logits: Any, targets: Any, reduction: str, err: Any) -> tuple:
+    """Loss (``[N]`` or a 0-d array) in one single-block kernel, which also writes the
+    target check into ``err`` (three int64s; see ``loss.cu``)."""
+    dtype = check_float("cross_entropy", logits)
+    logits = xp.ascontiguousarray(logits)
+    targets = xp.ascontiguousarray(targets.astype(np.int64, copy=False))
+    n, c = logits.shape
+    out = xp.empty((n,) if reduction == "none" else (), dtype)
+    return out, [Launch("loss", "cross_entropy_forward", dtype, 1, REDUCE_THREADS,
+                                   (logits, targets, out, err, i64(n), i64(c),
+                                    i32(REDUCTIONS[reduction])))]
+
+
+def cross_entropy_backward(xp: Any, logits: Any, targets: Any, g: Any, reduction: str) -> tuple:
+    dtype = check_float("cross_entropy backward", logits, g)
+    logits, g = xp.ascontiguousarray(logits), xp.ascontiguousarray(g)
+    targets = xp.ascontiguousarray(targets.astype(np.int64, copy=False))
+    n, c = logits.shape
+    dlogits = xp.empty((n, c), dtype)
+    return dlogits, [elementwise("loss", "cross_entropy_backward", dtype, n, logits, targets,
+                                 g, dlogits, i64(n), i64(c), i32(REDUCTIONS[reduction]))]
+
+
+# --------------------------------------------------------------------------- optimizers
+
+
+def _in_place(op: str, xp: Any, *arrays: Any) -> Any:
+    dtype = check_float(op, *arrays)
+    for a in arrays:
+        if a is not None and not a.flags.c_contiguous:
+            raise ValueError(f"{op} updates in place and needs C-contiguous arrays")
+    return dtype
+
+
+def adam_step(xp: Any, p: Any, g: Any, m: Any, v: Any, step: int, lr: float,
+              betas: tuple[float, float], eps: float, wd: float) -> tuple:
+    """The host computes Adam's per-step scalars; one kernel updates p, m and v."""
+    dtype = _in_place("adam", xp, p, m, v)
+    g = xp.ascontiguousarray(g.astype(dtype, copy=False))
+    b1, b2 = betas
+    t = dtype.type
+    args = (p, g, m, v, i64(p.size), t(lr / (1 - b1**step)), t(b1), t(1 - b1), t(b2),
+            t(1 - b2), t(eps), t(wd), t(math.sqrt(1 - b2**step)))
+    return None, [elementwise("optim", "adam_step", dtype, p.size, *args)]
+
+
+def sgd_step(xp: Any, p: Any, g: Any, buf: Any | None, lr: float, momentum: float,
+             dampening: float, wd: float, nesterov: bool, first: bool) -> tuple:
+    dtype = _in_place("sgd", xp, p, buf)
+    g = xp.ascontiguousarray(g.astype(dtype, copy=False))
+    t = dtype.type
+    args = (p, g, p if buf is None else buf, i64(p.size), t(lr), t(momentum),
+            t(1 - dampening), t(wd), i32(nesterov), i32(first), i32(bool(momentum)))
+    return None, [elementwise("optim", "sgd_step", dtype, p.size, *args)]
