@@ -237,9 +237,29 @@ def wait_forever(device: str) -> None:
     dist.all_reduce(tt.ones(10, device=device))
 
 
+def sharded_evaluation(device: str) -> None:
+    """The shards' counts, reduced once, equal one process's evaluation exactly."""
+    from tinytrain.data import Subset
+    from tinytrain.data.datasets import load_dataset
+    from tinytrain.models import build_model
+    from tinytrain.train import evaluate, evaluate_sharded
+
+    tt.manual_seed(3)
+    model = build_model("mlp").to(device)
+    test = load_dataset("mnist-mini", train=False)
+    for n in (1000, 999, 7):  # even and uneven shards, and a tiny set
+        data = Subset(test, np.arange(n))
+        full = evaluate(model, tt.data.DataLoader(data, batch_size=100), device)
+        shard = evaluate_sharded(model, data, batch_size=64, device=device)
+        assert (shard.total, shard.correct) == (full.total, full.correct) == (n, full.correct), \
+            (shard, full)
+        assert abs(shard.loss_sum - full.loss_sum) < 1e-3 * n, (shard, full)
+    print(f"ok sharded_evaluation rank {dist.get_rank()}", flush=True)
+
+
 SCENARIOS = {f.__name__: f for f in [
     collectives, ddp_buckets, ddp_features, zero_grad_after_forward, unused_parameter, diverged,
-    raise_on_one_rank, wait_forever]}
+    raise_on_one_rank, wait_forever, sharded_evaluation]}
 
 
 def main() -> None:

@@ -113,6 +113,10 @@ def test_two_ranks_of_batch_32_equal_one_process_of_batch_64(tmp_path):
     assert len(digests) == 1 and two.stdout.count("parameters") == 2, two.stdout
 
 
+def test_sharded_evaluation_counts_equal_one_process_exactly():
+    _ok(mpirun(WORKER, "sharded_evaluation"), "sharded_evaluation")
+
+
 # ------------------------------------------------------------------ bugs caught, not hung
 
 
@@ -200,3 +204,103 @@ def test_ctrl_c_stops_every_rank():
     code, seconds, out = _finish_within(p, 30)
     assert code != 0 and _all_gone(pids, 30 - seconds)
     assert "KeyboardInterrupt" in out
+
+
+# ------------------------------------------------------------------ the training command
+
+MINI = ["--dataset", "mnist-mini", "--no-download", "--log-every", "10"]
+
+
+def train(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    _mpiexec()  # skip without MPI
+    return subprocess.run([sys.executable, "-m", "tinytrain.train", *MINI, *args],
+                          capture_output=True, text=True, timeout=timeout, env=_env(), cwd=ROOT)
+
+
+def test_training_on_two_ranks_prints_and_saves_once(tmp_path):
+    ck, plot = tmp_path / "ck.npz", tmp_path / "curves.png"
+    r = train("--nproc", "2", "--model", "mlp", "--optimizer", "sgd", "--lr", "0.1",
+              "--save", str(ck), "--plot", str(plot))
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert sum(line.startswith("epoch 1/1 | ") for line in lines) == 1  # rank 0 alone prints
+    assert "batch 64 x 2 ranks = 128" in lines[0]
+    assert "parameters bit-identical on all 2 ranks" in r.stdout
+    final = next(line for line in lines if line.startswith("test: "))
+    correct, total = (int(v) for v in final.split()[1].split("/"))
+    assert total == 1000 and correct > 300  # every test digit counted once; it learned
+    saved = tt.load(ck)
+    assert saved["world_size"] == 2 and len(saved["rng_per_rank"]) == 2 and saved["epoch"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.npz", "curves.png"]  # no temp
+
+
+def _weights(path: Path) -> dict[str, np.ndarray]:
+    return {k: v.numpy() for k, v in tt.load(path)["model"].items()}
+
+
+def test_resume_on_two_ranks_is_exact(tmp_path):
+    """1 epoch + 1 resumed epoch on 2 ranks == 2 epochs straight, bit for bit, dropout
+    included (every rank's generator is in the checkpoint)."""
+    args = ["--model", "convnet", "--optimizer", "adam", "--bs", "128", "--schedule", "constant"]
+    straight, split = str(tmp_path / "straight.npz"), str(tmp_path / "split.npz")
+    assert train("--nproc", "2", *args, "--epochs", "2", "--save", straight).returncode == 0
+    assert train("--nproc", "2", *args, "--epochs", "1", "--save", split).returncode == 0
+    r = train("--nproc", "2", *args, "--epochs", "2", "--resume", split, "--save", split)
+    assert r.returncode == 0, r.stderr[-3000:]
+    a, b = _weights(Path(straight)), _weights(Path(split))
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+def test_a_checkpoint_resumes_on_another_number_of_ranks(tmp_path):
+    """2 ranks -> 1 -> 2. An epoch has 40 steps per rank on 2 ranks (2,500 digits each, batch
+    64) and 79 on 1: each leg continues the cosine schedule at the right epoch."""
+    args = ["--model", "mlp", "--optimizer", "adam"]
+    ck = str(tmp_path / "ck.npz")
+    r = train("--nproc", "2", *args, "--epochs", "1", "--save", ck)
+    assert r.returncode == 0 and tt.load(ck)["schedule"]["last_epoch"] == 40
+    first = _accuracy(r.stdout)
+    r = train(*args, "--epochs", "2", "--resume", ck, "--save", ck)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "saved by 2 rank(s), continued on 1" in r.stdout and "warning" not in r.stderr
+    one = tt.load(ck)
+    assert (one["epoch"], one["world_size"]) == (2, 1)
+    assert one["schedule"]["last_epoch"] == one["schedule"]["T_max"] == 2 * 79
+    r = train("--nproc", "2", *args, "--epochs", "3", "--resume", ck, "--save", ck)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "saved by 1 rank(s), continued on 2" in r.stdout
+    two = tt.load(ck)
+    assert (two["epoch"], two["world_size"]) == (3, 2)
+    assert two["schedule"]["last_epoch"] == two["schedule"]["T_max"] == 3 * 40
+    assert _accuracy(r.stdout) > first  # it kept learning
+
+
+def _accuracy(stdout: str) -> float:
+    return float(stdout.split("accuracy ")[-1].split("%")[0])
+
+
+def test_ctrl_c_stops_a_training_run_on_two_ranks_and_keeps_the_checkpoint(tmp_path):
+    ck = tmp_path / "ck.npz"
+    _mpiexec()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "tinytrain.train", *MINI, "--nproc", "2", "--model", "mlp",
+         "--epochs", "200", "--save", str(ck)], stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, env=_env(), cwd=ROOT, start_new_session=True)
+    deadline = time.perf_counter() + 120
+    while not ck.exists() and p.poll() is None and time.perf_counter() < deadline:
+        time.sleep(0.2)
+    assert ck.exists(), "no checkpoint was written"
+    os.killpg(p.pid, signal.SIGINT)
+    code, seconds, out = _finish_within(p, 30)
+    assert code == 130, out[-3000:]
+    assert "the last checkpoint in" in out and tt.load(ck)["epoch"] >= 1
+    assert [f.name for f in tmp_path.iterdir()] == ["ck.npz"]
+    ours = [d for d in Path("/proc").iterdir() if d.name.isdigit() and str(tmp_path) in
+            (d / "cmdline").read_bytes().decode(errors="replace")] if Path("/proc").exists() else []
+    assert not ours, "ranks still running"
+
+
+def test_nproc_that_contradicts_mpiexec_is_refused():
+    r = mpirun("-m", "tinytrain.train", *MINI, "--nproc", "3", timeout=60)
+    assert r.returncode != 0
+    assert "--nproc 3, but mpiexec started 2 processes" in r.stderr

@@ -3,6 +3,8 @@
     python -m tinytrain.train                          # the default recipe (convnet, Adam, cosine)
     python -m tinytrain.train --preset infinitrain     # InfiniTrain's run: cnn, SGD lr 0.01
     python -m tinytrain.train --model mlp --epochs 3 --save runs/mlp.npz
+    python -m tinytrain.train --nproc 2                # 2 processes (mpiexec), data-parallel
+    mpiexec -n 2 python -m tinytrain.train             # the same, started by hand
 
 The step is always ``zero_grad -> forward (model(x)) -> loss -> backward -> step``;
 evaluation runs under ``no_grad``. ``--save`` writes model, optimizer, epoch and
@@ -10,6 +12,13 @@ RNG state atomically at the end of every epoch; ``--resume`` continues from such
 a checkpoint up to ``--epochs`` in total, giving the same weights as an
 uninterrupted run. With the cosine schedule the learning rate decays to 0 over
 ``--epochs``, so resume an interrupted run with the same ``--epochs``.
+
+Under ``mpiexec`` (or ``--nproc N``) every process is a rank of a data-parallel run
+(:mod:`tinytrain.distributed`): each trains on its shard of every epoch
+(``DistributedSampler``) with ``--batch-size`` samples per step, so the global batch is
+``--batch-size`` x ranks; ``DistributedDataParallel`` averages the gradients (MPI between CPU
+ranks, NCCL between GPUs, one per rank). Evaluation is sharded and reduced once per epoch.
+Rank 0 alone prints, plots and saves; a checkpoint resumes on any number of ranks.
 """
 
 from __future__ import annotations
@@ -17,17 +26,21 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import tinytrain as tt
 import tinytrain.nn.functional as F
 from tinytrain import optim
-from tinytrain.data import DataLoader
+from tinytrain.data import DataLoader, DistributedSampler
 from tinytrain.data.datasets import DATASETS, load_dataset
+from tinytrain.distributed import launch
 from tinytrain.models import MODELS, build_model
 
 # InfiniTrain's own MNIST run: plain SGD, lr 0.01, batch 64, one epoch.
@@ -63,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="where to train (cuda needs CuPy and an NVIDIA GPU)")
     p.add_argument("--batch-size", "--bs", dest="batch_size", type=int, default=None,
-                   help="samples per training step (default 64)")
+                   help="samples per training step and process (default 64); with several "
+                        "processes the global batch is this times their number")
     p.add_argument("--epochs", type=int, default=None,
                    help="total number of epochs, including those of a resumed checkpoint "
                         "(default 1)")
@@ -89,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="steps between updates of the progress bar's loss (default 20)")
     p.add_argument("--plot", metavar="PATH", default=None,
                    help="save loss and accuracy curves as a PNG")
+    p.add_argument("--nproc", type=int, default=None, metavar="N",
+                   help="train data-parallel on N processes: re-runs this command under "
+                        "mpiexec (CPU ranks split the cores; with --device cuda, one GPU each)")
     p.add_argument("--eval-batch-size", type=int, default=1000, help=argparse.SUPPRESS)
     return p
 
@@ -121,6 +138,11 @@ def resolve_config(args: argparse.Namespace) -> argparse.Namespace:
         raise UsageError(f"--resume {args.resume}: no such checkpoint file")
     if args.device == "cuda" and not tt.cuda_is_available():
         raise UsageError("--device cuda: no usable GPU (run `python -m tinytrain.doctor`)")
+    if args.nproc is not None and args.nproc <= 0:
+        raise UsageError(f"--nproc must be a positive integer, got {args.nproc}")
+    started = launch.launched_world_size()
+    if args.nproc is not None and started > 1 and args.nproc != started:
+        raise UsageError(f"--nproc {args.nproc}, but mpiexec started {started} processes")
     return args
 
 
@@ -247,52 +269,183 @@ def run(args: argparse.Namespace) -> EvalResult:
     """Train as configured by ``args`` (already resolved); returns the final test result."""
     from tqdm.auto import tqdm
 
+    ranks = start_ranks(args)
+    say = print if ranks.main else _quiet
     tt.manual_seed(args.seed)
     train_set, test_set, dataset_name = open_datasets(args)
-    model = build_model(args.model).to(args.device)
-    loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True, seed=args.seed)
-    test_loader = DataLoader(test_set, batch_size=args.eval_batch_size)
+    net = build_model(args.model).to(args.device)
+    model = wrap_model(net, ranks)
+    reseed_for_rank(args.seed, ranks)
+    loader = make_train_loader(train_set, args, ranks)
     opt = make_optimizer(args, model)
     sched = (optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.epochs * len(loader))
              if args.schedule == "cosine" else None)
     history = History()
     start_epoch = 0
     if args.resume:
-        start_epoch = load_checkpoint(args.resume, args, model, opt, sched, history)
-    n_params = sum(p.numel() for p in model.parameters())
-    print(f"model {args.model} ({n_params:,} parameters) | {dataset_name}: {len(train_set):,} "
-          f"train, {len(test_set):,} test | {args.optimizer} lr {args.lr:g}"
-          + (f" momentum {args.momentum:g}" if args.optimizer == "sgd" else "")
-          + f" ({args.schedule}) | batch {args.batch_size} | {args.device}")
+        start_epoch = load_checkpoint(args.resume, args, net, opt, sched, history, ranks)
+    n_params = sum(p.numel() for p in net.parameters())
+    batch = (f"batch {args.batch_size}" if ranks.size == 1 else
+             f"batch {args.batch_size} x {ranks.size} ranks = {args.batch_size * ranks.size}")
+    say(f"model {args.model} ({n_params:,} parameters) | {dataset_name}: {len(train_set):,} "
+        f"train, {len(test_set):,} test | {args.optimizer} lr {args.lr:g}"
+        + (f" momentum {args.momentum:g}" if args.optimizer == "sgd" else "")
+        + f" ({args.schedule}) | {batch} | {args.device}")
     result = None
     for epoch in range(start_epoch, args.epochs):
         loader.set_epoch(epoch)
         t0 = time.perf_counter()
         with tqdm(total=len(loader), desc=f"epoch {epoch + 1}/{args.epochs}", unit="step",
-                  leave=False, file=sys.stderr, mininterval=0.5) as bar:
+                  leave=False, file=sys.stderr, mininterval=0.5, disable=not ranks.main) as bar:
             train_loss, seen = train_one_epoch(model, opt, sched, loader, args.device, bar,
                                                args.log_every, history, epoch * len(loader))
         seconds = time.perf_counter() - t0
-        result = evaluate(model, test_loader, args.device)
+        result = evaluate_on_ranks(net, test_set, args, ranks)
+        train_loss = mean_over_ranks(train_loss, ranks)
         history.epoch_acc.append(result.accuracy)
         history.epoch_loss.append(train_loss)
-        print(f"epoch {epoch + 1}/{args.epochs} | train loss {train_loss:.4f} | test acc "
-              f"{100 * result.accuracy:.2f}% | {seconds:.1f} s | {seen / seconds:.0f} samples/s",
-              flush=True)
+        say(f"epoch {epoch + 1}/{args.epochs} | train loss {train_loss:.4f} | test acc "
+            f"{100 * result.accuracy:.2f}% | {seconds:.1f} s | "
+            f"{seen * ranks.size / seconds:.0f} samples/s", flush=True)
         if args.save:
-            save_checkpoint(args.save, args, model, opt, sched, epoch + 1, history)
+            save_checkpoint(args.save, args, net, opt, sched, epoch + 1, history, ranks)
     if result is None:  # the checkpoint already had every epoch: just evaluate
-        result = evaluate(model, test_loader, args.device)
-    print(f"test: {result.correct}/{result.total} correct | accuracy "
-          f"{100 * result.accuracy:.2f}% | avg loss {result.avg_loss:.4f}")
-    if args.plot:
+        result = evaluate_on_ranks(net, test_set, args, ranks)
+    if ranks.size > 1:
+        model.check_consistency()
+        say(f"parameters bit-identical on all {ranks.size} ranks")
+    say(f"test: {result.correct}/{result.total} correct | accuracy "
+        f"{100 * result.accuracy:.2f}% | avg loss {result.avg_loss:.4f}")
+    if args.plot and ranks.main:
         save_plot(history, args.plot)
         print(f"curves written to {args.plot}")
+    stop_ranks(ranks)
     return result
 
 
+# ------------------------------------------------------------------ several processes
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """This process's place in a data-parallel run: rank 0 of 1 when it runs alone."""
+
+    rank: int = 0
+    size: int = 1
+
+    @property
+    def main(self) -> bool:
+        """Rank 0 prints, plots and writes files; the others stay quiet."""
+        return self.rank == 0
+
+
+ALONE = Ranks()
+
+
+def _quiet(*args: Any, **kwargs: Any) -> None:
+    pass
+
+
+def start_ranks(args: argparse.Namespace) -> Ranks:
+    """Join the other processes when mpiexec started several (MPI between CPU ranks, NCCL
+    between GPUs); a process started alone is rank 0 of 1 and does not touch MPI."""
+    if launch.launched_world_size() == 1:
+        return ALONE
+    from tinytrain import distributed as dist
+
+    group = dist.init_process_group("nccl" if args.device == "cuda" else "mpi")
+    return Ranks(group.rank, group.world_size)
+
+
+def stop_ranks(ranks: Ranks) -> None:
+    if ranks.size > 1:
+        from tinytrain import distributed as dist
+
+        dist.destroy_process_group()
+
+
+def wrap_model(net: tt.nn.Module, ranks: Ranks) -> tt.nn.Module:
+    """DistributedDataParallel around the model on several ranks (rank 0's weights win)."""
+    if ranks.size == 1:
+        return net
+    from tinytrain.distributed import DistributedDataParallel
+
+    return DistributedDataParallel(net)
+
+
+def reseed_for_rank(seed: int, ranks: Ranks) -> None:
+    """Rank 0 keeps the generator of a one-process run; every other rank draws its own
+    dropout masks (the same masks on every rank would correlate their noise)."""
+    if ranks.rank:
+        tt.manual_seed(int(np.random.SeedSequence([seed, ranks.rank]).generate_state(1)[0]))
+
+
+def make_train_loader(train_set: Any, args: argparse.Namespace, ranks: Ranks) -> DataLoader:
+    """One process: the whole set, reshuffled every epoch. Several: this rank's shard of the
+    same shuffled order (DistributedSampler; ``set_epoch`` reshuffles), so R ranks of batch B
+    together see what one process of batch R*B sees."""
+    if ranks.size == 1:
+        return DataLoader(train_set, batch_size=args.batch_size, shuffle=True, seed=args.seed)
+    sampler = DistributedSampler(train_set, ranks.size, ranks.rank, shuffle=True,
+                                 seed=args.seed)
+    return DataLoader(train_set, batch_size=args.batch_size, sampler=sampler)
+
+
+def evaluate_sharded(model: tt.nn.Module, dataset: Any, batch_size: int,
+                     device: str = "cpu") -> EvalResult:
+    """Each rank evaluates its disjoint shard; one SUM all-reduce of (count, correct, loss
+    sum) gives every rank the counts of the whole set, exactly."""
+    from tinytrain.distributed.utils import shard_dataset, sum_over_ranks
+
+    mine = evaluate(model, DataLoader(shard_dataset(dataset), batch_size=batch_size), device)
+    total, correct, loss_sum = sum_over_ranks(mine.total, mine.correct, mine.loss_sum)
+    return EvalResult(int(total), int(correct), loss_sum)
+
+
+def evaluate_on_ranks(net: tt.nn.Module, test_set: Any, args: argparse.Namespace,
+                      ranks: Ranks) -> EvalResult:
+    if ranks.size == 1:
+        return evaluate(net, DataLoader(test_set, batch_size=args.eval_batch_size), args.device)
+    return evaluate_sharded(net, test_set, args.eval_batch_size, args.device)
+
+
+def mean_over_ranks(value: float, ranks: Ranks) -> float:
+    """The mean of every rank's ``value`` (once per epoch: logging per step stays local)."""
+    if ranks.size == 1:
+        return value
+    from tinytrain.distributed.utils import sum_over_ranks
+
+    return sum_over_ranks(value)[0] / ranks.size
+
+
+def rng_states(ranks: Ranks) -> list[Any]:
+    """Every rank's generator state, in rank order (a collective: call it on every rank)."""
+    if ranks.size == 1:
+        return [tt.get_rng_state()]
+    from tinytrain import distributed as dist
+
+    return dist.group().allgather_object(tt.get_rng_state())
+
+
+def restore_rng(ck: dict[str, Any], args: argparse.Namespace, ranks: Ranks) -> None:
+    """Each rank takes its own saved generator when the checkpoint has as many ranks; on
+    another number of ranks, rank 0 takes rank 0's and the others start fresh streams."""
+    per_rank = ck.get("rng_per_rank")
+    if isinstance(per_rank, list) and len(per_rank) == ranks.size:
+        tt.set_rng_state(per_rank[ranks.rank])
+    elif ranks.main:
+        tt.set_rng_state(ck["rng"])
+    else:
+        reseed_for_rank(args.seed + int(ck["epoch"]), ranks)
+
+
 def save_checkpoint(path: str, args: argparse.Namespace, model: tt.nn.Module,
-                    opt: optim.Optimizer, sched: Any, epoch: int, history: History) -> None:
+                    opt: optim.Optimizer, sched: Any, epoch: int, history: History,
+                    ranks: Ranks = ALONE) -> None:
+    """Rank 0 writes the checkpoint (atomically); every rank must call it (RNG states)."""
+    states = rng_states(ranks)
+    if not ranks.main:
+        return
     tt.save({
         "format": CHECKPOINT_FORMAT,
         "model_name": args.model,
@@ -301,13 +454,16 @@ def save_checkpoint(path: str, args: argparse.Namespace, model: tt.nn.Module,
         "optimizer": opt.state_dict(),
         "optimizer_name": args.optimizer,
         "schedule": None if sched is None else sched.state_dict(),
-        "rng": tt.get_rng_state(),
+        "rng": states[0],
+        "rng_per_rank": states,
+        "world_size": ranks.size,
         "history": vars(history),
     }, path)
 
 
 def load_checkpoint(path: str, args: argparse.Namespace, model: tt.nn.Module,
-                    opt: optim.Optimizer, sched: Any, history: History) -> int:
+                    opt: optim.Optimizer, sched: Any, history: History,
+                    ranks: Ranks = ALONE) -> int:
     """Restore model, optimizer, RNG and history; return the number of epochs already done."""
     try:
         ck = tt.load(path)
@@ -330,33 +486,55 @@ def load_checkpoint(path: str, args: argparse.Namespace, model: tt.nn.Module,
         raise UsageError(f"--resume {path} was trained with a "
                          f"{'constant' if ck['schedule'] is None else 'cosine'} schedule but "
                          f"--schedule is {args.schedule}")
+    saved_ranks = int(ck.get("world_size", 1))
     if sched is not None:
         saved_horizon = ck["schedule"]["T_max"]
-        sched.load_state_dict({**ck["schedule"], "T_max": sched.T_max})
-        if saved_horizon != sched.T_max:
+        state = {**ck["schedule"], "T_max": sched.T_max}
+        if saved_ranks != ranks.size:  # steps per epoch changed: continue at the same epoch
+            state["last_epoch"] = int(ck["epoch"]) * (sched.T_max // args.epochs)
+        sched.load_state_dict(state)
+        if saved_horizon != sched.T_max and saved_ranks == ranks.size and ranks.main:
             print(f"warning: the cosine schedule now decays over {sched.T_max} steps instead of "
                   f"{saved_horizon} (--epochs differs from the run that saved {path})",
                   file=sys.stderr)
-    tt.set_rng_state(ck["rng"])
+    restore_rng(ck, args, ranks)
     for k, v in ck["history"].items():
         setattr(history, k, list(v))
-    print(f"resumed from {path} after epoch {ck['epoch']}")
+    if ranks.main:
+        print(f"resumed from {path} after epoch {ck['epoch']}"
+              + (f" (saved by {saved_ranks} rank(s), continued on {ranks.size})"
+                 if saved_ranks != ranks.size else ""))
     return int(ck["epoch"])
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)  # argparse itself exits 2 on unknown flags or choices
     try:
-        run(resolve_config(args))
+        resolve_config(args)
+        if args.nproc and args.nproc > 1 and launch.launched_world_size() == 1:
+            return launch.relaunch(args.nproc, ["-m", "tinytrain.train", *argv])
+        run(args)
     except UsageError as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
-        return 2
+        return _exit_code(2)
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # mpiexec forwards a second Ctrl-C
         where = f"; the last checkpoint in {args.save} is intact" if args.save else ""
         print(f"\ninterrupted{where}", file=sys.stderr)
-        return 130
+        return _exit_code(130)
     return 0
+
+
+def _exit_code(code: int) -> int:
+    """A rank that ends with an error makes every rank stop (MPI_Abort at exit), instead of
+    leaving the others waiting in a collective for it."""
+    from tinytrain import distributed as dist
+
+    if dist.is_initialized():
+        launch.abort_at_exit(code)
+    return code
 
 
 if __name__ == "__main__":
