@@ -218,10 +218,12 @@ def main() -> None:
     print(f"{'framework':<10} {'ranks':>5} {'samples/s':>10} {'step ms':>8} {'scaling':>8} "
           f"{'efficiency':>10} {'waiting':>8} {'buckets':>7}")
     results: dict[str, dict[int, dict]] = {}
+    failed = 0
     for fw in frameworks:
         for n in sorted({1, *args.nproc}):
             res = run(args, fw, n)
             if res is None:
+                failed += 1
                 continue
             results.setdefault(fw, {})[n] = res
             base = results[fw].get(1)
@@ -239,6 +241,8 @@ def main() -> None:
                       f"{res['step_ms'] / results['torch'][n]['step_ms']:.2f}x")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
+    if failed:
+        sys.exit(f"{failed} run(s) failed")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     mpiexec -n 2 python -m tinytrain.distributed.demo --batch-size 32 --save two.npz
     python -m tinytrain.distributed.demo --batch-size 64 --save one.npz
+    mpiexec -n 2 python -m tinytrain.distributed.demo --device cuda     # NCCL, a GPU per rank
 
 Under ``mpiexec`` every rank takes ``--batch-size`` samples per step from its
 :class:`~tinytrain.data.DistributedSampler` shard and DDP averages the gradients; started
@@ -47,15 +48,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="float64", choices=["float32", "float64"])
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                   help="cpu: MPI between the ranks; cuda: NCCL, one GPU per rank")
     p.add_argument("--save", metavar="PATH", help="rank 0 writes the final weights here")
     args = p.parse_args(argv)
 
     distributed = launched_world_size() > 1
     if distributed:
-        dist.init_process_group("mpi")
+        dist.init_process_group("nccl" if args.device == "cuda" else "mpi")
     rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
     tt.manual_seed(args.seed)
-    model = build_model(args.model).to(dtype=args.dtype)
+    model = build_model(args.model).to(args.device, args.dtype)
     data = load_dataset("mnist-mini", train=True)
     if distributed:
         model = dist.DistributedDataParallel(model)
@@ -72,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     for step in range(args.steps):
         x, y = next(batches)
         opt.zero_grad()
-        loss = F.cross_entropy(model(x.to(dtype=args.dtype)), y)
+        loss = F.cross_entropy(model(x.to(args.device, args.dtype)), y.to(args.device))
         loss.backward()
         opt.step()
         if rank == 0:
