@@ -14,7 +14,9 @@ once; ``wait()`` makes the result usable. Two backends implement them:
 
 * ``mpi`` (this file): NumPy arrays through mpi4py's non-blocking collectives (buffer
   interface, no pickling). ``wait()`` polls the request from Python, so Ctrl-C still works
-  while a rank waits for a peer.
+  while a rank waits for a peer. MPI advances a non-blocking collective only inside MPI
+  calls, so on CPU ranks most of the transfer happens in ``wait()``: DDP starts buckets
+  early, but the overlap with backward is small. NCCL progresses on the GPU by itself.
 * ``nccl`` (:mod:`tinytrain.distributed.nccl`): CuPy arrays through NCCL, one GPU per rank.
 
 Every collective must be called by every rank, in the same order, with arrays of the same
