@@ -520,7 +520,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return _exit_code(2)
     except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # mpiexec forwards a second Ctrl-C
+        from tinytrain import distributed as dist
+
+        if dist.is_initialized():  # mpiexec forwards the terminal's Ctrl-C: a second one
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # would cut this message short
         where = f"; the last checkpoint in {args.save} is intact" if args.save else ""
         print(f"\ninterrupted{where}", file=sys.stderr)
         return _exit_code(130)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 from typing import Any
 
+from tinytrain.distributed.ddp import DistributedDataParallel
 from tinytrain.distributed.launch import abort_on_uncaught_exception, aborting
 from tinytrain.distributed.process_group import (
     OPS,
@@ -169,8 +170,6 @@ def barrier() -> None:
     """Wait until every rank has called ``barrier()``."""
     group("barrier()").barrier()
 
-
-from tinytrain.distributed.ddp import DistributedDataParallel  # noqa: E402  (uses the above)
 
 __all__ = [
     "DistributedDataParallel", "ProcessGroup", "ReduceOp", "Work", "all_reduce", "barrier",

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from tinytrain.autograd import is_grad_enabled, queue_callback
+from tinytrain.backend import get_array_module
 from tinytrain.nn.module import Module
 from tinytrain.tensor import Tensor
 
@@ -179,7 +180,7 @@ class DistributedDataParallel(Module):
         buckets = []
         for index, members in enumerate(layout):
             ps = [params[i] for i in members]
-            xp = _array_module(ps[0].data)
+            xp = get_array_module(ps[0].data)
             buffer = xp.zeros(sum(p.numel() for p in ps), dtype=ps[0].dtype)
             views, offset = [], 0
             for p in ps:
@@ -332,9 +333,3 @@ class DistributedDataParallel(Module):
     def extra_repr(self) -> str:
         sizes = ", ".join(f"{b.nbytes / MB:.2f}" for b in self.buckets)
         return f"world_size={self.group.world_size}, buckets (MiB)=[{sizes}]"
-
-
-def _array_module(array: Any) -> Any:
-    from tinytrain import backend
-
-    return backend.get_array_module(array)

@@ -173,6 +173,9 @@ def _mpi_call(group: ProcessGroup, what: str, fn: Any, *args: Any) -> Any:
                            f"({group.backend} backend): {exc}") from None
 
 
+_blas_limit: Any = None  # keeps the BLAS thread limit in force for the process's lifetime
+
+
 def share_cpu_cores(local_size: int) -> int:
     """Give this rank its share of the machine's cores, ``cores // local_size`` threads.
 
@@ -182,17 +185,18 @@ def share_cpu_cores(local_size: int) -> int:
     """
     import tinytrain as tt
 
+    global _blas_limit
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    threads = int(os.environ.get("OMP_NUM_THREADS") or max(1, (cores or 1) // local_size))
+    given = os.environ.get("OMP_NUM_THREADS", "")
+    threads = max(1, (cores or 1) // local_size)
+    if given.isdigit() and int(given) > 0:
+        threads = int(given)
     tt.set_num_threads(threads)
     try:
-        from threadpoolctl import threadpool_limits
-
-        global _blas_limit
-        _blas_limit = threadpool_limits(limits=threads, user_api="blas")
+        from threadpoolctl import threadpool_info, threadpool_limits
     except ImportError:  # pragma: no cover - threadpoolctl is a runtime dependency
-        pass
+        return threads
+    blas = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+    if blas and max(blas) > threads:  # never raise it: the kernels may have pinned it to 1
+        _blas_limit = threadpool_limits(limits=threads, user_api="blas")
     return threads
-
-
-_blas_limit: Any = None  # keeps the BLAS thread limit in force for the process's lifetime

@@ -6,7 +6,6 @@
 * :func:`sum_over_ranks`: add a few numbers over all ranks in one all-reduce, e.g. the
   (loss sum, correct, count) of a sharded evaluation. Averaging per-rank *accuracies* instead
   would be wrong whenever the shards differ in size.
-* :func:`is_main_process`: rank 0 prints, plots and writes files; the others stay quiet.
 """
 
 from __future__ import annotations
@@ -17,11 +16,6 @@ import numpy as np
 
 from tinytrain import distributed as dist
 from tinytrain.data import Subset
-
-
-def is_main_process() -> bool:
-    """True on rank 0, and in a process that is not part of a group."""
-    return not dist.is_initialized() or dist.get_rank() == 0
 
 
 def shard_dataset(dataset: Sized, rank: int | None = None,
