@@ -1,9 +1,10 @@
 """Benchmark: data-parallel training on 1 and N ranks, tinytrain's DDP and PyTorch's.
 
 Every rank trains the same model (default: the default recipe's ``convnet`` with Adam) on
-its own fixed batch of ``--batch-size`` samples (the per-rank batch stays the same as ranks
-are added: weak scaling). For each rank count the script starts ``mpiexec -n N`` and
-reports:
+its own fixed batch of ``--batch-size`` samples: the per-rank batch stays the same as ranks
+are added (weak scaling). With ``--strong`` the *global* batch stays ``--batch-size`` and each
+of N ranks takes ``--batch-size // N`` (strong scaling). For each rank count the script starts
+``mpiexec -n N`` and reports:
 
 * throughput in samples/s over all ranks, and the step time;
 * scaling: throughput on N ranks / throughput on 1 rank (ideal: N), and efficiency
@@ -17,6 +18,7 @@ same run, for the ratio; its waiting share is not observable from outside and is
 
     python bench/ddp.py                                   # CPU ranks (mpi): 1 and 2
     python bench/ddp.py --backend nccl --nproc 1 2 4 8    # GPUs, one per rank
+    python bench/ddp.py --backend nccl --nproc 2 4 8 --strong --batch-size 512
     python bench/ddp.py --bucket-cap-mb 0.25 --first-bucket-cap-mb 0.05   # more buckets
 
 CPU ranks get the same number of threads in every run, ``--threads`` (default: the cores
@@ -160,8 +162,9 @@ def run(args: argparse.Namespace, framework: str, n: int) -> dict | None:
     from tinytrain.distributed.launch import mpiexec_command
 
     threads = args.threads if args.backend == "mpi" else None
+    per_rank = args.batch_size // n if args.strong else args.batch_size
     forwarded = ["--backend", args.backend, "--model", args.model, "--batch-size",
-                 str(args.batch_size), "--steps", str(args.steps), "--warmup", str(args.warmup),
+                 str(per_rank), "--steps", str(args.steps), "--warmup", str(args.warmup),
                  "--bucket-cap-mb", str(args.bucket_cap_mb), "--first-bucket-cap-mb",
                  str(args.first_bucket_cap_mb)]
     cmd = mpiexec_command(n, [__file__, "--framework", framework, *forwarded], threads)
@@ -176,7 +179,7 @@ def run(args: argparse.Namespace, framework: str, n: int) -> dict | None:
     res = json.loads(lines[-1][len("RESULT "):])
     slowest = max(p["seconds"] for p in res["per_rank"])
     res["step_ms"] = 1e3 * slowest / args.steps
-    res["samples_s"] = n * args.batch_size * args.steps / slowest
+    res["samples_s"] = n * per_rank * args.steps / slowest
     res["waiting"] = max(p["waiting"] / p["seconds"] for p in res["per_rank"])
     return res
 
@@ -187,7 +190,10 @@ def main() -> None:
     ap.add_argument("--nproc", type=int, nargs="+", default=[2],
                     help="rank counts to compare with 1 rank (default: 2)")
     ap.add_argument("--model", default="convnet")
-    ap.add_argument("--batch-size", type=int, default=64, help="per rank (default 64)")
+    ap.add_argument("--batch-size", type=int, default=64,
+                    help="per rank (default 64); with --strong, over all ranks")
+    ap.add_argument("--strong", action="store_true",
+                    help="keep the global batch fixed instead of the per-rank batch")
     ap.add_argument("--steps", type=int, default=30, help="timed steps (default 30)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--bucket-cap-mb", type=float, default=25.0)
@@ -212,7 +218,11 @@ def main() -> None:
             print("(PyTorch not installed: tinytrain only)")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     args.threads = args.threads or max(1, (cores or 1) // max(args.nproc))
-    print(f"{args.model}, Adam, batch {args.batch_size} per rank, {args.steps} timed steps, "
+    if args.strong and args.batch_size < max(args.nproc):
+        sys.exit(f"--strong: --batch-size {args.batch_size} is below {max(args.nproc)} ranks")
+    batch = (f"global batch {args.batch_size}" if args.strong
+             else f"batch {args.batch_size} per rank")
+    print(f"{args.model}, Adam, {batch}, {args.steps} timed steps, "
           f"backend {args.backend}" + (f", {args.threads} thread(s) per rank on {cores} cores"
                                        if args.backend == "mpi" else ""))
     print(f"{'framework':<10} {'ranks':>5} {'samples/s':>10} {'step ms':>8} {'scaling':>8} "
