@@ -14,12 +14,14 @@ SHARED_DATA := $(abspath ../shared/data)
 export TINYTRAIN_DATA ?= $(if $(wildcard $(SHARED_DATA)/mnist),$(SHARED_DATA),)
 export MPLBACKEND ?= Agg
 
-.PHONY: help train test lint lab bench doctor clean
+.PHONY: help train test lint lab notebooks check-exercises bench doctor clean
 
 help:
 	@echo "make train   train the default MNIST CNN (creates .venv on first use)"
 	@echo "make test    ruff + pytest + every notebook under nbval"
-	@echo "make lab     open JupyterLab on the notebooks"
+	@echo "make lab     open JupyterLab on the course (notebooks/, exercises/)"
+	@echo "make notebooks  rewrite every .ipynb (and exercises/) from the chapter sources"
+	@echo "make check-exercises [CH=03]  run your exercise copies and report each answer"
 	@echo "make bench   run the benchmarks against PyTorch"
 	@echo "make doctor  what this machine can run"
 
@@ -47,7 +49,14 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 
 lab: $(STAMP)
-	MPLBACKEND=module://matplotlib_inline.backend_inline $(PY) -m jupyter lab notebooks/
+	MPLBACKEND=module://matplotlib_inline.backend_inline $(PY) -m jupyter lab
+
+notebooks: $(STAMP)
+	$(PY) tools/sync_notebooks.py
+	$(PY) tools/make_exercises.py
+
+check-exercises: $(STAMP)
+	$(PY) tools/check_exercises.py $(CH)
 
 bench: $(STAMP)
 	for b in bench/*.py; do $(PY) $$b || exit 1; done

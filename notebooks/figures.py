@@ -9,10 +9,251 @@ Nothing here computes a result that a chapter checks.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+
+def _address(arr: np.ndarray) -> int:
+    """The address of ``arr``'s first element."""
+    return arr.__array_interface__["data"][0]
+
+
+def _grid_axes(ax: Axes, rows: int, cols: int) -> None:
+    ax.set_xlim(0, cols)
+    ax.set_ylim(0, rows)
+    ax.set_aspect("equal")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+# -- chapter 1 -------------------------------------------------------------------------------
+
+
+def draw_memory_grid(ax: Axes, arr: np.ndarray, base: np.ndarray, title: str,
+                     show_meta: bool = True) -> None:
+    """Draw the 2-D view ``arr`` of ``base``'s buffer: each cell shows its value and the byte
+    offset (from ``base``'s first element) where it lives, coloured by that offset."""
+    cmap = plt.get_cmap("viridis")
+    nbytes = base.size * base.itemsize
+    rows, cols = arr.shape
+    for i in range(rows):
+        for j in range(cols):
+            off = _address(arr) - _address(base) + i * arr.strides[0] + j * arr.strides[1]
+            ax.add_patch(Rectangle((j, rows - 1 - i), 1, 1, facecolor=cmap(off / nbytes),
+                                   edgecolor="white", lw=2))
+            ax.text(j + 0.5, rows - 1 - i + 0.6, f"{arr[i, j]:.0f}", ha="center",
+                    va="center", fontsize=14, color="white", weight="bold")
+            ax.text(j + 0.5, rows - 1 - i + 0.25, f"byte {off}", ha="center", va="center",
+                    fontsize=8, color="white")
+    _grid_axes(ax, rows, cols)
+    ax.set_title(f"{title}\nshape {arr.shape}, strides {arr.strides}" if show_meta else title,
+                 fontsize=10)
+
+
+def _draw_values(ax: Axes, arr: np.ndarray, title: str,
+                 ghost_shape: tuple[int, int] | None = None) -> None:
+    """Draw ``arr``; with ``ghost_shape``, also its broadcast copies, faded."""
+    shown = np.broadcast_to(arr, ghost_shape) if ghost_shape else arr
+    rows, cols = shown.shape
+    for i in range(rows):
+        for j in range(cols):
+            real = i < arr.shape[0] and j < arr.shape[1]
+            ax.add_patch(Rectangle((j, rows - 1 - i), 1, 1, edgecolor="black",
+                                   facecolor="tab:blue" if real else "lightsteelblue",
+                                   alpha=1.0 if real else 0.5))
+            ax.text(j + 0.5, rows - 0.5 - i, f"{shown[i, j]:.0f}", ha="center", va="center",
+                    color="white" if real else "black", fontsize=12)
+    ax.set_xlim(0, cols)
+    ax.set_ylim(0, rows)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    ax.set_title(title, fontsize=10)
+
+
+def draw_broadcast_sum(col: np.ndarray, row: np.ndarray) -> Figure:
+    """Draw ``col (m, 1) + row (1, n) = (m, n)``, with the broadcast copies faded."""
+    shape = (col.shape[0], row.shape[1])
+    fig, axes = plt.subplots(1, 5, figsize=(11, 3),
+                             gridspec_kw={"width_ratios": [4, 1, 4, 1, 4]})
+    _draw_values(axes[0], col, f"col {col.shape}\nstretched along axis 1", ghost_shape=shape)
+    _draw_values(axes[2], row, f"row {row.shape}\nstretched along axis 0", ghost_shape=shape)
+    _draw_values(axes[4], col + row, f"col + row {shape}")
+    for ax, symbol in [(axes[1], "+"), (axes[3], "=")]:
+        ax.text(0.5, 0.5, symbol, fontsize=28, ha="center", va="center")
+        ax.axis("off")
+    return fig
+
+
+# -- chapter 2 -------------------------------------------------------------------------------
+
+
+def draw_graph(root: Any, ax: Axes, box_w: float = 1.05, box_h: float = 0.75,
+               dx: float = 1.55) -> None:
+    """Draw the graph of chapter 2's scalar ``Value`` ``root`` (anything with ``data``,
+    ``grad``, ``label``, ``_op`` and ``_prev``), the output on the right.
+
+    Each node sits one column left of its leftmost consumer and near its consumers' height;
+    arrows follow the forward pass.
+    """
+    topo: list[Any] = []
+    seen: set[int] = set()
+
+    def build(v: Any) -> None:
+        if id(v) not in seen:
+            seen.add(id(v))
+            for child in v._prev:
+                build(child)
+            topo.append(v)
+
+    build(root)
+    consumers: dict[Any, list[Any]] = {v: [] for v in topo}
+    for v in topo:
+        for child in v._prev:
+            consumers[child].append(v)
+    dist = {root: 0}  # column = longest distance to the output
+    for v in reversed(topo):
+        for child in v._prev:
+            dist[child] = max(dist.get(child, 0), dist[v] + 1)
+    pos = {root: (0.0, 0.0)}
+    for d in range(1, max(dist.values()) + 1):
+        column = [v for v in topo if dist[v] == d]
+        want = {v: float(np.mean([pos[c][1] for c in consumers[v]])) for v in column}
+        column.sort(key=lambda v: want[v])
+        ys = [want[v] for v in column]
+        for i in range(1, len(ys)):  # keep boxes apart
+            ys[i] = max(ys[i], ys[i - 1] + box_h * 1.35)
+        shift = np.mean([want[v] for v in column]) - np.mean(ys)
+        for v, y in zip(column, ys):
+            pos[v] = (-d * dx, y + shift)
+    for v in topo:
+        x, y = pos[v]
+        for child in v._prev:
+            cx, cy = pos[child]
+            ax.annotate("", xy=(x - box_w / 2, y), xytext=(cx + box_w / 2, cy),
+                        arrowprops={"arrowstyle": "->", "color": "gray", "lw": 1.2})
+        leaf = not v._prev
+        ax.add_patch(Rectangle((x - box_w / 2, y - box_h / 2), box_w, box_h,
+                               facecolor="#dbe9f6" if leaf else "#fde2c4",
+                               edgecolor="black", lw=1))
+        title = v.label if leaf else f"{v.label}  [{v._op}]"
+        ax.text(x, y, f"{title}\ndata {v.data:+.3f}\ngrad {v.grad:+.3f}", ha="center",
+                va="center", fontsize=8, family="monospace")
+    xs = [p[0] for p in pos.values()]
+    ys = [p[1] for p in pos.values()]
+    ax.set_xlim(min(xs) - box_w, max(xs) + box_w)
+    ax.set_ylim(min(ys) - box_h, max(ys) + box_h)
+    ax.set_aspect("equal")
+    ax.axis("off")
+
+
+# -- chapter 3 -------------------------------------------------------------------------------
+
+
+def draw_number_grid(ax: Axes, a: np.ndarray, title: str,
+                     highlight: tuple[tuple[int, int], tuple[int, int]] | None = None,
+                     color: str = "tab:orange") -> None:
+    """Draw the 2-D array ``a`` as a table of numbers; ``highlight=((row, col), (h, w))``
+    frames an ``h x w`` window whose top-left cell is ``(row, col)``."""
+    ax.imshow(np.zeros_like(a), cmap="Greys", vmin=0, vmax=1)
+    for (r, c), v in np.ndenumerate(a):
+        ax.text(c, r, f"{v:g}", ha="center", va="center", fontsize=9)
+    ax.set_xticks(np.arange(-0.5, a.shape[1]), minor=True)
+    ax.set_yticks(np.arange(-0.5, a.shape[0]), minor=True)
+    ax.grid(which="minor", color="0.7")
+    ax.tick_params(which="both", length=0, labelbottom=False, labelleft=False)
+    if highlight is not None:
+        (r, c), (h, w) = highlight
+        ax.add_patch(Rectangle((c - 0.5, r - 0.5), w, h, fill=False, lw=3, ec=color))
+    ax.set_title(title)
+
+
+# -- chapter 5 -------------------------------------------------------------------------------
+
+
+def draw_shards(ax: Axes, shards: Sequence[Any], n: int, title: str) -> None:
+    """Draw which rank gets which of the indices ``0 .. n-1``: one square per index in its
+    rank's colour (white: nobody's this epoch), and padding repeats hatched below it.
+
+    ``shards``: one ``DistributedSampler`` per rank, in rank order.
+    """
+    colors = plt.get_cmap("tab10").colors
+    owner = np.full(n, -1)
+    repeats = []
+    for r, s in enumerate(shards):
+        for idx, pad in zip(s.indices(), s.padding_mask()):
+            if pad:
+                repeats.append((idx, r))
+            else:
+                owner[idx] = r
+    for idx in range(n):
+        color = colors[owner[idx]] if owner[idx] >= 0 else "white"
+        ax.add_patch(Rectangle((idx, 0), 0.95, 0.95, color=color, ec="gray"))
+        ax.text(idx + 0.47, 0.45, str(idx), ha="center", va="center", fontsize=8)
+    for idx, r in repeats:  # padding: a second copy, drawn below in the rank's colour
+        ax.add_patch(Rectangle((idx, -0.55), 0.95, 0.45, color=colors[r], hatch="//",
+                               alpha=0.6))
+    ax.set_xlim(0, n)
+    ax.set_ylim(-0.6, 1)
+    ax.axis("off")
+    ax.set_title(title, fontsize=9)
+
+
+def rank_legend(fig: Figure, ranks: int) -> None:
+    """A legend of the colours :func:`draw_shards` gives ranks ``0 .. ranks-1``."""
+    colors = plt.get_cmap("tab10").colors
+    handles = [Rectangle((0, 0), 1, 1, color=colors[r]) for r in range(ranks)]
+    fig.legend(handles, [f"rank {r}" for r in range(ranks)], loc="lower center", ncol=ranks)
+
+
+# -- chapter 6 -------------------------------------------------------------------------------
+
+
+def draw_confusion(ax: Axes, confusion: np.ndarray, title: str) -> None:
+    """Draw a confusion matrix (row: true class, column: predicted), counts written in."""
+    ax.imshow(np.log1p(confusion), cmap="Blues")
+    k = confusion.shape[0]
+    for t in range(k):
+        for p in range(k):
+            if confusion[t, p]:
+                ax.text(p, t, confusion[t, p], ha="center", va="center", fontsize=8,
+                        color="white" if t == p else "black")
+    ax.set(xticks=range(k), yticks=range(k), xlabel="predicted", ylabel="true", title=title)
+
+
+def draw_filters(before: np.ndarray, after: np.ndarray) -> Figure:
+    """Draw 16 single-channel filters ``[16, 1, kh, kw]`` before (top two rows) and after
+    (bottom two rows) training, on one colour scale (blue positive, red negative)."""
+    lim = np.abs(after).max()
+    fig, axes = plt.subplots(4, 8, figsize=(9, 5))
+    for k in range(16):
+        for row, (weights, when) in enumerate([(before, "initial"), (after, "trained")]):
+            ax = axes[2 * row + k // 8, k % 8]
+            ax.imshow(weights[k, 0], cmap="RdBu", vmin=-lim, vmax=lim)
+            ax.set_title(f"{when} {k}", fontsize=8)
+            ax.axis("off")
+    return fig
+
+
+def draw_feature_maps(image: np.ndarray, title: str, maps: np.ndarray) -> Figure:
+    """Draw an input image ``[H, W]`` and 16 feature maps ``[16, H', W']`` of it."""
+    fig, axes = plt.subplots(2, 9, figsize=(10, 2.8))
+    axes[0, 0].imshow(image, cmap="gray_r")
+    axes[0, 0].set_title(title, fontsize=8)
+    axes[1, 0].axis("off")
+    for k in range(16):
+        ax = axes.flat[1 + k + (k >= 8)]
+        ax.imshow(maps[k], cmap="viridis")
+        ax.set_title(f"map {k}", fontsize=8)
+    for ax in axes.flat:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    return fig
+
 
 # -- chapter 7 -------------------------------------------------------------------------------
 

@@ -419,9 +419,12 @@ def test_batch_shards_in_parallel_give_the_serial_result(workers, stride, paddin
         sharded = run()
     finally:
         tt.set_num_threads(before)
-    np.testing.assert_array_equal(sharded[0], serial[0])  # per-image: bit-identical
-    np.testing.assert_array_equal(sharded[1], serial[1])
-    np.testing.assert_allclose(sharded[2], serial[2], rtol=1e-5, atol=1e-5)  # summed over shards
+    # Per image the arithmetic is the same, but not always bit for bit: a shard's GEMMs
+    # have fewer columns, and BLAS kernels (OpenBLAS's Haswell ones, for example) may
+    # round an edge tile of another width differently. dW is also summed over shards.
+    np.testing.assert_allclose(sharded[0], serial[0], rtol=1e-6, atol=1e-5)
+    np.testing.assert_allclose(sharded[1], serial[1], rtol=1e-6, atol=1e-5)
+    np.testing.assert_allclose(sharded[2], serial[2], rtol=1e-5, atol=1e-5)
     xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
     yt = torch.nn.functional.conv2d(xt, wt, torch.tensor(b), stride=stride, padding=padding)
     yt.backward(torch.tensor(dy))

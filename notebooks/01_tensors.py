@@ -1,0 +1,711 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Chapter 1 — Tensors: arrays, shapes, strides and broadcasting
+#
+# Every deep-learning framework is, at its bottom, a way to push large arrays of numbers
+# through a chain of operations. Before we can differentiate anything (chapter 2) or
+# convolve anything (chapter 3), we need to be precise about what an array *is*: a flat
+# block of memory plus a little metadata that says how to walk through it.
+#
+# **What you will build / learn in this chapter**
+#
+# 1. How a NumPy array is laid out in memory: `shape`, `dtype` and `strides`, and why a
+#    transpose or a slice costs nothing (it is a *view* with other strides).
+# 2. A first look at `as_strided`, the trick chapter 3 uses to build `im2col` without loops.
+# 3. Broadcasting: the rule, a picture, the error you get when it fails, and why the
+#    gradient of a broadcast op must be **summed back** to the input's shape
+#    (`unbroadcast` in `tinytrain/autograd/ops.py`).
+# 4. What a tinytrain `Tensor` adds on top of an array: a device, a dtype policy,
+#    `requires_grad`, `grad` and `grad_fn`, and clear error messages.
+# 5. Why one code path serves both NumPy (CPU) and CuPy (GPU): `get_array_module`.
+#
+# The package modules this chapter explains are `tinytrain/tensor.py` and
+# `tinytrain/backend.py`.
+
+# %% [markdown]
+# ## 0. Set-up check
+#
+# First make sure the environment is sane: `tinytrain.doctor` prints the Python, NumPy,
+# CuPy/GPU and MPI situation of this machine. Nothing later in this chapter needs a GPU.
+
+# %%
+import tinytrain.doctor
+
+status = tinytrain.doctor.main()
+assert status == 0
+
+# %%
+# %matplotlib inline
+import matplotlib.pyplot as plt
+import numpy as np
+
+import figures  # the course's plotting helpers, notebooks/figures.py
+import tinytrain as tt
+
+np.set_printoptions(precision=4, suppress=True)
+
+
+def show_error(fn):
+    # Run fn(), which must fail; print the error type and message, and return the exception.
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - we want to display any error
+        print(f"{type(exc).__name__}: {exc}")
+        return exc
+    raise AssertionError("expected an error, but none was raised")
+
+
+# %% [markdown]
+# ## 1. A NumPy array is a buffer plus a recipe
+#
+# An `ndarray` owns (or borrows) one flat, contiguous block of bytes. Three pieces of
+# metadata turn that block into an n-dimensional array:
+#
+# * `dtype` — what one element is (`float32` is 4 bytes),
+# * `shape` — how many elements along each axis,
+# * `strides` — how many **bytes** to jump to move one step along each axis.
+#
+# Element `a[i, j]` lives at byte offset `i * strides[0] + j * strides[1]` from the start of
+# the buffer. That is the whole trick.
+
+# %%
+a = np.arange(6, dtype=np.float32).reshape(2, 3)
+print(a)
+print("shape   ", a.shape)
+print("dtype   ", a.dtype, f"({a.itemsize} bytes per element)")
+print("strides ", a.strides, "bytes")
+assert a.strides == (3 * 4, 4)   # next row: skip 3 floats; next column: skip 1 float
+
+
+# %% [markdown]
+# Let us check the formula by hand: compute the byte offset of every element and read the
+# element back from the flat buffer.
+
+# %%
+def byte_offset(arr, index):
+    return sum(i * s for i, s in zip(index, arr.strides))
+
+
+buffer = a.reshape(-1)          # the flat buffer (a view: no copy, a is contiguous)
+for index in np.ndindex(a.shape):
+    off = byte_offset(a, index)
+    assert buffer[off // a.itemsize] == a[index]
+    print(f"a{index} = {a[index]:.0f}  at byte {off:2d}")
+
+# %% [markdown]
+# ### Exercise 1.1 — the strides of a new array
+#
+# A new array is C-contiguous: along the last axis the next element is `itemsize` bytes
+# further, and one step along any other axis jumps over everything the axes after it hold.
+# Write `contiguous_strides(shape, itemsize)`, the strides NumPy gives `np.empty(shape, dtype)`.
+# The checker compares your strides with NumPy's for random shapes of 0 to 4 dimensions.
+
+# %%
+def contiguous_strides(shape, itemsize):
+    """The strides, in bytes, of a C-contiguous array of this shape (a tuple, like shape)."""
+    ### BEGIN SOLUTION
+    strides = []
+    step = itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+assert tuple(contiguous_strides((2, 3), 4)) == a.strides
+check_rng = np.random.default_rng(11)
+for dtype in (np.float32, np.float64, np.int8, np.int16):
+    for ndim in range(5):
+        shape = tuple(int(n) for n in check_rng.integers(1, 6, ndim))
+        expected = np.empty(shape, dtype).strides
+        got = contiguous_strides(shape, np.dtype(dtype).itemsize)
+        assert tuple(got) == expected, f"shape {shape}, {np.dtype(dtype)}: {got} != {expected}"
+print("Exercise 1.1: contiguous_strides agrees with NumPy")
+
+# %% [markdown]
+# ### Transposes and slices are views
+#
+# `a.T` does not move a single byte: it is a new array object over **the same buffer**
+# with the strides swapped. Slicing with a step (`a[:, ::2]`) multiplies a stride; picking a
+# row (`a[1]`) moves the start pointer. All of these are *views*: `np.shares_memory` says so,
+# and writing through a view changes the original.
+
+# %%
+t = a.T
+print("a.T strides:", t.strides, "  shares memory with a:", np.shares_memory(a, t))
+s = a[:, ::2]
+print("a[:, ::2] =\n", s, "\nstrides:", s.strides, "  shares memory:", np.shares_memory(a, s))
+r = a[1]
+print("a[1] =", r, " strides:", r.strides, "  shares memory:", np.shares_memory(a, r))
+
+assert t.strides == (4, 12) and s.strides == (12, 8)
+assert np.shares_memory(a, t) and np.shares_memory(a, s) and np.shares_memory(a, r)
+
+# fancy indexing (a list of indices) is different: it always copies
+f = a[[0, 1], :]
+print("a[[0, 1], :] shares memory:", np.shares_memory(a, f))
+assert not np.shares_memory(a, f)
+
+# %%
+b = a.copy()
+view = b.T
+view[2, 0] = 100.0            # write through the transposed view ...
+print(b)                      # ... and the original changed: b[0, 2] is now 100
+assert b[0, 2] == 100.0
+
+
+# %% [markdown]
+# ### Exercise 1.2 — a transpose is a new order of strides
+#
+# `arr.transpose(axes)` makes axis `k` of the result out of axis `axes[k]` of `arr`, without
+# moving a byte. Write `transpose_view(shape, strides, axes)`, which returns the view's
+# `(shape, strides)`. The checker compares them with NumPy's on random arrays (some already
+# non-contiguous), and walks the buffer with your strides to check the elements too.
+
+# %%
+def transpose_view(shape, strides, axes):
+    """Shape and strides of arr.transpose(axes), for arr of this shape and these strides."""
+    ### BEGIN SOLUTION
+    return tuple(shape[k] for k in axes), tuple(strides[k] for k in axes)
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+from numpy.lib.stride_tricks import as_strided
+
+check_rng = np.random.default_rng(12)
+for _ in range(30):
+    ndim = int(check_rng.integers(1, 5))
+    full = check_rng.standard_normal(tuple(int(n) for n in check_rng.integers(2, 6, ndim)))
+    arr = full[tuple(slice(None, None, int(k)) for k in check_rng.integers(1, 3, ndim))]
+    axes = tuple(int(k) for k in check_rng.permutation(ndim))
+    shape, strides = transpose_view(arr.shape, arr.strides, axes)
+    expected = arr.transpose(axes)
+    assert (tuple(shape), tuple(strides)) == (expected.shape, expected.strides), axes
+    view = as_strided(arr, shape, strides)            # the same buffer, walked your way
+    assert np.shares_memory(view, arr) and np.array_equal(view, expected)
+print("Exercise 1.2: transpose_view agrees with NumPy")
+
+# %% [markdown]
+# ### A picture of the memory layout
+#
+# Below: the flat buffer (top), `a` as a 2x3 grid and `a.T` as a 3x2 grid. Each cell shows
+# its value and, underneath, the byte offset where it lives. The colour is the position in
+# memory. In `a` the colours run along the rows (*row-major*, "C order"); in `a.T` the same
+# colours run down the columns — same bytes, different walk.
+
+# %%
+fig = plt.figure(figsize=(9, 5))
+ax0 = fig.add_axes([0.05, 0.72, 0.9, 0.2])
+figures.draw_memory_grid(ax0, a.reshape(1, -1), a,
+                         "the buffer: what is really in memory (6 x 4 = 24 bytes)",
+                         show_meta=False)
+figures.draw_memory_grid(fig.add_axes([0.08, 0.05, 0.4, 0.55]), a, a, "a")
+figures.draw_memory_grid(fig.add_axes([0.58, 0.05, 0.3, 0.55]), a.T, a, "a.T (a view)")
+plt.show()
+
+# %% [markdown]
+# ### Contiguous or not
+#
+# An array is **C-contiguous** when walking it in row-major order visits the buffer in
+# order, with no gaps. `a` is; `a.T` and `a[:, ::2]` are not. Most kernels (BLAS, our CUDA
+# kernels in chapter 4) want contiguous inputs, so a framework sometimes has to make a
+# contiguous *copy* — `np.ascontiguousarray` — and `reshape` of a non-contiguous array
+# silently copies too. Copies cost memory and time, so it pays to know when they happen.
+
+# %%
+for name, arr in [("a", a), ("a.T", a.T), ("a[:, ::2]", a[:, ::2])]:
+    print(f"{name:10s} C-contiguous: {arr.flags['C_CONTIGUOUS']}")
+
+c = np.ascontiguousarray(a.T)
+print("\nascontiguousarray(a.T): strides", c.strides, " shares memory:", np.shares_memory(a, c))
+assert c.flags["C_CONTIGUOUS"] and not np.shares_memory(a, c)
+
+# reshape is a view when it can be, a copy when it must be
+assert np.shares_memory(a, a.reshape(3, 2))          # contiguous: a view
+assert not np.shares_memory(a, a.T.reshape(-1))      # transposed: must copy
+print("a.reshape(3, 2) is a view; a.T.reshape(-1) is a copy:", a.T.reshape(-1))
+
+# %% [markdown]
+# ### Teaser: `as_strided`, or how to get sliding windows for free
+#
+# If strides are just numbers, we can choose them ourselves. `np.lib.stride_tricks.as_strided`
+# builds a view with *any* shape and strides over an existing buffer. Give a 1-D signal the
+# shape `(windows, width)` and the strides `(4, 4)`: row `k` starts one element after row
+# `k-1`, so the rows are overlapping windows, and no data was copied.
+#
+# (`as_strided` does no bounds checking — a wrong stride reads memory that is not yours. The
+# safe wrapper `np.lib.stride_tricks.sliding_window_view` computes the strides for you.)
+
+# %%
+from numpy.lib.stride_tricks import as_strided, sliding_window_view
+
+x = np.arange(8, dtype=np.float32)
+width = 3
+windows = as_strided(x, shape=(len(x) - width + 1, width), strides=(x.strides[0], x.strides[0]))
+print(windows)
+assert np.shares_memory(x, windows)
+assert np.array_equal(windows, sliding_window_view(x, width))
+
+# %% [markdown]
+# The same idea in 2-D gives every `k x k` patch of an image as a 4-D view
+# `[out_h, out_w, k, k]`. A convolution is then one `einsum` (or, after a reshape, one
+# matrix multiplication) of the patches with the kernel. This is **im2col**, and chapter 3
+# builds the CPU convolution and its checks from exactly this view.
+
+# %%
+img = np.arange(16, dtype=np.float32).reshape(4, 4)
+k = 2
+sh, sw = img.strides
+patches = as_strided(img, shape=(4 - k + 1, 4 - k + 1, k, k), strides=(sh, sw, sh, sw))
+print("patch at (1, 2):\n", patches[1, 2])
+
+kernel = np.array([[1, 0], [0, 2]], dtype=np.float32)
+out = np.einsum("hwij,ij->hw", patches, kernel)
+
+# the slow, obvious definition, to check against
+ref = np.zeros((3, 3), dtype=np.float32)
+for i in range(3):
+    for j in range(3):
+        ref[i, j] = (img[i:i + k, j:j + k] * kernel).sum()
+print("convolution via strided patches:\n", out)
+assert np.array_equal(out, ref)
+
+
+# %% [markdown]
+# ## 2. Broadcasting
+#
+# Adding a bias of shape `(4,)` to a batch of shape `(3, 4)` "just works" in NumPy. The rule
+# that makes it work is short:
+#
+# > Line the two shapes up **from the right**. Two dimensions are compatible when they are
+# > equal or one of them is 1; a missing dimension counts as 1. The result has, in each
+# > position, the larger of the two sizes. Otherwise it is an error.
+#
+# So `(3, 1) + (1, 4)` gives `(3, 4)`: the column is repeated 4 times to the right, the row 3
+# times downwards.
+#
+# ### Exercise 1.3 — the broadcast rule as code
+#
+# Write `broadcast_shape(sa, sb)`: the shape of `a + b` for arrays of shapes `sa` and `sb`,
+# or a `ValueError` when they do not broadcast. The checker compares it with
+# `np.broadcast_shapes` on the examples below and on random pairs of shapes.
+
+# %%
+def broadcast_shape(sa, sb):
+    """The shape of a + b for arrays of shapes sa and sb; ValueError if they do not broadcast."""
+    ### BEGIN SOLUTION
+    n = max(len(sa), len(sb))
+    sa, sb = (1,) * (n - len(sa)) + tuple(sa), (1,) * (n - len(sb)) + tuple(sb)
+    out = []
+    for da, db in zip(sa, sb):
+        if da != db and 1 not in (da, db):
+            raise ValueError(f"shapes {sa} and {sb}: {da} and {db} are neither equal nor 1")
+        out.append(max(da, db))
+    return tuple(out)
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+examples = [((3, 1), (1, 4)), ((3, 4), (4,)), ((2, 1, 5), (3, 1)), ((), (2, 2)),
+            ((8, 1, 6, 1), (7, 1, 5))]
+for sa, sb in examples:
+    ours = broadcast_shape(sa, sb)
+    assert ours == np.broadcast_shapes(sa, sb)
+    print(f"{str(sa):14s} + {str(sb):10s} -> {ours}")
+
+check_rng = np.random.default_rng(13)
+for _ in range(300):
+    sa, sb = (tuple(int(n) for n in check_rng.integers(1, 4, check_rng.integers(0, 5)))
+              for _ in range(2))
+    try:
+        expected = np.broadcast_shapes(sa, sb)
+    except ValueError:
+        expected = None
+    if expected is not None:
+        assert tuple(broadcast_shape(sa, sb)) == expected, (sa, sb)
+        continue
+    try:
+        broadcast_shape(sa, sb)
+    except ValueError:
+        continue
+    raise AssertionError(f"{sa} and {sb} do not broadcast: expected a ValueError")
+print("Exercise 1.3: broadcast_shape agrees with np.broadcast_shapes")
+
+# %% [markdown]
+# Broadcasting is not a copy either: `np.broadcast_to` returns a view whose stride along a
+# stretched axis is **0** — every step along that axis reads the same bytes again.
+
+# %%
+col = np.array([[0.0], [10.0], [20.0]], dtype=np.float32)    # (3, 1)
+row = np.array([[1.0, 2.0, 3.0, 4.0]], dtype=np.float32)     # (1, 4)
+stretched = np.broadcast_to(col, (3, 4))
+print("col stretched to (3, 4): strides", stretched.strides, "(0 bytes along the columns)")
+assert stretched.strides == (4, 0)
+total = col + row
+print(total)
+assert total.shape == (3, 4) and total[2, 3] == 24.0
+
+
+# %%
+figures.draw_broadcast_sum(col, row)
+plt.show()
+
+# %% [markdown]
+# ### Exercise 1.4 — the strides of a broadcast
+#
+# Write `broadcast_strides(shape, strides, target)`: the strides of
+# `np.broadcast_to(arr, target)` for an array `arr` of that shape and those strides. Axes that
+# broadcasting adds in front, and axes where `arr` has size 1, read the same bytes at every
+# step; the others keep their stride. Raise `ValueError` when `shape` cannot be stretched to
+# `target`. The checker compares with NumPy and reads the buffer through your strides.
+
+# %%
+def broadcast_strides(shape, strides, target):
+    """Strides of np.broadcast_to(arr, target) for arr of this shape and these strides."""
+    ### BEGIN SOLUTION
+    lead = len(target) - len(shape)
+    if lead < 0:
+        raise ValueError(f"cannot broadcast shape {shape} to fewer dimensions {target}")
+    out = [0] * lead
+    for n, step, t in zip(shape, strides, target[lead:]):
+        if n not in (1, t):
+            raise ValueError(f"cannot broadcast shape {shape} to {target}")
+        out.append(0 if n == 1 else step)
+    return tuple(out)
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+check_rng = np.random.default_rng(14)
+for _ in range(30):
+    ndim = int(check_rng.integers(0, 4))
+    full = check_rng.standard_normal(tuple(int(n) for n in check_rng.integers(1, 5, ndim)))
+    arr = full[tuple(slice(None, None, int(k)) for k in check_rng.integers(1, 3, ndim))]
+    lead = tuple(int(n) for n in check_rng.integers(1, 4, check_rng.integers(0, 3)))
+    target = lead + tuple(int(check_rng.integers(2, 4)) if n == 1 else n for n in arr.shape)
+    strides = broadcast_strides(arr.shape, arr.strides, target)
+    expected = np.broadcast_to(arr, target)
+    assert tuple(strides) == expected.strides, (arr.shape, arr.strides, target)
+    assert np.array_equal(as_strided(arr, target, strides), expected)
+for shape, target in [((3,), (4,)), ((2, 3), (3,)), ((2, 1), (3, 3))]:
+    try:
+        broadcast_strides(shape, np.empty(shape).strides, target)
+    except ValueError:
+        continue
+    raise AssertionError(f"{shape} cannot be broadcast to {target}: expected a ValueError")
+print("Exercise 1.4: broadcast_strides agrees with np.broadcast_to")
+
+# %% [markdown]
+# When the rule fails, NumPy says so. tinytrain checks shapes *before* computing and names the
+# op and both shapes in its message (`broadcast_shapes` in `tinytrain/autograd/ops.py`).
+
+# %%
+show_error(lambda: np.ones((2, 3)) + np.ones((3, 2)))
+e = show_error(lambda: tt.ones(2, 3) + tt.ones(3, 2))
+assert "(2, 3) and (3, 2)" in str(e)
+
+# %% [markdown]
+# ### Why the gradient of a broadcast op is a sum
+#
+# Take `y = x + b` with `x` of shape `(3, 4)` and a bias `b` of shape `(4,)`, and a loss
+# `L = sum(w * y)` for some weights `w`. Each `b[j]` was *copied* into the three entries
+# `y[0, j], y[1, j], y[2, j]`, so nudging `b[j]` nudges all three, and by the chain rule
+#
+# $$\frac{\partial L}{\partial b_j} = \sum_i \frac{\partial L}{\partial y_{ij}}.$$
+#
+# The gradient flowing back, `dL/dy`, has the *output's* shape `(3, 4)`; to become the
+# gradient of `b` it must be **summed over the broadcast axes** back to `(4,)`. Copying in
+# forward is summing in backward. In tinytrain every binary op does this with one helper,
+# `unbroadcast(grad, shape)`.
+
+# %%
+from tinytrain.autograd.ops import unbroadcast
+
+rng = np.random.default_rng(0)
+x = rng.standard_normal((3, 4))
+b = rng.standard_normal(4)
+w = rng.standard_normal((3, 4))
+def L(b):
+    return np.sum(w * (x + b))
+
+
+
+# dL/dy = w; summed back to b's shape
+g_b = unbroadcast(w, b.shape)
+assert g_b.shape == (4,) and np.allclose(g_b, w.sum(axis=0))
+
+# finite differences agree
+eps = 1e-6
+numeric = np.array([(L(b + eps * e) - L(b - eps * e)) / (2 * eps) for e in np.eye(4)])
+print("unbroadcast:       ", g_b)
+print("finite differences:", numeric)
+assert np.allclose(g_b, numeric, atol=1e-6)
+
+# a (3, 1) column was stretched along axis 1: sum that axis, keep the 1
+assert np.allclose(unbroadcast(w, (3, 1)), w.sum(axis=1, keepdims=True))
+# a scalar was stretched everywhere: sum everything
+assert np.allclose(unbroadcast(w, ()), w.sum())
+
+# %% [markdown]
+# And the package's autograd does the same when we let it differentiate (chapter 2 explains
+# how):
+
+# %%
+tb = tt.tensor(b, requires_grad=True)
+(tt.tensor(w) * (tt.tensor(x) + tb)).sum().backward()
+print(tb.grad)
+assert np.allclose(tb.grad.numpy(), g_b)
+
+# %% [markdown]
+# ### Exercise 1.5 — summing a gradient back to its input's shape
+#
+# Write `sum_to_shape(grad, shape)`, your own `unbroadcast`: `grad` has the shape of a result
+# that an input of shape `shape` was broadcast into; sum it over the axes broadcasting added
+# in front, and over the axes where `shape` has a 1 (keeping them, with size 1). The checker
+# compares it with the package's `unbroadcast`, and with the definition: the derivative of
+# `sum(grad * broadcast_to(x, grad.shape))` with respect to each element of `x`.
+
+# %%
+def sum_to_shape(grad, shape):
+    """Sum grad, the gradient of a broadcast result, back to the input's shape."""
+    ### BEGIN SOLUTION
+    lead = grad.ndim - len(shape)
+    g = grad.sum(axis=tuple(range(lead))) if lead else grad
+    axes = tuple(k for k, n in enumerate(shape) if n == 1 and g.shape[k] != 1)
+    return g.sum(axis=axes, keepdims=True) if axes else g
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+check_rng = np.random.default_rng(15)
+for _ in range(30):
+    out_shape = tuple(int(n) for n in check_rng.integers(1, 4, check_rng.integers(0, 4)))
+    keep = int(check_rng.integers(0, len(out_shape) + 1))    # the input's number of dims
+    tail = out_shape[len(out_shape) - keep:]
+    in_shape = tuple(1 if check_rng.random() < 0.5 else n for n in tail)
+    grad = check_rng.standard_normal(out_shape)
+    mine = np.asarray(sum_to_shape(grad, in_shape))
+    assert mine.shape == in_shape, f"{out_shape} -> {in_shape}: got shape {mine.shape}"
+    assert np.allclose(mine, unbroadcast(grad, in_shape)), (out_shape, in_shape)
+    for index in np.ndindex(in_shape):                        # the definition, element by element
+        one_hot = np.zeros(in_shape)
+        one_hot[index] = 1.0
+        assert np.isclose(mine[index], (grad * np.broadcast_to(one_hot, out_shape)).sum())
+print("Exercise 1.5: sum_to_shape agrees with unbroadcast and with the definition")
+
+# %% [markdown]
+# ## 3. What a `Tensor` adds
+#
+# A tinytrain `Tensor` wraps exactly one array — a NumPy array on `"cpu"`, a CuPy array on
+# `"cuda"`, never a mix — and adds what training needs:
+#
+# | attribute | meaning |
+# |---|---|
+# | `device` | `"cpu"` or `"cuda"`, read off the array's type |
+# | `dtype` | the array's dtype, with PyTorch's rules for Python numbers |
+# | `requires_grad` | should backward compute a gradient for this tensor? |
+# | `grad` | after `backward()`, the gradient (itself a Tensor) |
+# | `grad_fn` | the graph node of the op that made this tensor (`None` for leaves) |
+# | `data` | the raw array (as in micrograd and DeZero) |
+
+# %%
+x = tt.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
+print(x)
+print("shape", x.shape, "| dtype", x.dtype, "| device", x.device)
+print("requires_grad", x.requires_grad, "| grad", x.grad, "| grad_fn", x.grad_fn,
+      "| is_leaf", x.is_leaf)
+print("data is a", type(x.data).__module__ + "." + type(x.data).__name__)
+assert x.dtype == tt.float32 and x.device == "cpu" and x.grad is None
+
+# %%
+y = (x * x).sum()              # an op on a tensor that requires grad records a node
+print(y, "  grad_fn:", y.grad_fn)
+y.backward()
+print("x.grad =", x.grad)      # d(sum x^2)/dx = 2x
+assert np.allclose(x.grad.numpy(), 2 * x.numpy())
+
+# %% [markdown]
+# ### Creating tensors
+#
+# The creation functions mirror PyTorch. Random ones draw from the package generator, so
+# `tt.manual_seed` makes them reproducible (and, because draws happen on the CPU, the same
+# seed gives the same numbers on every device).
+
+# %%
+print(tt.zeros(2, 3))
+print(tt.ones(2, dtype=tt.float64))
+print(tt.arange(5), tt.arange(0, 1, 0.25))
+
+tt.manual_seed(0)
+r1 = tt.randn(2, 3)
+tt.manual_seed(0)
+r2 = tt.randn(2, 3)
+print(r1)
+assert np.array_equal(r1.numpy(), r2.numpy())
+assert tt.arange(5).dtype == tt.int64 and tt.arange(0, 1, 0.25).dtype == tt.float32
+
+# %% [markdown]
+# ### dtype rules
+#
+# * Python floats (and lists of them) become **float32**, Python ints become **int64** — as
+#   in PyTorch, because float32 is what we train in.
+# * A NumPy array **keeps its dtype**: `np.zeros(3)` is float64 and stays float64. Pass
+#   `dtype=` to choose.
+# * `tt.tensor` always **copies** its input; `x.numpy()` on the CPU returns the tensor's own
+#   array (no copy, as in PyTorch), so writing into it writes into the tensor.
+
+# %%
+cases = {
+    "tt.tensor(1.5)": tt.tensor(1.5),
+    "tt.tensor([1, 2])": tt.tensor([1, 2]),
+    "tt.tensor(np.zeros(3))": tt.tensor(np.zeros(3)),
+    "tt.tensor(np.zeros(3, np.float32))": tt.tensor(np.zeros(3, np.float32)),
+    "tt.tensor([1, 2], dtype=tt.float64)": tt.tensor([1, 2], dtype=tt.float64),
+}
+for expr, t in cases.items():
+    print(f"{expr:38s} -> {t.dtype}")
+expected = [tt.float32, tt.int64, tt.float64, tt.float32, tt.float64]
+assert [t.dtype for t in cases.values()] == expected
+
+src = np.ones(3, dtype=np.float32)
+t = tt.tensor(src)
+assert not np.shares_memory(src, t.numpy())     # tt.tensor copies
+assert t.numpy() is t.data                      # .numpy() does not (on the CPU)
+
+# %% [markdown]
+# ### `.to()`: devices and dtypes
+#
+# `x.to(dtype)`, `x.to("cuda")` and `x.to("cpu", dtype)` return a converted copy — or `x`
+# itself when nothing changes. The conversion is differentiable: gradients flow back to the
+# original device and dtype. Asking for `"cuda"` on a machine without CuPy or a GPU raises an
+# error that says what to install.
+
+# %%
+x64 = x.to(tt.float64)
+print(x64.dtype, "| same object when nothing changes:", x.to("cpu") is x)
+assert x64.dtype == tt.float64 and x.to("cpu") is x
+
+if tt.cuda_is_available():
+    xg = x.to("cuda")
+    print(xg.device, type(xg.data))
+    assert np.array_equal(xg.numpy(), x.numpy())
+else:
+    print("No CUDA GPU here; this is what asking for one says:\n")
+    show_error(lambda: x.to("cuda"))
+
+# %% [markdown]
+# ### Errors that say what went wrong
+#
+# NumPy is permissive: it promotes `float32 + float64` to float64 without a word, and the
+# mistake shows up much later as a slow model or a dtype error deep inside a kernel.
+# tinytrain refuses such mixes at the op, and says what to do. Shape errors name both
+# shapes.
+
+# %%
+print("NumPy silently promotes:", (np.ones(2, np.float32) + np.ones(2, np.float64)).dtype)
+show_error(lambda: tt.ones(2) + tt.ones(2, dtype=tt.float64))
+show_error(lambda: tt.ones(2, 3) @ tt.ones(2, 3))
+show_error(lambda: tt.ones(2, 3, requires_grad=True).sum(dim=1).backward())
+e = show_error(lambda: tt.tensor([1, 2], requires_grad=True))
+assert isinstance(e, TypeError)
+
+# %% [markdown]
+# ## 4. One code path for NumPy and CuPy
+#
+# CuPy copies NumPy's API almost name for name: `cupy.exp`, `cupy.matmul`, `arr.sum(axis=...)`
+# all exist with the same meaning. So instead of writing every op twice, we write it once
+# against a module variable `xp` and ask the *input* which module it belongs to. This is
+# DeZero's idea, and `tinytrain.backend.get_array_module(arr)` returns `numpy` for a NumPy
+# array and `cupy` for a CuPy array.
+#
+# Every op in `tinytrain/autograd/ops.py` is written this way, for example:
+
+# %%
+import inspect
+
+from tinytrain.autograd import ops
+
+print(inspect.getsource(ops.Exp))
+
+# %% [markdown]
+# Let us write one function in that style: a **numerically stable softmax**. The naive
+# `exp(x) / sum(exp(x))` overflows as soon as an input is larger than about 88 in float32.
+# Subtracting the row maximum first changes nothing mathematically (the factor `exp(-max)`
+# cancels) but keeps every exponent `<= 0`.
+
+# %%
+from tinytrain.backend import get_array_module
+
+
+def softmax(x, axis=-1):
+    xp = get_array_module(x)           # numpy or cupy: whichever owns x
+    z = x - x.max(axis=axis, keepdims=True)
+    e = xp.exp(z)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def naive_softmax(x, axis=-1):
+    xp = get_array_module(x)
+    e = xp.exp(x)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+logits = np.array([[1.0, 2.0, 3.0], [1000.0, 1001.0, 1002.0]], dtype=np.float32)
+with np.errstate(over="ignore", invalid="ignore"):
+    print("naive: ", naive_softmax(logits))
+p = softmax(logits)
+print("stable:", p)
+assert np.allclose(p.sum(axis=-1), 1.0)
+assert np.allclose(p[0], p[1])                  # softmax does not care about a shift
+assert np.allclose(p[0], np.exp([1, 2, 3]) / np.exp([1, 2, 3]).sum())
+
+# %%
+if tt.cuda_is_available():
+    import cupy as cp
+
+    p_gpu = softmax(cp.asarray(logits))       # the very same function, now on the GPU
+    print("CuPy result:", type(p_gpu), "\n", cp.asnumpy(p_gpu))
+    assert np.allclose(cp.asnumpy(p_gpu), p, atol=1e-6)
+else:
+    print("No CUDA GPU / CuPy on this machine: skipping the CuPy run of softmax.")
+    print("On a GPU machine this cell runs softmax on a cupy array and compares with NumPy.")
+
+# %% [markdown]
+# ## Summary
+#
+# * An array is a **buffer + dtype + shape + strides**. Transposes, slices with steps,
+#   broadcasts (stride 0) and `as_strided` windows are all *views*: new strides, same bytes.
+#   `reshape` of a non-contiguous array and fancy indexing copy.
+# * **Broadcasting** lines shapes up from the right; sizes must be equal or 1. Because
+#   forward *copies* along broadcast axes, backward must **sum** the gradient back to the
+#   input's shape: `unbroadcast`.
+# * A tinytrain **Tensor** is one array on one device plus `requires_grad`, `grad` and
+#   `grad_fn`; Python floats become float32, NumPy arrays keep their dtype, and mixed dtypes,
+#   devices or bad shapes fail early with a message naming the problem.
+# * Ops are written once against `xp = get_array_module(x)`, so the same code runs on NumPy
+#   and CuPy.
+#
+# **Where this lives in the package**
+#
+# * [tinytrain/tensor.py](../tinytrain/tensor.py) — `Tensor`, `tensor`, `zeros`, `ones`,
+#   `randn`, `arange`, `.to()`, the dtype rules and error checks
+# * [tinytrain/backend.py](../tinytrain/backend.py) — devices, `get_array_module`,
+#   `cuda_is_available`, lazy CuPy import
+# * [tinytrain/autograd/ops.py](../tinytrain/autograd/ops.py) — `unbroadcast`,
+#   `broadcast_shapes`, and every op written against `xp`
+# * [tinytrain/random.py](../tinytrain/random.py) — `manual_seed` and the package generator
+#
+# **Next:** [Chapter 2 — reverse-mode autodiff from scratch](02_autograd.ipynb) turns
+# `grad_fn` into a working backward pass.

@@ -1,0 +1,128 @@
+"""The exercises: each chapter has 3 to 6, each announced in the text and followed by its
+checker; the learner's copies in ``exercises/`` are what ``tools/make_exercises.py`` makes
+from the chapter sources; and run as a learner first finds them, every checker fails on its
+stub while every other cell of the chapter runs. (With the solutions, the checkers pass:
+nbval runs ``notebooks/``.)"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+from check_exercises import run_notebook  # noqa: E402
+from make_exercises import (  # noqa: E402
+    BEGIN,
+    END,
+    EXERCISES,
+    chapter_number,
+    find_exercises,
+    learner_notebook,
+    stub_solutions,
+)
+from sync_notebooks import chapter_sources, read_chapter  # noqa: E402
+
+SOURCES = chapter_sources()
+
+
+def _exercises(source: Path):
+    return find_exercises(read_chapter(source), chapter_number(source), source.name)
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_chapter_has_three_to_six_exercises_each_announced_in_the_text(source):
+    nb = read_chapter(source)
+    exercises = _exercises(source)
+    assert 3 <= len(exercises) <= 6, f"{len(exercises)} exercises"
+    for ex in exercises:
+        text = next(c.source for c in reversed(nb.cells[:ex.cell]) if c.cell_type == "markdown")
+        assert re.search(rf"Exercise {re.escape(ex.number)}\b", text), (
+            f"the markdown before exercise {ex.number} ({', '.join(ex.functions)}) should "
+            f"announce it as 'Exercise {ex.number}'")
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_learner_copy_is_made_from_the_current_source(source):
+    target = EXERCISES / (source.stem + ".ipynb")
+    assert target.exists(), "run `make notebooks`"
+    committed = nbformat.read(target, as_version=4).cells
+    expected = learner_notebook(source).cells
+    assert [(c.cell_type, c.source, c.metadata.get("tags")) for c in committed] == [
+        (c.cell_type, c.source, c.metadata.get("tags")) for c in expected
+    ], f"{target.name} is out of date: run `make notebooks`"
+    leaked = [i for i, c in enumerate(committed) if BEGIN in c.source or END in c.source]
+    assert not leaked, f"solution markers in cells {leaked}"
+
+
+def test_every_learner_copy_has_a_chapter():
+    assert {p.stem for p in EXERCISES.glob("*.ipynb")} == {s.stem for s in SOURCES}
+
+
+def test_a_stub_replaces_the_solution_and_names_the_exercise():
+    source = (
+        "def add(a, b):\n"
+        '    """Add them."""\n'
+        "    ### BEGIN SOLUTION\n"
+        "    return a + b\n"
+        "    ### END SOLUTION\n"
+        "\n"
+        "\n"
+        "class K:\n"
+        "    def twice(self, x):\n"
+        "        ### BEGIN SOLUTION\n"
+        "        return 2 * x\n"
+        "        ### END SOLUTION\n"
+    )
+    stubbed, functions = stub_solutions(source, "9.2")
+    assert functions == ["add", "K.twice"]
+    assert "return a + b" not in stubbed and "return 2 * x" not in stubbed
+    scope: dict = {}
+    exec(stubbed, scope)  # noqa: S102
+    with pytest.raises(NotImplementedError, match=r"^Exercise 9\.2: write add\(a, b\): add them"):
+        scope["add"](1, 2)
+    with pytest.raises(NotImplementedError, match=r"^Exercise 9\.2: write K\.twice\(self, x\)$"):
+        scope["K"]().twice(3)
+
+
+@pytest.mark.parametrize("source", [
+    f"{BEGIN}\nx = 1\n{END}\n",                                      # not in a function
+    f"def f():\n    {BEGIN}\n    return 1\n",                        # no END
+    f"def f():\n    return 1\n    {END}\n",                          # no BEGIN
+    f"def f():\n    {BEGIN}\n    {BEGIN}\n    return 1\n    {END}\n",  # nested
+], ids=["outside-a-function", "no-end", "no-begin", "nested"])
+def test_malformed_solution_blocks_are_refused(source):
+    with pytest.raises(ValueError, match="line"):
+        stub_solutions(source, "9.1", "test cell")
+
+
+def test_an_exercise_needs_a_checker_right_after_it():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(f"def f():\n    {BEGIN}\n    return 1\n    {END}\n"),
+                nbformat.v4.new_code_cell("assert f() == 1")]
+    with pytest.raises(ValueError, match="without a checker"):
+        find_exercises(nb, 9, "test")
+    nb.cells[1].metadata["tags"] = ["checker"]
+    assert [e.number for e in find_exercises(nb, 9, "test")] == ["9.1"]
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_learner_copy_runs_and_every_checker_fails_on_its_stub(source, monkeypatch, tmp_path):
+    # An empty data root: chapter 6 skips its full-MNIST run (the solution run does it).
+    monkeypatch.setenv("TINYTRAIN_DATA", str(tmp_path))
+    runs = run_notebook(EXERCISES / (source.stem + ".ipynb"))
+    checkers = [run for run in runs if run.checker]
+    numbers = [ex.number for ex in _exercises(source)]
+    assert len(checkers) == len(numbers)
+    for run, number in zip(checkers, numbers):
+        assert run.error is not None, f"the checker of exercise {number} passed on the stub"
+        name, message = run.error
+        assert name == "NotImplementedError" and message.startswith(f"Exercise {number}:"), (
+            f"the checker of exercise {number} failed with {name}: {message}, not on its stub")
+    broken = [(run.index, run.error) for run in runs if not run.checker and run.error]
+    assert not broken, f"cells that fail without the solutions: {broken}"
