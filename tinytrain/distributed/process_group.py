@@ -144,7 +144,9 @@ class MPIGroup(ProcessGroup):
 
 
 class _MPIWork(Work):
-    """An MPI request; ``wait()`` polls it, so that signals (Ctrl-C) are handled meanwhile."""
+    """An MPI request; ``wait()`` polls it, so that signals (Ctrl-C) are handled meanwhile,
+    and yields the core between polls (on a machine with more busy threads than cores, a
+    spinning rank would take time from the rank it waits for)."""
 
     def __init__(self, request: Any, group: ProcessGroup, what: str,
                  finish: Any = None) -> None:
@@ -160,7 +162,7 @@ class _MPIWork(Work):
 
     def wait(self) -> None:
         while not self.is_completed():
-            pass
+            os.sched_yield()
 
 
 def _mpi_call(group: ProcessGroup, what: str, fn: Any, *args: Any) -> Any:
