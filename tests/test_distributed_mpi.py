@@ -252,26 +252,60 @@ def test_resume_on_two_ranks_is_exact(tmp_path):
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)
 
 
-def test_a_checkpoint_resumes_on_another_number_of_ranks(tmp_path):
-    """2 ranks -> 1 -> 2. An epoch has 40 steps per rank on 2 ranks (2,500 digits each, batch
-    64) and 79 on 1: each leg continues the cosine schedule at the right epoch."""
-    args = ["--model", "mlp", "--optimizer", "adam"]
-    ck = str(tmp_path / "ck.npz")
-    r = train("--nproc", "2", *args, "--epochs", "1", "--save", ck)
-    assert r.returncode == 0 and tt.load(ck)["schedule"]["last_epoch"] == 40
-    first = _accuracy(r.stdout)
-    r = train(*args, "--epochs", "2", "--resume", ck, "--save", ck)
+def _start_training(*args: str) -> subprocess.Popen:
+    _mpiexec()
+    return subprocess.Popen([sys.executable, "-m", "tinytrain.train", *MINI, *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=_env(), cwd=ROOT, start_new_session=True)
+
+
+def _stop_after_first_checkpoint(p: subprocess.Popen, ck: Path, sig: int) -> tuple[int, str]:
+    """Send ``sig`` to the run's whole process group once ``ck`` exists; its exit code and
+    output."""
+    deadline = time.perf_counter() + 120
+    while not ck.exists() and p.poll() is None and time.perf_counter() < deadline:
+        time.sleep(0.05)
+    assert ck.exists(), "no checkpoint was written"
+    os.killpg(p.pid, sig)
+    code, _, out = _finish_within(p, 30)
+    return code, out
+
+
+def test_a_cosine_run_of_two_ranks_continues_on_one(tmp_path):
+    """Interrupted after epoch 1 on 2 ranks (40 steps per epoch: 2,500 digits each, batch 64),
+    finished on 1 rank (79 steps per epoch): the schedule continues at epoch 1 of 3."""
+    args = ["--model", "convnet", "--optimizer", "adam", "--epochs", "3"]
+    ck = tmp_path / "ck.npz"
+    code, out = _stop_after_first_checkpoint(
+        _start_training("--nproc", "2", *args, "--save", str(ck)), ck, signal.SIGTERM)
+    assert code == 143, out[-3000:]
+    first = tt.load(ck)
+    assert first["world_size"] == 2 and first["epoch"] in (1, 2)
+    assert first["schedule"]["last_epoch"] == first["epoch"] * 40
+    r = train("--resume", str(ck), "--save", str(ck))  # the settings come from the checkpoint
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "saved by 2 rank(s), continued on 1" in r.stdout and "warning" not in r.stderr
-    one = tt.load(ck)
-    assert (one["epoch"], one["world_size"]) == (2, 1)
-    assert one["schedule"]["last_epoch"] == one["schedule"]["T_max"] == 2 * 79
+    assert "saved by 2 rank(s), continued on 1" in r.stdout
+    done = tt.load(ck)
+    assert (done["epoch"], done["world_size"]) == (3, 1)
+    assert done["schedule"]["last_epoch"] == done["schedule"]["T_max"] == 3 * 79
+    steps = first["epoch"] * 40 + (3 - first["epoch"]) * 79
+    assert done["optimizer_steps"] == steps
+    assert {s["step"] for s in done["optimizer"]["state"].values()} == {steps}  # Adam's count
+    assert float(r.stdout.split("accuracy ")[-1].split("%")[0]) > 90
+
+
+def test_a_run_of_one_rank_continues_on_two(tmp_path):
+    args = ["--model", "mlp", "--optimizer", "sgd", "--lr", "0.1", "--schedule", "constant"]
+    ck = str(tmp_path / "ck.npz")
+    r = train(*args, "--epochs", "1", "--save", ck)
+    assert r.returncode == 0 and tt.load(ck)["world_size"] == 1
+    first = _accuracy(r.stdout)
     r = train("--nproc", "2", *args, "--epochs", "3", "--resume", ck, "--save", ck)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "saved by 1 rank(s), continued on 2" in r.stdout
     two = tt.load(ck)
-    assert (two["epoch"], two["world_size"]) == (3, 2)
-    assert two["schedule"]["last_epoch"] == two["schedule"]["T_max"] == 3 * 40
+    assert (two["epoch"], two["world_size"], two["optimizer_steps"]) == (3, 2, 79 + 2 * 40)
+    assert len(two["rng_per_rank"]) == 2
     assert _accuracy(r.stdout) > first  # it kept learning
 
 
@@ -281,23 +315,25 @@ def _accuracy(stdout: str) -> float:
 
 def test_ctrl_c_stops_a_training_run_on_two_ranks_and_keeps_the_checkpoint(tmp_path):
     ck = tmp_path / "ck.npz"
-    _mpiexec()
-    p = subprocess.Popen(
-        [sys.executable, "-m", "tinytrain.train", *MINI, "--nproc", "2", "--model", "mlp",
-         "--epochs", "200", "--save", str(ck)], stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, env=_env(), cwd=ROOT, start_new_session=True)
-    deadline = time.perf_counter() + 120
-    while not ck.exists() and p.poll() is None and time.perf_counter() < deadline:
-        time.sleep(0.2)
-    assert ck.exists(), "no checkpoint was written"
-    os.killpg(p.pid, signal.SIGINT)
-    code, seconds, out = _finish_within(p, 30)
+    code, out = _stop_after_first_checkpoint(
+        _start_training("--nproc", "2", "--model", "mlp", "--epochs", "200", "--save", str(ck)),
+        ck, signal.SIGINT)
     assert code == 130, out[-3000:]
-    assert "the last checkpoint in" in out and tt.load(ck)["epoch"] >= 1
+    assert "interrupted; the last checkpoint, after epoch" in out and tt.load(ck)["epoch"] >= 1
     assert [f.name for f in tmp_path.iterdir()] == ["ck.npz"]
-    ours = [d for d in Path("/proc").iterdir() if d.name.isdigit() and str(tmp_path) in
-            (d / "cmdline").read_bytes().decode(errors="replace")] if Path("/proc").exists() else []
-    assert not ours, "ranks still running"
+    assert not _processes_mentioning(str(tmp_path)), "ranks still running"
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    """The pids whose command line contains ``text`` (only this test's runs name tmp_path)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and text in (d / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(d.name)
+        except OSError:  # it exited meanwhile
+            pass
+    return found
 
 
 def test_nproc_that_contradicts_mpiexec_is_refused():

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import stat
 
 import numpy as np
 import pytest
@@ -174,3 +176,170 @@ def test_save_rejects_unsupported_objects(tmp_path):
     with pytest.raises(TypeError, match="keys"):
         tt.save({(1, 2): 3}, tmp_path / "a.npz")
     assert not any(tmp_path.iterdir())
+
+
+# ---------------------------------------------------------------- crafted and damaged files
+
+
+def write_structure(path, structure, raw: bytes | None = None, **arrays) -> None:
+    """An .npz with the given ``__structure__`` (JSON-encoded, or raw bytes) and arrays."""
+    payload = raw if raw is not None else json.dumps(structure).encode()
+    with open(path, "wb") as f:
+        np.savez(f, __structure__=np.frombuffer(payload, dtype=np.uint8), **arrays)
+
+
+def wrap(root):
+    return {"format": "tinytrain-save-v1", "root": root}
+
+
+def nested_lists(depth: int) -> dict:
+    node = {"t": "py", "v": 1}
+    for _ in range(depth):
+        node = {"t": "list", "items": [node]}
+    return node
+
+
+W = {"w": np.zeros(3, np.float32)}
+CRAFTED = {
+    "root is not a node": (wrap(5), {}),
+    "root is missing": ({"format": "tinytrain-save-v1"}, {}),
+    "structure is a list": ([1, 2], {}),
+    "format missing": ({"root": {"t": "py", "v": 1}}, {}),
+    "node without type": (wrap({"items": []}), {}),
+    "type is not a string": (wrap({"t": ["dict"]}), {}),
+    "unknown node type": (wrap({"t": "pickle", "v": "os.system"}), {}),
+    "dict without items": (wrap({"t": "dict"}), {}),
+    "dict items not a list": (wrap({"t": "dict", "items": {"a": 1}}), {}),
+    "dict item not a pair": (wrap({"t": "dict", "items": [["a"]]}), {}),
+    "dict key is a list": (wrap({"t": "dict", "items": [[["a"], {"t": "py", "v": 1}]]}), {}),
+    "dict key is a bool": (wrap({"t": "dict", "items": [[True, {"t": "py", "v": 1}]]}), {}),
+    "list item not a node": (wrap({"t": "list", "items": [3]}), {}),
+    "tuple items missing": (wrap({"t": "tuple"}), {}),
+    "py value missing": (wrap({"t": "py"}), {}),
+    "py value is a list": (wrap({"t": "py", "v": [1, 2]}), {}),
+    "py value is a dict": (wrap({"t": "py", "v": {"a": 1}}), {}),
+    "array key missing": (wrap({"t": "tensor"}), {}),
+    "array key not in the archive": (wrap({"t": "tensor", "k": "a7"}), W),
+    "array key not a string": (wrap({"t": "ndarray", "k": 0}), W),
+    "array used twice": (wrap({"t": "list", "items": [{"t": "tensor", "k": "w"},
+                                                      {"t": "tensor", "k": "w"}]}), W),
+    "tensor of strings": (wrap({"t": "tensor", "k": "s"}), {"s": np.array(["abc"])}),
+    "nested 150 deep": (wrap(nested_lists(150)), {}),
+    "nested 100000 deep (JSON parser)": (None, {}),
+    "structure not UTF-8": (None, {}),
+}
+
+
+@pytest.mark.parametrize("case", list(CRAFTED))
+def test_crafted_structure_raises_value_error_naming_the_file(tmp_path, case):
+    path = tmp_path / "crafted.npz"
+    structure, arrays = CRAFTED[case]
+    if case.startswith("nested 100000"):
+        write_structure(path, None, raw=b'{"format": "tinytrain-save-v1", "root": '
+                        + b'{"t": "list", "items": [' * 100000 + b"]}" * 100000 + b"}")
+    elif case == "structure not UTF-8":
+        write_structure(path, None, raw=b"\xff\xfe{}")
+    else:
+        write_structure(path, structure, **arrays)
+    with pytest.raises(ValueError) as info:
+        tt.load(path)
+    assert str(path) in str(info.value)
+
+
+def test_nesting_up_to_the_limit_round_trips_and_deeper_is_refused_on_save(tmp_path):
+    from tinytrain.serialization import MAX_DEPTH
+
+    obj: list = [1]
+    for _ in range(MAX_DEPTH - 1):
+        obj = [obj]
+    tt.save(obj, tmp_path / "deep.npz")
+    back = tt.load(tmp_path / "deep.npz")
+    for _ in range(MAX_DEPTH - 1):
+        back = back[0]
+    assert back == [1]
+    with pytest.raises(ValueError, match="nested more than"):
+        tt.save([obj], tmp_path / "deeper.npz")
+    cycle: list = []
+    cycle.append(cycle)
+    with pytest.raises(ValueError, match="nested more than"):
+        tt.save({"c": cycle}, tmp_path / "cycle.npz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deep.npz"]
+
+
+def test_a_folder_is_not_a_file(tmp_path):
+    with pytest.raises(ValueError, match="is a directory"):
+        tt.load(tmp_path)
+
+
+# ---------------------------------------------------------------- permissions
+
+
+@pytest.fixture
+def umask():
+    def set_umask(mask: int) -> None:
+        os.umask(mask)
+
+    old = os.umask(0o022)
+    yield set_umask
+    os.umask(old)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
+@pytest.mark.parametrize("mask", [0o022, 0o027, 0o002])
+def test_new_files_get_the_users_umask(tmp_path, umask, mask):
+    umask(mask)
+    tt.save({"w": tt.zeros(2)}, tmp_path / "new.npz")
+    assert stat.S_IMODE(os.stat(tmp_path / "new.npz").st_mode) == 0o666 & ~mask
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
+def test_an_overwritten_file_keeps_its_permissions(tmp_path, umask):
+    path = tmp_path / "ck.npz"
+    tt.save({"v": 1}, path)
+    os.chmod(path, 0o640)
+    umask(0o000)
+    tt.save({"v": 2}, path)
+    assert tt.load(path) == {"v": 2}
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
+
+
+def test_an_array_header_larger_than_its_data_is_refused_before_allocating(tmp_path):
+    import io
+    import zipfile
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": (10**12,)})
+    structure = io.BytesIO()
+    np.save(structure, np.frombuffer(json.dumps(wrap({"t": "ndarray", "k": "a0"})).encode(),
+                                     np.uint8))
+    path = tmp_path / "huge.npz"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("__structure__.npy", structure.getvalue())
+        z.writestr("a0.npy", header.getvalue() + bytes(64))
+    with pytest.raises(ValueError, match="declares float64") as info:  # not MemoryError
+        tt.load(path)
+    assert str(path) in str(info.value)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo (POSIX)")
+def test_save_refuses_to_replace_a_special_file_or_a_directory(tmp_path):
+    """An atomic save renames a new file over the target: over /dev/null or a FIFO that would
+    silently turn the special file into a plain one (seen once with /dev/null, as root)."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        tt.save({"a": 1}, fifo)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    with pytest.raises(ValueError, match="is a directory"):
+        tt.save({"a": 1}, tmp_path)
+    assert not list(tmp_path.glob(".*.part"))
+
+
+def test_save_through_a_symlink_replaces_the_file_it_points_to(tmp_path):
+    real = tmp_path / "real.npz"
+    tt.save({"a": 1}, real)
+    link = tmp_path / "link.npz"
+    link.symlink_to(real)
+    tt.save({"a": 2}, link)
+    assert link.is_symlink() and tt.load(real)["a"] == 2

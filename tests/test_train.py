@@ -44,7 +44,7 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path, model, 
         np.testing.assert_array_equal(straight[k], split[k], err_msg=k)
         assert not np.array_equal(one_epoch[k], split[k]), f"{k} did not train in epoch 2"
     ck = tt.load(tmp_path / "split.npz")
-    assert ck["epoch"] == 2 and ck["model_name"] == model
+    assert ck["epoch"] == 2 and ck["settings"]["model"] == model
 
 
 def _interrupt_in_epoch(monkeypatch, epoch: int) -> None:
@@ -100,9 +100,9 @@ def test_interrupt_keeps_the_last_good_checkpoint(tmp_path, monkeypatch, capsys)
     assert [p.name for p in tmp_path.iterdir()] == ["ck.npz"]  # no temporary files left
 
 
-def test_default_falls_back_to_mnist_mini_with_a_warning(tmp_path, capsys):
-    assert main(["--model", "mlp", "--data-dir", str(tmp_path), "--no-download",
-                 "--optimizer", "sgd", "--lr", "0.1"]) == 0
+def test_default_falls_back_to_mnist_mini_with_a_warning(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("TINYTRAIN_DATA", str(tmp_path))  # the default root, holding no MNIST
+    assert main(["--model", "mlp", "--no-download", "--optimizer", "sgd", "--lr", "0.1"]) == 0
     captured = capsys.readouterr()
     warning = [line for line in captured.err.splitlines() if line.startswith("warning:")]
     assert len(warning) == 1 and "mnist-mini" in warning[0]
@@ -117,8 +117,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("args,expected", [
     (["--model", "resnet"], "invalid choice: 'resnet'"),
     (["--dataset", "cifar"], "invalid choice: 'cifar'"),
-    (["--lr", "0"], "--lr must be a positive number"),
-    (["--lr", "-1"], "--lr must be a positive number"),
+    (["--lr", "0"], "--lr must be a positive finite number"),
+    (["--lr", "-1"], "--lr must be a positive finite number"),
     (["--batch-size", "0"], "--batch-size must be a positive integer"),
     (["--bs", "-3"], "--batch-size must be a positive integer"),
     (["--epochs", "0"], "--epochs must be a positive integer"),
@@ -144,7 +144,7 @@ def test_a_checkpoint_of_another_model_is_refused(tmp_path):
     assert main(["--model", "mlp", *MINI, "--save", str(ck)]) == 0
     r = _cli("--model", "cnn", *MINI, "--resume", str(ck))
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert "holds a 'mlp' model but --model is 'cnn'" in r.stderr
+    assert "--model cnn differs from the checkpoint's mlp" in r.stderr
 
 
 def test_a_file_that_is_not_a_checkpoint_is_refused(tmp_path):

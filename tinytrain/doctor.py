@@ -2,25 +2,39 @@
 
 Learners lose hours on set-up. This prints, in one screen: Python, NumPy and
 the BLAS it calls, CuPy with the CUDA driver and GPUs, MPI, the test-time
-reference (PyTorch) and Jupyter, each with the command that fixes what is
-missing. It never fails: every probe is guarded.
+reference (PyTorch) and Jupyter, and the data sets, each with the command that
+fixes what is missing. A data set is "ok" only when all its files are there,
+readable, and match the official checksums (it opens them as the training
+command would, never downloading). Every probe is guarded: the exit status is 1
+only when something required (Python, NumPy) is missing, else 0; a bad
+argument is a usage error (exit 2).
+
+    python -m tinytrain.doctor [--data-dir ROOT]
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
 import platform
 import shutil
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 OK, MISSING = "ok", "--"
+
+
+class _Problem(Exception):
+    """A finding worded for this report (shown without the exception's type)."""
 
 
 def _probe(fn: Callable[[], str]) -> tuple[str, str]:
     try:
         return OK, fn()
+    except _Problem as exc:
+        return MISSING, str(exc)
     except Exception as exc:  # a doctor reports, it does not crash
         return MISSING, f"{type(exc).__name__}: {exc}".splitlines()[0][:120]
 
@@ -91,9 +105,39 @@ def _module_version(name: str) -> Callable[[], str]:
     return probe
 
 
-def _data() -> str:
-    root = os.environ.get("TINYTRAIN_DATA")
-    return f"TINYTRAIN_DATA={root}" if root else "TINYTRAIN_DATA not set (per-user cache is used)"
+def _dataset(name: str, root: Path | None) -> Callable[[], str]:
+    """Open both splits of data set ``name`` like the training command, without downloading."""
+    def probe() -> str:
+        from tinytrain.data.datasets import CorruptDataError, MissingDataError, load_dataset
+
+        try:
+            train = load_dataset(name, root, train=True, download=False)
+            test = load_dataset(name, root, train=False, download=False)
+        except CorruptDataError as exc:
+            raise _Problem(f"{exc.path} is corrupt or incomplete (wrong checksum)") from None
+        except MissingDataError as exc:
+            have = f"; {len(exc.found)} of its files found" if exc.found else ""
+            raise _Problem(f"{exc.file} is not in {exc.data_dir}{os.sep}{have}") from None
+        return (f"{train.image_path.parent}: {len(train):,} + {len(test):,} images, "
+                f"checksums ok")
+
+    return probe
+
+
+def data_checks(root: Path | None = None) -> list[tuple[str, Callable[[], str], str]]:
+    """The data-set rows for data root ``root`` (default: $TINYTRAIN_DATA or the cache)."""
+    from tinytrain.data.datasets import default_data_root
+
+    where = root or default_data_root()
+    fetch = (f"python -m tinytrain.train --dataset {{}} downloads it into {where}/{{}}/ (or "
+             f"copy the four files there; set TINYTRAIN_DATA or --data-dir for another root)")
+    return [
+        ("mnist", _dataset("mnist", root), fetch.format("mnist", "mnist")),
+        ("fashion-mnist", _dataset("fashion-mnist", root),
+         "optional: " + fetch.format("fashion-mnist", "fashion-mnist")),
+        ("mnist-mini", _dataset("mnist-mini", None),
+         "ships with a source checkout: git checkout -- assets/mnist-mini"),
+    ]
 
 
 CHECKS: list[tuple[str, Callable[[], str], str]] = [
@@ -105,36 +149,45 @@ CHECKS: list[tuple[str, Callable[[], str], str]] = [
     ("mpi", _mpi, "optional, for multi-process DDP: pip install -e '.[mpi]'"),
     ("torch (tests)", _module_version("torch"), "tests only: pip install -e '.[dev]'"),
     ("jupyterlab", _module_version("jupyterlab"), "pip install -e '.[dev]' (or: make lab)"),
-    ("data", _data, ""),
 ]
 
 
 REQUIRED = ("python", "numpy")
 
 
-def report() -> list[tuple[str, str, str, str]]:
+def report(data_root: Path | None = None) -> list[tuple[str, str, str, str]]:
     """One row per check: (name, status, detail, how to fix when missing)."""
     rows = []
-    for name, fn, fix in CHECKS:
+    for name, fn, fix in [*CHECKS, *data_checks(data_root)]:
         status, detail = _probe(fn)
         rows.append((name, status, detail, fix if status == MISSING else ""))
     return rows
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Print the report; return the exit status. ``argv`` are the command's arguments (none
+    when called from Python, e.g. in a notebook, whose own ``sys.argv`` is not ours)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tinytrain.doctor",
+        description="Check what this machine can run with tinytrain, and what to install.")
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="data root to check (default: $TINYTRAIN_DATA, else the per-user "
+                             "cache folder)")
+    args = parser.parse_args(argv or [])  # argparse exits 2 on unknown arguments
     import tinytrain
 
     print(f"tinytrain {tinytrain.__version__} on {platform.system()} {platform.machine()}, "
           f"{os.cpu_count()} CPU cores")
-    rows = report()
+    rows = report(args.data_dir)
     for name, status, detail, fix in rows:
         print(f"  [{status}] {name:<14} {detail}")
         if fix:
             print(f"  {'':<5}{'':<14} -> {fix}")
     required_ok = all(status == OK for name, status, _, _ in rows if name in REQUIRED)
-    print("CPU chapters and tests need the python and numpy lines; the rest is optional.")
+    print("CPU chapters and tests need the python and numpy lines; the rest is optional "
+          "(without full MNIST, training falls back to mnist-mini).")
     return 0 if required_ok else 1
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,33 +1,41 @@
 """``tt.save`` / ``tt.load``: state dicts and checkpoints as NumPy ``.npz`` files.
 
 An object is any nesting of dicts (str or int keys), lists, tuples, Tensors,
-NumPy arrays and plain Python values (numbers, strings, bools, None). Arrays go
-into the archive as ``a0, a1, ...``; the nesting is stored as JSON next to them.
-No pickle: loading a file never runs code.
+NumPy arrays and plain Python values (numbers, strings, bools, None), at most
+``MAX_DEPTH`` containers deep. Arrays go into the archive as ``a0, a1, ...``;
+the nesting is stored as JSON next to them. No pickle: loading a file never
+runs code, and a file that is not exactly what :func:`save` writes (a crafted
+or damaged structure) raises a ``ValueError`` that names it.
 
 Saving is atomic: the archive is written to a temporary file in the same
 folder, flushed to disk, then renamed over the target. A run interrupted while
-saving leaves the previous file intact.
+saving leaves the previous file intact and no temporary file behind. The file
+gets the permissions a plain ``open(path, "wb")`` would give it: those of the
+file it replaces, or for a new file ``0o666`` less the user's umask.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
-import tempfile
+import stat
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tinytrain import backend
+from tinytrain.data.idx import replaceable_target, temp_path_for
 from tinytrain.tensor import Tensor
 
 _FORMAT = "tinytrain-save-v1"
+MAX_DEPTH = 100  #: containers nested deeper than this are refused by save and load
 
 
-def _encode(obj: Any, arrays: dict[str, np.ndarray]) -> Any:
+def _encode(obj: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> Any:
     if isinstance(obj, Tensor) or isinstance(obj, np.ndarray) or hasattr(obj,
                                                                         "__cuda_array_interface__"):
         key = f"a{len(arrays)}"
@@ -35,13 +43,15 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray]) -> Any:
         data = obj.data if isinstance(obj, Tensor) else obj
         arrays[key] = backend.to_device(data, "cpu")
         return {"t": kind, "k": key}
+    if isinstance(obj, dict | list | tuple) and depth >= MAX_DEPTH:
+        raise ValueError(f"save: containers nested more than {MAX_DEPTH} deep (or a cycle)")
     if isinstance(obj, dict):
         for k in obj:
             if not isinstance(k, str | int) or isinstance(k, bool):
                 raise TypeError(f"save: dict keys must be str or int, got {k!r}")
-        return {"t": "dict", "items": [[k, _encode(v, arrays)] for k, v in obj.items()]}
+        return {"t": "dict", "items": [[k, _encode(v, arrays, depth + 1)] for k, v in obj.items()]}
     if isinstance(obj, list | tuple):
-        return {"t": type(obj).__name__, "items": [_encode(v, arrays) for v in obj]}
+        return {"t": type(obj).__name__, "items": [_encode(v, arrays, depth + 1) for v in obj]}
     if isinstance(obj, np.generic):
         return {"t": "py", "v": obj.item()}
     if obj is None or isinstance(obj, bool | int | float | str):
@@ -49,58 +59,163 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray]) -> Any:
     raise TypeError(f"save: cannot store an object of type {type(obj).__name__}")
 
 
-def _decode(node: Any, arrays: Any, device: str | None) -> Any:
-    t = node["t"]
-    if t in ("tensor", "ndarray"):
-        arr = arrays[node["k"]]
+class _Decoder:
+    """Rebuilds the object from the JSON structure, trusting nothing in it.
+
+    Every node must be exactly what :func:`_encode` writes; anything else raises
+    ``ValueError`` with the node's place in the object (``root['model'][2]``).
+    """
+
+    def __init__(self, arrays: dict[str, np.ndarray], device: str | None) -> None:
+        self.arrays, self.device, self.used = arrays, device, set()
+
+    def node(self, node: Any, where: str, depth: int) -> Any:
+        if not isinstance(node, dict) or not isinstance(node.get("t"), str):
+            raise ValueError(f"{where}: expected a node {{'t': type, ...}}, got {node!r:.60}")
+        t = node["t"]
+        if t in ("tensor", "ndarray"):
+            return self.array(node, t, where)
+        if t == "py":
+            if "v" not in node:
+                raise ValueError(f"{where}: a plain value node needs 'v'")
+            v = node["v"]
+            if v is not None and not isinstance(v, bool | int | float | str):
+                raise ValueError(f"{where}: a plain value must be a number, string, bool or "
+                                 f"null, got {v!r:.60}")
+            return v
+        if t not in ("dict", "list", "tuple"):
+            raise ValueError(f"{where}: unknown node type {t!r}")
+        if depth >= MAX_DEPTH:
+            raise ValueError(f"{where}: containers nested more than {MAX_DEPTH} deep")
+        items = node.get("items")
+        if not isinstance(items, list):
+            raise ValueError(f"{where}: a {t} node needs a list of items")
+        if t != "dict":
+            out = [self.node(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(items)]
+            return out if t == "list" else tuple(out)
+        result = {}
+        for item in items:
+            if (not isinstance(item, list) or len(item) != 2 or isinstance(item[0], bool)
+                    or not isinstance(item[0], str | int)):
+                raise ValueError(f"{where}: a dict item must be [str or int key, node], "
+                                 f"got {item!r:.60}")
+            key, value = item
+            result[key] = self.node(value, f"{where}[{key!r}]", depth + 1)
+        return result
+
+    def array(self, node: dict, t: str, where: str) -> Any:
+        key = node.get("k")
+        if not isinstance(key, str) or key not in self.arrays:
+            raise ValueError(f"{where}: refers to array {key!r}, which is not in the archive")
+        if key in self.used:  # two Tensors would share (and silently co-modify) one buffer
+            raise ValueError(f"{where}: array {key!r} is used twice")
+        self.used.add(key)
+        arr = self.arrays[key]
         if t == "ndarray":
             return arr
-        return Tensor(backend.to_device(arr, device) if device else arr)
-    if t == "dict":
-        return {k: _decode(v, arrays, device) for k, v in node["items"]}
-    if t in ("list", "tuple"):
-        items = [_decode(v, arrays, device) for v in node["items"]]
-        return items if t == "list" else tuple(items)
-    if t == "py":
-        return node["v"]
-    raise ValueError(f"unknown node type {t!r}")
+        if arr.dtype.kind not in "biuf":
+            raise ValueError(f"{where}: a Tensor cannot hold dtype {arr.dtype}")
+        return Tensor(backend.to_device(arr, self.device) if self.device else arr)
 
 
 def save(obj: Any, path: str | os.PathLike) -> None:
     """Write ``obj`` to ``path`` (an ``.npz`` archive) atomically."""
-    path = Path(path)
+    path = replaceable_target(path)
     arrays: dict[str, np.ndarray] = {}
     structure = json.dumps({"format": _FORMAT, "root": _encode(obj, arrays)})
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = temp_path_for(path)
     try:
-        with os.fdopen(fd, "wb") as f:
+        with open(tmp, "xb") as f:  # created as open() creates files: 0o666 less the umask
             np.savez(f, __structure__=np.frombuffer(structure.encode(), dtype=np.uint8), **arrays)
             f.flush()
             os.fsync(f.fileno())
+            _keep_mode_of(path, f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+    _fsync_dir(path.parent)
+
+
+def _keep_mode_of(path: Path, fd: int) -> None:
+    """Give the new file the permission bits of the regular file it replaces, if any."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if stat.S_ISREG(st.st_mode) and hasattr(os, "fchmod"):
+        os.fchmod(fd, stat.S_IMODE(st.st_mode))
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename itself durable (POSIX); a no-op where folders cannot be opened."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def load(path: str | os.PathLike, map_location: str | None = None) -> Any:
-    """Read an object written by :func:`save`. Tensors land on ``map_location`` (default cpu)."""
+    """Read an object written by :func:`save`. Tensors land on ``map_location`` (default cpu).
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+        ValueError: the file is not one :func:`save` wrote, or its structure is damaged or
+            crafted (the message names the file and what is wrong).
+        OSError: the file cannot be read (e.g. PermissionError).
+    """
     path = Path(path)
+    device = backend.normalize_device(map_location) if map_location else None
     if not path.exists():
         raise FileNotFoundError(f"load: no such file: {path}")
-    if not zipfile.is_zipfile(path):  # text, .npy, pickle, truncated: never reach np.load
-        raise ValueError(f"load: {path} is not a tinytrain file (not an .npz archive)")
+    if path.is_dir():
+        raise ValueError(f"load: {path} is a directory, not a file written by tt.save")
+    with open(path, "rb") as file:  # an unreadable file raises its OSError (PermissionError)
+        return _load(file, path, device)
+
+
+def _check_sizes(zf: zipfile.ZipFile) -> None:
+    """Each member's array header must declare exactly the bytes the member holds, so a
+    crafted header (shape ``(10**12,)``) is refused before anything is allocated."""
+    for info in zf.infolist():
+        with zf.open(info) as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                raise ValueError(f"{info.filename}: unsupported .npy version {version}")
+            size = math.prod(shape) * dtype.itemsize
+            if dtype.hasobject or size != info.file_size - f.tell():
+                raise ValueError(f"{info.filename}: its header declares {dtype} {shape} but it "
+                                 f"holds {info.file_size - f.tell()} bytes")
+
+
+def _load(file: Any, path: Path, device: str | None) -> Any:
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        if not zipfile.is_zipfile(file):  # text, .npy, pickle, truncated: never reach np.load
+            raise ValueError("not an .npz archive")
+        file.seek(0)
+        with np.load(file, allow_pickle=False) as archive:
+            _check_sizes(archive.zip)
             if "__structure__" not in archive.files:
-                raise ValueError(f"load: {path} is an .npz file but not one written by tt.save")
+                raise ValueError("an .npz file but not one written by tt.save")
             meta = json.loads(archive["__structure__"].tobytes().decode())
-            if meta.get("format") != _FORMAT:
-                raise ValueError(f"load: {path} has unknown format {meta.get('format')!r}")
+            if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
+                fmt = meta.get("format") if isinstance(meta, dict) else None
+                raise ValueError(f"unknown format {fmt!r}")
             arrays = {k: archive[k] for k in archive.files if k != "__structure__"}
-    except (zipfile.BadZipFile, OSError, EOFError, UnicodeDecodeError,
-            json.JSONDecodeError) as exc:
-        raise ValueError(f"load: {path} is not a readable tinytrain file ({exc})") from None
-    return _decode(meta["root"], arrays, backend.normalize_device(map_location)
-                   if map_location else None)
+        return _Decoder(arrays, device).node(meta.get("root"), "root", 0)
+    except ValueError as exc:  # also json.JSONDecodeError and UnicodeDecodeError
+        raise ValueError(f"load: {path} is not a readable tinytrain file: {exc}") from None
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, RecursionError) as exc:
+        raise ValueError(f"load: {path} is not a readable tinytrain file: "
+                         f"{type(exc).__name__}: {exc}") from None

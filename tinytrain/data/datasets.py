@@ -80,8 +80,40 @@ class IdxFile:
         return content is not None and _md5(content) == self.content_md5
 
 
-class DownloadError(RuntimeError):
-    """No mirror delivered a file with the right checksum; the message says what to do offline."""
+class DataFileError(Exception):
+    """What every data-set error says besides its message, for callers that phrase their own
+    (the training command words it in terms of its flags).
+
+    Attributes:
+        file: the file's official name, e.g. ``"train-images-idx3-ubyte.gz"``.
+        data_dir: the folder the data set is looked for (and downloaded) in.
+        found: the files of the data set that are on disk (valid or not); empty when the data
+            set is simply absent, as opposed to partly there or damaged.
+    """
+
+    file: str
+    data_dir: Path
+    found: list[Path]
+
+
+class MissingDataError(DataFileError, FileNotFoundError):
+    """A file of the data set is not on disk and ``download=False`` was given."""
+
+
+class CorruptDataError(DataFileError, ValueError):
+    """A file is on disk but its checksum is wrong and ``download=False`` was given.
+
+    ``path`` is the corrupt file."""
+
+    path: Path
+
+
+class DownloadError(DataFileError, RuntimeError):
+    """No mirror delivered a file with the right checksum; the message says what to do offline.
+
+    ``errors`` lists ``(url, reason)`` for each mirror tried."""
+
+    errors: list[tuple[str, str]]
 
 
 def _md5(data: bytes) -> str:
@@ -191,6 +223,12 @@ class MNIST(Dataset):
     ) -> None:
         self.root = Path(root).expanduser() if root is not None else default_data_root()
         self.train = train
+        for folder in (self.root, self.data_dir):
+            if folder.exists() and not folder.is_dir():
+                raise NotADirectoryError(
+                    f"{folder} is a file, not a folder: {type(self).__name__} looks for its files "
+                    f"in {self.data_dir}/. Move that file away, or choose another data root."
+                )
         image_file, label_file = self.files["train" if train else "test"]
         img_path, img_bytes = self._load(image_file, download)
         lbl_path, lbl_bytes = self._load(label_file, download)
@@ -272,16 +310,19 @@ class MNIST(Dataset):
         if download:
             return self._download(f, corrupt)
         if corrupt:
-            raise ValueError(
+            err = CorruptDataError(
                 f"{corrupt[0]}: checksum does not match the official {f.name} (MD5 {f.md5}): "
                 f"the file is corrupt or incomplete. Delete it, or pass download=True to fetch "
                 f"it again."
             )
-        raise FileNotFoundError(self._offline_message(f, "download=False was given"))
+            err.path = corrupt[0]
+            raise self._with_context(err, f)
+        raise self._with_context(
+            MissingDataError(self._offline_message(f, "download=False was given")), f)
 
     def _download(self, f: IdxFile, corrupt: list[Path]) -> tuple[Path, bytes]:
         dest = self.data_dir / f.name
-        errors = []
+        errors: list[tuple[str, str]] = []
         if corrupt:
             print(f"{corrupt[0]}: wrong checksum, downloading it again", file=sys.stderr)
         for mirror in self.mirrors:
@@ -289,11 +330,18 @@ class MNIST(Dataset):
             try:
                 download(url, dest, f.md5)
             except (OSError, ValueError) as exc:
-                errors.append(f"  {url}: {exc}")
+                errors.append((url, str(exc)))
                 continue
             return dest, _gunzip(dest.read_bytes(), str(dest))
-        tried = "\n".join(errors) or "  (no mirrors configured)"
-        raise DownloadError(self._offline_message(f, f"every mirror failed:\n{tried}"))
+        tried = "\n".join(f"  {url}: {why}" for url, why in errors) or "  (no mirrors configured)"
+        err = DownloadError(self._offline_message(f, f"every mirror failed:\n{tried}"))
+        err.errors = errors
+        raise self._with_context(err, f)
+
+    def _with_context(self, err: DataFileError, f: IdxFile) -> DataFileError:
+        found = [p for g in self._all_files() for p in self._candidates(g) if p.is_file()]
+        err.file, err.data_dir, err.found = f.name, self.data_dir, found
+        return err
 
     def _offline_message(self, f: IdxFile, why: str) -> str:
         listing = "\n".join(f"  {g.name}  (MD5 {g.md5})" for g in self._all_files())

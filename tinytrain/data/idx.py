@@ -185,6 +185,7 @@ def atomic_write_bytes(path: Path, payload: bytes) -> None:
     The bytes go to a hidden temporary file in the same folder, which is then renamed over
     ``path`` (``os.replace`` is atomic on POSIX and Windows).
     """
+    path = replaceable_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path_for(path)
     try:
@@ -194,6 +195,21 @@ def atomic_write_bytes(path: Path, payload: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def replaceable_target(path: str | os.PathLike) -> Path:
+    """The file an atomic write should replace: ``path`` with symbolic links resolved.
+
+    Writing atomically means renaming a new file over the target, which would replace a
+    special file (``/dev/null``, a FIFO, a socket) with a plain file and cannot replace a
+    directory: both are refused with a ValueError that names the path.
+    """
+    target = Path(os.path.realpath(path))
+    if target.exists() and not target.is_file():
+        kind = "a directory" if target.is_dir() else "not a regular file"
+        raise ValueError(f"{path} is {kind}; tinytrain writes files atomically (a new file "
+                         "renamed over the old one) and only replaces regular files")
+    return target
 
 
 def temp_path_for(path: Path) -> Path:

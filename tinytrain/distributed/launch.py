@@ -65,21 +65,27 @@ def mpiexec_command(nproc: int, args: list[str], threads: int | None = None) -> 
 def relaunch(nproc: int, args: list[str]) -> int:
     """Run ``python ARGS`` as ``nproc`` MPI processes and return mpiexec's exit code.
 
-    Ctrl-C reaches the ranks (a terminal sends it to the whole process group; mpiexec
-    forwards it too); if they do not stop within 30 s they are killed.
+    On Ctrl-C (or another KeyboardInterrupt; its ``forward_signal`` attribute, if any, names
+    the signal), returns 128 + the signal's number within 30 s: a terminal's Ctrl-C reaches
+    mpiexec and the ranks too, so first they get 10 s to stop cleanly; a signal that reached
+    only this process is then passed on to mpiexec; after 20 s more, mpiexec is killed.
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     proc = subprocess.Popen(mpiexec_command(nproc, args, max(1, (cores or 1) // nproc)))
     try:
         return proc.wait()
-    except KeyboardInterrupt:
-        proc.send_signal(signal.SIGINT)
+    except KeyboardInterrupt as exc:
+        sig = getattr(exc, "forward_signal", signal.SIGINT)
         try:
-            proc.wait(timeout=30)
+            proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        return 130
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return 128 + sig
 
 
 _aborting = False

@@ -5,27 +5,48 @@ Why not let the BLAS use the cores? The direct convolution makes many small GEMM
 wakes and synchronises its threads on every call, and on GEMMs this small that costs
 more than it saves: measured on 2 cores, two BLAS threads made the convolutions of
 the ``convnet`` model 1.5-2.4x *slower* than one, and 10-25x slower while another
-process was busy on the second core (each call waits for a time slice). Switching
-the BLAS between one thread (inside a kernel) and several (outside) costs too: a
-``convnet`` training step took 86 ms that way, 54 ms with the BLAS left on one thread.
+process was busy on the second core (each call waits for a time slice).
 
-So, like PyTorch's intra-op thread pool, tinytrain takes the CPU threads for itself:
-the first time a kernel runs, it notes how many threads the BLAS was allowed
-(``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` or the core count decide that),
-keeps that many workers, and sets the BLAS to one thread for the rest of the
-process. Each kernel call then splits the batch into one contiguous shard per
-worker. NumPy releases the GIL inside matmul and large ufuncs, so the shards really
-run in parallel, each on its own core with its own block of images in cache.
-``tinytrain.set_num_threads(n)`` changes the number of workers. Without
-``threadpoolctl`` the BLAS is left alone and the kernels run serially.
+So, like PyTorch's intra-op thread pool, tinytrain's kernels bring their own threads:
+each kernel call splits the batch into one contiguous shard per worker, and *while
+the kernel runs* the BLAS is set to one thread; when it returns (or raises) the
+BLAS gets back the thread count it had, so the rest of the process (the user's own
+NumPy, tinytrain's ``Linear``) is left as it was. NumPy releases the GIL inside
+matmul and large ufuncs, so the shards really run in parallel, each on its own core
+with its own block of images in cache.
+
+The switch must be cheap: it happens around every kernel call. ``threadpoolctl``'s
+``threadpool_limits`` looks the libraries up again each time (0.2-0.7 ms); here they
+are looked up once, and the switch calls the BLAS's own ``openblas_set_num_threads``
+(or MKL's, BLIS's) through threadpoolctl's controller: a set-and-restore around a
+kernel costs about 4 microseconds. The BLAS setting is process-wide, so the first
+kernel to start (in any thread) saves it and the last one to finish restores it; a
+NumPy call made by another thread while a kernel runs also gets one BLAS thread.
+
+What does cost is a multi-threaded BLAS *between* the kernels: after each
+multi-threaded GEMM (the linear layers) OpenBLAS's worker threads spin for a while,
+waiting for more work, on the cores the next kernel's shards need. Measured on 2
+idle cores, a training step of PyTorch's example net / the ``convnet`` (Adam) took
+70 / 35 ms with the BLAS at one thread around the loop and 90 / 46 ms with two
+threads between the kernels; ``OPENBLAS_THREAD_TIMEOUT=4`` (no spinning) gave 70 ms
+again. So ``python -m tinytrain.train`` holds the BLAS at one thread for its whole
+run (:func:`blas_single_threaded` is counted: kernels inside it switch nothing), and
+a hand-written loop on few cores is fastest inside
+``threadpoolctl.threadpool_limits(1, user_api="blas")``.
+
+The number of workers is decided when tinytrain is imported: as many as the BLAS is
+allowed then (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` or the core count decide
+that), at most one per core; ``tinytrain.set_num_threads(n)`` changes it. Without
+``threadpoolctl`` the BLAS cannot be switched, so the kernels run serially.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import numpy as np
@@ -34,40 +55,95 @@ T = TypeVar("T")
 
 _lock = threading.Lock()
 _workers: int | None = None  # decided on first use
-_blas_limit: Any = None  # keeps threadpoolctl's limit (BLAS at one thread) in force
+_blas: list[Any] | None = None  # threadpoolctl's controller of each loaded BLAS, found once
+_blas_threads = 1  # the BLAS's thread count when it was found: the default number of workers
+_running = 0  # kernels running now, in any thread
+_saved: list[int] = []  # the BLAS thread counts to restore when the last kernel finishes
 _pool: ThreadPoolExecutor | None = None
 _local = threading.local()
 
 
-def _take_over() -> int:
-    """On first use: note the BLAS's thread count, then pin the BLAS to one thread."""
-    global _workers, _blas_limit
-    if _workers is None:
+def _blas_libraries() -> list[Any]:
+    """The loaded BLAS libraries, each with ``get_num_threads()`` / ``set_num_threads(n)``.
+
+    Found once, when tinytrain is imported (about 1 ms), and their thread count noted then:
+    that is the default number of workers even if the BLAS is limited later (e.g. to one
+    thread around a training loop)."""
+    global _blas, _blas_threads
+    if _blas is None:
         with _lock:
-            if _workers is None:
+            if _blas is None:
                 try:
                     from threadpoolctl import ThreadpoolController
 
-                    blas = ThreadpoolController().select(user_api="blas")
-                    threads = max((p["num_threads"] for p in blas.info()), default=1)
-                    _blas_limit = blas.limit(limits=1) if blas else None
-                except Exception:  # not installed, or an unknown BLAS: stay serial
-                    threads = 1
-                _workers = max(1, min(threads, os.cpu_count() or 1))
-    return _workers
+                    libs = [_Blas(lib) for lib in
+                            ThreadpoolController().select(user_api="blas").lib_controllers]
+                    _blas_threads = max((lib.get_num_threads() or 1 for lib in libs), default=1)
+                except Exception:  # not installed, or an unknown BLAS: leave the BLAS alone
+                    libs = []
+                _blas = libs
+    return _blas
+
+
+class _Blas:
+    """One BLAS library's own get/set-num-threads functions, looked up once.
+
+    threadpoolctl >= 3.8 lets only the first Python thread that sets OpenBLAS's
+    limit change it again (``set_num_threads`` from any other thread is silently
+    ignored); its ``_real_set_num_threads`` is the plain call. Kernels may run in
+    any thread, and the lock in :func:`blas_single_threaded` already keeps them
+    from fighting, so the plain call is the one wanted here.
+    """
+
+    def __init__(self, controller: Any) -> None:
+        self.get_num_threads = controller.get_num_threads
+        self.set_num_threads = getattr(controller, "_real_set_num_threads",
+                                       controller.set_num_threads)
+
+
+@contextmanager
+def blas_single_threaded() -> Iterator[None]:
+    """The BLAS at one thread inside the block; its own thread count again after it."""
+    global _running, _saved
+    libs = _blas_libraries()
+    with _lock:
+        if _running == 0:
+            _saved = [lib.get_num_threads() for lib in libs]
+            for lib, n in zip(libs, _saved):
+                if n != 1:
+                    lib.set_num_threads(1)
+        _running += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _running -= 1
+            if _running == 0:
+                for lib, n in zip(libs, _saved):
+                    if n != 1:
+                        lib.set_num_threads(n)
 
 
 def get_num_threads() -> int:
     """How many threads tinytrain's CPU kernels split their work over."""
-    return _take_over()
+    global _workers
+    if _workers is None:
+        _blas_libraries()
+        _workers = max(1, min(_blas_threads, os.cpu_count() or 1))
+    return _workers
 
 
 def set_num_threads(n: int) -> None:
-    """Use ``n`` threads for tinytrain's CPU kernels (the BLAS itself stays at one)."""
+    """Split tinytrain's CPU kernels over ``n`` threads.
+
+    Inside a kernel each thread calls the BLAS single-threaded; NumPy's own BLAS
+    setting outside the kernels is not changed (use ``threadpoolctl`` for that).
+    """
     global _workers
-    if int(n) < 1:
+    if isinstance(n, bool) or not isinstance(n, int | np.integer):
+        raise TypeError(f"set_num_threads: need an int, got {type(n).__name__}")
+    if n < 1:
         raise ValueError(f"set_num_threads: need at least 1 thread, got {n}")
-    _take_over()
     _workers = int(n)
 
 
@@ -100,12 +176,20 @@ def run_sharded(fn: Callable[[int, int], T], batch: int, min_shard: int = 2) -> 
 
     ``fn`` must only write to the part of its outputs that belongs to its shard.
     Shards have at least ``min_shard`` images; a batch too small to split (or one
-    worker) runs as a single call on the calling thread.
+    worker) runs as a single call on the calling thread. The BLAS runs on one thread
+    until every shard has finished, also when one raises.
     """
-    workers = 1 if getattr(_local, "inside", False) else _take_over()
-    workers = min(workers, max(1, batch // min_shard))
-    if workers == 1:
+    if getattr(_local, "inside", False):
         return [fn(0, batch)]
-    bounds = [batch * k // workers for k in range(workers + 1)]
-    futures = [_executor(workers).submit(_run, fn, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
-    return [f.result() for f in futures]
+    workers = min(get_num_threads(), max(1, batch // min_shard))
+    with blas_single_threaded():
+        if workers == 1:
+            return [fn(0, batch)]
+        bounds = [batch * k // workers for k in range(workers + 1)]
+        pool = _executor(workers)
+        futures = [pool.submit(_run, fn, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+        wait(futures)  # every shard is done before the BLAS is restored or an error leaves
+        return [f.result() for f in futures]
+
+
+_blas_libraries()

@@ -1,0 +1,89 @@
+"""``python -m tinytrain.doctor``: reports data as ok only when it is valid, rejects bad arguments,
+and fails (exit 1) only when something required is missing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tinytrain import doctor
+from tinytrain.data.datasets import ASSETS_DIR
+
+MINI = ASSETS_DIR / "mnist-mini"
+SHARED = Path(os.environ.get("TINYTRAIN_DATA", "/nonexistent")) / "mnist"
+FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+         "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
+
+
+def rows(root: Path) -> dict[str, tuple[str, str]]:
+    return {name: (status, detail) for name, status, detail, _ in doctor.report(root)}
+
+
+def test_unknown_arguments_are_rejected():
+    r = subprocess.run([sys.executable, "-m", "tinytrain.doctor", "--frobnicate"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert "unrecognized arguments: --frobnicate" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_bundled_mini_set_is_checked_and_ok(tmp_path):
+    status, detail = rows(tmp_path)["mnist-mini"]
+    assert status == doctor.OK and "5,000 + 1,000 images, checksums ok" in detail
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt", "truncated", "folder is a file"])
+def test_data_is_ok_only_when_every_file_is_there_and_valid(tmp_path, damage):
+    """A copy of the mini set's files laid out as a data root's mnist/: their checksums are
+    not MNIST's, so the doctor must say so, as it must for a missing or cut file."""
+    folder = tmp_path / "mnist"
+    if damage == "folder is a file":
+        folder.write_text("not a folder")
+    else:
+        folder.mkdir()
+        for name in FILES[:3] if damage == "missing" else FILES:
+            shutil.copy(MINI / name, folder / name)
+        if damage == "truncated":
+            data = (MINI / FILES[0]).read_bytes()
+            (folder / FILES[0]).write_bytes(data[: len(data) // 2])
+    status, detail = rows(tmp_path)["mnist"]
+    assert status == doctor.MISSING
+    expected = {"missing": FILES[0], "corrupt": "wrong checksum", "truncated": "wrong checksum",
+                "folder is a file": "is a file, not a folder"}[damage]
+    assert expected in detail
+
+
+@pytest.mark.skipif(not (SHARED / FILES[0]).is_file(), reason="needs full MNIST in $TINYTRAIN_DATA")
+def test_full_mnist_is_ok_and_a_missing_test_split_is_not(tmp_path):
+    status, detail = rows(SHARED.parent)["mnist"]
+    assert status == doctor.OK and "60,000 + 10,000 images" in detail
+    (tmp_path / "mnist").mkdir()
+    for name in FILES[:2]:  # the training split only
+        os.symlink(SHARED / name, tmp_path / "mnist" / name)
+    status, detail = rows(tmp_path)["mnist"]
+    assert status == doctor.MISSING and FILES[2] in detail and "2 of its files found" in detail
+
+
+def test_exit_status_is_1_only_when_something_required_is_missing(tmp_path, monkeypatch,
+                                                                  capsys):
+    assert doctor.main(["--data-dir", str(tmp_path)]) == 0  # no data: optional
+    out = capsys.readouterr().out
+    assert "[--] mnist" in out
+
+    def broken() -> str:
+        raise ImportError("numpy is not installed")
+
+    checks = [(n, broken if n == "numpy" else fn, fix) for n, fn, fix in doctor.CHECKS]
+    monkeypatch.setattr(doctor, "CHECKS", checks)
+    assert doctor.main(["--data-dir", str(tmp_path)]) == 1
+
+
+def test_main_called_from_python_ignores_the_host_programs_arguments(monkeypatch, capsys):
+    """A notebook calls doctor.main(); sys.argv there is the kernel's (``-f kernel.json``)."""
+    monkeypatch.setattr(sys, "argv", ["ipykernel_launcher.py", "-f", "/tmp/kernel.json"])
+    assert doctor.main() == 0
+    assert "[ok] python" in capsys.readouterr().out
