@@ -608,14 +608,17 @@ else:
 # %% [markdown]
 # ### Errors that say what went wrong
 #
-# NumPy is permissive: it promotes `float32 + float64` to float64 without a word, and the
-# mistake shows up much later as a slow model or a dtype error deep inside a kernel.
-# tinytrain refuses such mixes at the op, and says what to do. Shape errors name both
-# shapes.
+# Mixed dtypes follow one rule, PyTorch's `result_type` ([dtypes.py](../tinytrain/dtypes.py)):
+# floats beat integers, and a Python number never widens a tensor's dtype. NumPy's rule
+# differs: `int64 * 0.5` is float64 there, float32 here, so a model stays in float32.
+# Matrix products are stricter: like PyTorch's, they refuse mixed dtypes and say what to
+# do. Shape errors name both shapes.
 
 # %%
-print("NumPy silently promotes:", (np.ones(2, np.float32) + np.ones(2, np.float64)).dtype)
-show_error(lambda: tt.ones(2) + tt.ones(2, dtype=tt.float64))
+print("int64 * 0.5 -> NumPy:", (np.arange(3) * 0.5).dtype,
+      "| tinytrain:", (tt.arange(3) * 0.5).dtype)
+assert (tt.arange(3) * 0.5).dtype == tt.float32
+show_error(lambda: tt.ones(2, 3) @ tt.ones(3, 2, dtype=tt.float64))
 show_error(lambda: tt.ones(2, 3) @ tt.ones(2, 3))
 show_error(lambda: tt.ones(2, 3, requires_grad=True).sum(dim=1).backward())
 e = show_error(lambda: tt.tensor([1, 2], requires_grad=True))

@@ -148,6 +148,20 @@ def test_bad_arguments():
         TensorDataset(np.zeros(3), np.zeros(4))
 
 
+def test_pytorch_loader_arguments_are_accepted_and_checked_like_torch(mini):
+    kwargs = {"batch_size": 64, "num_workers": 1, "persistent_workers": True,
+              "pin_memory": True, "shuffle": True}  # PyTorch's MNIST example on a GPU
+    loader = DataLoader(mini, **kwargs)
+    assert len(loader.dataset) == len(mini) and len(loader) == len(tud.DataLoader(mini, **kwargs))
+    x, y = next(iter(loader))
+    assert x.shape == (64, 1, 28, 28) and y.shape == (64,)
+    for bad in (dict(num_workers=-1), dict(persistent_workers=True)):
+        with pytest.raises(ValueError):
+            tud.DataLoader(mini, **bad)
+        with pytest.raises(ValueError, match="num_workers"):
+            DataLoader(mini, **bad)
+
+
 def test_collate_scalar_dtypes_match_torch():
     samples = [(1, 2.5, True, np.float32(1.0)), (2, 3.5, False, np.float32(2.0))]
     ours = collate(samples)

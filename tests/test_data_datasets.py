@@ -14,6 +14,7 @@ import pytest
 from tinytrain.data import (
     ENV_VAR,
     MNIST,
+    DataLoader,
     DownloadError,
     FashionMNIST,
     MNISTMini,
@@ -363,3 +364,35 @@ def test_fashion_mnist_offline_hint(tmp_path, monkeypatch):
     monkeypatch.setattr(FashionMNIST, "system_dirs", ())
     with pytest.raises(FileNotFoundError, match="dataset-fashion-mnist"):
         FashionMNIST(root=tmp_path, download=False)
+
+
+# ------------------------------------------------- torchvision's argument order, transforms
+
+
+def test_mnist_mini_takes_mnists_argument_order():
+    by_position = MNISTMini(MINI, False)  # (root, train, download), as MNIST(root, train, ...)
+    assert len(by_position) == 1000 and by_position.image_path.parent == MINI
+    assert len(MNISTMini(None, True, False)) == 5000
+    assert MNISTMini.__init__.__defaults__[:2] == MNIST.__init__.__defaults__[:2] == (None, True)
+    with pytest.raises(TypeError, match="first argument is root"):
+        MNISTMini(False)  # the old order: a clear error, not a folder named False
+
+
+def test_transforms_apply_to_samples_and_batches():
+    def normalize(x):  # torchvision's Normalize((0.1307,), (0.3081,)) after ToTensor()
+        return (x - 0.1307) / 0.3081
+
+    plain = MNISTMini(train=False)
+    ds = MNISTMini(train=False, transform=normalize, target_transform=lambda y: 9 - y)
+    x, y = ds[3]
+    np.testing.assert_allclose(x, normalize(plain[3][0]), rtol=1e-6)
+    assert y == 9 - plain[3][1]
+    bx, by = ds.get_batch(np.array([3, 0, 3]))
+    assert bx.shape == (3, 1, 28, 28) and bx.dtype == np.float32
+    np.testing.assert_array_equal(bx[0], x)
+    assert by.tolist() == [9 - plain.labels[i] for i in (3, 0, 3)]
+    loader = DataLoader(ds, batch_size=16)
+    first_x, first_y = next(iter(loader))
+    np.testing.assert_allclose(first_x.numpy(), normalize(plain.get_batch(np.arange(16))[0]),
+                               rtol=1e-6)
+    assert abs(float(first_x.numpy().mean())) < 1.0  # roughly standardised

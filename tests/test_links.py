@@ -34,7 +34,9 @@ def documents() -> list[Path]:
     found = []
     for suffix in ("*.md", "*.ipynb"):
         for path in ROOT.rglob(suffix):
-            if not SKIP_DIRS & set(path.relative_to(ROOT).parts):
+            parts = path.relative_to(ROOT).parts
+            # hidden folders (.venv, .dev, ...) hold copies and caches, not documents
+            if not SKIP_DIRS & set(parts) and not any(p.startswith(".") for p in parts[:-1]):
                 found.append(path)
     return sorted(found)
 

@@ -1,4 +1,4 @@
-"""CosineAnnealingLR against PyTorch's, step by step, and through a state dict."""
+"""CosineAnnealingLR and StepLR against PyTorch's, step by step, and through a state dict."""
 
 from __future__ import annotations
 
@@ -48,3 +48,29 @@ def test_bad_horizon_is_refused():
     with pytest.raises(ValueError, match="T_max must be > 0"):
         optim.lr_scheduler.CosineAnnealingLR(optim.SGD([tt.zeros(1, requires_grad=True)],
                                                        lr=0.1), T_max=0)
+
+
+@pytest.mark.parametrize("step_size,gamma", [(1, 0.7), (3, 0.1), (2, 0.5)])
+def test_step_lr_matches_pytorch(step_size, gamma):
+    p, tp = tt.zeros(3, requires_grad=True), torch.zeros(3, requires_grad=True)
+    q, tq = tt.zeros(1, requires_grad=True), torch.zeros(1, requires_grad=True)
+    opt = optim.Adadelta([{"params": [p]}, {"params": [q], "lr": 0.3}], lr=1.0)
+    topt = torch.optim.Adadelta([{"params": [tp]}, {"params": [tq], "lr": 0.3}], lr=1.0)
+    sched = optim.lr_scheduler.StepLR(opt, step_size=step_size, gamma=gamma)
+    tsched = torch.optim.lr_scheduler.StepLR(topt, step_size=step_size, gamma=gamma)
+    for _ in range(10):
+        assert sched.get_last_lr() == tsched.get_last_lr()  # bit for bit: same arithmetic
+        topt.step()
+        tsched.step()
+        sched.step()
+    resumed = optim.lr_scheduler.StepLR(opt, step_size=99)
+    resumed.load_state_dict(sched.state_dict())
+    resumed.step()
+    tsched.step()
+    assert resumed.get_last_lr() == tsched.get_last_lr()
+
+
+def test_step_lr_rejects_bad_step_size():
+    opt = optim.SGD([tt.zeros(1, requires_grad=True)], lr=0.1)
+    with pytest.raises(ValueError, match="step_size"):
+        optim.lr_scheduler.StepLR(opt, step_size=0)

@@ -73,8 +73,12 @@ def test_reassigning_attribute_replaces_registration():
     new_scale = nn.Parameter(np.zeros(3, np.float32))
     m.scale = new_scale
     assert m.scale is new_scale and next(iter(m.named_parameters()))[0] == "scale"
-    m.scale = 3.0  # a plain value is no parameter any more
-    assert "scale" not in dict(m.named_parameters()) and m.scale == 3.0
+    with pytest.raises(TypeError, match="as parameter 'scale'"):
+        m.scale = 3.0  # as in torch: only a Parameter (or None) replaces a parameter
+    with pytest.raises(TypeError):
+        torch.nn.Linear(2, 2).weight = 3.0
+    m.scale = None
+    assert m.scale is None and "scale" not in dict(m.named_parameters())
     del m.fc2
     assert [n for n, _ in m.named_children()] == ["fc1", "act"]
 
@@ -285,6 +289,77 @@ def test_buffers_are_state_but_not_parameters():
     assert "running" in m.state_dict() and "running" not in dict(m.named_parameters())
     m.load_state_dict({**m.state_dict(), "running": np.full(2, 5.0, np.float32)})
     np.testing.assert_array_equal(m.running.numpy(), [5.0, 5.0])
+
+
+class RunningMean(nn.Module):
+    """A module that replaces its buffer by assignment, as BatchNorm-like code does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("running", tt.zeros(2))
+        self.register_buffer("scratch", tt.zeros(1), persistent=False)
+
+    def forward(self, x):
+        self.running = self.running * 0.9 + x.mean(0) * 0.1  # a new tensor, same buffer
+        return x - self.running
+
+
+def _torch_running_mean():
+    class TorchRunningMean(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("running", torch.zeros(2))
+            self.register_buffer("scratch", torch.zeros(1), persistent=False)
+
+        def forward(self, x):
+            self.running = self.running * 0.9 + x.mean(0) * 0.1
+            return x - self.running
+
+    return TorchRunningMean()
+
+
+def test_reassigned_buffer_stays_registered_as_in_torch():
+    m, t = RunningMean(), _torch_running_mean()
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    for _ in range(3):
+        m(tt.tensor(x))
+        t(torch.tensor(x))
+    assert list(m.state_dict()) == list(t.state_dict()) == ["running"]  # scratch: not persistent
+    np.testing.assert_allclose(m.state_dict()["running"].numpy(), t.state_dict()["running"],
+                               rtol=1e-6)
+    assert [n for n, _ in m.named_buffers()] == [n for n, _ in t.named_buffers()]
+    m.running = tt.ones(2)  # a plain assignment replaces the buffer, it stays a buffer
+    t.running = torch.ones(2)
+    assert "running" in m.state_dict() and "running" in t.state_dict()
+    m.running = None  # None too, as in torch: then it is not in the state dict
+    t.running = None
+    assert list(m.state_dict()) == list(t.state_dict()) == []
+    with pytest.raises(TypeError, match="as buffer 'scratch'"):
+        m.scratch = 3
+    with pytest.raises(TypeError):
+        t.scratch = 3
+
+
+def test_buffer_moves_with_to_and_loads_from_state_dict():
+    m = RunningMean()
+    m.running = tt.full((2,), 3.0)
+    m.to(tt.float64)
+    assert m.running.dtype == tt.float64 and m.scratch.dtype == tt.float64
+    m2 = RunningMean()
+    m2.to(tt.float64)
+    m2.load_state_dict(m.state_dict())
+    np.testing.assert_array_equal(m2.running.numpy(), [3.0, 3.0])
+
+
+def test_register_buffer_rejects_what_torch_rejects():
+    m, t = nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    for lib_m in (m, t):
+        with pytest.raises(KeyError):
+            lib_m.register_buffer("weight", None)  # a parameter's name
+        with pytest.raises(KeyError):
+            lib_m.register_buffer("a.b", None)
+        with pytest.raises(TypeError):
+            lib_m.register_buffer("x", 3.0)
 
 
 # ---------------------------------------------------------------- initialisation

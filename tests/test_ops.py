@@ -277,29 +277,28 @@ def _axis_strategy(ndim: int):
     return st.one_of(st.none(), st.integers(-ndim, ndim - 1), axes.map(tuple))
 
 
-@pytest.mark.parametrize("op", ["sum", "mean", "max"])
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin"])
 @HYP
 @given(data=st.data(), shape=array_shapes(min_dims=1, max_dims=4, max_side=4),
        keepdim=st.booleans(), seed=st.integers(0, 2**16))
 def test_reduction_matches_torch(device, op, data, shape, keepdim, seed):
     axis = data.draw(_axis_strategy(len(shape)))
     rng = np.random.default_rng(seed)
-    # max: few distinct values, so ties happen and must share the gradient like torch.amax
-    x = (rng.integers(-3, 4, size=shape).astype(np.float32) if op == "max" else rand(rng, shape))
+    # amax/amin: few distinct values, so ties happen and must share the gradient like torch's
+    x = (rng.integers(-3, 4, size=shape).astype(np.float32) if op.startswith("am")
+         else rand(rng, shape))
     dims = tuple(range(len(shape))) if axis is None else axis
 
     def tt_fn(t):
         return getattr(t, op)(axis, keepdim)
 
     def torch_fn(t):
-        if op == "max":
-            return torch.amax(t, dim=dims, keepdim=keepdim)
         return getattr(torch, op)(t, dim=dims, keepdim=keepdim)
 
     compare(tt_fn, torch_fn, [x], device, atol=1e-5, seed=seed)
 
 
-@pytest.mark.parametrize("op", ["sum", "mean", "max"])
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin"])
 @pytest.mark.parametrize("axis,keepdim", [(None, False), (None, True), (1, False), (-1, True),
                                           ((0, 2), False), ((2, 0), True)])
 def test_reduction_gradcheck(device, op, axis, keepdim):

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import tinytrain as tt
-from tinytrain.optim import SGD, Adam
+from tinytrain import nn
+from tinytrain.optim import SGD, Adadelta, Adam
 
 SHAPES = [(4, 3), (3,), (2, 2, 2)]
 STEPS = 5
@@ -76,6 +77,60 @@ def test_adam_matches_torch(device, name):
     run_parity(device, Adam, torch.optim.Adam, ADAM_CONFIGS[name])
 
 
+ADADELTA_CONFIGS = {
+    "default": dict(),
+    "pytorch_example": dict(lr=1.0),
+    "rho_eps": dict(lr=0.5, rho=0.5, eps=1e-4),
+    "weight_decay": dict(lr=0.7, weight_decay=0.1),
+}
+
+
+@pytest.mark.parametrize("name", list(ADADELTA_CONFIGS))
+def test_adadelta_matches_torch(device, name):
+    ours, opt = run_parity(device, Adadelta, torch.optim.Adadelta, ADADELTA_CONFIGS[name])
+    assert set(opt.state_dict()["state"][0]) == {"step", "square_avg", "acc_delta"}  # torch's
+
+
+def test_adadelta_rejects_bad_hyperparameters_like_torch():
+    p, t = tt.zeros(1, requires_grad=True), torch.zeros(1, requires_grad=True)
+    for kw in (dict(lr=-1.0), dict(rho=1.5), dict(eps=-1.0), dict(weight_decay=-0.1)):
+        with pytest.raises(ValueError):
+            torch.optim.Adadelta([t], **kw)
+        with pytest.raises(ValueError):
+            Adadelta([p], **kw)
+
+
+@pytest.mark.parametrize("cls,config", [(SGD, SGD_CONFIGS["momentum_wd"]),
+                                        (Adam, ADAM_CONFIGS["default"]),
+                                        (Adadelta, ADADELTA_CONFIGS["default"])])
+def test_frozen_layers_are_accepted_and_skipped_as_in_torch(cls, config):
+    def run(lib, module, opt_cls):
+        model = module.Sequential(module.Linear(3, 4), module.ReLU(), module.Linear(4, 2))
+        with lib.no_grad():  # the same starting point in both libraries
+            for i, p in enumerate(model.parameters()):
+                p.copy_(lib.tensor(np.linspace(-1, 1, p.numel(), dtype=np.float32)
+                                   .reshape(tuple(p.shape)) * (i + 1)))
+        for p in model[0].parameters():
+            p.requires_grad_(False)  # freeze the first layer
+        opt = opt_cls(model.parameters(), **config)  # all parameters, frozen ones included
+        x = lib.tensor(np.linspace(-2, 2, 15, dtype=np.float32).reshape(5, 3))
+        for _ in range(3):
+            opt.zero_grad()
+            (model(x) ** 2).mean().backward()
+            opt.step()
+        return model
+
+    ours = run(tt, nn, cls)
+    ref = run(torch, torch.nn, {SGD: torch.optim.SGD, Adam: torch.optim.Adam,
+                                Adadelta: torch.optim.Adadelta}[cls])
+    for (n, p), (_, q) in zip(ours.named_parameters(), ref.named_parameters()):
+        np.testing.assert_allclose(p.numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6,
+                                   err_msg=n)
+        assert p.grad is None if n.startswith("0.") else p.grad is not None
+    np.testing.assert_array_equal(ours[0].weight.numpy(),  # untouched
+                                  np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3))
+
+
 def test_plain_sgd_by_hand():
     p = tt.tensor([1.0, 2.0], requires_grad=True)
     p.grad = tt.tensor([0.5, -1.0])
@@ -120,8 +175,10 @@ def test_other_invalid_arguments():
         Adam([p], betas=(1.0, 0.999))
     with pytest.raises(ValueError, match="empty"):
         SGD([], lr=0.1)
-    with pytest.raises(ValueError, match="requires_grad"):
-        SGD([tt.tensor([1.0])], lr=0.1)
+    with pytest.raises(TypeError, match="only optimize Tensors"):
+        SGD([np.ones(2)], lr=0.1)
+    with pytest.raises(ValueError, match="non-leaf"):
+        SGD([tt.tensor([1.0], requires_grad=True) * 2], lr=0.1)
 
 
 @pytest.mark.parametrize("set_to_none", [True, False])

@@ -56,6 +56,31 @@ def cupy_module() -> ModuleType:
     return cp
 
 
+class Device(str):
+    """A device, as ``torch.device``: ``Device("cuda")``, ``Device("cuda", 0)``, ``Device("cpu")``.
+
+    It *is* the string ``"cpu"`` or ``"cuda"`` (a ``str`` subclass), so it compares equal
+    to the name and works wherever a device name does; ``.type`` and ``.index`` are
+    PyTorch's. ``tinytrain.device`` is this class, and ``Tensor.device`` returns one.
+    tinytrain uses one GPU per process, so ``"cuda:0"`` is ``"cuda"``.
+    """
+
+    def __new__(cls, type: Any, index: int | None = None) -> Device:  # noqa: A002 (torch's name)
+        name = str(type) if index is None else f"{type}:{index}"
+        return super().__new__(cls, normalize_device(name))
+
+    @property
+    def type(self) -> str:
+        return str(self)
+
+    @property
+    def index(self) -> int | None:
+        return None
+
+    def __repr__(self) -> str:
+        return f"device(type='{self}')"
+
+
 def normalize_device(device: Any) -> str:
     """Turn ``"cpu"``, ``"cuda"``, ``"cuda:0"`` or a Tensor's device into ``"cpu"``/``"cuda"``."""
     if device is None:
@@ -78,11 +103,14 @@ def array_module(device: str) -> ModuleType:
     return np if normalize_device(device) == "cpu" else cupy_module()
 
 
-def device_of(array: Any) -> str:
+def device_of(array: Any) -> Device:
     """The device an array lives on (a CuPy array is on ``"cuda"``)."""
-    return "cpu" if isinstance(array, np.ndarray | np.generic) else (
-        "cuda" if type(array).__module__.startswith("cupy") else "cpu"
+    return CPU if isinstance(array, np.ndarray | np.generic) else (
+        CUDA if type(array).__module__.startswith("cupy") else CPU
     )
+
+
+CPU, CUDA = Device("cpu"), Device("cuda")
 
 
 def get_array_module(array: Any) -> ModuleType:

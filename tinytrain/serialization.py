@@ -162,8 +162,12 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def load(path: str | os.PathLike, map_location: str | None = None) -> Any:
+def load(path: str | os.PathLike, map_location: str | None = None,
+         weights_only: bool = True) -> Any:
     """Read an object written by :func:`save`. Tensors land on ``map_location`` (default cpu).
+
+    ``weights_only`` is accepted for PyTorch's signature and changes nothing: a tinytrain
+    file holds no pickle, so loading one never runs code.
 
     Raises:
         FileNotFoundError: no file at ``path``.

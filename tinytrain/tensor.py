@@ -4,31 +4,67 @@ A Tensor wraps one array of its device's module (``numpy`` on ``"cpu"``,
 ``cupy`` on ``"cuda"``) and adds:
 
 * ``requires_grad`` and, after ``backward()``, ``grad`` (itself a Tensor);
-* ``grad_fn``: the graph node of the op that made it (None for leaves).
+* ``grad_fn``: the graph node of the op that made it (None for leaves);
+* ``_version``: a counter that in-place ops bump, shared by tensors that share
+  memory (views, ``detach()``), so that backward can refuse values that changed
+  after an op saved them.
 
 Every op is a :class:`~tinytrain.autograd.Function`; the methods here only
-check their arguments and call ``Function.apply``.
+check their arguments, apply the one dtype rule (:func:`tinytrain.dtypes.result_type`)
+and call ``Function.apply``. In-place ops (``add_``, ``x += y``, ``x[i] = v``, ...)
+all go through :meth:`Tensor._inplace`.
 
-Differences from PyTorch, on purpose: ``.data`` is the raw array (as in
-micrograd and DeZero), and ``view`` is an alias of ``reshape``.
+Writing through ``.data``. ``t.data`` is the raw NumPy/CuPy array (as in
+micrograd and DeZero), not a Tensor as in PyTorch. Assigning to it
+(``t.data = array``, and ``t.data += 1``, which Python runs as get, add in place,
+assign) bumps ``t``'s version, so a backward that needs the old values raises.
+Writing *into* the array it returns (``t.data[...] = 0``, ``np.add(t.data, 1,
+out=t.data)``) bypasses the tensor and is not seen: use ``t[...] = 0`` or
+``t.add_(1)`` under ``no_grad()`` when the change must be tracked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import builtins
+import numbers
+from collections import namedtuple
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
 from tinytrain import backend
-from tinytrain.autograd import engine
+from tinytrain.autograd import engine, function
 from tinytrain.autograd import ops as O
 from tinytrain.autograd.function import AccumulateGrad, Function, Node
-from tinytrain.autograd.grad_mode import no_grad
+from tinytrain.autograd.grad_mode import is_grad_enabled, no_grad
+from tinytrain.dtypes import (
+    DEFAULT_FLOAT,
+    DTypeError,
+    bool_,
+    can_cast,
+    float16,
+    float32,
+    float64,
+    int32,
+    int64,
+    result_type,
+    scalar_array,
+    uint8,
+)
 from tinytrain.random import default_generator
 
-float16, float32, float64 = np.dtype("float16"), np.dtype("float32"), np.dtype("float64")
-int32, int64, uint8, bool_ = np.dtype("int32"), np.dtype("int64"), np.dtype("uint8"), np.dtype(bool)
+#: What ``max(dim)`` / ``min(dim)`` return: a named pair, like ``torch.return_types.max``.
+MaxResult = namedtuple("max", ["values", "indices"])
+MinResult = namedtuple("min", ["values", "indices"])
+
+_LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
+
+
+class _ItemError(RuntimeError, ValueError):
+    """``item()`` of a tensor without exactly one element: PyTorch raises a RuntimeError;
+    tinytrain used to raise a ValueError, and this is both."""
 
 
 class RemovableHandle:
@@ -50,53 +86,89 @@ class Tensor:
 
     __array_priority__ = 1000  # make ``ndarray + Tensor`` call Tensor.__radd__
 
+    # defaults shared by every instance until set (creating a tensor is on the hot path)
+    grad: Tensor | None = None
+    grad_fn: Node | None = None
+    requires_grad: bool = False
+    _acc_node: AccumulateGrad | None = None
+    _base: Tensor | None = None  # the tensor whose memory this one is a view of
+    _post_accumulate_grad_hooks: Mapping[int, Callable[[Tensor], None]] = MappingProxyType({})
+
     def __init__(self, data: Any, requires_grad: bool = False) -> None:
-        if isinstance(data, Tensor):
-            data = data.data
-        if not (hasattr(data, "__array_interface__")
-                or hasattr(data, "__cuda_array_interface__")):
-            data = np.asarray(data, dtype=_default_dtype(data))  # lists: float32 / int64
-        elif isinstance(data, np.generic):
-            data = np.asarray(data)
-        self.data = data
-        self.grad: Tensor | None = None
-        self.grad_fn: Node | None = None
-        self._acc_node: AccumulateGrad | None = None
-        self._post_accumulate_grad_hooks: dict[int, Callable[[Tensor], None]] = {}
-        self.requires_grad = False
+        counter = None
+        if type(data) is not np.ndarray:
+            if isinstance(data, Tensor):
+                data, counter = data._data, data._version_counter  # same memory, same counter
+            elif isinstance(data, np.generic):
+                data = np.asarray(data)
+            elif not (isinstance(data, np.ndarray)
+                      or hasattr(type(data), "__cuda_array_interface__")):  # CuPy
+                data = np.asarray(data, dtype=_default_dtype(data))  # lists: float32 / int64
+        self._data = data
+        self._version_counter = counter if counter is not None else [0]
         if requires_grad:
             self.requires_grad_(True)
 
     # ------------------------------------------------------------ properties
 
     @property
+    def data(self) -> Any:
+        """The raw NumPy/CuPy array. Assigning to it bumps the version (module docstring)."""
+        return self._data
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        self._data = value._data if isinstance(value, Tensor) else value
+        self._version_counter[0] += 1
+
+    @property
+    def _version(self) -> int:
+        """How many in-place writes this tensor's memory has seen (as ``torch.Tensor._version``)."""
+        return self._version_counter[0]
+
+    @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self.data.shape)
+        return tuple(self._data.shape)
 
     @property
     def dtype(self) -> np.dtype:
-        return self.data.dtype
+        return self._data.dtype
 
     @property
-    def device(self) -> str:
-        return backend.device_of(self.data)
+    def device(self) -> backend.Device:
+        return backend.device_of(self._data)
 
     @property
     def ndim(self) -> int:
-        return self.data.ndim
+        return self._data.ndim
 
     def dim(self) -> int:
-        return self.data.ndim
+        return self._data.ndim
 
     def size(self, dim: int | None = None) -> tuple[int, ...] | int:
-        return self.shape if dim is None else self.shape[dim]
+        """The shape, or the size of dimension ``dim`` (negative counts from the end)."""
+        if dim is None:
+            return self.shape
+        (axis,) = O._normalize_axis(dim, self.ndim)
+        return self.shape[axis]
 
     def numel(self) -> int:
-        return int(self.data.size)
+        return int(self._data.size)
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.kind == "f"
+
+    def is_contiguous(self) -> bool:
+        """True when the elements lie in memory in row-major order without gaps."""
+        return bool(self._data.flags.c_contiguous)
 
     @property
     def is_leaf(self) -> bool:
         return self.grad_fn is None
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device == "cuda"
 
     @property
     def T(self) -> Tensor:  # noqa: N802
@@ -106,6 +178,16 @@ class Tensor:
         if self.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
+
+    def __iter__(self) -> Iterator[Tensor]:
+        """The sub-tensors along dimension 0 (``for label, pred in zip(labels, preds)``)."""
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __contains__(self, element: Any) -> bool:
+        """``element in t``: True if any entry of ``t`` equals ``element``."""
+        return bool((self == element).any())
 
     def __repr__(self) -> str:
         body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
@@ -118,23 +200,65 @@ class Tensor:
             extra += ", requires_grad=True"
         return f"tensor({body}{extra})"
 
-    __hash__ = object.__hash__
+    __hash__ = object.__hash__  # by identity: tensors are dict keys (optimizer state)
 
     # ------------------------------------------------------------ conversion
 
     def numpy(self) -> np.ndarray:
         """The values as a NumPy array (copied from the GPU for ``"cuda"``)."""
-        return self.data if self.device == "cpu" else self.data.get()
+        return self._data if self.device == "cpu" else self._data.get()
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """``np.asarray(t)`` (and matplotlib) see the values, as with PyTorch's CPU tensors."""
+        arr = self.numpy()
+        return arr if dtype is None else arr.astype(dtype, copy=False)
 
     def item(self) -> float | int | bool:
-        if self.data.size != 1:
-            raise ValueError(f"item() needs a tensor with one element, got shape {self.shape}")
-        return self.data.reshape(()).item()
+        if self._data.size != 1:
+            raise _ItemError(
+                f"item(): a Tensor with {self._data.size} elements cannot be converted to "
+                f"Scalar (shape {self.shape}); only one element tensors can be"
+            )
+        return self._data.reshape(()).item()
+
+    def __bool__(self) -> bool:
+        """``if t:`` for a one-element tensor; more elements are ambiguous, as in PyTorch."""
+        n = self._data.size
+        if n != 1:
+            raise RuntimeError(
+                f"Boolean value of Tensor with {'no values' if n == 0 else 'more than one value'}"
+                f" is ambiguous (shape {self.shape}); use .any() or .all(), or compare one "
+                f"element"
+            )
+        return builtins.bool(self._data.reshape(()).item())
+
+    def __int__(self) -> int:
+        return int(self._scalar("int"))
+
+    def __float__(self) -> float:
+        return float(self._scalar("float"))
+
+    def __index__(self) -> int:
+        """A one-element integer tensor used as an index: ``classes[label]``."""
+        if self.dtype.kind not in "biu" or self._data.size != 1:
+            raise TypeError(
+                f"only integer tensors of a single element can be converted to an index, got "
+                f"{self.dtype} of shape {self.shape}"
+            )
+        return int(self._data.reshape(()).item())
+
+    def _scalar(self, what: str) -> Any:
+        if self._data.size != 1:
+            raise ValueError(
+                f"{what}(): only one element tensors can be converted to Python scalars, got "
+                f"shape {self.shape}"
+            )
+        return self._data.reshape(()).item()
 
     def tolist(self) -> Any:
         return self.numpy().tolist()
 
-    def to(self, device: str | None = None, dtype: Any = None) -> Tensor:
+    def to(self, device: Any = None, dtype: Any = None) -> Tensor:
         """A copy on another device and/or with another dtype (self if nothing changes).
 
         ``to(dtype)`` with a dtype as the only argument works too. The result is
@@ -148,6 +272,13 @@ class Tensor:
             return self
         return _To.apply(self, device, dtype)
 
+    def type(self, dtype: Any = None) -> Any:
+        """``type(dtype)`` converts, as ``to(dtype)``; ``type()`` names the dtype."""
+        return str(self.dtype) if dtype is None else self.to(dtype=dtype)
+
+    def type_as(self, other: Tensor) -> Tensor:
+        return self.to(dtype=other.dtype)
+
     def cpu(self) -> Tensor:
         return self.to("cpu")
 
@@ -160,8 +291,17 @@ class Tensor:
     def double(self) -> Tensor:
         return self.to(dtype=float64)
 
+    def half(self) -> Tensor:
+        return self.to(dtype=float16)
+
     def long(self) -> Tensor:
         return self.to(dtype=int64)
+
+    def int(self) -> Tensor:
+        return self.to(dtype=int32)
+
+    def bool(self) -> Tensor:
+        return self.to(dtype=bool_)
 
     # ------------------------------------------------------------ autograd
 
@@ -175,8 +315,16 @@ class Tensor:
         return self
 
     def detach(self) -> Tensor:
-        """The same array, cut from the graph (shares memory, like PyTorch)."""
-        return Tensor(self.data)
+        """The same array, cut from the graph (shares memory and version, like PyTorch)."""
+        return Tensor(self)
+
+    def clone(self) -> Tensor:
+        """A copy in new (row-major) memory; differentiable."""
+        return O.Clone.apply(self)
+
+    def contiguous(self) -> Tensor:
+        """Self if row-major already, else a row-major copy (``clone()``)."""
+        return self if self.is_contiguous() else self.clone()
 
     def _grad_node(self) -> Node:
         """The node gradients flow into: ``grad_fn``, or the leaf's AccumulateGrad."""
@@ -199,14 +347,14 @@ class Tensor:
                 "has requires_grad=True (or it was computed under no_grad)"
             )
         if gradient is None:
-            if self.data.size != 1:
+            if self._data.size != 1:
                 raise RuntimeError(
                     f"backward() without a gradient works only on a scalar, but this tensor has "
                     f"shape {self.shape}; call .sum() first or pass gradient= of that shape"
                 )
-            grad = backend.get_array_module(self.data).ones_like(self.data)
+            grad = backend.get_array_module(self._data).ones_like(self._data)
         else:
-            grad = gradient.data if isinstance(gradient, Tensor) else gradient
+            grad = gradient._data if isinstance(gradient, Tensor) else gradient
             if tuple(grad.shape) != self.shape:
                 raise ValueError(
                     f"backward(): gradient has shape {tuple(grad.shape)} but the tensor has "
@@ -218,93 +366,189 @@ class Tensor:
         """Call ``hook(self)`` each time a gradient has been added into ``self.grad``."""
         if not self.is_leaf:
             raise RuntimeError("post-accumulate-grad hooks can only be registered on leaves")
+        if "_post_accumulate_grad_hooks" not in self.__dict__:
+            self._post_accumulate_grad_hooks = {}
         handle = RemovableHandle(self._post_accumulate_grad_hooks)
         self._post_accumulate_grad_hooks[handle.id] = hook
         return handle
 
-    # ------------------------------------------------------------ arithmetic
+    # ------------------------------------------------------------ dtype promotion
 
-    def _binary(self, op: type, other: Any, name: str, reverse: bool = False) -> Tensor:
-        other = self._coerce(other, name)
-        a, b = (other, self) if reverse else (self, other)
-        O.broadcast_shapes(name, a.shape, b.shape)
-        return op.apply(a, b)
+    def _cast(self, dtype: np.dtype) -> Tensor:
+        return self if self.dtype == dtype else _To.apply(self, self.device, dtype)
 
-    def _coerce(self, other: Any, name: str) -> Tensor:
-        """Python numbers take self's dtype; tensors must share dtype and device."""
+    def _promote(self, other: Any, float_result: bool = False) -> tuple[Tensor, Any]:
+        """``(self, other)`` converted to their :func:`result_type` (to float32 if
+        ``float_result`` and it is not floating). ``other`` comes back as a Tensor, or a
+        NumPy scalar for a Python number; NotImplemented for types that are neither."""
         if isinstance(other, Tensor):
-            if other.dtype != self.dtype:
-                raise TypeError(
-                    f"{name}: dtypes differ ({self.dtype} and {other.dtype}); convert one "
-                    f"with .to(dtype) first"
-                )
-            if other.device != self.device:
-                raise RuntimeError(
-                    f"{name}: tensors are on different devices ({self.device} and "
-                    f"{other.device}); move one with .to(device) first"
-                )
-            return other
-        xp = backend.get_array_module(self.data)
-        arr = xp.asarray(other)
-        if arr.dtype.kind in "biuf" and self.dtype.kind == "f":
-            arr = arr.astype(self.dtype)
-        elif isinstance(other, int) and self.dtype.kind in "iu":  # int32 + 1 stays int32
-            arr = arr.astype(self.dtype)
-        elif arr.dtype != self.dtype:
-            raise TypeError(f"{name}: cannot combine a {self.dtype} tensor with {arr.dtype}")
-        return Tensor(arr)
+            if other.dtype == self.dtype and not (float_result and self.dtype.kind != "f"):
+                return self, other
+            dtype = result_type(self, other)
+            if float_result and dtype.kind != "f":
+                dtype = DEFAULT_FLOAT
+            return self._cast(dtype), other._cast(dtype)
+        if isinstance(other, numbers.Real | np.generic):
+            if self.dtype.kind == "f" and not isinstance(other, builtins.bool):
+                dtype = self.dtype  # the common case, decided without the general rule
+            else:
+                dtype = result_type(self, other)
+                if float_result and dtype.kind != "f":
+                    dtype = DEFAULT_FLOAT
+            return self._cast(dtype), scalar_array(other, dtype)
+        if hasattr(other, "__array_interface__") or hasattr(other, "__cuda_array_interface__"):
+            return self._promote(Tensor(other), float_result)  # an array acts as a tensor
+        return self, NotImplemented
+
+    def _binary(self, op: type[Function], other: Any, reverse: bool = False,
+                float_result: bool = False) -> Tensor:
+        a, b = self._promote(other, float_result)
+        if b is NotImplemented:
+            return NotImplemented
+        if reverse:
+            a, b = b, a
+        try:
+            return op.apply(a, b)
+        except ValueError:
+            O.broadcast_shapes(op.__name__.lower(), _shape_of(a), _shape_of(b))  # names both
+            raise
 
     def __add__(self, o: Any) -> Tensor:
-        return self._binary(O.Add, o, "add")
+        return self._binary(O.Add, o)
 
     def __radd__(self, o: Any) -> Tensor:
-        return self._binary(O.Add, o, "add", reverse=True)
+        return self._binary(O.Add, o, reverse=True)
+
+    def _refuse_bool(self, other: Any, what: str) -> None:
+        if self.dtype == bool_ or isinstance(other, builtins.bool | np.bool_) or (
+                isinstance(other, Tensor) and other.dtype == bool_):
+            raise RuntimeError(
+                f"{what}, the `-` operator, with a bool tensor is not supported. If you are "
+                f"trying to invert a mask, use the `~` or `logical_not()` operator instead."
+            )
 
     def __sub__(self, o: Any) -> Tensor:
-        return self._binary(O.Sub, o, "sub")
+        self._refuse_bool(o, "Subtraction")
+        return self._binary(O.Sub, o)
 
     def __rsub__(self, o: Any) -> Tensor:
-        return self._binary(O.Sub, o, "sub", reverse=True)
+        self._refuse_bool(o, "Subtraction")
+        return self._binary(O.Sub, o, reverse=True)
 
     def __mul__(self, o: Any) -> Tensor:
-        return self._binary(O.Mul, o, "mul")
+        return self._binary(O.Mul, o)
 
     def __rmul__(self, o: Any) -> Tensor:
-        return self._binary(O.Mul, o, "mul", reverse=True)
+        return self._binary(O.Mul, o, reverse=True)
 
     def __truediv__(self, o: Any) -> Tensor:
-        return self._binary(O.Div, o, "div")
+        return self._binary(O.Div, o, float_result=True)
 
     def __rtruediv__(self, o: Any) -> Tensor:
-        return self._binary(O.Div, o, "div", reverse=True)
+        return self._binary(O.Div, o, reverse=True, float_result=True)
+
+    def _floor_op(self, op: type[Function], other: Any, reverse: bool = False) -> Tensor:
+        """``//`` and ``%``: as PyTorch, integer division by zero raises, bool is refused."""
+        a, b = self._promote(other)
+        if b is NotImplemented:
+            return NotImplemented
+        if a.dtype == bool_:
+            raise DTypeError(f"{op.__name__} is not implemented for bool tensors")
+        divisor = (a if reverse else b)
+        divisor = divisor._data if isinstance(divisor, Tensor) else divisor
+        if a.dtype.kind in "iu" and builtins.bool((divisor == 0).any()):
+            raise RuntimeError("ZeroDivisionError: integer division or modulo by zero")
+        return self._binary(op, other, reverse)
+
+    def __floordiv__(self, o: Any) -> Tensor:
+        return self._floor_op(O.FloorDiv, o)
+
+    def __rfloordiv__(self, o: Any) -> Tensor:
+        return self._floor_op(O.FloorDiv, o, reverse=True)
+
+    def __mod__(self, o: Any) -> Tensor:
+        return self._floor_op(O.Remainder, o)
+
+    def __rmod__(self, o: Any) -> Tensor:
+        return self._floor_op(O.Remainder, o, reverse=True)
+
+    def __pow__(self, p: Any) -> Tensor:
+        a, b = self._promote(p)
+        if b is NotImplemented:
+            return NotImplemented
+        if a.dtype == bool_:  # PyTorch: a bool base with a bool number stays bool
+            if isinstance(b, Tensor):
+                raise DTypeError("pow is not implemented for bool tensors; convert with .int()")
+            return (self.to(dtype=uint8) ** p).to(dtype=bool_)
+        if a.dtype.kind in "iu" and isinstance(p, numbers.Real) and p < 0:
+            raise RuntimeError("Integers to negative integer powers are not allowed.")
+        return O.Pow.apply(a, b)
+
+    def __rpow__(self, base: Any) -> Tensor:
+        if self.dtype == bool_ and result_type(self, base) == bool_:
+            raise DTypeError("pow is not implemented for bool tensors; convert with .int()")
+        return self._binary(O.Pow, base, reverse=True)
 
     def __neg__(self) -> Tensor:
+        self._refuse_bool(None, "Negation")
         return O.Neg.apply(self)
 
-    def __pow__(self, p: float) -> Tensor:
-        if isinstance(p, Tensor):
-            return (p * self.log()).exp()
-        return O.Pow.apply(self, p)
+    def __abs__(self) -> Tensor:
+        return O.Abs.apply(self)
 
-    def __rpow__(self, base: float) -> Tensor:
-        return (self * float(np.log(base))).exp()
+    def abs(self) -> Tensor:
+        return O.Abs.apply(self)
+
+    def add(self, other: Any, alpha: float = 1) -> Tensor:
+        return self + (other if alpha == 1 else other * alpha)
+
+    def sub(self, other: Any, alpha: float = 1) -> Tensor:
+        return self - (other if alpha == 1 else other * alpha)
+
+    def mul(self, other: Any) -> Tensor:
+        return self * other
+
+    def div(self, other: Any) -> Tensor:
+        return self / other
+
+    def pow(self, exponent: Any) -> Tensor:
+        return self ** exponent
+
+    def maximum(self, other: Tensor) -> Tensor:
+        """Element-wise maximum (``torch.maximum``); ties split the gradient."""
+        return self._binary(O.Maximum, other)
+
+    def minimum(self, other: Tensor) -> Tensor:
+        return self._binary(O.Minimum, other)
+
+    def clamp(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 (torch's names)
+        """Values limited to ``[min, max]`` (either may be None); ``clip`` is the same."""
+        if min is None and max is None:
+            raise ValueError("clamp: at least one of min and max must not be None")
+        dtype = result_type(self, *(b for b in (min, max) if b is not None))
+        lo, hi = (None if b is None else scalar_array(b, dtype) for b in (min, max))
+        return O.Clamp.apply(self._cast(dtype), lo, hi)
+
+    clip = clamp
 
     def __matmul__(self, other: Tensor) -> Tensor:
-        other = self._coerce(other, "matmul")
+        other = _as_operand(other, self, "matmul")
+        check_same_dtype("matmul", self, other)
         _check_matmul(self.shape, other.shape)
         return O.MatMul.apply(self, other)
 
     def __rmatmul__(self, other: Any) -> Tensor:
-        other = self._coerce(other, "matmul")
-        return other @ self
+        return _as_operand(other, self, "matmul") @ self
 
     def matmul(self, other: Tensor) -> Tensor:
         return self @ other
 
     # comparisons give boolean tensors, never part of the graph
     def _compare(self, other: Any, fn: Callable) -> Tensor:
-        o = other.data if isinstance(other, Tensor) else other
-        return Tensor(fn(self.data, o))
+        a, b = self._promote(other)
+        if b is NotImplemented:
+            return NotImplemented
+        return Tensor(fn(a._data, b._data if isinstance(b, Tensor) else b))
 
     def __eq__(self, o: Any) -> Tensor:  # type: ignore[override]
         return self._compare(o, lambda a, b: a == b)
@@ -324,53 +568,281 @@ class Tensor:
     def __ge__(self, o: Any) -> Tensor:
         return self._compare(o, lambda a, b: a >= b)
 
+    def eq(self, other: Any) -> Tensor:
+        return self == other
+
+    def ne(self, other: Any) -> Tensor:
+        return self != other
+
+    def lt(self, other: Any) -> Tensor:
+        return self < other
+
+    def le(self, other: Any) -> Tensor:
+        return self <= other
+
+    def gt(self, other: Any) -> Tensor:
+        return self > other
+
+    def ge(self, other: Any) -> Tensor:
+        return self >= other
+
+    def equal(self, other: Tensor) -> bool:
+        """True if both have the same shape and values (``torch.equal``)."""
+        return self.shape == other.shape and builtins.bool((self == other).all())
+
+    def __invert__(self) -> Tensor:
+        if self.dtype.kind not in "biu":
+            raise TypeError(f"~ (bitwise not) needs a bool or integer tensor, not {self.dtype}")
+        return Tensor(~self._data)
+
+    def logical_not(self) -> Tensor:
+        return Tensor(self._data == 0)
+
+    def any(self) -> Tensor:
+        return Tensor(self._data.any())
+
+    def all(self) -> Tensor:
+        return Tensor(self._data.all())
+
+    # ------------------------------------------------------------ in-place ops
+
+    def _inplace(self, name: str, compute: Callable[[Tensor], Tensor], *args: Any,
+                 any_dtype: bool = False) -> Tensor:
+        """Write ``compute(self)`` into self's memory; the one mechanism of every in-place op.
+
+        ``compute`` is the out-of-place op; ``args`` are its other operands. Its result
+        must have self's shape, and (unless ``any_dtype``, for copy_/fill_) a dtype that
+        casts to self's: not float into an integer tensor, not a number into bool.
+        Then, as in PyTorch:
+
+        * not recording (``no_grad``, or nothing requires grad): the values are written
+          into the existing array, so views see them, and the version is bumped;
+        * recording: a leaf that requires grad refuses (PyTorch's error); otherwise the
+          op runs on a copy of the old values (what its backward may save) and self
+          takes over the op's graph node, continuing the graph through the write. On a
+          slice ``x[i]`` the write goes through ``x[i] = result``, so that ``x``'s graph
+          records it too (PyTorch's CopySlices); other views (reshape, permute) refuse.
+        """
+        recording = is_grad_enabled() and (
+            self.requires_grad or builtins.any(isinstance(a, Tensor) and a.requires_grad
+                                               for a in args))
+        source, view_of = self, None
+        if recording:
+            base = self._base
+            if self.requires_grad and self.grad_fn is None:
+                raise RuntimeError(f"{name}: {_LEAF_INPLACE}")
+            if base is not None and base.requires_grad and base.grad_fn is None:
+                raise RuntimeError(f"{name}: a view of {_LEAF_INPLACE}")
+            if base is not None:
+                view_of = self.__dict__.get("_view_of")  # (parent, index) for a slice
+                if view_of is None:
+                    raise RuntimeError(
+                        f"{name}: in-place op with autograd on a reshaped or permuted view "
+                        f"of another tensor (shape {base.shape}): tinytrain rewrites the "
+                        f"base's graph only for slices (x[i]); apply the op to the base, use "
+                        f"an out-of-place op, or clone() the view first"
+                    )
+            source = Tensor(self._data.copy())
+            source.grad_fn, source.requires_grad = self.grad_fn, self.requires_grad
+        out = compute(source)
+        if out.shape != self.shape:
+            raise RuntimeError(
+                f"{name}: output with shape {list(self.shape)} doesn't match the broadcast "
+                f"shape {list(out.shape)}"
+            )
+        if not any_dtype and not can_cast(out.dtype, self.dtype):
+            raise DTypeError(
+                f"{name}: result type {out.dtype} can't be cast to the desired output type "
+                f"{self.dtype} (in-place ops keep the tensor's dtype; use the out-of-place "
+                f"form, e.g. x = x + y)"
+            )
+        if out.requires_grad:
+            out = out._cast(self.dtype)
+            self.grad_fn, self.requires_grad = out.grad_fn, True
+        if view_of is not None:
+            parent, index = view_of
+            parent[index] = out  # writes our memory and records the write in parent's graph
+        else:
+            self._data[...] = out._data
+            self._version_counter[0] += 1
+        return self
+
+    def add_(self, other: Any, alpha: float = 1) -> Tensor:
+        return self._inplace("add_", lambda s: s.add(other, alpha), other)
+
+    def sub_(self, other: Any, alpha: float = 1) -> Tensor:
+        return self._inplace("sub_", lambda s: s.sub(other, alpha), other)
+
+    def mul_(self, other: Any) -> Tensor:
+        return self._inplace("mul_", lambda s: s * other, other)
+
+    def div_(self, other: Any) -> Tensor:
+        return self._inplace("div_", lambda s: s / other, other)
+
+    def pow_(self, exponent: Any) -> Tensor:
+        return self._inplace("pow_", lambda s: s ** exponent, exponent)
+
+    def clamp_(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+        return self._inplace("clamp_", lambda s: s.clamp(min, max))
+
+    clip_ = clamp_
+
+    def relu_(self) -> Tensor:
+        return self._inplace("relu_", lambda s: s.relu())
+
+    def copy_(self, src: Any) -> Tensor:
+        """Write ``src`` (broadcast to self's shape, converted to self's dtype and device)."""
+        if not isinstance(src, Tensor):
+            src = tensor(src, device=self.device)
+        src = src.to(self.device, self.dtype)
+        return self._inplace("copy_", lambda s: O.Copy.apply(s, src), src, any_dtype=True)
+
+    def fill_(self, value: Any) -> Tensor:
+        """Set every element to ``value`` (a number or a one-element tensor)."""
+        if isinstance(value, Tensor):
+            if value.numel() != 1:
+                raise RuntimeError(f"fill_ takes a one-element tensor, got shape {value.shape}")
+            return self.copy_(value.reshape(()))
+        fill = scalar_array(value, self.dtype)
+        return self._inplace("fill_", lambda s: O.Copy.apply(s, fill), any_dtype=True)
+
+    def zero_(self) -> Tensor:
+        return self.fill_(0)
+
+    def __iadd__(self, other: Any) -> Tensor:
+        return self.add_(other)
+
+    def __isub__(self, other: Any) -> Tensor:
+        return self.sub_(other)
+
+    def __imul__(self, other: Any) -> Tensor:
+        return self.mul_(other)
+
+    def __itruediv__(self, other: Any) -> Tensor:
+        return self.div_(other)
+
+    def __ipow__(self, other: Any) -> Tensor:
+        return self.pow_(other)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        """``t[index] = value``: an in-place write (PyTorch's ``index_put_``)."""
+        index = _raw_index(index)
+        if isinstance(value, Tensor):
+            value = value.to(self.device, self.dtype)
+        else:
+            value = tensor(value, dtype=self.dtype, device=self.device)
+        if not (is_grad_enabled() and (self.requires_grad or value.requires_grad)):
+            self._data[index] = value._data  # nothing to record: write just those elements
+            self._version_counter[0] += 1
+            return
+        self._inplace("__setitem__", lambda s: O.IndexPut.apply(s, value, index), value,
+                      any_dtype=True)
+
     # ------------------------------------------------------------ unary
 
+    def _float_op(self, op: type[Function]) -> Tensor:
+        """Ops defined on reals: integer and bool inputs become float32 first (as PyTorch)."""
+        return op.apply(self if self.dtype.kind == "f" else self._cast(DEFAULT_FLOAT))
+
     def exp(self) -> Tensor:
-        return O.Exp.apply(self)
+        return self._float_op(O.Exp)
 
     def log(self) -> Tensor:
-        return O.Log.apply(self)
+        return self._float_op(O.Log)
 
     def sqrt(self) -> Tensor:
-        return O.Sqrt.apply(self)
+        return self._float_op(O.Sqrt)
 
     def relu(self) -> Tensor:
         return O.ReLU.apply(self)
 
     def sigmoid(self) -> Tensor:
-        return O.Sigmoid.apply(self)
+        return self._float_op(O.Sigmoid)
 
     def tanh(self) -> Tensor:
-        return O.Tanh.apply(self)
+        return self._float_op(O.Tanh)
 
     def log_softmax(self, dim: int = -1) -> Tensor:
         (axis,) = O._normalize_axis(dim, self.ndim)
         return O.LogSoftmax.apply(self, axis)
 
+    def softmax(self, dim: int = -1) -> Tensor:
+        (axis,) = O._normalize_axis(dim, self.ndim)
+        return O.Softmax.apply(self, axis)
+
     # ------------------------------------------------------------ reductions
 
     def sum(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """Sum over ``dim`` (all if None); bool and integer tensors sum to int64."""
         return O.Sum.apply(self, O._normalize_axis(dim, self.ndim), keepdim)
 
     def mean(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        if self.dtype.kind != "f":
+            raise DTypeError(
+                f"mean(): the input must be floating point, got {self.dtype}; use "
+                f".float().mean()"
+            )
         return O.Mean.apply(self, O._normalize_axis(dim, self.ndim), keepdim)
 
-    def max(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        """Maximum values (not PyTorch's (values, indices) pair; see :meth:`argmax`)."""
-        if self.data.size == 0:
-            raise ValueError("max() of an empty tensor")
-        return O.Max.apply(self, O._normalize_axis(dim, self.ndim), keepdim)
+    def _reduce_check(self, name: str, dim: Any) -> tuple[int, ...] | None:
+        axes = O._normalize_axis(dim, self.ndim)
+        if self._data.size == 0 and (axes is None or builtins.any(
+                self.shape[a] == 0 for a in axes)):
+            raise RuntimeError(f"{name}(): cannot reduce an empty dimension (shape {self.shape})")
+        return axes
+
+    def amax(self, dim: int | Sequence[int] | None = (), keepdim: bool = False) -> Tensor:
+        """Maximum over ``dim`` (all dims if ``()`` or None); ties share the gradient."""
+        axes = self._reduce_check("amax", None if dim == () else dim)
+        return O.Amax.apply(self, axes, keepdim)
+
+    def amin(self, dim: int | Sequence[int] | None = (), keepdim: bool = False) -> Tensor:
+        """Minimum over ``dim`` (all dims if ``()`` or None); ties share the gradient."""
+        axes = self._reduce_check("amin", None if dim == () else dim)
+        return O.Amin.apply(self, axes, keepdim)
+
+    def _extreme(self, name: str, dim: Any, keepdim: bool) -> Any:
+        if isinstance(dim, Tensor):  # torch.max(a, b): element-wise
+            return self.maximum(dim) if name == "max" else self.minimum(dim)
+        if dim is None:
+            return (self.amax if name == "max" else self.amin)()
+        (axis,) = self._reduce_check(name, dim)
+        find = self._data.argmax if name == "max" else self._data.argmin
+        index = backend.get_array_module(self._data).expand_dims(find(axis=axis), axis)
+        values = O.TakeAlongDim.apply(self, index, axis, keepdim)
+        indices = Tensor((index if keepdim else index.squeeze(axis)).astype(int64, copy=False))
+        return (MaxResult if name == "max" else MinResult)(values, indices)
+
+    def max(self, dim: int | Tensor | None = None, keepdim: bool = False) -> Any:
+        """As ``torch.max``: without ``dim`` the largest value (0-d; ties share the gradient);
+        with ``dim`` a named pair ``(values, indices)`` over that dimension (the first
+        maximum's index; its value gets the gradient); with a Tensor, ``maximum``."""
+        return self._extreme("max", dim, keepdim)
+
+    def min(self, dim: int | Tensor | None = None, keepdim: bool = False) -> Any:
+        """As :meth:`max`, for the smallest values."""
+        return self._extreme("min", dim, keepdim)
 
     def argmax(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
-        out = self.data.argmax(axis=dim)
-        if keepdim and dim is not None:
-            out = backend.get_array_module(out).expand_dims(out, dim)
-        return Tensor(out.astype(int64, copy=False))
+        """Index of the first maximum over ``dim`` (of the flattened tensor if None), int64."""
+        return self._arg("argmax", dim, keepdim)
+
+    def argmin(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
+        return self._arg("argmin", dim, keepdim)
+
+    def _arg(self, name: str, dim: int | None, keepdim: bool) -> Tensor:
+        axes = self._reduce_check(name, dim)
+        axis = None if axes is None else axes[0]
+        out = getattr(self._data, name)(axis=axis)
+        if keepdim and axis is not None:
+            out = backend.get_array_module(out).expand_dims(out, axis)
+        return Tensor(backend.get_array_module(out).asarray(out).astype(int64, copy=False))
 
     # ------------------------------------------------------------ shapes
 
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
+        """The same elements in ``shape`` (one size may be -1): a view when the memory
+        allows it, else a copy."""
         shape = _shape_arg(shape)
         known = int(np.prod([s for s in shape if s >= 0]))  # NumPy's rule: one negative size
         unknown = sum(s < 0 for s in shape)                 # is inferred from the rest
@@ -382,7 +854,24 @@ class Tensor:
             )
         return O.Reshape.apply(self, tuple(shape))
 
-    view = reshape
+    def view(self, *shape: int | Sequence[int]) -> Tensor:
+        """As :meth:`reshape`, but always a view: raises, as PyTorch, when the strides do
+        not allow one (e.g. ``x.T.view(-1)``); use ``reshape`` (copies) then."""
+        out = self.reshape(*shape)
+        if self.numel() and out._base is None:  # Reshape had to copy
+            raise RuntimeError(
+                f"view size is not compatible with input tensor's size and stride (at least "
+                f"one dimension spans across two contiguous subspaces): shape {self.shape} "
+                f"with strides {self._data.strides} cannot be viewed as {tuple(_shape_arg(shape))}."
+                f" Use .reshape(...) instead."
+            )
+        return out
+
+    def view_as(self, other: Tensor) -> Tensor:
+        return self.view(other.shape)
+
+    def reshape_as(self, other: Tensor) -> Tensor:
+        return self.reshape(other.shape)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         if self.ndim == 0:
@@ -390,6 +879,16 @@ class Tensor:
         s, e = start_dim % self.ndim, end_dim % self.ndim
         new = self.shape[:s] + (int(np.prod(self.shape[s:e + 1])),) + self.shape[e + 1:]
         return self.reshape(new)
+
+    def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
+        """Drop dimensions of size 1 (only those in ``dim`` if given; others stay)."""
+        axes = range(self.ndim) if dim is None else O._normalize_axis(dim, self.ndim)
+        return self.reshape([n for i, n in enumerate(self.shape) if not (i in axes and n == 1)])
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        """Insert a dimension of size 1 at ``dim`` (``-1`` appends one)."""
+        (axis,) = O._normalize_axis(dim, self.ndim + 1)
+        return self.reshape(self.shape[:axis] + (1,) + self.shape[axis:])
 
     def permute(self, *dims: int | Sequence[int]) -> Tensor:
         dims = tuple(d % self.ndim for d in _shape_arg(dims))
@@ -402,8 +901,20 @@ class Tensor:
         dims[dim0], dims[dim1] = dims[dim1], dims[dim0]
         return self.permute(dims)
 
+    def t(self) -> Tensor:
+        if self.ndim > 2:
+            raise ValueError(f"t() expects a tensor with <= 2 dimensions, got {self.shape}")
+        return self.T
+
     def __getitem__(self, index: Any) -> Tensor:
-        return O.Index.apply(self, _raw_index(index))
+        index = _raw_index(index)
+        out = O.Index.apply(self, index)
+        if out._base is not None:  # a slice: in-place ops on it write through self
+            out._view_of = (self, index)
+        return out
+
+
+function.Tensor = Tensor  # Function.apply wraps its results in this class
 
 
 class _To(Function):
@@ -420,6 +931,30 @@ class _To(Function):
     @staticmethod
     def backward(ctx, g):
         return backend.to_device(g, ctx.device).astype(ctx.dtype, copy=False), None, None
+
+
+def _shape_of(x: Any) -> tuple[int, ...]:
+    return tuple(getattr(x, "shape", ()))
+
+
+def _as_operand(other: Any, like: Tensor, op: str) -> Tensor:
+    """``other`` as a Tensor for ops that take tensors only (arrays are wrapped)."""
+    if isinstance(other, Tensor):
+        return other
+    if hasattr(other, "__array_interface__") or hasattr(other, "__cuda_array_interface__"):
+        return Tensor(other)
+    raise TypeError(f"{op}: expected a Tensor, got {type(other).__name__}")
+
+
+def check_same_dtype(op: str, *tensors: Tensor | None) -> None:
+    """Matrix products need one dtype: PyTorch raises rather than promote, and so do we."""
+    dtypes = [t.dtype for t in tensors if t is not None]
+    if builtins.any(d != dtypes[0] for d in dtypes):
+        raise DTypeError(
+            f"{op}: expected all operands to have the same dtype, got "
+            f"{' and '.join(str(d) for d in dtypes)}; convert one with .to(dtype) (e.g. "
+            f".float()) first"
+        )
 
 
 def _check_matmul(sa: tuple[int, ...], sb: tuple[int, ...]) -> None:
@@ -450,9 +985,9 @@ def _shape_arg(shape: tuple) -> tuple[int, ...]:
 
 def _raw_index(index: Any) -> Any:
     if isinstance(index, Tensor):
-        return index.data
+        return index._data
     if isinstance(index, tuple):
-        return tuple(i.data if isinstance(i, Tensor) else i for i in index)
+        return tuple(i._data if isinstance(i, Tensor) else i for i in index)
     return index
 
 
@@ -467,14 +1002,18 @@ def _default_dtype(data: Any) -> np.dtype:
     return float32 if arr.dtype.kind == "f" else int64 if arr.dtype.kind in "iu" else arr.dtype
 
 
-def tensor(data: Any, dtype: Any = None, device: str = "cpu",
+def tensor(data: Any, dtype: Any = None, device: Any = None,
            requires_grad: bool = False) -> Tensor:
     """A new leaf tensor holding a copy of ``data`` (a list, number, NumPy or CuPy array).
 
-    NumPy arrays keep their dtype; Python floats become float32 and ints int64.
+    NumPy and CuPy arrays keep their dtype; Python floats become float32 and ints int64.
+    ``device=None`` means where the data is: a CuPy array stays on the GPU, the rest
+    lands on the CPU.
     """
     if isinstance(data, Tensor):
-        data = data.data
+        data = data._data
+    if device is None:
+        device = backend.device_of(data) if hasattr(data, "dtype") else "cpu"
     dtype = np.dtype(dtype) if dtype is not None else _default_dtype(data)
     xp = backend.array_module(device)
     arr = xp.array(backend.to_device(data, device) if hasattr(data, "dtype") else data,
@@ -482,36 +1021,70 @@ def tensor(data: Any, dtype: Any = None, device: str = "cpu",
     return Tensor(arr, requires_grad=requires_grad)
 
 
-def _full(shape: tuple, fill: float, dtype: Any, device: str, requires_grad: bool) -> Tensor:
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing ``array``'s memory (``torch.from_numpy``)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy expects a NumPy array, got {type(array).__name__}")
+    return Tensor(array)
+
+
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """Like :func:`tensor`, but without a copy when ``data`` is already an array of that
+    dtype on that device (``torch.as_tensor``)."""
+    if isinstance(data, Tensor):
+        return data.to(device if device is not None else data.device, dtype)
+    if hasattr(data, "dtype") and (dtype is None or np.dtype(dtype) == data.dtype) and (
+            device is None or backend.normalize_device(device) == backend.device_of(data)):
+        return Tensor(data)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def _full(shape: tuple, fill: float, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
     xp = backend.array_module(device)
     return Tensor(xp.full(_shape_arg(shape), fill, dtype=np.dtype(dtype)),
                   requires_grad=requires_grad)
 
 
-def zeros(*shape: int, dtype: Any = float32, device: str = "cpu",
+def zeros(*shape: int, dtype: Any = float32, device: Any = "cpu",
           requires_grad: bool = False) -> Tensor:
     return _full(shape, 0, dtype, device, requires_grad)
 
 
-def ones(*shape: int, dtype: Any = float32, device: str = "cpu",
+def empty(*shape: int, dtype: Any = float32, device: Any = "cpu",
+          requires_grad: bool = False) -> Tensor:
+    """Like :func:`zeros` (tinytrain fills "uninitialised" memory with zeros)."""
+    return _full(shape, 0, dtype, device, requires_grad)
+
+
+def ones(*shape: int, dtype: Any = float32, device: Any = "cpu",
          requires_grad: bool = False) -> Tensor:
     return _full(shape, 1, dtype, device, requires_grad)
 
 
-def full(shape: Sequence[int], fill_value: float, dtype: Any = float32, device: str = "cpu",
+def full(shape: Sequence[int], fill_value: float, dtype: Any = None, device: Any = "cpu",
          requires_grad: bool = False) -> Tensor:
+    """``shape`` filled with ``fill_value``; the dtype defaults to the value's (float32,
+    int64 or bool), as in PyTorch."""
+    if dtype is None:
+        dtype = result_type(fill_value)
     return _full((shape,), fill_value, dtype, device, requires_grad)
 
 
-def zeros_like(t: Tensor, requires_grad: bool = False) -> Tensor:
-    return zeros(t.shape, dtype=t.dtype, device=t.device, requires_grad=requires_grad)
+def zeros_like(t: Tensor, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    return zeros(t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
 
 
-def ones_like(t: Tensor, requires_grad: bool = False) -> Tensor:
-    return ones(t.shape, dtype=t.dtype, device=t.device, requires_grad=requires_grad)
+def ones_like(t: Tensor, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    return ones(t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
 
 
-def randn(*shape: int, dtype: Any = float32, device: str = "cpu",
+def full_like(t: Tensor, fill_value: float, dtype: Any = None,
+              requires_grad: bool = False) -> Tensor:
+    return full(t.shape, fill_value, dtype=dtype or t.dtype, device=t.device,
+                requires_grad=requires_grad)
+
+
+def randn(*shape: int, dtype: Any = float32, device: Any = "cpu",
           requires_grad: bool = False) -> Tensor:
     """Standard normal samples from the package generator (same on every device)."""
     arr = default_generator().standard_normal(_shape_arg(shape)).astype(dtype)
@@ -519,7 +1092,7 @@ def randn(*shape: int, dtype: Any = float32, device: str = "cpu",
                   requires_grad=requires_grad)
 
 
-def rand(*shape: int, dtype: Any = float32, device: str = "cpu",
+def rand(*shape: int, dtype: Any = float32, device: Any = "cpu",
          requires_grad: bool = False) -> Tensor:
     """Uniform samples in [0, 1) from the package generator."""
     arr = default_generator().random(_shape_arg(shape)).astype(dtype)
@@ -527,8 +1100,39 @@ def rand(*shape: int, dtype: Any = float32, device: str = "cpu",
                   requires_grad=requires_grad)
 
 
+def randn_like(t: Tensor, dtype: Any = None) -> Tensor:
+    return randn(t.shape, dtype=dtype or t.dtype, device=t.device)
+
+
+def rand_like(t: Tensor, dtype: Any = None) -> Tensor:
+    return rand(t.shape, dtype=dtype or t.dtype, device=t.device)
+
+
+def eye(n: int, m: int | None = None, dtype: Any = float32, device: Any = "cpu",
+        requires_grad: bool = False) -> Tensor:
+    """The ``[n, m]`` identity matrix (``m`` defaults to ``n``)."""
+    xp = backend.array_module(device)
+    return Tensor(xp.eye(n, m, dtype=np.dtype(dtype)), requires_grad=requires_grad)
+
+
+def linspace(start: float, end: float, steps: int, dtype: Any = float32,
+             device: Any = "cpu") -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end``, both included."""
+    xp = backend.array_module(device)
+    return Tensor(xp.linspace(start, end, steps).astype(dtype))
+
+
+def randint(low: int, high: int | None = None, size: Sequence[int] = (), dtype: Any = int64,
+            device: Any = "cpu") -> Tensor:
+    """Integers uniform in ``[low, high)`` (``randint(high, size)`` means ``low = 0``)."""
+    if high is None:
+        low, high = 0, low
+    arr = default_generator().integers(low, high, size=_shape_arg((size,)), dtype=np.dtype(dtype))
+    return Tensor(backend.to_device(np.asarray(arr), backend.normalize_device(device)))
+
+
 def arange(start: float, end: float | None = None, step: float = 1, dtype: Any = None,
-           device: str = "cpu") -> Tensor:
+           device: Any = "cpu") -> Tensor:
     if end is None:
         start, end = 0, start
     xp = backend.array_module(device)
@@ -539,6 +1143,8 @@ def arange(start: float, end: float | None = None, step: float = 1, dtype: Any =
 
 
 __all__ = [
-    "Tensor", "tensor", "zeros", "ones", "full", "zeros_like", "ones_like", "randn", "rand",
-    "arange", "no_grad", "float16", "float32", "float64", "int32", "int64", "uint8", "bool_",
+    "arange", "as_tensor", "bool_", "empty", "eye", "float16", "float32", "float64",
+    "from_numpy", "full", "full_like", "int32", "int64", "linspace", "MaxResult", "MinResult",
+    "no_grad", "ones", "ones_like", "rand", "rand_like", "randint", "randn", "randn_like",
+    "Tensor", "tensor", "uint8", "zeros", "zeros_like",
 ]

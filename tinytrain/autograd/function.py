@@ -15,16 +15,28 @@ bookkeeping and lets one implementation serve NumPy and CuPy.
 ``apply`` records a :class:`Node` when grad mode is on and some input requires
 grad. The node's ``next_functions`` point at the nodes of its inputs: another
 op's node, or an :class:`AccumulateGrad` for a leaf that requires grad.
+
+``apply`` also keeps in-place writes honest, with one rule each:
+
+* **Views share a version counter.** Every Tensor has a version counter
+  (``t._version``) that in-place ops bump. When ``forward`` returns a view of an
+  input's memory (reshape, permute, basic indexing), the output shares that
+  input's counter, so a write through either is seen by both.
+* **Saved arrays remember their version.** When ``setup_context`` saves an input
+  or the output, its version is recorded; if it changed before backward reads
+  it, backward raises PyTorch's "modified by an inplace operation" error instead
+  of computing a wrong gradient.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tinytrain.autograd.grad_mode import is_grad_enabled
 
-if TYPE_CHECKING:
-    from tinytrain.tensor import Tensor
+#: The Tensor class; :mod:`tinytrain.tensor` (which imports this module) sets it once it
+#: exists, so that ``apply`` needs no import on every call.
+Tensor: Any = None
 
 
 _FREED_MESSAGE = (
@@ -40,6 +52,7 @@ class Context:
     def __init__(self, needs_input_grad: tuple[bool, ...]) -> None:
         self.needs_input_grad = needs_input_grad
         self._saved: tuple[Any, ...] | None = ()
+        self._versions: tuple[Any, ...] = ()  # per saved array: (counter, version) or None
         self._freed = False
 
     def save_for_backward(self, *arrays: Any) -> None:
@@ -50,6 +63,15 @@ class Context:
     def saved_tensors(self) -> tuple[Any, ...]:
         if self._freed:
             raise RuntimeError(_FREED_MESSAGE)
+        for array, entry in zip(self._saved, self._versions):  # type: ignore[arg-type]
+            if entry is not None and entry[0][0] != entry[1]:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by "
+                    f"an inplace operation: [{array.dtype} {list(array.shape)}] is at version "
+                    f"{entry[0][0]}; expected version {entry[1]} instead. Hint: an in-place op "
+                    "(x += ..., x.add_(...), x.data += ..., an optimizer step) changed it after "
+                    "this op used it; use an out-of-place op (x = x + ...) or x.clone() instead."
+                )
         return self._saved  # type: ignore[return-value]
 
     def __getattr__(self, name: str) -> Any:
@@ -62,7 +84,9 @@ class Context:
         """Drop what was saved (after a backward without ``retain_graph``)."""
         self._saved = None
         self._freed = True
-        for name in [k for k in vars(self) if k not in ("needs_input_grad", "_saved", "_freed")]:
+        self._versions = ()
+        keep = ("needs_input_grad", "_saved", "_versions", "_freed")
+        for name in [k for k in vars(self) if k not in keep]:
             delattr(self, name)
 
 
@@ -113,8 +137,6 @@ class AccumulateGrad(Node):
         return "AccumulateGrad"
 
     def apply(self, grad: Any) -> tuple[Any, ...]:
-        from tinytrain.tensor import Tensor
-
         t = self.tensor
         if grad.shape != t.shape:
             raise RuntimeError(
@@ -150,25 +172,73 @@ class Function:
     @classmethod
     def apply(cls, *inputs: Any) -> Tensor:
         """Run ``forward`` on raw arrays, wrap the result, and record the graph."""
-        from tinytrain.tensor import Tensor
-
-        raw = tuple(x.data if isinstance(x, Tensor) else x for x in inputs)
-        _check_same_device(cls, inputs)
-        output = Tensor(cls.forward(*raw))
-        if is_grad_enabled():
-            needs = tuple(isinstance(x, Tensor) and x.requires_grad for x in inputs)
-            if any(needs):
-                ctx = Context(needs)
-                cls.setup_context(ctx, raw, output.data)
-                nexts = tuple(x._grad_node() if n else None for x, n in zip(inputs, needs))
-                output.grad_fn = Node(cls, ctx, nexts)
-                output.requires_grad = True
+        raw, needs = [], []
+        array_type, mixed, any_needs = None, False, False
+        for x in inputs:  # one pass: raw arrays, which need grad, whether devices may differ
+            if isinstance(x, Tensor):
+                data = x._data
+                if array_type is None:
+                    array_type = type(data)
+                elif type(data) is not array_type:
+                    mixed = True
+                raw.append(data)
+                needs.append(x.requires_grad)
+                any_needs |= x.requires_grad
+            else:
+                raw.append(x)
+                needs.append(False)
+        if mixed:
+            _check_same_device(cls, inputs)
+        out = cls.forward(*raw)
+        output = Tensor(out)
+        if getattr(out, "base", None) is not None or any(r is out for r in raw):
+            _share_version_if_view(output, out, inputs, raw)
+        if any_needs and is_grad_enabled():
+            ctx = Context(tuple(needs))
+            raw = tuple(raw)
+            cls.setup_context(ctx, raw, out)
+            if ctx._saved:
+                ctx._versions = _saved_versions(ctx._saved, inputs, raw, output)
+            nexts = tuple(x._grad_node() if n else None for x, n in zip(inputs, needs))
+            output.grad_fn = Node(cls, ctx, nexts)
+            output.requires_grad = True
         return output
 
 
-def _check_same_device(cls: type, inputs: tuple[Any, ...]) -> None:
-    from tinytrain.tensor import Tensor
+def _root(array: Any) -> Any:
+    """The object that owns an array's memory (follows ``.base`` of NumPy/CuPy views)."""
+    while (base := getattr(array, "base", None)) is not None:
+        array = base
+    return array
 
+
+def _share_version_if_view(output: Tensor, out: Any, inputs: tuple, raw: tuple) -> None:
+    """If ``out`` is (a view of) an input's memory, the output shares that input's counter."""
+    root = _root(out)
+    for x, r in zip(inputs, raw):
+        if isinstance(x, Tensor) and (r is out or _root(r) is root):
+            output._version_counter = x._version_counter
+            output._base = x if x._base is None else x._base
+            return
+
+
+def _saved_versions(saved: tuple, inputs: tuple, raw: tuple, output: Tensor) -> tuple:
+    """For each saved array that is an input's or the output's: (its counter, its version)."""
+    entries = []
+    for s in saved:
+        entry = None
+        if s is output._data:
+            entry = (output._version_counter, output._version_counter[0])
+        elif s is not None:
+            for x, r in zip(inputs, raw):
+                if r is s and isinstance(x, Tensor):
+                    entry = (x._version_counter, x._version_counter[0])
+                    break
+        entries.append(entry)
+    return tuple(entries)
+
+
+def _check_same_device(cls: type, inputs: tuple[Any, ...]) -> None:
     first = None
     for i, x in enumerate(inputs):
         if isinstance(x, Tensor):

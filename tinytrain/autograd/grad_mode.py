@@ -1,6 +1,7 @@
-"""Switching graph recording on and off: ``no_grad`` and ``enable_grad``.
+"""Switching graph recording on and off: ``no_grad``, ``enable_grad``, ``set_grad_enabled``.
 
-Both work as context managers and as decorators. Evaluation must run under
+All three work as context managers and as decorators; ``set_grad_enabled(mode)``
+also works as a plain call, as in PyTorch. Evaluation must run under
 ``no_grad``: otherwise every op records a node and keeps its inputs alive.
 """
 
@@ -21,8 +22,7 @@ def is_grad_enabled() -> bool:
     return getattr(_state, "enabled", True)
 
 
-def set_grad_enabled(mode: bool) -> None:
-    """Turn graph recording on or off for this thread."""
+def _set_enabled(mode: bool) -> None:
     _state.enabled = bool(mode)
 
 
@@ -31,10 +31,10 @@ class _GradMode:
 
     def __enter__(self) -> None:
         self._prev = is_grad_enabled()
-        set_grad_enabled(self.mode)
+        _set_enabled(self.mode)
 
     def __exit__(self, *exc: object) -> None:
-        set_grad_enabled(self._prev)
+        _set_enabled(self._prev)
 
     def __call__(self, fn: F) -> F:
         @functools.wraps(fn)
@@ -55,3 +55,32 @@ class enable_grad(_GradMode):
     """Record the graph again, e.g. inside a ``no_grad`` block."""
 
     mode = True
+
+
+class set_grad_enabled(_GradMode):
+    """Turn graph recording on or off for this thread, as ``torch.set_grad_enabled``.
+
+    * ``set_grad_enabled(False)``: takes effect at once and stays;
+    * ``with set_grad_enabled(False): ...``: takes effect at once, restored on exit;
+    * ``@set_grad_enabled(False)``: the decorated function runs in that mode (decorating
+      leaves the current mode as it was).
+    """
+
+    def __init__(self, mode: bool) -> None:
+        self.mode = bool(mode)
+        self._prev = is_grad_enabled()
+        _set_enabled(self.mode)
+
+    def __enter__(self) -> None:
+        pass  # __init__ has set the mode; __exit__ restores the one before it
+
+    def __call__(self, fn: F) -> F:
+        _set_enabled(self._prev)  # a decorator changes nothing until the function runs
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with set_grad_enabled(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]

@@ -139,24 +139,118 @@ class Div(Function):
 
 
 class Pow(Function):
-    """``a ** p`` for a tensor ``a`` and a Python number ``p``."""
+    """``a ** b``; either may be a scalar (a NumPy scalar of the result's dtype)."""
 
     @staticmethod
-    def forward(a, p):
-        return a ** a.dtype.type(p)
+    def forward(a, b):
+        return a ** b
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, b = inputs
+        ctx.save_for_backward(a, b, output if ctx.needs_input_grad[1] else None)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b, out = ctx.saved_tensors
+        xp = get_array_module(g)
+        ga = gb = None
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if ctx.needs_input_grad[0]:
+                # d(a^b)/da = b a^(b-1), and 0 where b == 0 (a^0 is constant; a^-1 at
+                # a = 0 would make 0 * inf = nan)
+                ga = xp.where(b == 0, 0, g * b * a ** (b - 1)).astype(g.dtype, copy=False)
+                ga = unbroadcast(ga, a.shape)
+            if ctx.needs_input_grad[1]:
+                # d(a^b)/db = a^b log(a), and 0 where a == 0 and b >= 0 (as PyTorch)
+                gb = xp.where((a == 0) & (b >= 0), 0, g * out * xp.log(a))
+                gb = unbroadcast(gb.astype(g.dtype, copy=False), b.shape)
+        return ga, gb
+
+
+class FloorDiv(Function):
+    """``a // b``, rounding down (as Python and PyTorch); it has no derivative."""
+
+    @staticmethod
+    def forward(a, b):
+        return a // b
+
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError("derivative for floor division (//) is not implemented (as in "
+                           "PyTorch); use / for a differentiable division")
+
+
+class Remainder(Function):
+    """``a % b`` with the sign of ``b`` (Python's and PyTorch's rule)."""
+
+    @staticmethod
+    def forward(a, b):
+        return a % b
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, b = inputs
+        ctx.save_for_backward(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        ga = unbroadcast(g, a.shape) if ctx.needs_input_grad[0] else None
+        gb = (unbroadcast(-g * get_array_module(g).floor(a / b), b.shape)
+              if ctx.needs_input_grad[1] else None)
+        return ga, gb
+
+
+class Maximum(Function):
+    """Element-wise ``max(a, b)``; where ``a == b`` each gets half the gradient (as PyTorch)."""
+
+    pick = staticmethod(lambda xp: xp.maximum)
+
+    @classmethod
+    def forward(cls, a, b):
+        return cls.pick(get_array_module(a))(a, b)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, b = inputs
+        ctx.save_for_backward(a, b, output)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b, out = ctx.saved_tensors
+        share = (a == b) * g.dtype.type(0.5)
+        ga = unbroadcast(g * ((a == out) - share), a.shape) if ctx.needs_input_grad[0] else None
+        gb = unbroadcast(g * ((b == out) - share), b.shape) if ctx.needs_input_grad[1] else None
+        return ga, gb
+
+
+class Minimum(Maximum):
+    pick = staticmethod(lambda xp: xp.minimum)
+
+
+class Clamp(Function):
+    """``a`` limited to ``[lo, hi]`` (either may be None); the gradient passes where
+    ``lo <= a <= hi``, bounds included, as in PyTorch."""
+
+    @staticmethod
+    def forward(a, lo, hi):
+        return get_array_module(a).clip(a, lo, hi)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         ctx.save_for_backward(inputs[0])
-        ctx.p = inputs[1]
+        ctx.lo, ctx.hi = inputs[1], inputs[2]
 
     @staticmethod
     def backward(ctx, g):
         (a,) = ctx.saved_tensors
-        if ctx.p == 0:  # a ** 0 is constant; a ** -1 would turn a = 0 into 0 * inf = nan
-            return get_array_module(g).zeros_like(g), None
-        p = a.dtype.type(ctx.p)
-        return g * p * a ** (p - 1), None
+        keep = True
+        if ctx.lo is not None:
+            keep = keep & (a >= ctx.lo)
+        if ctx.hi is not None:
+            keep = keep & (a <= ctx.hi)
+        return g * keep, None, None
 
 
 # ------------------------------------------------------------ elementwise, unary
@@ -170,6 +264,21 @@ class Neg(Function):
     @staticmethod
     def backward(ctx, g):
         return -g
+
+
+class Abs(Function):
+    @staticmethod
+    def forward(a):
+        return get_array_module(a).abs(a)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        return g * get_array_module(a).sign(a)
 
 
 class Exp(Function):
@@ -269,9 +378,11 @@ class Tanh(Function):
 
 
 class Sum(Function):
+    """Sum over ``axis``; integer and bool inputs sum in int64 (as PyTorch)."""
+
     @staticmethod
     def forward(a, axis, keepdims):
-        return a.sum(axis=axis, keepdims=keepdims)
+        return a.sum(axis=axis, keepdims=keepdims, dtype="int64" if a.dtype.kind in "biu" else None)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -301,12 +412,14 @@ class Mean(Function):
         return get_array_module(g).broadcast_to(g, ctx.shape).copy(), None, None
 
 
-class Max(Function):
-    """Maximum over ``axis``. Ties share the gradient equally (like ``torch.amax``)."""
+class Amax(Function):
+    """Maximum over ``axis`` (``torch.amax``). Ties share the gradient equally."""
 
-    @staticmethod
-    def forward(a, axis, keepdims):
-        return a.max(axis=axis, keepdims=keepdims)
+    reduce = "max"
+
+    @classmethod
+    def forward(cls, a, axis, keepdims):
+        return getattr(a, cls.reduce)(axis=axis, keepdims=keepdims)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -321,6 +434,41 @@ class Max(Function):
         g = _expand_reduced(g, ctx.shape, ctx.axis, ctx.keepdims)
         count = mask.sum(axis=ctx.axis, keepdims=True)
         return (g * mask / count).astype(g.dtype, copy=False), None, None
+
+
+class Amin(Amax):
+    """Minimum over ``axis`` (``torch.amin``). Ties share the gradient equally."""
+
+    reduce = "min"
+
+
+class TakeAlongDim(Function):
+    """``a``'s entries at ``index`` along ``axis`` (one per slice): the values of
+    ``max(dim)`` / ``min(dim)``. The whole gradient goes to the chosen entry, as in PyTorch.
+
+    ``index`` has ``a``'s shape with ``axis`` of size 1; the output drops that axis
+    unless ``keepdims``.
+    """
+
+    @staticmethod
+    def forward(a, index, axis, keepdims):
+        out = get_array_module(a).take_along_axis(a, index, axis)
+        return out if keepdims else out.squeeze(axis)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, index, axis, keepdims = inputs
+        ctx.shape, ctx.index, ctx.axis, ctx.keepdims = a.shape, index, axis, keepdims
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = get_array_module(g)
+        if not ctx.keepdims:
+            g = xp.expand_dims(g, ctx.axis)
+        place = [1] * len(ctx.shape)
+        place[ctx.axis] = ctx.shape[ctx.axis]
+        chosen = xp.arange(ctx.shape[ctx.axis]).reshape(place) == ctx.index
+        return xp.where(chosen, g, g.dtype.type(0)), None, None, None
 
 
 # ---------------------------------------------------------------------- linear algebra
@@ -424,8 +572,24 @@ class Permute(Function):
         return g.transpose(ctx.inverse), None
 
 
+def is_basic_index(index: Any) -> bool:
+    """True for NumPy *basic* indexing (ints, slices, None, ``...``): the result is a view
+    and no position is selected twice."""
+    parts = index if isinstance(index, tuple) else (index,)
+    return all(
+        p is None or p is Ellipsis or isinstance(p, slice)
+        or (isinstance(p, int | np.integer) and not isinstance(p, bool | np.bool_))
+        for p in parts
+    )
+
+
 class Index(Function):
-    """``a[index]`` for basic and advanced (integer array / boolean) indices."""
+    """``a[index]`` for basic and advanced (integer array / boolean) indices.
+
+    Backward writes the gradient into zeros at ``index``: a plain add for basic indices,
+    where every position appears once, and ``add.at`` for advanced ones, where an index may
+    repeat and its gradients must accumulate.
+    """
 
     @staticmethod
     def forward(a, index):
@@ -440,8 +604,82 @@ class Index(Function):
     def backward(ctx, g):
         xp = get_array_module(g)
         grad = xp.zeros(ctx.shape, dtype=ctx.dtype)
-        index_add(grad, ctx.index, g)  # repeated indices accumulate
+        if is_basic_index(ctx.index):
+            grad[ctx.index] += g
+        else:
+            index_add(grad, ctx.index, g)  # repeated indices accumulate
         return grad, None
+
+
+class IndexPut(Function):
+    """``a`` with ``a[index] = v``: the gradient at ``index`` goes to ``v``, the rest to ``a``."""
+
+    @staticmethod
+    def forward(a, v, index):
+        out = a.copy()
+        out[index] = v
+        return out
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.v_shape, ctx.index = inputs[1].shape, inputs[2]
+
+    @staticmethod
+    def backward(ctx, g):
+        ga = gv = None
+        if ctx.needs_input_grad[0]:
+            ga = g.copy()
+            ga[ctx.index] = 0
+        if ctx.needs_input_grad[1]:
+            gv = unbroadcast(g[ctx.index], ctx.v_shape)
+        return ga, gv, None
+
+
+class Copy(Function):
+    """The values of ``b`` broadcast to ``a``'s shape (``a.copy_(b)``); ``a`` gets no gradient."""
+
+    @staticmethod
+    def forward(a, b):
+        return get_array_module(a).broadcast_to(b, a.shape).astype(a.dtype, copy=True)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.b_shape = inputs[1].shape
+
+    @staticmethod
+    def backward(ctx, g):
+        return None, unbroadcast(g, ctx.b_shape) if ctx.needs_input_grad[1] else None
+
+
+class Clone(Function):
+    """A C-contiguous copy (``clone()``, ``contiguous()``); the gradient passes unchanged."""
+
+    @staticmethod
+    def forward(a):
+        return a.copy(order="C")
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class Cat(Function):
+    """Arrays joined along ``axis`` (``torch.cat``); backward splits the gradient again."""
+
+    @staticmethod
+    def forward(axis, *arrays):
+        return get_array_module(arrays[0]).concatenate(arrays, axis=axis)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.axis = inputs[0]
+        ctx.bounds = np.cumsum([a.shape[inputs[0]] for a in inputs[1:]])[:-1].tolist()
+
+    @staticmethod
+    def backward(ctx, g):
+        parts = get_array_module(g).split(g, ctx.bounds, axis=ctx.axis)
+        return (None, *(p if need else None
+                        for p, need in zip(parts, ctx.needs_input_grad[1:])))
 
 
 # -------------------------------------------------------------------- softmax, loss
@@ -469,6 +707,105 @@ class LogSoftmax(Function):
         (out,) = ctx.saved_tensors
         xp = get_array_module(g)
         return g - xp.exp(out) * g.sum(axis=ctx.axis, keepdims=True), None
+
+
+class Softmax(Function):
+    @staticmethod
+    def forward(a, axis):
+        xp = get_array_module(a)
+        e = xp.exp(a - a.max(axis=axis, keepdims=True))
+        e /= e.sum(axis=axis, keepdims=True)
+        return e
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+        ctx.axis = inputs[1]
+
+    @staticmethod
+    def backward(ctx, g):
+        (p,) = ctx.saved_tensors
+        return p * (g - (g * p).sum(axis=ctx.axis, keepdims=True)), None
+
+
+class NLLLoss(Function):
+    """Mean (or sum, or none) of ``-logp[i, targets[i]]`` for log-probabilities ``logp [N, C]``."""
+
+    @staticmethod
+    def forward(logp, targets, reduction):
+        xp = get_array_module(logp)
+        nll = -logp[xp.arange(logp.shape[0]), targets]
+        return nll.mean() if reduction == "mean" else nll.sum() if reduction == "sum" else nll
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        logp, targets, reduction = inputs
+        ctx.shape, ctx.dtype, ctx.reduction = logp.shape, logp.dtype, reduction
+        ctx.save_for_backward(targets)
+
+    @staticmethod
+    def backward(ctx, g):
+        (targets,) = ctx.saved_tensors
+        xp = get_array_module(g)
+        n = ctx.shape[0]
+        grad = xp.zeros(ctx.shape, dtype=ctx.dtype)
+        scale = -g / g.dtype.type(n) if ctx.reduction == "mean" else -g
+        grad[xp.arange(n), targets] = scale
+        return grad, None, None
+
+
+class BCEWithLogits(Function):
+    """Binary cross-entropy of targets ``y`` in [0, 1] under logits ``z`` (same shape),
+    per element: ``max(z, 0) - z y + log(1 + exp(-|z|))``, stable for any ``z``; its
+    derivative is ``sigmoid(z) - y``."""
+
+    @staticmethod
+    def forward(z, y):
+        xp = get_array_module(z)
+        return xp.maximum(z, 0) - z * y + xp.log1p(xp.exp(-xp.abs(z)))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, g):
+        z, y = ctx.saved_tensors
+        xp = get_array_module(z)
+        e = xp.exp(-xp.abs(z))
+        sig = xp.where(z >= 0, 1 / (1 + e), e / (1 + e)).astype(z.dtype, copy=False)
+        gz = g * (sig - y) if ctx.needs_input_grad[0] else None
+        gy = -g * z if ctx.needs_input_grad[1] else None
+        return gz, gy
+
+
+class BinaryCrossEntropy(Function):
+    """Binary cross-entropy of targets ``y`` under probabilities ``p`` (same shape), per
+    element, as PyTorch computes it: each log clamped at -100, and the derivative
+    ``(p - y) / max(p (1 - p), 1e-12)`` so that p = 0 or 1 gives finite numbers."""
+
+    @staticmethod
+    def forward(p, y):
+        xp = get_array_module(p)
+        with np.errstate(divide="ignore"):
+            log_p, log_q = xp.maximum(xp.log(p), -100), xp.maximum(xp.log(1 - p), -100)
+        return -(y * log_p + (1 - y) * log_q)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, g):
+        p, y = ctx.saved_tensors
+        xp = get_array_module(p)
+        gp = gy = None
+        if ctx.needs_input_grad[0]:
+            gp = g * (p - y) / xp.maximum(p * (1 - p), p.dtype.type(1e-12))
+        if ctx.needs_input_grad[1]:
+            with np.errstate(divide="ignore"):
+                gy = g * (xp.maximum(xp.log(1 - p), -100) - xp.maximum(xp.log(p), -100))
+        return gp, gy
 
 
 class CrossEntropy(Function):

@@ -17,6 +17,7 @@ Example::
         ...
 """
 
+from tinytrain._missing import module_getattr as _module_getattr
 from tinytrain.data.dataloader import (
     DataLoader,
     Dataset,
@@ -67,3 +68,12 @@ __all__ = [
     "read_idx",
     "write_idx",
 ]
+
+_OFFER = ("tinytrain.data has Dataset, TensorDataset, Subset, random_split, DataLoader, collate, "
+          "SequentialSampler, RandomSampler, DistributedSampler, MNIST, FashionMNIST and MNISTMini")
+__getattr__ = _module_getattr(__name__, {
+    "default_collate": "use tinytrain.data.collate",
+    "IterableDataset": "tinytrain's DataLoader takes map-style datasets (len and [i])",
+    "get_worker_info": "tinytrain's DataLoader has no worker processes (num_workers is accepted "
+                       "and batches are made in the main process)",
+}, _OFFER)

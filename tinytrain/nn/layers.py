@@ -43,8 +43,17 @@ class Linear(Module):
 
 
 class ReLU(Module):
+    """``max(x, 0)``; with ``inplace=True`` it overwrites its input (``relu_``)."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
     def forward(self, x: Tensor) -> Tensor:
-        return x.relu()
+        return F.relu(x, self.inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
 
 
 class Sigmoid(Module):
@@ -117,6 +126,54 @@ class Sequential(Module):
 
     def __iter__(self) -> Iterator[Module]:
         return iter(self._modules.values())
+
+
+class Softmax(Module):
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softmax(x, self.dim)
+
+
+class LogSoftmax(Softmax):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.log_softmax(x, self.dim)
+
+
+class _Loss(Module):
+    def __init__(self, reduction: str = "mean") -> None:
+        super().__init__()
+        self.reduction = reduction
+
+
+class MSELoss(_Loss):
+    """``F.mse_loss`` as a module: ``(input, target) -> loss``, same shapes."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
+        return F.mse_loss(input, target, self.reduction)
+
+
+class BCELoss(_Loss):
+    """``F.binary_cross_entropy`` as a module: ``(probabilities, targets) -> loss``."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
+        return F.binary_cross_entropy(input, target, self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    """``F.binary_cross_entropy_with_logits`` as a module: ``(logits, targets) -> loss``."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
+        return F.binary_cross_entropy_with_logits(input, target, self.reduction)
+
+
+class NLLLoss(_Loss):
+    """``F.nll_loss`` as a module: ``(log-probabilities [N, C], targets [N]) -> loss``."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
+        return F.nll_loss(input, target, self.reduction)
 
 
 class CrossEntropyLoss(Module):

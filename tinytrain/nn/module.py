@@ -2,6 +2,9 @@
 
 Assigning a :class:`Parameter` or a :class:`Module` to an attribute registers
 it, in order, so that ``parameters()``, ``state_dict()`` and ``to()`` find it.
+Buffers (``register_buffer``) are state that is not trained; as in PyTorch,
+assigning a Tensor (or None) to a buffer's name replaces the buffer and keeps
+it registered, and assigning a plain Tensor to a parameter's name is an error.
 Calling a module (``model(x)``) runs its forward pre-hooks, ``forward``, then
 its forward hooks; calling ``model.forward(x)`` directly skips the hooks.
 """
@@ -35,6 +38,7 @@ class Module:
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent_buffers", set())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
         object.__setattr__(self, "_forward_hooks", OrderedDict())
@@ -48,11 +52,25 @@ class Module:
                 f"cannot assign {name!r} before Module.__init__() was called: call "
                 f"super().__init__() first in {type(self).__name__}.__init__"
             )
+        if not isinstance(value, Parameter | Module):
+            if name in self._buffers:  # a Tensor or None replaces the buffer, as in torch
+                if value is not None and not isinstance(value, Tensor):
+                    raise TypeError(f"cannot assign {type(value).__name__!r} as buffer "
+                                    f"{name!r} (a Tensor or None expected)")
+                self._buffers[name] = value
+                return
+            if name in self._parameters and value is not None:
+                raise TypeError(
+                    f"cannot assign {type(value).__name__!r} as parameter {name!r} (an "
+                    f"nn.Parameter or None expected); wrap it: nn.Parameter(value)"
+                )
         target = (self._parameters if isinstance(value, Parameter)
-                  else self._modules if isinstance(value, Module) else None)
+                  else self._modules if isinstance(value, Module)
+                  else self._parameters if name in self._parameters else None)
         for registry in (self._parameters, self._modules, self._buffers):
             if registry is not target:
                 registry.pop(name, None)
+        self._non_persistent_buffers.discard(name)
         if target is not None:
             self.__dict__.pop(name, None)  # a plain attribute of that name would shadow it
             target[name] = value  # replacing keeps the name's place in the order, as in torch
@@ -70,6 +88,7 @@ class Module:
         for registry in (self._parameters, self._modules, self._buffers):
             if name in registry:
                 del registry[name]
+                self._non_persistent_buffers.discard(name)
                 return
         object.__delattr__(self, name)
 
@@ -79,9 +98,22 @@ class Module:
         else:
             setattr(self, name, param)
 
-    def register_buffer(self, name: str, tensor: Tensor | None) -> None:
-        """A tensor that is state (saved, moved with ``to``) but not trained."""
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """A tensor that is state (moved with ``to``) but not trained. Persistent buffers
+        are in ``state_dict()``; ``persistent=False`` ones are not."""
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(f"buffer name must be a non-empty string without '.', got {name!r}")
+        if name in self._parameters or name in self._modules or (
+                name in self.__dict__ and name not in self._buffers):
+            raise KeyError(f"attribute {name!r} already exists")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign {type(tensor).__name__!r} as buffer {name!r} "
+                            f"(a Tensor or None expected)")
         self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers.discard(name)
+        else:
+            self._non_persistent_buffers.add(name)
 
     def add_module(self, name: str, module: Module | None) -> None:
         self._modules[name] = module
@@ -149,20 +181,25 @@ class Module:
         for _, p in self.named_parameters():
             yield p
 
-    def named_buffers(self) -> Iterator[tuple[str, Tensor]]:
-        for mod_name, m in self.named_modules():
+    def named_buffers(self, prefix: str = "", persistent_only: bool = False
+                      ) -> Iterator[tuple[str, Tensor]]:
+        for mod_name, m in self.named_modules(prefix):
             for name, b in m._buffers.items():
-                if b is not None:
+                if b is not None and not (persistent_only and name in m._non_persistent_buffers):
                     yield (f"{mod_name}.{name}" if mod_name else name), b
+
+    def buffers(self) -> Iterator[Tensor]:
+        for _, b in self.named_buffers():
+            yield b
 
     # ------------------------------------------------------------ state
 
     def state_dict(self) -> OrderedDict[str, Tensor]:
-        """Every parameter and buffer by dotted name, detached (sharing memory)."""
+        """Every parameter and persistent buffer by dotted name, detached (sharing memory)."""
         out: OrderedDict[str, Tensor] = OrderedDict()
         for name, p in self.named_parameters():
             out[name] = p.detach()
-        for name, b in self.named_buffers():
+        for name, b in self.named_buffers(persistent_only=True):
             out[name] = b.detach()
         return out
 
@@ -174,7 +211,7 @@ class Module:
         the first parameter whose shape differs.
         """
         own = dict(self.named_parameters())
-        own.update(self.named_buffers())
+        own.update(self.named_buffers(persistent_only=True))
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         if strict and (missing or unexpected):
@@ -220,6 +257,12 @@ class Module:
                 if dtype is not None and holder.dtype.kind == "f":
                     holder.data = holder.data.astype(dtype, copy=False)
         return self
+
+    def cpu(self) -> Module:
+        return self.to("cpu")
+
+    def cuda(self) -> Module:
+        return self.to("cuda")
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset gradients: drop them (default) or fill them with zeros in place."""

@@ -11,7 +11,11 @@ from tinytrain.tensor import Tensor
 
 class Optimizer:
     """Base class: holds ``param_groups`` (dicts with ``"params"`` and hyper-parameters)
-    and ``state`` (per-parameter buffers such as momentum)."""
+    and ``state`` (per-parameter buffers such as momentum).
+
+    Parameters with ``requires_grad=False`` (frozen layers) are accepted, as in PyTorch:
+    they never get a ``.grad``, and ``step()`` skips every parameter whose ``.grad`` is None.
+    """
 
     def __init__(self, params: Iterable[Tensor] | Iterable[dict], defaults: dict[str, Any]) -> None:
         params = list(params)
@@ -23,9 +27,12 @@ class Optimizer:
         for g in groups:
             group = {**defaults, **g, "params": list(g["params"])}
             for p in group["params"]:
-                if not isinstance(p, Tensor) or not p.requires_grad:
-                    raise ValueError(f"{type(self).__name__}: every parameter must be a Tensor "
-                                     "with requires_grad=True")
+                if not isinstance(p, Tensor):
+                    raise TypeError(f"{type(self).__name__} can only optimize Tensors, but one "
+                                    f"of the params is {type(p).__name__}")
+                if not p.is_leaf:
+                    raise ValueError(f"{type(self).__name__}: can't optimize a non-leaf Tensor "
+                                     f"(shape {p.shape}); pass parameters or detached leaves")
             self.param_groups.append(group)
         self.state: dict[Tensor, dict[str, Any]] = {}
 

@@ -1,0 +1,533 @@
+"""Tensor behaviour learners rely on, as PyTorch has it: truth values and conversions,
+iteration, in-place ops and their guard (version counters), grad modes, max/min with a
+dim, view, and index gradients. Each case runs the same code on torch where torch has it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tinytrain as tt
+from tinytrain import nn
+
+X = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]], dtype=np.float32)
+
+
+def pair(values=X, requires_grad=False, dtype=None):
+    """The same values as a tinytrain and a torch tensor."""
+    a = np.asarray(values) if dtype is None else np.asarray(values, dtype=dtype)
+    return (tt.tensor(a, requires_grad=requires_grad),
+            torch.tensor(a, requires_grad=requires_grad))
+
+
+def same(ours, ref, rtol=1e-6):
+    ref = ref.detach().numpy() if isinstance(ref, torch.Tensor) else np.asarray(ref)
+    assert ours.shape == tuple(ref.shape) and str(ours.dtype) == str(ref.dtype)
+    np.testing.assert_allclose(ours.numpy(), ref, rtol=rtol)
+
+
+def raises_like_torch(ours_fn, torch_fn, match):
+    """Both raise; ours with a message matching ``match`` (torch's wording)."""
+    with pytest.raises(RuntimeError, match=match):
+        torch_fn()
+    with pytest.raises(RuntimeError, match=match):
+        ours_fn()
+
+
+# ------------------------------------------------------------------ 1. truth value
+
+
+@pytest.mark.parametrize("lib", [tt, torch])
+def test_truth_value_of_one_element_comparisons(lib):
+    assert bool(lib.tensor([0.0]) == 1) is False
+    assert bool(lib.tensor([1.0]) == 1) is True
+    loss = lib.tensor(0.3)
+    assert (loss > 0) and not (loss < 0)
+    if loss > 0:  # the tutorial line that raised about len()
+        pass
+
+
+@pytest.mark.parametrize("values,match", [([1.0, 2.0], "more than one value"), ([], "no values")])
+def test_truth_value_of_other_sizes_is_ambiguous(values, match):
+    raises_like_torch(lambda: bool(tt.tensor(values)), lambda: bool(torch.tensor(values)),
+                      f"Boolean value of Tensor with {match} is ambiguous")
+
+
+def test_parameters_in_lists_compare_by_identity_first_as_in_torch():
+    p1, p2 = nn.Parameter(np.zeros(3, np.float32)), nn.Parameter(np.zeros(3, np.float32))
+    t1, t2 = torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.zeros(3))
+    assert p1 in [p1] and t1 in [t1]
+    assert [p1, p2].index(p1) == [t1, t2].index(t1) == 0
+    # distinct multi-element tensors: Python falls back to ==, which is ambiguous
+    raises_like_torch(lambda: p1 in [p2], lambda: t1 in [t2], "ambiguous")
+    # one element: == decides, as in torch
+    q1, q2, q3 = (nn.Parameter(np.array([v], np.float32)) for v in (1.0, 1.0, 2.0))
+    assert (q1 in [q2]) is True and (q1 in [q3]) is False
+    assert (torch.nn.Parameter(torch.ones(1)) in [torch.nn.Parameter(torch.ones(1))]) is True
+
+
+def test_tensors_hash_by_identity():
+    a, b = tt.zeros(2), tt.zeros(2)
+    d = {a: "a", b: "b"}
+    assert d[a] == "a" and d[b] == "b" and len({a, b, a}) == 2
+    assert hash(a) == object.__hash__(a)
+
+
+def test_eq_with_other_types_is_false_not_an_error():
+    t, r = tt.tensor([1, 2]), torch.tensor([1, 2])
+    assert (t == None) is (r == None) is False  # noqa: E711
+    assert (t != "a") is (r != "a") is True
+
+
+@pytest.mark.parametrize("lib", [tt, torch])
+def test_int_float_and_index_conversions(lib):
+    classes = ("plane", "car", "bird", "cat")
+    label = lib.tensor(2)
+    assert classes[label] == "bird" and [10, 20, 30][lib.tensor([1])] == 20
+    assert int(lib.tensor([2.7])) == 2 and float(lib.tensor([[3]])) == 3.0
+    assert f"{classes[lib.tensor(3)]:5s}" == "cat  "
+    assert int(lib.tensor(True)) == 1 and ["no", "yes"][lib.tensor(True)] == "yes"
+
+
+def test_conversion_errors_match_torch():
+    raises_like_torch(lambda: tt.ones(2).item(), lambda: torch.ones(2).item(),
+                      "a Tensor with 2 elements cannot be converted to Scalar")
+    for ours, ref in ((lambda: int(tt.tensor([1, 2])), lambda: int(torch.tensor([1, 2]))),
+                      (lambda: float(tt.ones(2)), lambda: float(torch.ones(2)))):
+        with pytest.raises(ValueError):
+            ref()
+        with pytest.raises(ValueError, match="only one element tensors"):
+            ours()
+    for t in (torch.tensor(1.5), torch.tensor([1, 2])):
+        with pytest.raises(TypeError):
+            [1, 2, 3][t]
+    for t in (tt.tensor(1.5), tt.tensor([1, 2])):
+        with pytest.raises(TypeError, match="only integer tensors of a single element"):
+            [1, 2, 3][t]
+
+
+def test_iteration_over_dim_0():
+    labels, preds = tt.tensor([1, 2, 3]), tt.tensor([1, 0, 3])
+    tl, tp = torch.tensor([1, 2, 3]), torch.tensor([1, 0, 3])
+    ours = [bool(a == b) for a, b in zip(labels, preds)]
+    assert ours == [bool(a == b) for a, b in zip(tl, tp)] == [True, False, True]
+    rows = list(tt.tensor(X))
+    assert len(rows) == 2 and all(r.shape == (3,) for r in rows)
+    np.testing.assert_array_equal(rows[1].numpy(), X[1])
+    for lib in (tt, torch):
+        with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
+            iter(lib.tensor(3))
+
+
+def test_iteration_is_differentiable():
+    x, t = pair(X, requires_grad=True)
+    sum(r * (i + 1) for i, r in enumerate(x)).sum().backward()
+    sum(r * (i + 1) for i, r in enumerate(t)).sum().backward()
+    same(x.grad, t.grad)
+
+
+def test_contains_and_numpy_conversion():
+    t = tt.tensor([1, 2, 3])
+    assert 2 in t and 5 not in t and (2 in torch.tensor([1, 2, 3]))
+    np.testing.assert_array_equal(np.asarray(t), [1, 2, 3])
+    np.testing.assert_array_equal(np.asarray(torch.tensor([1, 2, 3])), [1, 2, 3])
+    assert isinstance(np.ones(3) + tt.ones(3), tt.Tensor)  # ndarray defers to the Tensor
+
+
+# ------------------------------------------------------------------ 2. in-place ops
+
+
+def sgd_by_hand(lib, module, steps=3, lr=0.1):
+    """The first hand-written training loop a learner writes."""
+    lib.manual_seed(0)
+    model = module.Linear(3, 2)
+    with lib.no_grad():
+        model.weight.copy_(lib.tensor(X * 0.5))
+        model.bias.fill_(0.1)
+    x = lib.tensor(X)
+    for _ in range(steps):
+        loss = (model(x) ** 2).mean()
+        model.zero_grad()
+        loss.backward()
+        with lib.no_grad():
+            for p in model.parameters():
+                p -= lr * p.grad
+    return model
+
+
+def test_hand_written_sgd_updates_the_model_in_place():
+    ours, ref = sgd_by_hand(tt, nn), sgd_by_hand(torch, torch.nn)
+    same(ours.weight, ref.weight, rtol=1e-5)
+    same(ours.bias, ref.bias, rtol=1e-5)
+    assert not np.allclose(ours.bias.numpy(), 0.1)  # it did train
+
+
+@pytest.mark.parametrize("op", [
+    lambda t: t.add_(2.0), lambda t: t.add_(torch_or_tt(t).ones(3), alpha=-0.5),
+    lambda t: t.sub_(1.5), lambda t: t.mul_(3.0), lambda t: t.div_(4.0), lambda t: t.zero_(),
+    lambda t: t.fill_(7.0), lambda t: t.clamp_(-0.6, 0.6), lambda t: t.clamp_(min=0.0),
+    lambda t: t.clip_(max=0.1), lambda t: t.copy_(torch_or_tt(t).ones(3) * 4),
+    lambda t: t.pow_(2), lambda t: t.relu_(),
+    lambda t: t.__iadd__(1.0), lambda t: t.__isub__(1.0), lambda t: t.__imul__(2.0),
+    lambda t: t.__itruediv__(2.0),
+])
+def test_inplace_ops_write_into_self_and_return_it(op):
+    x, t = pair(X)
+    view, tview = x[0], t[0]
+    assert op(x) is x and op(t) is t
+    same(x, t)
+    same(view, tview)  # the write went into the memory views see
+    assert x._version == t._version == view._version == tview._version
+
+
+def torch_or_tt(t):
+    return torch if isinstance(t, torch.Tensor) else tt
+
+
+def test_setitem_writes_in_place():
+    x, t = pair(X)
+    for idx, value in ((0, 5.0), ((slice(None), 1), -1.0), (np.array([1, 0]), 2.0)):
+        x[idx] = value
+        t[torch.as_tensor(idx) if isinstance(idx, np.ndarray) else idx] = value
+        same(x, t)
+    m, tm = tt.tensor(X) > 0, torch.tensor(X) > 0
+    x[m] = 0.0
+    t[tm] = 0.0
+    same(x, t)
+
+
+def test_inplace_on_leaf_that_requires_grad_raises_torchs_error():
+    x, t = pair(X, requires_grad=True)
+    raises_like_torch(lambda: x.add_(1), lambda: t.add_(1),
+                      "a leaf Variable that requires grad is being used in an in-place")
+    raises_like_torch(lambda: x[0].mul_(2), lambda: t[0].mul_(2),
+                      "a view of a leaf Variable that requires grad")
+    with tt.no_grad():
+        x.add_(1)  # allowed under no_grad, as in torch
+    assert x.is_leaf and x.requires_grad and np.allclose(x.numpy(), X + 1)
+
+
+def test_inplace_in_the_graph_continues_the_graph():
+    def f(lib, x, w):
+        y = x * 2
+        y.mul_(w)      # needs y's old value for w's gradient: a copy is kept
+        y += 1
+        y.clamp_(max=3.0)
+        z = y * 1
+        z[0, 1] = w[1, 2]  # the gradient of that entry goes to w
+        return z.sum() + (y * y).sum()
+
+    x, tx = pair(X, requires_grad=True)
+    w, tw = pair(X[::-1].copy() + 1, requires_grad=True)
+    f(tt, x, w).backward()
+    f(torch, tx, tw).backward()
+    same(x.grad, tx.grad, rtol=1e-5)
+    same(w.grad, tw.grad, rtol=1e-5)
+
+
+def test_inplace_on_slices_in_the_graph_rewrites_the_base_as_torch():
+    def f(lib, w):
+        x = w * 1
+        x[0] += 1                # a slice, in place: x's graph must record it
+        x[:, 1].mul_(w[0, 2])
+        row = x[1]
+        row.clamp_(max=0.5)
+        row[::2].zero_()         # a slice of a slice
+        return (x * x).sum() + (row * 3).sum()
+
+    w, tw = pair(X, requires_grad=True)
+    f(tt, w).backward()
+    f(torch, tw).backward()
+    same(w.grad, tw.grad, rtol=1e-5)
+    x = w * 1
+    with pytest.raises(RuntimeError, match="reshaped or permuted view"):
+        x.reshape(6).mul_(2)  # torch can; tinytrain says what to do instead
+
+
+def test_inplace_into_a_tensor_without_grad_records_the_other_operand():
+    w, tw = pair(X, requires_grad=True)
+    buf, tbuf = tt.ones(2, 3), torch.ones(2, 3)
+    buf.mul_(w)
+    tbuf.mul_(tw)
+    assert buf.requires_grad and not buf.is_leaf
+    (buf * buf).sum().backward()
+    (tbuf * tbuf).sum().backward()
+    same(w.grad, tw.grad)
+
+
+def test_inplace_shape_and_dtype_rules_match_torch():
+    raises_like_torch(lambda: tt.ones(3).add_(tt.ones(2, 3)),
+                      lambda: torch.ones(3).add_(torch.ones(2, 3)),
+                      r"output with shape \[3\] doesn't match the broadcast shape \[2, 3\]")
+    raises_like_torch(lambda: tt.tensor([1, 2]).add_(0.5), lambda: torch.tensor([1, 2]).add_(0.5),
+                      "result type .* can't be cast to the desired output type")
+    raises_like_torch(lambda: tt.tensor([True]).add_(1), lambda: torch.tensor([True]).add_(1),
+                      "can't be cast")
+    h, th = tt.ones(2, dtype=tt.float16), torch.ones(2, dtype=torch.float16)
+    h.add_(tt.ones(2, dtype=tt.float64))
+    th.add_(torch.ones(2, dtype=torch.float64))
+    same(h, th)
+    i, ti = tt.tensor([1, 2]), torch.tensor([1, 2])
+    i.copy_(tt.tensor([2.7, -1.2]))  # copy_ and fill_ convert any dtype, as in torch
+    ti.copy_(torch.tensor([2.7, -1.2]))
+    same(i, ti)
+    i.fill_(3.9)
+    ti.fill_(3.9)
+    same(i, ti)
+
+
+# ------------------------------------------------------------------ 3. the version counter
+
+
+def test_version_counter_counts_like_torch():
+    x, t = pair(X)
+    for step in (lambda a: a.add_(1), lambda a: a.mul_(2), lambda a: a.__setitem__(0, 1.0),
+                 lambda a: a.zero_()):
+        step(x)
+        step(t)
+        assert x._version == t._version
+    y, ty = x.detach(), t.detach()
+    v, tv = x[1], t[1]
+    r, tr = x.reshape(6), t.reshape(6)
+    y.add_(1)
+    ty.add_(1)
+    v.mul_(3)
+    tv.mul_(3)
+    assert x._version == t._version == y._version == v._version == r._version == tr._version
+    fresh, tfresh = x + 1, t + 1
+    assert fresh._version == tfresh._version == 0
+
+
+def test_backward_through_a_modified_saved_tensor_raises():
+    msg = "modified by an inplace operation"
+    for modify in (lambda y: y.add_(1), lambda y: y.__iadd__(1), lambda y: y.data.__iadd__(1)):
+        x = tt.tensor([1.0, 2.0], requires_grad=True)
+        y = x.exp()  # exp saves its output
+        if modify(y) is not y:  # `y.data += 1`: Python assigns the result back to y.data
+            y.data = y.data
+        with pytest.raises(RuntimeError, match=msg + r".*\[float32 \[2\]\] is at version 1; "
+                                                      r"expected version 0"):
+            y.sum().backward()
+    tx = torch.tensor([1.0, 2.0], requires_grad=True)
+    ty = tx.exp()
+    ty += 1
+    with pytest.raises(RuntimeError, match=msg):
+        ty.sum().backward()
+
+
+def test_the_issue_example_y_data_plus_one():
+    x = tt.tensor([1.0], requires_grad=True)
+    y = x.exp()
+    y.data += 1  # used to give 3.72 silently; 2.72 is right
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+def test_modifying_through_a_view_or_detach_is_seen():
+    x, tx = pair(X, requires_grad=True)
+    for lib, a in ((tt, x), (torch, tx)):
+        h = a * 1
+        w = h.reshape(6) * h.reshape(6)  # saves views of h
+        with lib.no_grad():
+            h.detach()[0, 0] = 5.0  # writes h's memory through another tensor
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            w.sum().backward()
+
+
+def test_optimizer_step_between_forward_and_backward_is_caught():
+    lin, tlin = nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    for model, lib, opt in ((lin, tt, tt.optim.SGD), (tlin, torch, torch.optim.SGD)):
+        x = lib.tensor(X, requires_grad=True)  # so the weight is saved, for x's gradient
+        loss = (model(x) * model(x)).sum()
+        o = opt(model.parameters(), lr=0.1)
+        for p in model.parameters():
+            p.grad = lib.ones_like(p)
+        o.step()  # changes the weight that the graph saved
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            loss.backward()
+
+
+def test_unrelated_inplace_ops_do_not_disturb_backward():
+    x, tx = pair(X, requires_grad=True)
+    for a in (x, tx):
+        y = a * 2  # mul saves the constant, not y
+        y += 1
+        y.mul_(2)
+        (y * a).sum().backward()
+    same(x.grad, tx.grad)
+
+
+# ------------------------------------------------------------------ 4. set_grad_enabled
+
+
+@pytest.mark.parametrize("lib", [tt, torch])
+def test_set_grad_enabled_as_function_context_and_decorator(lib):
+    x = lib.ones(2, requires_grad=True)
+    with lib.set_grad_enabled(False):
+        assert not lib.is_grad_enabled() and not (x * 2).requires_grad
+    assert lib.is_grad_enabled() and (x * 2).requires_grad
+    lib.set_grad_enabled(False)  # a plain call takes effect and stays
+    try:
+        assert not lib.is_grad_enabled()
+        with lib.set_grad_enabled(True):
+            assert (x * 2).requires_grad
+        assert not lib.is_grad_enabled()
+    finally:
+        lib.set_grad_enabled(True)
+
+    @lib.set_grad_enabled(False)
+    def evaluate():
+        return x * 2
+
+    assert lib.is_grad_enabled()  # decorating changes nothing
+    assert not evaluate().requires_grad and lib.is_grad_enabled()
+    with pytest.raises(ZeroDivisionError):
+        with lib.set_grad_enabled(False):
+            raise ZeroDivisionError
+    assert lib.is_grad_enabled()
+
+
+# ------------------------------------------------------------------ 7. max/min, view, index
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+@pytest.mark.parametrize("dim,keepdim", [(0, False), (1, False), (-1, True), (1, True)])
+def test_max_min_with_dim_return_values_and_indices(name, dim, keepdim):
+    data = np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 0.5], [4.0, -1.0, 4.0]], np.float32)  # ties
+    x, t = pair(data, requires_grad=True)
+    out, ref = getattr(x, name)(dim, keepdim=keepdim), getattr(t, name)(dim, keepdim=keepdim)
+    values, indices = out  # unpacks like a tuple
+    assert out.values is values and out.indices is indices
+    same(values, ref.values)
+    same(indices, ref.indices)
+    g = np.random.default_rng(0).standard_normal(tuple(ref.values.shape)).astype(np.float32)
+    values.backward(tt.tensor(g))
+    ref.values.backward(torch.tensor(g))
+    same(x.grad, t.grad)  # the whole gradient goes to the chosen index, not shared by ties
+    _, pred = getattr(tt, name)(tt.tensor(data), dim)
+    same(pred, getattr(torch, name)(torch.tensor(data), dim)[1])
+
+
+def test_max_forms_of_the_tutorials():
+    out, ref = pair(X)
+    _, predicted = tt.max(out, 1)
+    same(predicted, torch.max(ref, 1)[1])
+    same(out.max(1)[1], ref.max(1)[1])
+    same(tt.max(out.data, 1).indices, torch.max(ref.data, 1).indices)  # .data is an array here
+    same(tt.max(out), torch.max(ref))
+    same(out.min(), ref.min())
+    same(tt.max(out, tt.zeros(2, 3)), torch.max(ref, torch.zeros(2, 3)))
+    same(tt.argmin(out, 1), torch.argmin(ref, 1))
+    same(out.argmax(dim=1, keepdim=True), ref.argmax(dim=1, keepdim=True))
+    assert repr(out.max(1)).startswith("max(values=tensor(")
+
+
+@pytest.mark.parametrize("name", ["amax", "amin"])
+@pytest.mark.parametrize("dim", [(), 0, (0, 1), -1])
+def test_amax_amin_share_gradients_among_ties(name, dim):
+    data = np.array([[1.0, 3.0, 3.0], [3.0, -1.0, -1.0]], np.float32)
+    x, t = pair(data, requires_grad=True)
+    out, ref = getattr(tt, name)(x, dim), getattr(torch, name)(t, dim)
+    same(out, ref)
+    (out * tt.tensor(np.arange(1, out.numel() + 1, dtype=np.float32).reshape(out.shape))).sum()\
+        .backward()
+    (ref * torch.arange(1, ref.numel() + 1, dtype=torch.float32).reshape(ref.shape)).sum()\
+        .backward()
+    same(x.grad, t.grad)
+
+
+def test_maximum_minimum_split_ties_like_torch():
+    a, ta = pair([1.0, 2.0, 3.0], requires_grad=True)
+    b, tb = pair([3.0, 2.0, 1.0], requires_grad=True)
+    (tt.maximum(a, b) * 2 + tt.minimum(a, b)).sum().backward()
+    (torch.maximum(ta, tb) * 2 + torch.minimum(ta, tb)).sum().backward()
+    same(a.grad, ta.grad)
+    same(b.grad, tb.grad)
+
+
+VIEWS = [
+    ("contiguous", lambda t: t, (4, 6)),
+    ("T", lambda t: t.T, (24,)),
+    ("T then split a dim", lambda t: t.T, (3, 2, 4)),
+    ("column slice flatten", lambda t: t[:, :3], (12,)),
+    ("column slice, split rows", lambda t: t[:, :3], (2, 2, 3)),
+    ("column slice, add a dim", lambda t: t[:, :3], (4, 3, 1)),
+    ("step slice", lambda t: t[::2], (12,)),
+    ("permute 3-d", lambda t: t.reshape(2, 3, 4).permute(0, 2, 1), (2, 12)),
+    ("permute 3-d, merge outer", lambda t: t.reshape(2, 3, 4).permute(1, 0, 2), (6, 4)),
+]
+
+
+@pytest.mark.parametrize("name,make,shape", VIEWS, ids=[v[0] for v in VIEWS])
+def test_view_works_or_raises_exactly_when_torch_does(name, make, shape):
+    data = np.arange(24, dtype=np.float32).reshape(4, 6)
+    x, t = make(tt.tensor(data)), make(torch.tensor(data))
+    assert x.is_contiguous() == t.is_contiguous()
+    try:
+        ref = t.view(shape)
+    except RuntimeError:
+        with pytest.raises(RuntimeError, match=r"view size is not compatible .*Use \.reshape"):
+            x.view(shape)
+        same(x.reshape(shape), t.reshape(shape))
+        return
+    out = x.view(shape)
+    same(out, ref)
+    with tt.no_grad():
+        out.fill_(-1.0)  # a view: writes show through
+    assert (x.numpy() == -1).all()
+    c = x.contiguous()
+    assert c.is_contiguous() and (c is x) == t.is_contiguous()
+
+
+def test_view_as_squeeze_unsqueeze_size():
+    x, t = pair(np.zeros((2, 1, 3), np.float32))
+    same(x.squeeze(), t.squeeze())
+    same(x.squeeze(1), t.squeeze(1))
+    same(x.squeeze(0), t.squeeze(0))
+    same(x.unsqueeze(-1), t.unsqueeze(-1))
+    same(x.unsqueeze(0), t.unsqueeze(0))
+    assert x.size(-1) == t.size(-1) == 3 and x.size() == tuple(t.size())
+    pred = tt.zeros(4, 1)
+    assert tt.tensor([1, 2, 3, 4]).view_as(pred).shape == (4, 1)
+    assert tt.zeros(2, 6).reshape_as(tt.zeros(3, 4)).shape == (3, 4)
+
+
+def test_basic_index_backward_uses_a_plain_add_and_advanced_uses_add_at(monkeypatch):
+    from tinytrain.autograd import ops
+
+    calls = []
+    real = ops.index_add
+    monkeypatch.setattr(ops, "index_add", lambda *a: (calls.append(1), real(*a)))
+    x, t = pair(np.arange(12, dtype=np.float32).reshape(3, 4), requires_grad=True)
+    for index in [(1,), (slice(None), 2), (slice(0, 3, 2), slice(1, None)), (Ellipsis, 0),
+                  (None, 1, slice(None, None, -1))]:
+        (x[index] * 2).sum().backward()
+        if index[-1] != slice(None, None, -1):  # torch has no negative steps
+            (t[index] * 2).sum().backward()
+    assert calls == []
+    idx = np.array([0, 2, 0])  # repeated: the two gradients must add up
+    (x[idx] * 3).sum().backward()
+    (t[torch.tensor(idx)] * 3).sum().backward()
+    assert calls == [1]
+    flip = np.zeros((3, 4), np.float32)
+    flip[1, ::-1] += 2
+    np.testing.assert_allclose(x.grad.numpy() - flip, t.grad.numpy())
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not tt.cuda_is_available(), reason="needs CuPy and an NVIDIA GPU")
+def test_tensor_of_a_cupy_array_stays_on_the_gpu():
+    import cupy
+
+    a = cupy.arange(6, dtype=cupy.float32).reshape(2, 3)
+    x = tt.tensor(a)
+    assert x.device == "cuda" and isinstance(x.data, cupy.ndarray)
+    assert (x + tt.ones(2, 3, device="cuda")).device == "cuda"  # the next op works
+    assert tt.tensor(a, device="cpu").device == "cpu"
+    assert tt.as_tensor(a).data is a
+
+
+def test_tensor_device_defaults_to_where_the_data_is():
+    assert tt.tensor(np.ones(2)).device == "cpu" and tt.tensor([1.0]).device == "cpu"
+    assert tt.tensor(np.ones(2), device=tt.device("cpu")).device == tt.device("cpu")

@@ -1,0 +1,91 @@
+"""Test-only stand-ins for the torchvision parts of PyTorch's tutorials, on tinytrain.data.
+
+torchvision is outside tinytrain's scope. The tutorial copies next to this file change only
+their import lines; where they imported torchvision they import this module, which gives:
+
+* ``datasets.MNIST(root, train, download, transform)``: a fixed random part of the bundled
+  mnist-mini set (``tinytrain.data.MNISTMini``), so a test runs a few batches, not 60,000
+  images;
+* ``datasets.CIFAR10(...)``: CIFAR-10's shapes (``float32 [3, 32, 32]`` in [0, 1], ten
+  classes) with made-up images that can be learned: each class is a fixed random blocky
+  pattern, 60%, plus noise, 40%;
+* ``transforms.Compose`` / ``ToTensor`` / ``Normalize`` working on those arrays (tinytrain's
+  data sets already give what ``ToTensor()`` makes), and ``utils.make_grid``.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from tinytrain.data import Dataset, MNISTMini, Subset
+
+MNIST_SIZES = {True: 1280, False: 500}   # training / test samples the MNIST tests use
+CIFAR_SIZES = {True: 1000, False: 400}
+
+
+class Compose:
+    def __init__(self, transforms):
+        self.transforms = list(transforms)
+
+    def __call__(self, x):
+        for t in self.transforms:
+            x = t(x)
+        return x
+
+
+class ToTensor:
+    """Identity: tinytrain's data sets already give float32 ``[C, H, W]`` in [0, 1]."""
+
+    def __call__(self, x):
+        return x
+
+
+class Normalize:
+    def __init__(self, mean, std):
+        self.mean = np.asarray(mean, np.float32)[:, None, None]
+        self.std = np.asarray(std, np.float32)[:, None, None]
+
+    def __call__(self, x):
+        return (x - self.mean) / self.std
+
+
+def mnist(root, train=True, download=False, transform=None, target_transform=None):
+    ds = MNISTMini(train=train, transform=transform, target_transform=target_transform)
+    keep = np.random.default_rng(0).permutation(len(ds))[:MNIST_SIZES[train]]
+    return Subset(ds, keep)
+
+
+class CIFAR10(Dataset):
+    classes = ("plane", "car", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+
+    def __init__(self, root, train=True, download=False, transform=None):
+        coarse = np.random.default_rng(10).random((10, 3, 8, 8), dtype=np.float32)
+        patterns = coarse.repeat(4, axis=2).repeat(4, axis=3)  # one blocky pattern per class
+        rng = np.random.default_rng(1 if train else 2)
+        n = CIFAR_SIZES[train]
+        self.targets = rng.integers(0, 10, n)
+        noise = rng.random((n, 3, 32, 32), dtype=np.float32)
+        self.data = (0.6 * patterns[self.targets] + 0.4 * noise).astype(np.float32)
+        self.transform = transform
+
+    def __len__(self):
+        return len(self.targets)
+
+    def __getitem__(self, i):
+        image = self.data[i]
+        return (self.transform(image) if self.transform else image), self.targets[i]
+
+
+def make_grid(images, padding=2):
+    """``[B, C, H, W]`` -> ``[C, H, B * (W + padding)]``: the images side by side, as a
+    tensor of the library the images come from."""
+    arr = np.asarray(images)
+    pad = np.zeros(arr.shape[1:3] + (padding,), arr.dtype)
+    return type(images)(np.concatenate([part for image in arr for part in (image, pad)], axis=2))
+
+
+datasets = SimpleNamespace(MNIST=mnist, CIFAR10=CIFAR10)
+transforms = SimpleNamespace(Compose=Compose, ToTensor=ToTensor, Normalize=Normalize)
+utils = SimpleNamespace(make_grid=make_grid)

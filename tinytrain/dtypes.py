@@ -1,0 +1,127 @@
+"""Data types, and the one rule that decides the dtype of a mixed operation.
+
+tinytrain's dtypes are NumPy's (``tt.float32 is np.dtype("float32")``). When an element-wise
+op mixes dtypes, the result's dtype is :func:`result_type` of the operands, which is
+PyTorch's ``torch.result_type``:
+
+1. dtypes fall in categories ``bool < integer < floating``;
+2. operands have priorities: tensors with dimensions, then 0-d tensors, then Python numbers;
+3. the result comes from the highest-priority operands, and a lower-priority operand can
+   only raise the *category*, not the size. A Python float raises an integer result to the
+   default float dtype, ``float32``.
+
+So ``int64 tensor * 0.5`` is ``float32``, ``float16 tensor * 2.0`` stays ``float16``,
+``uint8 tensor + 1`` stays ``uint8``, and ``float32 [3] + float64 0-d`` is ``float32``.
+This differs from NumPy, whose ``int64 array * 0.5`` is ``float64`` and whose
+``float16 + int16`` is ``float32``.
+
+Ops then add their own step: true division and ``sqrt``-like ops turn an integer result
+into ``float32`` (``int / int`` is ``float32``), comparisons compute in the common dtype and
+return ``bool``. Python numbers out of the result's range wrap around as in PyTorch
+(``uint8 tensor < -1`` compares with 255).
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+float16, float32, float64 = np.dtype("float16"), np.dtype("float32"), np.dtype("float64")
+int8, int16, int32, int64 = (np.dtype(f"int{n}") for n in (8, 16, 32, 64))
+uint8, bool_ = np.dtype("uint8"), np.dtype(bool)
+
+#: The dtype Python floats become (``torch.get_default_dtype()``).
+DEFAULT_FLOAT = float32
+
+
+class DTypeError(RuntimeError, TypeError):
+    """Operand dtypes that do not go together. A RuntimeError as in PyTorch, and a TypeError."""
+
+
+def _category(dtype: np.dtype) -> int:
+    """0 for bool, 1 for integers, 2 for floating point."""
+    kind = dtype.kind
+    if kind == "b":
+        return 0
+    if kind in "iu":
+        return 1
+    if kind == "f":
+        return 2
+    raise DTypeError(f"tinytrain supports bool, integer and floating dtypes, not {dtype}")
+
+
+def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
+    """The smallest dtype both ``a`` and ``b`` convert to (``torch.promote_types``).
+
+    Across categories the higher category wins as it is (``int64, float16 -> float16``);
+    within one, NumPy's rule (``uint8, int8 -> int16``; ``float16, float32 -> float32``).
+    """
+    if a == b:
+        return a
+    ca, cb = _category(a), _category(b)
+    if ca != cb:
+        return a if ca > cb else b
+    return np.promote_types(a, b)
+
+
+def _combine(higher: np.dtype | None, lower: np.dtype | None) -> np.dtype | None:
+    """PyTorch's ``combine_categories``: ``lower`` only matters if its category is higher."""
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    if _category(higher) == 2:
+        return higher
+    if _category(higher) == 0 or _category(lower) == 2:
+        return promote_types(higher, lower)
+    return higher
+
+
+def scalar_dtype(value: Any) -> np.dtype:
+    """The dtype a Python (or NumPy) number stands for: bool, int64, or the default float."""
+    if isinstance(value, bool | np.bool_):
+        return bool_
+    if isinstance(value, numbers.Integral):
+        return int64
+    if isinstance(value, numbers.Real):
+        return DEFAULT_FLOAT
+    raise DTypeError(f"expected a tensor or a real number, got {type(value).__name__}")
+
+
+def result_type(*operands: Any) -> np.dtype:
+    """The dtype of an element-wise op on ``operands`` (``torch.result_type``).
+
+    ``operands`` are Tensors, arrays (treated as tensors) or Python/NumPy numbers ("weak":
+    they only raise the category, see the module docstring).
+    """
+    dim = zero = weak = None
+    for x in operands:
+        dtype = getattr(x, "dtype", None)
+        if dtype is None or isinstance(x, np.generic):
+            weak = promote_types(weak, scalar_dtype(x)) if weak is not None else scalar_dtype(x)
+        elif x.ndim:
+            dim = promote_types(dim, dtype) if dim is not None else dtype
+        else:
+            zero = promote_types(zero, dtype) if zero is not None else dtype
+    out = _combine(dim, _combine(zero, weak))
+    if out is None:
+        raise DTypeError("result_type needs at least one operand")
+    return out
+
+
+def can_cast(src: np.dtype, dst: np.dtype) -> bool:
+    """May an op's ``src`` result be written into a ``dst`` tensor (``torch.can_cast``)?
+
+    Only the category matters: not floating into integer or bool, not integer into bool.
+    """
+    return _category(src) <= _category(dst)
+
+
+def scalar_array(value: Any, dtype: np.dtype) -> np.generic:
+    """A Python number as a NumPy scalar of ``dtype``, wrapping out-of-range integers."""
+    try:
+        return dtype.type(value)
+    except OverflowError:  # e.g. uint8 and 300 or -1: wrap around, as PyTorch does
+        return np.asarray(value).astype(dtype)[()]

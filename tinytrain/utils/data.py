@@ -1,0 +1,30 @@
+"""``torch.utils.data`` names, so ``torch.utils.data.DataLoader`` ports by changing imports.
+
+Everything here is :mod:`tinytrain.data`'s.
+"""
+
+from tinytrain.data import (
+    DataLoader,
+    Dataset,
+    DistributedSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    Subset,
+    TensorDataset,
+    random_split,
+)
+from tinytrain.data import __getattr__ as _data_getattr
+
+
+def __getattr__(name: str):
+    try:
+        return _data_getattr(name)
+    except AttributeError as exc:
+        raise AttributeError(str(exc).replace("tinytrain.data'", "tinytrain.utils.data'", 1)) \
+            from None
+
+__all__ = [
+    "DataLoader", "Dataset", "DistributedSampler", "RandomSampler", "Sampler",
+    "SequentialSampler", "Subset", "TensorDataset", "random_split",
+]
