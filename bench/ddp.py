@@ -159,7 +159,7 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace, framework: str, n: int) -> dict | None:
-    from tinytrain.distributed.launch import mpiexec_command
+    from tinytrain.distributed.launch import mpiexec_command, rank_environment
 
     threads = args.threads if args.backend == "mpi" else None
     per_rank = args.batch_size // n if args.strong else args.batch_size
@@ -167,9 +167,9 @@ def run(args: argparse.Namespace, framework: str, n: int) -> dict | None:
                  str(per_rank), "--steps", str(args.steps), "--warmup", str(args.warmup),
                  "--bucket-cap-mb", str(args.bucket_cap_mb), "--first-bucket-cap-mb",
                  str(args.first_bucket_cap_mb)]
-    cmd = mpiexec_command(n, [__file__, "--framework", framework, *forwarded], threads)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    cmd = mpiexec_command(n, [__file__, "--framework", framework, *forwarded])
+    env = rank_environment(threads) if threads else dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
     lines = [line for line in r.stdout.splitlines() if line.startswith("RESULT ")]
     if r.returncode != 0 or not lines:

@@ -212,16 +212,17 @@ def test_launched_world_size_reads_the_launchers_environment(monkeypatch):
     assert launch.launched_world_size() == 4
 
 
-def test_mpiexec_command_gives_each_rank_its_share_of_the_threads(monkeypatch, tmp_path):
+def test_each_rank_gets_its_share_of_the_threads_unless_the_user_chose(monkeypatch, tmp_path):
     fake = tmp_path / "mpiexec"
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)
     monkeypatch.setenv("TINYTRAIN_MPIEXEC", str(fake))
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setenv("MKL_NUM_THREADS", "3")
-    cmd = launch.mpiexec_command(2, ["-m", "tinytrain.train"], threads=4)
+    cmd = launch.mpiexec_command(2, ["-m", "tinytrain.train"])
     assert cmd[:3] == [str(fake), "-n", "2"] and cmd[-2:] == ["-m", "tinytrain.train"]
-    assert "OMP_NUM_THREADS 4" in " ".join(cmd) and "MKL_NUM_THREADS" not in cmd  # user's wins
+    env = launch.rank_environment(4)
+    assert env["OMP_NUM_THREADS"] == "4" and env["MKL_NUM_THREADS"] == "3"  # the user's wins
 
 
 def test_missing_mpiexec_says_how_to_install_it(monkeypatch, tmp_path):

@@ -51,15 +51,19 @@ def find_mpiexec() -> str:
         "mpiexec on PATH, or set TINYTRAIN_MPIEXEC)")
 
 
-def mpiexec_command(nproc: int, args: list[str], threads: int | None = None) -> list[str]:
-    """``mpiexec -n N python ARGS`` with, unless set already, ``OMP_NUM_THREADS`` (and the
-    BLAS libraries' variables) at each rank's share of the cores."""
-    cmd = [find_mpiexec(), "-n", str(nproc)]
-    if threads is not None:
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            if var not in os.environ:
-                cmd += ["-genv", var, str(threads)]
-    return cmd + [sys.executable, *args]
+def mpiexec_command(nproc: int, args: list[str]) -> list[str]:
+    """``mpiexec -n N python ARGS``."""
+    return [find_mpiexec(), "-n", str(nproc), sys.executable, *args]
+
+
+def rank_environment(threads: int) -> dict[str, str]:
+    """This environment with, unless set already, ``OMP_NUM_THREADS`` (and the BLAS
+    libraries' variables) at ``threads``: each rank's share of the cores, read by NumPy's
+    BLAS and tinytrain's kernels when they load. mpiexec passes it on to the ranks."""
+    env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(var, str(threads))
+    return env
 
 
 def relaunch(nproc: int, args: list[str]) -> int:
@@ -71,7 +75,8 @@ def relaunch(nproc: int, args: list[str]) -> int:
     only this process is then passed on to mpiexec; after 20 s more, mpiexec is killed.
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    proc = subprocess.Popen(mpiexec_command(nproc, args, max(1, (cores or 1) // nproc)))
+    proc = subprocess.Popen(mpiexec_command(nproc, args),
+                            env=rank_environment(max(1, (cores or 1) // nproc)))
     try:
         return proc.wait()
     except KeyboardInterrupt as exc:

@@ -162,7 +162,10 @@ class _MPIWork(Work):
 
     def wait(self) -> None:
         while not self.is_completed():
-            os.sched_yield()
+            _yield()
+
+
+_yield = getattr(os, "sched_yield", lambda: None)  # (not on Windows)
 
 
 def _mpi_call(group: ProcessGroup, what: str, fn: Any, *args: Any) -> Any:
