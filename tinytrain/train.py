@@ -3,6 +3,8 @@
     python -m tinytrain.train                          # the default recipe (convnet, Adam, cosine)
     python -m tinytrain.train --preset infinitrain     # InfiniTrain's run: cnn, SGD lr 0.01
     python -m tinytrain.train --model mlp --epochs 3 --save runs/mlp.npz
+    python -m tinytrain.train --nproc 2                # 2 processes (mpiexec), data-parallel
+    mpiexec -n 2 python -m tinytrain.train             # the same, started by hand
 
 The step is always ``zero_grad -> forward (model(x)) -> loss -> backward -> step``;
 evaluation runs under ``no_grad``. The work is split in small steps: :func:`resolve_config`
@@ -38,6 +40,16 @@ part of its rates, so it cannot change.
   save in progress is abandoned, leaving the previous checkpoint and no temporary file.
 * A write that fails (full disk, permissions changed) is one line and exit status 1; the
   previous checkpoint is intact.
+
+**Several processes.** Under ``mpiexec`` (or ``--nproc N``) every process is a rank of a
+data-parallel run (:mod:`tinytrain.distributed`): each trains on its shard of every epoch
+(``DistributedSampler``) with ``--batch-size`` samples per step, so the global batch is
+``--batch-size`` x ranks; ``DistributedDataParallel`` averages the gradients (MPI between CPU
+ranks, NCCL between GPUs, one per rank). Evaluation is sharded and reduced once per epoch.
+Rank 0 alone checks the outputs, prints, plots and saves; the checkpoint records the number
+of ranks and every rank's RNG, so it resumes bit-exactly on as many ranks and continues on any
+other number (at the same epoch of the schedule). A rank that stops with an error, Ctrl-C or
+SIGTERM stops every rank (the functions under "several processes" below).
 """
 
 from __future__ import annotations
@@ -62,7 +74,7 @@ import tinytrain as tt
 import tinytrain.nn.functional as F
 from tinytrain import optim
 from tinytrain.backend import get_array_module
-from tinytrain.data import DataLoader
+from tinytrain.data import DataLoader, DistributedSampler
 from tinytrain.data.datasets import (
     DATASETS,
     CorruptDataError,
@@ -72,6 +84,7 @@ from tinytrain.data.datasets import (
     load_dataset,
 )
 from tinytrain.data.idx import temp_path_for
+from tinytrain.distributed import launch
 from tinytrain.kernels.cpu.parallel import blas_single_threaded
 from tinytrain.models import MODELS, build_model
 
@@ -104,6 +117,8 @@ class RunError(Exception):
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised like Ctrl-C's KeyboardInterrupt so that the same cleanup runs."""
+
+    forward_signal = signal.SIGTERM  # what --nproc passes on to mpiexec
 
 
 def flag(key: str) -> str:
@@ -173,7 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="where to train (cuda needs CuPy and an NVIDIA GPU)")
     p.add_argument("--batch-size", "--bs", dest="batch_size", type=int, default=None,
-                   help="samples per training step (default 64)")
+                   help="samples per training step and process (default 64); with several "
+                        "processes the global batch is this times their number")
     p.add_argument("--epochs", type=int, default=None,
                    help="total number of epochs, including those of a resumed checkpoint "
                         "(default 1)")
@@ -201,6 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="PATH", default=None,
                    help="save loss and accuracy curves; the suffix picks the format (.png, "
                         ".pdf, .svg, ...)")
+    p.add_argument("--nproc", type=int, default=None, metavar="N",
+                   help="train data-parallel on N processes: re-runs this command under "
+                        "mpiexec (CPU ranks split the cores; with --device cuda, one GPU each)")
     p.add_argument("--eval-batch-size", type=int, default=None, help=argparse.SUPPRESS)
     return p
 
@@ -240,6 +259,7 @@ def resolve_config(args: argparse.Namespace) -> argparse.Namespace:
         args.momentum = None
     if args.device == "cuda" and not tt.cuda_is_available():
         raise UsageError("--device cuda: no usable GPU (run `python -m tinytrain.doctor`)")
+    _check_nproc(args)
     return args
 
 
@@ -581,6 +601,166 @@ def save_plot(history: History, path: str) -> None:
         raise
 
 
+# --------------------------------------------------------------------------- several processes
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """This process's place in a data-parallel run: rank 0 of 1 when it runs alone."""
+
+    rank: int = 0
+    size: int = 1
+
+    @property
+    def main(self) -> bool:
+        """Rank 0 checks the outputs, prints, plots and writes files; the others stay quiet."""
+        return self.rank == 0
+
+
+ALONE = Ranks()
+
+
+def _quiet(*args: Any, **kwargs: Any) -> None:
+    pass
+
+
+def _check_nproc(args: argparse.Namespace) -> None:
+    if args.nproc is not None and args.nproc <= 0:
+        raise UsageError(f"--nproc must be a positive integer, got {args.nproc}")
+    started = launch.launched_world_size()
+    if args.nproc is not None and started > 1 and args.nproc != started:
+        raise UsageError(f"--nproc {args.nproc}, but mpiexec started {started} processes")
+
+
+def start_ranks(args: argparse.Namespace) -> Ranks:
+    """Join the other processes when mpiexec started several (MPI between CPU ranks, NCCL
+    between GPUs); a process started alone is rank 0 of 1 and does not touch MPI."""
+    if launch.launched_world_size() == 1:
+        return ALONE
+    from tinytrain import distributed as dist
+
+    group = dist.init_process_group("nccl" if args.device == "cuda" else "mpi")
+    return Ranks(group.rank, group.world_size)
+
+
+def stop_ranks(ranks: Ranks) -> None:
+    if ranks.size > 1:
+        from tinytrain import distributed as dist
+
+        dist.destroy_process_group()
+
+
+def wrap_model(net: tt.nn.Module, ranks: Ranks) -> tt.nn.Module:
+    """DistributedDataParallel around the model on several ranks (rank 0's weights win)."""
+    if ranks.size == 1:
+        return net
+    from tinytrain.distributed import DistributedDataParallel
+
+    return DistributedDataParallel(net)
+
+
+def reseed_for_rank(seed: int, ranks: Ranks) -> None:
+    """Rank 0 keeps the generator of a one-process run; every other rank draws its own
+    dropout masks (the same masks on every rank would correlate their noise)."""
+    if ranks.rank:
+        tt.manual_seed(int(np.random.SeedSequence([seed, ranks.rank]).generate_state(1)[0]))
+
+
+def make_train_loader(train_set: Any, args: argparse.Namespace, ranks: Ranks) -> DataLoader:
+    """One process: the whole set, reshuffled every epoch. Several: this rank's shard of the
+    same shuffled order (DistributedSampler; ``set_epoch`` reshuffles), so R ranks of batch B
+    together see what one process of batch R*B sees."""
+    # on a GPU the data set stays there: one copy per run, not one per batch
+    if ranks.size == 1:
+        return DataLoader(train_set, batch_size=args.batch_size, shuffle=True, seed=args.seed,
+                          device=args.device)
+    sampler = DistributedSampler(train_set, ranks.size, ranks.rank, shuffle=True,
+                                 seed=args.seed)
+    return DataLoader(train_set, batch_size=args.batch_size, sampler=sampler,
+                      device=args.device)
+
+
+def steps_per_epoch(settings: dict[str, Any], world_size: int) -> int:
+    """Optimizer steps per epoch on each of ``world_size`` ranks (a DistributedSampler shard
+    has ``ceil(n / R)`` samples)."""
+    shard = math.ceil(settings["train_size"] / world_size)
+    return math.ceil(shard / settings["batch_size"])
+
+
+def evaluate_sharded(model: tt.nn.Module, dataset: Any, batch_size: int,
+                     device: str = "cpu") -> EvalResult:
+    """Each rank evaluates its disjoint shard; one SUM all-reduce of (count, correct, loss
+    sum) gives every rank the counts of the whole set, exactly."""
+    from tinytrain.distributed.utils import shard_dataset, sum_over_ranks
+
+    mine = evaluate(model, DataLoader(shard_dataset(dataset), batch_size=batch_size,
+                                      device=device), device)
+    total, correct, loss_sum = sum_over_ranks(mine.total, mine.correct, mine.loss_sum)
+    return EvalResult(int(total), int(correct), loss_sum)
+
+
+def evaluate_on_ranks(net: tt.nn.Module, test_set: Any, args: argparse.Namespace,
+                      ranks: Ranks) -> EvalResult:
+    if ranks.size == 1:
+        return evaluate(net, DataLoader(test_set, batch_size=args.eval_batch_size,
+                                        device=args.device), args.device)
+    return evaluate_sharded(net, test_set, args.eval_batch_size, args.device)
+
+
+def mean_over_ranks(value: float, ranks: Ranks) -> float:
+    """The mean of every rank's ``value`` (once per epoch: logging per step stays local)."""
+    if ranks.size == 1:
+        return value
+    from tinytrain.distributed.utils import sum_over_ranks
+
+    return sum_over_ranks(value)[0] / ranks.size
+
+
+def rng_states(ranks: Ranks) -> list[Any]:
+    """Every rank's generator state, in rank order (a collective: call it on every rank)."""
+    if ranks.size == 1:
+        return [tt.get_rng_state()]
+    from tinytrain import distributed as dist
+
+    return dist.group().allgather_object(tt.get_rng_state())
+
+
+def restore_rng(ck: dict[str, Any], args: argparse.Namespace, ranks: Ranks) -> None:
+    """Each rank takes its own saved generator when the checkpoint has as many ranks; on
+    another number of ranks, rank 0 takes rank 0's and the others start fresh streams."""
+    per_rank = ck.get("rng_per_rank")
+    if isinstance(per_rank, list) and len(per_rank) == ranks.size:
+        tt.set_rng_state(per_rank[ranks.rank])
+    elif ranks.main:
+        tt.set_rng_state(ck["rng"])
+    else:
+        reseed_for_rank(args.seed + int(ck["epoch"]), ranks)
+
+
+def _check_ranks_fields(ck: dict[str, Any], bad: Callable[[str], UsageError]) -> None:
+    """The fields a multi-rank run adds (absent from older checkpoints: one rank)."""
+    world = ck.get("world_size", 1)
+    if problem := _positive_int(world):
+        raise bad(f"its world_size {problem}, got {world!r}")
+    if problem := _non_negative_int(ck.get("optimizer_steps", 0)):
+        raise bad(f"its optimizer_steps {problem}, got {ck['optimizer_steps']!r}")
+    per_rank = ck.get("rng_per_rank", [ck["rng"]])
+    if not isinstance(per_rank, list) or len(per_rank) != world:
+        raise bad(f"its rng_per_rank is not a list of {world} RNG states")
+    for state in per_rank:
+        _check_rng(state, bad)
+
+
+def _exit_code(code: int) -> int:
+    """A rank that ends with an error makes every rank stop (MPI_Abort at exit), instead of
+    leaving the others waiting in a collective for it."""
+    from tinytrain import distributed as dist
+
+    if dist.is_initialized():
+        launch.abort_at_exit(code)
+    return code
+
+
 # --------------------------------------------------------------------------- the run
 
 
@@ -598,67 +778,86 @@ def run(args: argparse.Namespace) -> EvalResult:
 def _run(args: argparse.Namespace) -> EvalResult:
     from tqdm.auto import tqdm
 
-    prepare_outputs(args)
+    ranks = start_ranks(args)
+    say = print if ranks.main else _quiet
+    if ranks.main:
+        prepare_outputs(args)
     tt.manual_seed(args.seed)
     train_set, test_set, dataset_name = open_datasets(args)
-    model = build_model(args.model).to(args.device)
-    # on a GPU the data sets stay there: one copy per run, not one per batch
-    loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True, seed=args.seed,
-                        device=args.device)
-    test_loader = DataLoader(test_set, batch_size=args.eval_batch_size, device=args.device)
+    net = build_model(args.model).to(args.device)
+    model = wrap_model(net, ranks)
+    reseed_for_rank(args.seed, ranks)
+    loader = make_train_loader(train_set, args, ranks)
     opt = make_optimizer(args, model)
     sched = (optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.epochs * len(loader))
              if args.schedule == "cosine" else None)
     history = History()
     settings = {key: getattr(args, key) for key in SETTINGS} | {"dataset": dataset_name,
                                                                "train_size": len(train_set)}
-    start_epoch = 0
+    start_epoch = steps = 0
     if args.checkpoint is not None:
-        start_epoch = resume(args, args.checkpoint, settings, model, opt, sched, history)
-    n_params = sum(p.numel() for p in model.parameters())
-    print(f"model {args.model} ({n_params:,} parameters) | {dataset_name}: {len(train_set):,} "
-          f"train, {len(test_set):,} test | {args.optimizer} lr {args.lr:g}"
-          + (f" momentum {args.momentum:g}" if args.optimizer == "sgd" else "")
-          + f" ({args.schedule}) | batch {args.batch_size} | {args.device}")
+        start_epoch, steps = resume(args, args.checkpoint, settings, net, opt, sched, history,
+                                    ranks, len(loader))
+    n_params = sum(p.numel() for p in net.parameters())
+    batch = (f"batch {args.batch_size}" if ranks.size == 1 else
+             f"batch {args.batch_size} x {ranks.size} ranks = {args.batch_size * ranks.size}")
+    say(f"model {args.model} ({n_params:,} parameters) | {dataset_name}: {len(train_set):,} "
+        f"train, {len(test_set):,} test | {args.optimizer} lr {args.lr:g}"
+        + (f" momentum {args.momentum:g}" if args.optimizer == "sgd" else "")
+        + f" ({args.schedule}) | {batch} | {args.device}")
     result = None
     for epoch in range(start_epoch, args.epochs):
         loader.set_epoch(epoch)
         t0 = time.perf_counter()
         with tqdm(total=len(loader), desc=f"epoch {epoch + 1}/{args.epochs}", unit="step",
-                  leave=False, file=sys.stderr, mininterval=0.5) as bar:
+                  leave=False, file=sys.stderr, mininterval=0.5, disable=not ranks.main) as bar:
             train_loss, seen = train_one_epoch(model, opt, sched, loader, args.device, bar,
                                                args.log_every, history, epoch * len(loader))
         seconds = time.perf_counter() - t0
-        bad = _not_finite(model.state_dict()) or _not_finite(_optimizer_arrays(opt))
+        steps += len(loader)
+        bad = _not_finite(net.state_dict()) or _not_finite(_optimizer_arrays(opt))
         if bad:
             raise RunError(f"{bad} is not finite after epoch {epoch + 1}: the run diverged "
                            f"(try a smaller --lr)")
-        result = evaluate(model, test_loader, args.device)
+        result = evaluate_on_ranks(net, test_set, args, ranks)
+        train_loss = mean_over_ranks(train_loss, ranks)
         history.epoch_acc.append(result.accuracy)
         history.epoch_loss.append(train_loss)
-        print(f"epoch {epoch + 1}/{args.epochs} | train loss {train_loss:.4f} | test acc "
-              f"{100 * result.accuracy:.2f}% | {seconds:.1f} s | {seen / seconds:.0f} samples/s",
-              flush=True)
+        say(f"epoch {epoch + 1}/{args.epochs} | train loss {train_loss:.4f} | test acc "
+            f"{100 * result.accuracy:.2f}% | {seconds:.1f} s | "
+            f"{seen * ranks.size / seconds:.0f} samples/s", flush=True)
         if args.save:
-            save_checkpoint(args.save, settings, model, opt, sched, epoch + 1, history)
+            save_checkpoint(args.save, settings, net, opt, sched, epoch + 1, history, ranks,
+                            steps)
             args.saved_epoch = epoch + 1
     if result is None:  # the checkpoint already had every epoch: just evaluate
-        result = evaluate(model, test_loader, args.device)
-    print(f"test: {result.correct}/{result.total} correct | accuracy "
-          f"{100 * result.accuracy:.2f}% | avg loss {result.avg_loss:.4f}")
-    if args.plot:
+        result = evaluate_on_ranks(net, test_set, args, ranks)
+    if ranks.size > 1:
+        model.check_consistency()
+        say(f"parameters bit-identical on all {ranks.size} ranks")
+    say(f"test: {result.correct}/{result.total} correct | accuracy "
+        f"{100 * result.accuracy:.2f}% | avg loss {result.avg_loss:.4f}")
+    if args.plot and ranks.main:
         try:
             save_plot(history, args.plot)
         except OSError as exc:
             raise RunError(f"could not write the curves to {args.plot}: "
                            f"{exc.strerror or exc}") from None
         print(f"curves written to {args.plot}")
+    stop_ranks(ranks)
     return result
 
 
 def save_checkpoint(path: str, settings: dict[str, Any], model: tt.nn.Module,
-                    opt: optim.Optimizer, sched: Any, epoch: int, history: History) -> None:
-    """Write the checkpoint atomically; a failed write is a RunError (the old file stays)."""
+                    opt: optim.Optimizer, sched: Any, epoch: int, history: History,
+                    ranks: Ranks = ALONE, steps: int | None = None) -> None:
+    """Write the checkpoint atomically; a failed write is a RunError (the old file stays).
+
+    Every rank calls it (their RNG states are gathered); rank 0 writes. ``steps`` counts the
+    optimizer steps so far (default: ``epoch`` full epochs of this run)."""
+    states = rng_states(ranks)
+    if not ranks.main:
+        return
     try:
         tt.save({
             "format": CHECKPOINT_FORMAT,
@@ -667,8 +866,12 @@ def save_checkpoint(path: str, settings: dict[str, Any], model: tt.nn.Module,
             "model": model.state_dict(),
             "optimizer": opt.state_dict(),
             "schedule": None if sched is None else sched.state_dict(),
-            "rng": tt.get_rng_state(),
+            "rng": states[0],
             "history": vars(history),
+            "world_size": ranks.size,
+            "rng_per_rank": states,
+            "optimizer_steps": epoch * steps_per_epoch(settings, ranks.size)
+            if steps is None else steps,
         }, Path(path).expanduser())
     except OSError as exc:
         raise RunError(f"could not write the checkpoint {path}: {exc.strerror or exc}") from None
@@ -714,6 +917,7 @@ def read_checkpoint(path: str) -> dict[str, Any]:
         raise bad(f"its epoch {ck['epoch']} is outside 0..{s['epochs']}")
     _check_rng(ck["rng"], bad)
     _check_history(ck["history"], ck["epoch"], bad)
+    _check_ranks_fields(ck, bad)
     if (ck["schedule"] is None) != (s["schedule"] == "constant"):
         raise bad(f"its schedule state does not match its {s['schedule']} schedule")
     return ck
@@ -740,9 +944,13 @@ def _check_history(history: dict, epoch: int, bad: Callable[[str], UsageError]) 
 
 
 def resume(args: argparse.Namespace, ck: dict[str, Any], settings: dict[str, Any],
-           model: tt.nn.Module, opt: optim.Optimizer, sched: Any, history: History) -> int:
+           model: tt.nn.Module, opt: optim.Optimizer, sched: Any, history: History,
+           ranks: Ranks = ALONE, steps_now: int | None = None) -> tuple[int, int]:
     """Check the checkpoint against this run, then restore model, optimizer, schedule, RNG and
-    history. Returns the number of epochs already done."""
+    history. Returns the number of epochs and of optimizer steps already done.
+
+    The checks use the steps per epoch of the run that saved it (its number of ranks);
+    ``steps_now`` is this run's, to place a cosine schedule at the same epoch."""
     path = args.resume
 
     def bad(problem: str) -> UsageError:
@@ -752,8 +960,11 @@ def resume(args: argparse.Namespace, ck: dict[str, Any], settings: dict[str, Any
         raise bad(f"its run trained on {ck['settings']['train_size']:,} samples of "
                   f"{settings['dataset']}, this one has {settings['train_size']:,} (other files?)")
     _check_weights(ck["model"], model, settings["model"], bad)
-    steps = math.ceil(settings["train_size"] / settings["batch_size"])
-    _check_optimizer_state(ck["optimizer"], opt, ck["settings"], ck["epoch"] * steps, bad)
+    saved_ranks = ck.get("world_size", 1)
+    steps = steps_per_epoch(settings, saved_ranks)
+    done = ck.get("optimizer_steps", ck["epoch"] * steps)
+    _check_optimizer_state(ck["optimizer"], opt, ck["settings"], ck["epoch"] * steps, bad,
+                           steps, done)
     if sched is not None:
         expected = {"T_max": settings["epochs"] * steps, "eta_min": 0.0,
                     "base_lrs": [settings["lr"]], "last_epoch": ck["epoch"] * steps}
@@ -763,20 +974,27 @@ def resume(args: argparse.Namespace, ck: dict[str, Any], settings: dict[str, Any
     model.load_state_dict(ck["model"])
     opt.load_state_dict(ck["optimizer"])
     if sched is not None:
-        sched.load_state_dict(ck["schedule"])
+        state = ck["schedule"]
+        if saved_ranks != ranks.size and steps_now is not None:  # other steps per epoch
+            state = state | {"T_max": args.epochs * steps_now,
+                             "last_epoch": ck["epoch"] * steps_now}
+        sched.load_state_dict(state)
     if ck["epoch"] < args.epochs and not all(g["lr"] > 0 for g in opt.param_groups):
         raise bad(f"its learning rate is {opt.param_groups[0]['lr']}: the remaining epochs "
                   f"would not train")
-    tt.set_rng_state(ck["rng"])
+    restore_rng(ck, args, ranks)
     for key in History.__dataclass_fields__:
         setattr(history, key, list(ck["history"][key]))
-    if args.taken:
+    if args.taken and ranks.main:
         print("settings from the checkpoint: " + " ".join(
             f"{flag(k)} {v}" for k, v in args.taken.items()))
     status = "all epochs done, evaluating only" if ck["epoch"] >= args.epochs else \
         f"continuing to epoch {args.epochs}"
-    print(f"resumed from {path} after epoch {ck['epoch']} ({status})")
-    return ck["epoch"]
+    if saved_ranks != ranks.size:
+        status += f"; saved by {saved_ranks} rank(s), continued on {ranks.size}"
+    if ranks.main:
+        print(f"resumed from {path} after epoch {ck['epoch']} ({status})")
+    return ck["epoch"], done
 
 
 def _check_weights(weights: dict, model: tt.nn.Module, model_name: str,
@@ -800,11 +1018,15 @@ def _check_weights(weights: dict, model: tt.nn.Module, model_name: str,
 
 
 def _check_optimizer_state(sd: dict, opt: optim.Optimizer, settings: dict, steps_done: int,
-                           bad: Callable[[str], UsageError]) -> None:
+                           bad: Callable[[str], UsageError], steps_per_epoch: int | None = None,
+                           optimizer_steps: int | None = None) -> None:
     """The saved optimizer state is what ``opt`` (built from the same settings) would hold
     after ``steps_done`` steps: the same hyper-parameters (the learning rate as the schedule
     has it), one state entry per parameter with the optimizer's buffers, of the parameters'
-    shapes, finite, and Adam's step counts equal to ``steps_done``."""
+    shapes, finite, and Adam's step counts equal to ``steps_done``. A run continued on another
+    number of ranks has other steps per epoch: ``steps_per_epoch`` (of the run that saved it)
+    places the schedule, and ``optimizer_steps`` is the count of steps actually taken."""
+    optimizer_steps = steps_done if optimizer_steps is None else optimizer_steps
     params = [p for g in opt.param_groups for p in g["params"]]
     groups, state = sd.get("param_groups"), sd.get("state")
     if not isinstance(groups, list) or len(groups) != 1 or not isinstance(groups[0], dict):
@@ -823,14 +1045,16 @@ def _check_optimizer_state(sd: dict, opt: optim.Optimizer, settings: dict, steps
             raise bad(f"its optimizer's {key} is {group[key]!r}, its settings give {value!r}")
     lr, expected_lr = group["lr"], settings["lr"]
     if settings["schedule"] == "cosine":
-        total = settings["epochs"] * math.ceil(settings["train_size"] / settings["batch_size"])
+        total = settings["epochs"] * (steps_per_epoch or math.ceil(settings["train_size"]
+                                                                  / settings["batch_size"]))
         expected_lr *= (1 + math.cos(math.pi * min(steps_done, total) / total)) / 2
     if not (isinstance(lr, int | float) and math.isclose(lr, expected_lr, rel_tol=1e-9,
                                                          abs_tol=1e-15)):
         raise bad(f"its optimizer's learning rate {lr!r} is not {expected_lr:g}, what its "
                   f"settings give after {steps_done} steps")
     names = OPTIMIZER_STATE[settings["optimizer"]]
-    has_state = steps_done > 0 and (settings["optimizer"] == "adam" or settings["momentum"])
+    has_state = optimizer_steps > 0 and (settings["optimizer"] == "adam"
+                                         or settings["momentum"])
     if set(state) != (set(range(len(params))) if has_state else set()):
         raise bad(f"its optimizer state covers parameters {sorted(state, key=str)[:5]}..., "
                   f"expected {'all ' + str(len(params)) if has_state else 'none'}")
@@ -841,9 +1065,9 @@ def _check_optimizer_state(sd: dict, opt: optim.Optimizer, settings: dict, steps
                       f"{sorted(names)} for {settings['optimizer']}")
         for k, v in entry.items():
             if k == "step":
-                if v != steps_done or not isinstance(v, int) or isinstance(v, bool):
+                if v != optimizer_steps or not isinstance(v, int) or isinstance(v, bool):
                     raise bad(f"its optimizer step count {v!r} for parameter {i} is not the "
-                              f"{steps_done} steps of its {settings['optimizer']} run")
+                              f"{optimizer_steps} steps of its {settings['optimizer']} run")
             elif (not isinstance(v, np.ndarray | tt.Tensor) or v.dtype.kind != "f"
                   or tuple(v.shape) != params[i].shape):
                 found = f"{v.dtype} {tuple(v.shape)}" if hasattr(v, "shape") else \
@@ -880,18 +1104,26 @@ def main(argv: list[str] | None = None) -> int:
     if in_main_thread:
         previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
+        argv = sys.argv[1:] if argv is None else list(argv)
         args = build_parser().parse_args(argv)
-        run(resolve_config(args))
+        resolve_config(args)
+        if args.nproc and args.nproc > 1 and launch.launched_world_size() == 1:
+            return launch.relaunch(args.nproc, ["-m", "tinytrain.train", *argv])
+        run(args)
     except UsageError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 2
+        return _exit_code(2)
     except RunError as exc:
         print(f"{prog}: error: {exc}; {_interrupted(args)}", file=sys.stderr)
-        return 1
+        return _exit_code(1)
     except KeyboardInterrupt as exc:
+        from tinytrain import distributed as dist
+
+        if dist.is_initialized() and in_main_thread:  # mpiexec forwards a terminal's Ctrl-C:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second one would cut this short
         signame = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         print(f"\n{signame}; {_interrupted(args)}", file=sys.stderr)
-        return 143 if isinstance(exc, Terminated) else 130
+        return _exit_code(143 if isinstance(exc, Terminated) else 130)
     finally:
         if in_main_thread:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)

@@ -7,13 +7,31 @@
    (a diamond) runs once, with the sum. This is Kahn's algorithm.
 3. Unless ``retain_graph`` is set, each node frees what it saved once it ran,
    so a second backward through the same graph raises a clear error.
+4. Callbacks queued during the pass with :func:`queue_callback` run once the
+   whole graph is done (DistributedDataParallel waits for its all-reduces there).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tinytrain.autograd.function import Node
+
+# One list of callbacks per backward pass that is running (a hook may call backward again).
+_callbacks: list[list[Callable[[], None]]] = []
+
+
+def queue_callback(callback: Callable[[], None]) -> None:
+    """Run ``callback()`` when the backward pass that is running now has finished.
+
+    Only valid during backward (e.g. from a post-accumulate-grad hook); callbacks run in the
+    order they were queued, after every node, and may queue more. As PyTorch's
+    ``Variable._execution_engine.queue_callback``.
+    """
+    if not _callbacks:
+        raise RuntimeError("queue_callback() can only be called while a backward pass runs")
+    _callbacks[-1].append(callback)
 
 
 def _count_dependencies(root: Node) -> dict[Node, int]:
@@ -32,7 +50,19 @@ def _count_dependencies(root: Node) -> dict[Node, int]:
 
 
 def run_backward(root: Node, grad: Any, retain_graph: bool = False) -> None:
-    """Propagate ``grad`` (the gradient of the root's output) to every leaf."""
+    """Propagate ``grad`` (the gradient of the root's output) to every leaf, then run the
+    callbacks queued meanwhile."""
+    _callbacks.append([])
+    try:
+        _propagate(root, grad, retain_graph)
+        queued = _callbacks[-1]
+        while queued:
+            queued.pop(0)()
+    finally:
+        _callbacks.pop()
+
+
+def _propagate(root: Node, grad: Any, retain_graph: bool) -> None:
     deps = _count_dependencies(root)
     buffers: dict[Node, Any] = {root: grad}
     ready = [root]

@@ -1,0 +1,278 @@
+"""What each rank runs in tests/test_distributed_mpi.py: ``mpiexec -n 2 python
+tests/mpi_worker.py SCENARIO [--backend mpi|nccl]``.
+
+A scenario checks with asserts and prints ``ok <scenario> rank <r>`` when every check passed;
+an assert that fails raises, which aborts every rank (exit code != 0). Scenarios that are
+meant to fail print a marker first, so the test knows how far they got.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+import tinytrain as tt
+import tinytrain.distributed as dist
+from tinytrain import nn
+
+
+def collectives(device: str) -> None:
+    g = dist.group()
+    r, R = g.rank, g.world_size
+    dtypes = ["float32", "float64", "float16", "int32", "int64", "uint8"]
+    shapes = [(), (1,), (3, 4), (2, 3, 5), (1000,)]
+    for dtype in dtypes:
+        for shape in shapes:
+            base = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape) % 7
+            everyone = [(base + k + 1).astype(dtype) for k in range(R)]  # rank k's values
+            for op, expect in [("sum", sum(e.astype(np.float64) for e in everyone)),
+                               ("max", np.max(everyone, axis=0)),
+                               ("min", np.min(everyone, axis=0))] + (
+                    [("avg", sum(e.astype(np.float64) for e in everyone) / R)]
+                    if dtype.startswith("float") else []):
+                t = tt.tensor(everyone[r], device=device)
+                assert dist.all_reduce(t, op) is None
+                assert t.dtype == np.dtype(dtype) and t.shape == shape
+                np.testing.assert_array_equal(t.numpy(), np.asarray(expect).astype(dtype),
+                                              err_msg=f"{op} {dtype} {shape}")
+            t = tt.tensor(everyone[r], device=device)
+            dist.broadcast(t, src=R - 1)
+            np.testing.assert_array_equal(t.numpy(), everyone[R - 1], err_msg=f"bcast {dtype}")
+    # async: several collectives in flight at once, then waited for in reverse order
+    ts = [tt.tensor(np.full(100 * (k + 1), float(r + k), np.float32), device=device)
+          for k in range(4)]
+    works = [dist.all_reduce(t, "sum", async_op=True) for t in ts]
+    for w in reversed(works):
+        w.wait()
+        assert w.is_completed() or device == "cuda"
+    for k, t in enumerate(ts):
+        np.testing.assert_array_equal(t.numpy(), sum(float(q + k) for q in range(R)))
+    # errors name the rank and the operation
+    for bad, kind, words in [
+        (tt.tensor([True, False], device=device), TypeError, "dtype bool"),
+        (tt.tensor(np.ones((3, 4), np.float32), device=device).T, ValueError, "contiguous"),
+        (np.ones(3, np.float32), TypeError, "expected a tinytrain Tensor"),
+    ]:
+        try:
+            dist.all_reduce(bad)
+        except kind as exc:
+            assert f"rank {r}" in str(exc) and "all_reduce" in str(exc) and words in str(exc), exc
+        else:
+            raise AssertionError(f"no {kind.__name__} for {words}")
+    if device == "cuda":  # the nccl backend refuses CPU tensors
+        try:
+            dist.all_reduce(tt.ones(3))
+        except RuntimeError as exc:
+            assert "on cpu" in str(exc) and f"rank {r}" in str(exc), exc
+        else:
+            raise AssertionError("a CPU tensor was accepted by nccl")
+    dist.barrier()
+
+
+class Chain(nn.Module):
+    """Five linear layers: parameters of known sizes, registered in order."""
+
+    def __init__(self, width: int = 64) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(*[nn.Linear(width, width) for _ in range(5)])
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+def ddp_buckets(device: str) -> None:
+    """Bucket order and sizes; grads are views; an all-reduce starts before backward ends."""
+    from tinytrain.backend import get_array_module
+
+    g = dist.group()
+    tt.manual_seed(100 + g.rank)  # different initial weights on purpose: broadcast fixes them
+    model = Chain().to(device)
+    # record when each gradient is ready (these hooks run before DDP's) and when each
+    # bucket's all-reduce starts
+    events: list[str] = []
+    for name, p in model.named_parameters():
+        p.register_post_accumulate_grad_hook(lambda p, name=name: events.append(f"grad {name}"))
+    cap = 64 * 64 * 4 + 64 * 4  # one layer (weight + bias) in bytes
+    ddp = dist.DistributedDataParallel(model, bucket_cap_mb=2 * cap / 2**20,
+                                       first_bucket_cap_mb=cap / 2**20)
+    ddp.check_consistency()  # broadcast before wrap: identical weights on every rank
+    names = [b.names for b in ddp.buckets]
+    assert names == [["layers.4.bias", "layers.4.weight"],
+                     ["layers.3.bias", "layers.3.weight", "layers.2.bias", "layers.2.weight"],
+                     ["layers.1.bias", "layers.1.weight", "layers.0.bias", "layers.0.weight"]
+                     ], names
+    assert [b.nbytes for b in ddp.buckets] == [cap, 2 * cap, 2 * cap]
+    for b in ddp.buckets:
+        xp = get_array_module(b.buffer)
+        for p in b.params:  # every .grad is a view into its bucket
+            assert p.grad is not None and xp.shares_memory(p.grad.data, b.buffer)
+    real = g.all_reduce
+
+    def recording(array, op="sum"):
+        events.append(f"all_reduce {array.nbytes}")
+        return real(array, op)
+
+    g.all_reduce = recording
+    x = tt.randn(16, 64, device=device)
+    opt = tt.optim.SGD(ddp.parameters(), lr=0.1)
+    opt.zero_grad()
+    ddp(x).sum().backward()
+    g.all_reduce = real
+    starts = [i for i, e in enumerate(events) if e.startswith("all_reduce")]
+    grads = [i for i, e in enumerate(events) if e.startswith("grad")]
+    assert len(starts) == 3 and len(grads) == 10, events
+    assert starts[0] < grads[-1], f"no all-reduce started before backward ended: {events}"
+    # bucket 0 starts as soon as its two gradients are ready, then the others in order
+    assert sorted(events[:3]) == ["all_reduce 16640", "grad layers.4.bias",
+                                  "grad layers.4.weight"] and starts[0] == 2, events
+    assert [events[i] for i in starts] == ["all_reduce 16640", "all_reduce 33280",
+                                           "all_reduce 33280"], events
+    opt.step()
+    ddp.check_consistency()
+    print(f"ok ddp_buckets rank {g.rank}", flush=True)
+
+
+def ddp_features(device: str) -> None:
+    """no_sync accumulation equals one big batch; find_unused_parameters; check_every."""
+    g = dist.group()
+    r, R = g.rank, g.world_size
+    tt.manual_seed(0)
+    model = Chain(8).to(device, tt.float64)
+    ddp = dist.DistributedDataParallel(model, check_every=2)
+    reference = Chain(8).to(device, tt.float64)
+    reference.load_state_dict(model.state_dict())
+    rng = np.random.default_rng(1)
+    xs = [tt.tensor(rng.standard_normal((4 * R, 8)), device=device) for _ in range(3)]
+    # accumulate 3 micro-batches locally, then one synchronised backward averages the sum
+    with ddp.no_sync():
+        for x in xs[:2]:
+            ddp(x[4 * r:4 * r + 4]).sum().backward()
+    ddp(xs[2][4 * r:4 * r + 4]).sum().backward()
+    for x in xs:
+        reference(x).sum().backward()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        np.testing.assert_allclose(p.grad.numpy() * R, q.grad.numpy(), rtol=1e-12,
+                                   err_msg=name)
+
+    # an unused parameter is allowed when asked for, and its gradient counts as zero
+    class TwoHeads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body, self.used, self.unused = nn.Linear(4, 4), nn.Linear(4, 1), nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.used(self.body(x))
+
+    tt.manual_seed(0)
+    ddp2 = dist.DistributedDataParallel(TwoHeads().to(device), find_unused_parameters=True)
+    opt = tt.optim.SGD(ddp2.parameters(), lr=0.1)
+    for _ in range(2):
+        opt.zero_grad()
+        ddp2(tt.ones(2, 4, device=device) * (r + 1)).sum().backward()
+        opt.step()
+    assert float(np.abs(ddp2.module.unused.weight.grad.numpy()).max()) == 0.0
+    ddp2.check_consistency()
+    print(f"ok ddp_features rank {r}", flush=True)
+
+
+def zero_grad_after_forward(device: str) -> None:
+    tt.manual_seed(0)
+    model = dist.DistributedDataParallel(Chain(8).to(device))
+    opt = tt.optim.SGD(model.parameters(), lr=0.1)
+    x = tt.randn(4, 8, device=device)
+    opt.zero_grad()
+    model(x).sum().backward()
+    opt.step()
+    print("first step ok", flush=True)
+    out = model(x)
+    opt.zero_grad(set_to_none=True)   # InfiniTrain's bug: after forward
+    out.sum().backward()
+    print("the bug went unnoticed", flush=True)
+
+
+def unused_parameter(device: str) -> None:
+    class Unused(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.a(x)
+
+    model = dist.DistributedDataParallel(Unused().to(device))
+    model(tt.ones(2, 4, device=device)).sum().backward()
+    print("the unused parameter went unnoticed", flush=True)
+
+
+def diverged(device: str) -> None:
+    model = dist.DistributedDataParallel(Chain(8).to(device), check_every=3)
+    if dist.get_rank() == 1:
+        with tt.no_grad():
+            model.module.layers[2].bias.data[0] += 1  # an update outside the optimizer
+    for _ in range(3):
+        model(tt.ones(2, 8, device=device)).sum().backward()
+    print("the divergence went unnoticed", flush=True)
+
+
+def raise_on_one_rank(device: str) -> None:
+    t = tt.ones(10, device=device)
+    dist.all_reduce(t)
+    print(f"ready rank {dist.get_rank()} pid {os.getpid()}", flush=True)
+    if dist.get_rank() == 1:
+        time.sleep(0.5)
+        raise ValueError("rank 1 fails on purpose")
+    dist.all_reduce(t)  # rank 0 waits here for a peer that is gone
+    print("rank 0 was not stopped", flush=True)
+
+
+def wait_forever(device: str) -> None:
+    """Rank 0 sleeps, the others wait in a collective for it: for signals."""
+    print(f"ready rank {dist.get_rank()} pid {os.getpid()}", flush=True)
+    if dist.get_rank() == 0:
+        time.sleep(120)
+    dist.all_reduce(tt.ones(10, device=device))
+
+
+def sharded_evaluation(device: str) -> None:
+    """The shards' counts, reduced once, equal one process's evaluation exactly."""
+    from tinytrain.data import Subset
+    from tinytrain.data.datasets import load_dataset
+    from tinytrain.models import build_model
+    from tinytrain.train import evaluate, evaluate_sharded
+
+    tt.manual_seed(3)
+    model = build_model("mlp").to(device)
+    test = load_dataset("mnist-mini", train=False)
+    for n in (1000, 999, 7):  # even and uneven shards, and a tiny set
+        data = Subset(test, np.arange(n))
+        full = evaluate(model, tt.data.DataLoader(data, batch_size=100), device)
+        shard = evaluate_sharded(model, data, batch_size=64, device=device)
+        assert (shard.total, shard.correct) == (full.total, full.correct) == (n, full.correct), \
+            (shard, full)
+        assert abs(shard.loss_sum - full.loss_sum) < 1e-3 * n, (shard, full)
+    print(f"ok sharded_evaluation rank {dist.get_rank()}", flush=True)
+
+
+SCENARIOS = {f.__name__: f for f in [
+    collectives, ddp_buckets, ddp_features, zero_grad_after_forward, unused_parameter, diverged,
+    raise_on_one_rank, wait_forever, sharded_evaluation]}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("scenario", choices=sorted(SCENARIOS))
+    p.add_argument("--backend", default="mpi", choices=["mpi", "nccl"])
+    args = p.parse_args()
+    dist.init_process_group(args.backend)
+    SCENARIOS[args.scenario]("cuda" if args.backend == "nccl" else "cpu")
+    if args.scenario == "collectives":
+        print(f"ok collectives rank {dist.get_rank()}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""The parts of tinytrain.distributed that need no second process: bucket assignment, the
+engine's end-of-backward callback, the nccl backend's stream/event protocol (with a recording
+fake of CuPy and NCCL), and the launcher's helpers. Multi-process behaviour is tested through
+mpiexec in test_distributed_mpi.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tinytrain as tt
+from tinytrain.autograd import queue_callback
+from tinytrain.distributed import launch
+from tinytrain.distributed.ddp import assign_buckets
+from tinytrain.distributed.nccl import _DTYPES, _OPS, NCCLGroup
+
+KB = 1024
+
+
+# ------------------------------------------------------------------ buckets
+
+
+def test_buckets_take_parameters_in_reverse_order_and_close_at_the_cap():
+    sizes = [4 * KB, 1 * KB, 3 * KB, 2 * KB, 2 * KB, 1 * KB]
+    # reversed: 5 (1K), 4 (2K) -> 3K >= first cap 2K: closed; then 3, 2 -> 5K >= 5K: closed ...
+    assert assign_buckets(sizes, first_cap=2 * KB, cap=5 * KB) == [[5, 4], [3, 2], [1, 0]]
+    assert assign_buckets(sizes, first_cap=100 * KB, cap=100 * KB) == [[5, 4, 3, 2, 1, 0]]
+
+
+def test_a_parameter_larger_than_the_cap_gets_its_own_bucket():
+    sizes = [1 * KB, 50 * KB, 1 * KB, 1 * KB]
+    assert assign_buckets(sizes, first_cap=1 * KB, cap=8 * KB) == [[3], [2, 1], [0]]
+
+
+def test_different_dtypes_never_share_a_bucket():
+    sizes = [KB] * 4
+    keys = ["float32", "float64", "float64", "float32"]
+    assert assign_buckets(sizes, 10 * KB, 10 * KB, keys) == [[3], [2, 1], [0]]
+
+
+def test_convnet_fits_the_default_first_bucket():
+    """The default model (861 KB of float32) is one 1 MiB bucket: no overlap with the
+    defaults, which is why bench/ddp.py and chapter 7 also try smaller caps."""
+    from tinytrain.models import build_model
+
+    params = list(build_model("convnet").parameters())
+    sizes = [p.data.nbytes for p in params]
+    assert sum(sizes) < 2**20
+    assert assign_buckets(sizes, 2**20, 25 * 2**20) == [list(range(len(params)))[::-1]]
+
+
+# ------------------------------------------------------------------ engine callback
+
+
+def test_queued_callbacks_run_after_the_whole_graph_in_order():
+    events = []
+    a = tt.tensor([1.0, 2.0], requires_grad=True)
+    b = tt.tensor([3.0], requires_grad=True)
+
+    def first_leaf_hook(t):
+        events.append(f"grad {t.shape}")
+        if len(events) == 1:
+            queue_callback(lambda: events.append("end 1"))
+            queue_callback(lambda: (events.append("end 2"),
+                                    queue_callback(lambda: events.append("end 3"))))
+
+    a.register_post_accumulate_grad_hook(first_leaf_hook)
+    b.register_post_accumulate_grad_hook(first_leaf_hook)
+    ((a * b).sum() * 2).backward()
+    assert sorted(events[:2]) == ["grad (1,)", "grad (2,)"]
+    assert events[2:] == ["end 1", "end 2", "end 3"]
+
+
+def test_queue_callback_outside_backward_is_an_error():
+    with pytest.raises(RuntimeError, match="while a backward pass runs"):
+        queue_callback(lambda: None)
+
+
+def test_a_failing_backward_drops_its_callbacks():
+    ran = []
+    a = tt.tensor([1.0], requires_grad=True)
+
+    def hook(t):
+        queue_callback(lambda: ran.append("callback"))
+        raise ValueError("hook failed")
+
+    a.register_post_accumulate_grad_hook(hook)
+    with pytest.raises(ValueError, match="hook failed"):
+        (a * 2).sum().backward()
+    assert ran == []
+    b = tt.tensor([1.0], requires_grad=True)
+    (b * 2).sum().backward()  # the next backward starts clean
+    assert ran == [] and b.grad.item() == 2.0
+
+
+# ------------------------------------------------------------------ nccl protocol
+
+
+class _Recorder:
+    """A fake of the bits of CuPy and cupy.cuda.nccl that NCCLGroup uses; logs every call."""
+
+    def __init__(self):
+        self.log = []
+        rec = self
+
+        class Event:
+            count = 0
+
+            def __init__(self, disable_timing=False):
+                Event.count += 1
+                self.name = f"event{Event.count}"
+
+            def record(self, stream):
+                rec.log.append(f"{self.name}.record({stream.name})")
+
+            done = True
+
+        class Stream:
+            def __init__(self, name, ptr):
+                self.name, self.ptr = name, ptr
+
+            def wait_event(self, event):
+                rec.log.append(f"{self.name}.wait({event.name})")
+
+            def __enter__(self):
+                rec.log.append(f"enter {self.name}")
+
+            def __exit__(self, *exc):
+                rec.log.append(f"exit {self.name}")
+
+        self.current = Stream("current", 0)
+        self.side = Stream("side", 77)
+        self.cuda = type("cuda", (), {"Event": Event,
+                                      "get_current_stream": staticmethod(lambda: self.current)})
+
+    def true_divide(self, array, n, out):
+        self.log.append(f"divide by {n}")
+
+    # cupy.cuda.nccl
+    class NcclError(Exception):
+        pass
+
+    def __getattr__(self, name):  # NCCL_FLOAT32 -> "NCCL_FLOAT32"
+        if name.startswith("NCCL_"):
+            return name
+        raise AttributeError(name)
+
+
+class _FakeArray:
+    def __init__(self, dtype, size):
+        self.dtype, self.size, self.shape = np.dtype(dtype), size, (size,)
+        self.data = type("mem", (), {"ptr": 1234})()
+
+
+def _fake_group(world_size=2):
+    rec = _Recorder()
+    g = NCCLGroup.__new__(NCCLGroup)
+    g.rank, g.world_size, g.cp, g.nccl, g.stream = 0, world_size, rec, rec, rec.side
+
+    class Communicator:
+        def allReduce(self, send, recv, count, dtype, op, stream):
+            rec.log.append(f"allReduce({send},{recv},{count},{dtype},{op},stream={stream})")
+
+        def bcast(self, buf, count, dtype, root, stream):
+            rec.log.append(f"bcast({buf},{count},{dtype},root={root},stream={stream})")
+
+    g.communicator = Communicator()
+    return g, rec
+
+
+def test_nccl_all_reduce_runs_on_the_side_stream_after_the_current_streams_work():
+    g, rec = _fake_group()
+    work = g.all_reduce(_FakeArray("float32", 10), "avg")
+    assert rec.log == [
+        "event1.record(current)",      # what backward queued so far ...
+        "side.wait(event1)",           # ... is finished before NCCL reads the buffer
+        "allReduce(1234,1234,10,NCCL_FLOAT32,NCCL_SUM,stream=77)",
+        "enter side", "divide by 2", "exit side",   # avg = sum / world, on the side stream
+        "event2.record(side)",
+    ]
+    rec.log.clear()
+    work.wait()  # the current stream (the optimizer) waits for the result; the host does not
+    assert rec.log == ["current.wait(event2)"]
+
+
+def test_nccl_broadcast_and_the_op_and_dtype_names():
+    g, rec = _fake_group()
+    g.broadcast(_FakeArray("int64", 3), src=1)
+    assert rec.log[2] == "bcast(1234,3,NCCL_INT64,root=1,stream=77)"
+    for op, name in [("sum", "NCCL_SUM"), ("max", "NCCL_MAX"), ("min", "NCCL_MIN")]:
+        rec.log.clear()
+        g.all_reduce(_FakeArray("float16", 1), op)
+        assert f"NCCL_FLOAT16,{name}" in rec.log[2] and "divide" not in " ".join(rec.log)
+    # every dtype the public API lets through has an NCCL name of the same width
+    from tinytrain.distributed.process_group import MPIGroup
+
+    assert set(_DTYPES) == set(MPIGroup.dtypes) and set(_OPS) == {"sum", "avg", "max", "min"}
+    for dtype, name in _DTYPES.items():
+        bits = {"NCCL_FLOAT16": 16, "NCCL_FLOAT32": 32, "NCCL_FLOAT64": 64, "NCCL_INT8": 8,
+                "NCCL_UINT8": 8, "NCCL_INT32": 32, "NCCL_INT64": 64}[name]
+        assert np.dtype(dtype).itemsize * 8 == bits and name.endswith(str(bits))
+
+
+# ------------------------------------------------------------------ launcher
+
+
+def test_launched_world_size_reads_the_launchers_environment(monkeypatch):
+    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    assert launch.launched_world_size() == 1
+    monkeypatch.setenv("PMI_SIZE", "4")
+    assert launch.launched_world_size() == 4
+
+
+def test_each_rank_gets_its_share_of_the_threads_unless_the_user_chose(monkeypatch, tmp_path):
+    fake = tmp_path / "mpiexec"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("TINYTRAIN_MPIEXEC", str(fake))
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("MKL_NUM_THREADS", "3")
+    cmd = launch.mpiexec_command(2, ["-m", "tinytrain.train"])
+    assert cmd[:3] == [str(fake), "-n", "2"] and cmd[-2:] == ["-m", "tinytrain.train"]
+    env = launch.rank_environment(4)
+    assert env["OMP_NUM_THREADS"] == "4" and env["MKL_NUM_THREADS"] == "3"  # the user's wins
+
+
+def test_missing_mpiexec_says_how_to_install_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("TINYTRAIN_MPIEXEC", str(tmp_path / "nothing"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(launch.sys, "executable", str(tmp_path / "python"))
+    with pytest.raises(FileNotFoundError, match="pip install mpi4py mpich"):
+        launch.find_mpiexec()

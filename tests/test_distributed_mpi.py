@@ -1,0 +1,342 @@
+"""tinytrain.distributed with real processes: ``mpiexec -n 2`` runs tests/mpi_worker.py (or the
+training command) and the test reads the exit code and the output.
+
+Every run has a timeout, so a hang fails the test instead of blocking CI. The ``nccl`` cases
+carry the ``cuda`` marker and need two GPUs; without mpi4py or mpiexec everything here skips
+and says why.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tinytrain as tt
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKER = str(ROOT / "tests" / "mpi_worker.py")
+
+
+def _mpiexec() -> str:
+    try:
+        import mpi4py  # noqa: F401
+
+        from tinytrain.distributed.launch import find_mpiexec
+
+        return find_mpiexec()
+    except (ImportError, FileNotFoundError) as exc:
+        pytest.skip(f"needs MPI (pip install mpi4py mpich): {exc}")
+
+
+def _two_gpus() -> bool:
+    if not tt.cuda_is_available():
+        return False
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceCount() >= 2
+
+
+BACKENDS = [pytest.param("mpi", id="mpi"),
+            pytest.param("nccl", id="nccl", marks=pytest.mark.cuda)]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    if request.param == "nccl" and not _two_gpus():
+        pytest.skip("the nccl backend needs CuPy, NCCL and two GPUs")
+    return request.param
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+
+
+def mpirun(*args: str, n: int = 2, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``mpiexec -n N python ARGS``; a run that outlives ``timeout`` fails the test."""
+    cmd = [_mpiexec(), "-n", str(n), sys.executable, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env(),
+                          cwd=ROOT)
+
+
+def _ok(r: subprocess.CompletedProcess, scenario: str, n: int = 2) -> None:
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    for rank in range(n):
+        assert f"ok {scenario} rank {rank}" in r.stdout, r.stdout
+
+
+# ------------------------------------------------------------------ collectives and DDP
+
+
+def test_collectives_sum_avg_max_min_broadcast_dtypes_shapes_async(backend):
+    _ok(mpirun(WORKER, "collectives", "--backend", backend), "collectives")
+
+
+def test_bucket_order_sizes_views_and_an_all_reduce_before_backward_ends(backend):
+    _ok(mpirun(WORKER, "ddp_buckets", "--backend", backend), "ddp_buckets")
+
+
+def test_no_sync_accumulation_and_find_unused_parameters(backend):
+    _ok(mpirun(WORKER, "ddp_features", "--backend", backend), "ddp_features")
+
+
+def test_two_ranks_of_batch_32_equal_one_process_of_batch_64(tmp_path):
+    """10 SGD steps in float64: the data-parallel run is the big-batch run, to rounding; and
+    the two ranks end bit-identical."""
+    demo = ["-m", "tinytrain.distributed.demo", "--steps", "10"]
+    two = mpirun(*demo, "--batch-size", "32", "--save", str(tmp_path / "two.npz"))
+    assert two.returncode == 0, two.stderr
+    one = subprocess.run([sys.executable, *demo, "--batch-size", "64", "--save",
+                          str(tmp_path / "one.npz")], capture_output=True, text=True,
+                         timeout=120, env=_env(), cwd=ROOT)
+    assert one.returncode == 0, one.stderr
+    a, b = tt.load(tmp_path / "two.npz"), tt.load(tmp_path / "one.npz")
+    assert a.keys() == b.keys() and a["fc1.weight"].dtype == np.float64
+    from tinytrain.models import build_model
+
+    tt.manual_seed(0)  # the demo's seed: its initial weights
+    fresh = build_model("mlp").to(dtype="float64").state_dict()
+    for k in a:
+        np.testing.assert_allclose(a[k].numpy(), b[k].numpy(), rtol=0, atol=1e-9, err_msg=k)
+        assert np.abs(a[k].numpy() - fresh[k].numpy()).max() > 1e-4, f"{k} did not train"
+    digests = {line.split("parameters ")[1].split()[0]
+               for line in two.stdout.splitlines() if "parameters" in line}
+    assert len(digests) == 1 and two.stdout.count("parameters") == 2, two.stdout
+
+
+def test_sharded_evaluation_counts_equal_one_process_exactly():
+    _ok(mpirun(WORKER, "sharded_evaluation"), "sharded_evaluation")
+
+
+# ------------------------------------------------------------------ bugs caught, not hung
+
+
+@pytest.mark.parametrize("scenario,message,reached", [
+    ("zero_grad_after_forward", "zero_grad(set_to_none=True) between forward and backward",
+     "first step ok"),
+    ("unused_parameter", "received no gradient in this step: b.bias, b.weight", None),
+    ("diverged", "ranks hold different values of layers.2.bias", None),
+])
+def test_bugs_that_would_make_ranks_diverge_raise_a_clear_error(scenario, message, reached):
+    r = mpirun(WORKER, scenario, timeout=60)
+    assert r.returncode != 0
+    assert "went unnoticed" not in r.stdout
+    assert message in r.stderr, r.stderr[-3000:]
+    assert "rank 0 of 2" in r.stderr or "rank 1 of 2" in r.stderr
+    if reached:
+        assert reached in r.stdout
+
+
+def _start(*args: str, new_session: bool = False) -> tuple[subprocess.Popen, dict[int, int]]:
+    """Start ``mpiexec -n 2 python ARGS``; return it and {rank: pid} once both are ready."""
+    p = subprocess.Popen([_mpiexec(), "-n", "2", sys.executable, *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, env=_env(), cwd=ROOT,
+                         start_new_session=new_session)
+    watchdog = threading.Timer(60, p.kill)  # never let a broken test hang
+    watchdog.start()
+    pids: dict[int, int] = {}
+    seen = ""
+    try:
+        while len(pids) < 2:  # the ranks' lines may arrive merged: match the whole output
+            line = p.stdout.readline()
+            assert line, f"the ranks exited before they were ready: {seen}"
+            seen += line
+            pids = {int(r): int(pid) for r, pid in re.findall(r"ready rank (\d+) pid (\d+)", seen)}
+    finally:
+        watchdog.cancel()
+    return p, pids
+
+
+def _finish_within(p: subprocess.Popen, seconds: float) -> tuple[int, float, str]:
+    t0 = time.perf_counter()
+    try:
+        out, _ = p.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        pytest.fail(f"the job was still running {seconds} s later")
+    return p.returncode, time.perf_counter() - t0, out
+
+
+def _all_gone(pids: dict[int, int], seconds: float) -> bool:
+    """True once no rank process exists (or is a zombie), polling for ``seconds``."""
+    def gone(pid: int) -> bool:
+        try:
+            return "zombie" in Path(f"/proc/{pid}/status").read_text()
+        except FileNotFoundError:
+            return True
+
+    deadline = time.perf_counter() + seconds
+    while not all(gone(pid) for pid in pids.values()):
+        if time.perf_counter() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_a_rank_that_raises_stops_every_rank_within_30_s():
+    t0 = time.perf_counter()
+    r = mpirun(WORKER, "raise_on_one_rank", timeout=60)
+    assert r.returncode != 0 and time.perf_counter() - t0 < 30
+    assert "rank 1 fails on purpose" in r.stderr and "rank 0 was not stopped" not in r.stdout
+
+
+def test_a_rank_killed_with_sigkill_stops_every_rank_within_30_s():
+    p, pids = _start(WORKER, "wait_forever")
+    os.kill(pids[1], signal.SIGKILL)
+    code, seconds, _ = _finish_within(p, 30)
+    assert code != 0 and _all_gone(pids, 30 - seconds)
+
+
+def test_ctrl_c_stops_every_rank():
+    """Ctrl-C in a terminal sends SIGINT to the whole foreground process group."""
+    p, pids = _start(WORKER, "wait_forever", new_session=True)
+    os.killpg(p.pid, signal.SIGINT)
+    code, seconds, out = _finish_within(p, 30)
+    assert code != 0 and _all_gone(pids, 30 - seconds)
+    assert "KeyboardInterrupt" in out
+
+
+# ------------------------------------------------------------------ the training command
+
+MINI = ["--dataset", "mnist-mini", "--no-download", "--log-every", "10"]
+
+
+def train(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    _mpiexec()  # skip without MPI
+    return subprocess.run([sys.executable, "-m", "tinytrain.train", *MINI, *args],
+                          capture_output=True, text=True, timeout=timeout, env=_env(), cwd=ROOT)
+
+
+def test_training_on_two_ranks_prints_and_saves_once(tmp_path):
+    ck, plot = tmp_path / "ck.npz", tmp_path / "curves.png"
+    r = train("--nproc", "2", "--model", "mlp", "--optimizer", "sgd", "--lr", "0.1",
+              "--save", str(ck), "--plot", str(plot))
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert sum(line.startswith("epoch 1/1 | ") for line in lines) == 1  # rank 0 alone prints
+    assert "batch 64 x 2 ranks = 128" in lines[0]
+    assert "parameters bit-identical on all 2 ranks" in r.stdout
+    final = next(line for line in lines if line.startswith("test: "))
+    correct, total = (int(v) for v in final.split()[1].split("/"))
+    assert total == 1000 and correct > 300  # every test digit counted once; it learned
+    saved = tt.load(ck)
+    assert saved["world_size"] == 2 and len(saved["rng_per_rank"]) == 2 and saved["epoch"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.npz", "curves.png"]  # no temp
+
+
+def _weights(path: Path) -> dict[str, np.ndarray]:
+    return {k: v.numpy() for k, v in tt.load(path)["model"].items()}
+
+
+def test_resume_on_two_ranks_is_exact(tmp_path):
+    """1 epoch + 1 resumed epoch on 2 ranks == 2 epochs straight, bit for bit, dropout
+    included (every rank's generator is in the checkpoint)."""
+    args = ["--model", "convnet", "--optimizer", "adam", "--bs", "128", "--schedule", "constant"]
+    straight, split = str(tmp_path / "straight.npz"), str(tmp_path / "split.npz")
+    assert train("--nproc", "2", *args, "--epochs", "2", "--save", straight).returncode == 0
+    assert train("--nproc", "2", *args, "--epochs", "1", "--save", split).returncode == 0
+    r = train("--nproc", "2", *args, "--epochs", "2", "--resume", split, "--save", split)
+    assert r.returncode == 0, r.stderr[-3000:]
+    a, b = _weights(Path(straight)), _weights(Path(split))
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+def _start_training(*args: str) -> subprocess.Popen:
+    _mpiexec()
+    return subprocess.Popen([sys.executable, "-m", "tinytrain.train", *MINI, *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=_env(), cwd=ROOT, start_new_session=True)
+
+
+def _stop_after_first_checkpoint(p: subprocess.Popen, ck: Path, sig: int) -> tuple[int, str]:
+    """Send ``sig`` to the run's whole process group once ``ck`` exists; its exit code and
+    output."""
+    deadline = time.perf_counter() + 120
+    while not ck.exists() and p.poll() is None and time.perf_counter() < deadline:
+        time.sleep(0.05)
+    assert ck.exists(), "no checkpoint was written"
+    os.killpg(p.pid, sig)
+    code, _, out = _finish_within(p, 30)
+    return code, out
+
+
+def test_a_cosine_run_of_two_ranks_continues_on_one(tmp_path):
+    """Interrupted after epoch 1 on 2 ranks (40 steps per epoch: 2,500 digits each, batch 64),
+    finished on 1 rank (79 steps per epoch): the schedule continues at epoch 1 of 3."""
+    args = ["--model", "convnet", "--optimizer", "adam", "--epochs", "3"]
+    ck = tmp_path / "ck.npz"
+    code, out = _stop_after_first_checkpoint(
+        _start_training("--nproc", "2", *args, "--save", str(ck)), ck, signal.SIGTERM)
+    assert code == 143, out[-3000:]
+    first = tt.load(ck)
+    assert first["world_size"] == 2 and first["epoch"] in (1, 2)
+    assert first["schedule"]["last_epoch"] == first["epoch"] * 40
+    r = train("--resume", str(ck), "--save", str(ck))  # the settings come from the checkpoint
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "saved by 2 rank(s), continued on 1" in r.stdout
+    done = tt.load(ck)
+    assert (done["epoch"], done["world_size"]) == (3, 1)
+    assert done["schedule"]["last_epoch"] == done["schedule"]["T_max"] == 3 * 79
+    steps = first["epoch"] * 40 + (3 - first["epoch"]) * 79
+    assert done["optimizer_steps"] == steps
+    assert {s["step"] for s in done["optimizer"]["state"].values()} == {steps}  # Adam's count
+    assert float(r.stdout.split("accuracy ")[-1].split("%")[0]) > 90
+
+
+def test_a_run_of_one_rank_continues_on_two(tmp_path):
+    args = ["--model", "mlp", "--optimizer", "sgd", "--lr", "0.1", "--schedule", "constant"]
+    ck = str(tmp_path / "ck.npz")
+    r = train(*args, "--epochs", "1", "--save", ck)
+    assert r.returncode == 0 and tt.load(ck)["world_size"] == 1
+    first = _accuracy(r.stdout)
+    r = train("--nproc", "2", *args, "--epochs", "3", "--resume", ck, "--save", ck)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "saved by 1 rank(s), continued on 2" in r.stdout
+    two = tt.load(ck)
+    assert (two["epoch"], two["world_size"], two["optimizer_steps"]) == (3, 2, 79 + 2 * 40)
+    assert len(two["rng_per_rank"]) == 2
+    assert _accuracy(r.stdout) > first  # it kept learning
+
+
+def _accuracy(stdout: str) -> float:
+    return float(stdout.split("accuracy ")[-1].split("%")[0])
+
+
+def test_ctrl_c_stops_a_training_run_on_two_ranks_and_keeps_the_checkpoint(tmp_path):
+    ck = tmp_path / "ck.npz"
+    code, out = _stop_after_first_checkpoint(
+        _start_training("--nproc", "2", "--model", "mlp", "--epochs", "200", "--save", str(ck)),
+        ck, signal.SIGINT)
+    assert code == 130, out[-3000:]
+    assert "interrupted; the last checkpoint, after epoch" in out and tt.load(ck)["epoch"] >= 1
+    assert [f.name for f in tmp_path.iterdir()] == ["ck.npz"]
+    assert not _processes_mentioning(str(tmp_path)), "ranks still running"
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    """The pids whose command line contains ``text`` (only this test's runs name tmp_path)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and text in (d / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(d.name)
+        except OSError:  # it exited meanwhile
+            pass
+    return found
+
+
+def test_nproc_that_contradicts_mpiexec_is_refused():
+    r = mpirun("-m", "tinytrain.train", *MINI, "--nproc", "3", timeout=60)
+    assert r.returncode != 0
+    assert "--nproc 3, but mpiexec started 2 processes" in r.stderr

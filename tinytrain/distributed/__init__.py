@@ -1,0 +1,178 @@
+"""Data-parallel training across processes: process groups, collectives, DDP (chapter 7).
+
+    mpiexec -n 2 python train.py          # or: python -m tinytrain.train --nproc 2
+
+    import tinytrain.distributed as dist
+    dist.init_process_group("mpi")        # "nccl" for one GPU per rank
+    model = dist.DistributedDataParallel(model)
+    ...                                   # the usual loop; gradients are averaged in backward
+
+The functions follow ``torch.distributed``: tensors are reduced in place, ``async_op=True``
+returns a :class:`Work` whose ``wait()`` makes the result usable. Differences: processes are
+always started by MPI (there is no ``torchrun``), ops are strings (``"sum"``, ``"avg"``,
+``"max"``, ``"min"``; :class:`ReduceOp` has the PyTorch names), and there is only one group.
+"""
+
+from __future__ import annotations
+
+import atexit
+from typing import Any
+
+from tinytrain.distributed.ddp import DistributedDataParallel
+from tinytrain.distributed.launch import abort_on_uncaught_exception, aborting
+from tinytrain.distributed.process_group import (
+    OPS,
+    MPIGroup,
+    ProcessGroup,
+    ReduceOp,
+    Work,
+    share_cpu_cores,
+)
+from tinytrain.tensor import Tensor
+
+_group: ProcessGroup | None = None
+
+
+def is_available() -> bool:
+    """True when mpi4py (and so an MPI library) can be imported."""
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def is_initialized() -> bool:
+    return _group is not None
+
+
+def init_process_group(backend: str = "mpi") -> ProcessGroup:
+    """Join the job's processes (started by ``mpiexec``) as one group; returns it.
+
+    ``backend="mpi"`` reduces NumPy tensors through MPI; ``"nccl"`` CuPy tensors through NCCL,
+    each rank on the GPU of its local rank. Also: an uncaught exception in any rank now aborts
+    every rank, and each rank gets its share of the CPU cores (``tt.set_num_threads``).
+    A single process (no mpiexec) is a group of one.
+    """
+    global _group
+    if _group is not None:
+        raise RuntimeError("init_process_group() was already called in this process")
+    if backend not in ("mpi", "nccl"):
+        raise ValueError(f"init_process_group: unknown backend {backend!r}; use 'mpi' (CPU "
+                         "tensors) or 'nccl' (GPU tensors)")
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise RuntimeError("tinytrain.distributed needs MPI: pip install mpi4py mpich "
+                           f"({exc})") from None
+    abort_on_uncaught_exception()
+    comm = MPI.COMM_WORLD.Dup()
+    if backend == "nccl":
+        from tinytrain.distributed.nccl import NCCLGroup
+
+        _group = NCCLGroup(comm)
+    else:
+        _group = MPIGroup(comm)
+    share_cpu_cores(_group.local_size)
+    atexit.register(_destroy_at_exit)
+    return _group
+
+
+def destroy_process_group() -> None:
+    """Leave the group (free the communicators). Collectives fail afterwards."""
+    global _group
+    if _group is not None:
+        group, _group = _group, None
+        group.destroy()
+
+
+def _destroy_at_exit() -> None:
+    if not aborting():  # after an error a peer may be gone: freeing could wait for it
+        destroy_process_group()
+
+
+def group(what: str = "this call") -> ProcessGroup:
+    """The process group, or an error saying that ``init_process_group`` comes first."""
+    if _group is None:
+        raise RuntimeError(f"{what} needs a process group: call "
+                           "tinytrain.distributed.init_process_group() first")
+    return _group
+
+
+def get_rank() -> int:
+    return group("get_rank()").rank
+
+
+def get_world_size() -> int:
+    return group("get_world_size()").world_size
+
+
+def get_local_rank() -> int:
+    """This rank's index among the processes of its machine (its GPU with nccl)."""
+    return group("get_local_rank()").local_rank
+
+
+def get_backend() -> str:
+    return group("get_backend()").backend
+
+
+def _array(tensor: Any, what: str) -> Any:
+    """The tensor's raw array, after checking that this backend can communicate it."""
+    g = group(what)
+    where = f"{what} on rank {g.rank}"
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"{where}: expected a tinytrain Tensor, got {type(tensor).__name__}")
+    if tensor.device != g.device:
+        raise RuntimeError(
+            f"{where}: the {g.backend} backend communicates {g.device} tensors, but this one "
+            f"is on {tensor.device}; move it with .to({g.device!r})")
+    array = tensor.data
+    if array.dtype.name not in g.dtypes:
+        raise TypeError(f"{where}: dtype {array.dtype} is not supported by the {g.backend} "
+                        f"backend (supported: {', '.join(g.dtypes)})")
+    if not array.flags.c_contiguous:
+        raise ValueError(f"{where}: the tensor of shape {tensor.shape} is not contiguous; "
+                         "communicate a contiguous copy")
+    return array
+
+
+def all_reduce(tensor: Tensor, op: str = "sum", async_op: bool = False) -> Work | None:
+    """Reduce ``tensor`` over all ranks, in place: every rank gets the sum (``"avg"``, ``"max"``,
+    ``"min"``) of every rank's values. Same shape and dtype on every rank; any shape.
+    With ``async_op=True``, returns a :class:`Work`; the values are valid after ``wait()``."""
+    if op not in OPS:
+        raise ValueError(f"all_reduce: unknown op {op!r}; use one of {', '.join(OPS)}")
+    array = _array(tensor, f"all_reduce(op={op!r})")
+    if op == "avg" and array.dtype.kind != "f":
+        raise TypeError(f"all_reduce(op='avg') on rank {get_rank()}: needs a floating-point "
+                        f"tensor, got {array.dtype}")
+    work = group().all_reduce(array, op)
+    if async_op:
+        return work
+    work.wait()
+    return None
+
+
+def broadcast(tensor: Tensor, src: int = 0, async_op: bool = False) -> Work | None:
+    """Copy rank ``src``'s ``tensor`` into every rank's ``tensor``, in place."""
+    g = group("broadcast")
+    if not 0 <= src < g.world_size:
+        raise ValueError(f"broadcast on rank {g.rank}: src={src} is not a rank of this group "
+                         f"of {g.world_size}")
+    work = g.broadcast(_array(tensor, f"broadcast(src={src})"), src)
+    if async_op:
+        return work
+    work.wait()
+    return None
+
+
+def barrier() -> None:
+    """Wait until every rank has called ``barrier()``."""
+    group("barrier()").barrier()
+
+
+__all__ = [
+    "DistributedDataParallel", "ProcessGroup", "ReduceOp", "Work", "all_reduce", "barrier",
+    "broadcast", "destroy_process_group", "get_backend", "get_local_rank", "get_rank",
+    "get_world_size", "init_process_group", "is_available", "is_initialized",
+]

@@ -1,0 +1,335 @@
+"""``DistributedDataParallel``: average the gradients of every rank during backward.
+
+Each rank runs the same model on its own shard of the batch. If every rank starts from the
+same weights and applies the same averaged gradient, the weights stay identical, and the
+run computes what one process would on the whole batch. The wrapper does three things:
+
+1. **Broadcast before wrap**: rank 0's parameters and buffers are copied to every rank.
+2. **Buckets**: gradients are grouped, in *reverse* registration order (roughly the order
+   in which backward produces them), into a few flat buffers: the first one small
+   (``first_bucket_cap_mb``) so that communication starts early, the others up to
+   ``bucket_cap_mb``. Each parameter's ``.grad`` is a *view* into its bucket, bound before
+   backward, so that the gradients land in the buffer with no copy.
+3. **Overlap**: a post-accumulate-grad hook on every parameter counts the gradients that are
+   ready; when a bucket is full, its all-reduce (``"avg"``) starts at once, asynchronously,
+   while backward computes the rest. Buckets start in index order (the same order on every
+   rank, which collectives require). A callback at the end of backward
+   (:func:`tinytrain.autograd.queue_callback`) waits for all of them.
+
+What must not go silently wrong, and the error it gets instead:
+
+* ``zero_grad(set_to_none=True)`` *after* forward (InfiniTrain's bug) drops the binding:
+  backward then makes a fresh ``.grad`` that is not in any bucket, is never averaged, and
+  the ranks drift apart. The hook sees the fresh ``.grad`` and raises.
+* A parameter that got no gradient leaves its bucket incomplete: without
+  ``find_unused_parameters=True`` the end of backward raises and names it (never a hang).
+* Ranks built different models: the wrapper compares names and shapes first.
+* Anything else that makes ranks diverge: ``check_consistency()`` compares a digest of
+  every parameter across ranks; ``check_every=K`` runs it every K steps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tinytrain.autograd import is_grad_enabled, queue_callback
+from tinytrain.backend import get_array_module
+from tinytrain.nn.module import Module
+from tinytrain.tensor import Tensor
+
+MB = 1024 * 1024
+
+
+def assign_buckets(nbytes: Sequence[int], first_cap: int, cap: int,
+                   keys: Sequence[Any] | None = None) -> list[list[int]]:
+    """Group parameters into buckets: lists of parameter indices.
+
+    Parameters are taken in reverse order (``len - 1`` down to ``0``). A bucket is closed
+    once it holds at least its cap in bytes (``first_cap`` for the first bucket, ``cap`` for
+    the others), so it may end above the cap by its last parameter, and a parameter larger
+    than the cap gets a bucket of its own. Parameters with different ``keys`` (dtypes) never
+    share a bucket. This is PyTorch's rule (``_compute_bucket_assignment_by_size``).
+    """
+    buckets: list[list[int]] = []
+    current: list[int] = []
+    size = 0
+    for i in reversed(range(len(nbytes))):
+        if current and keys is not None and keys[i] != keys[current[-1]]:
+            buckets.append(current)
+            current, size = [], 0
+        current.append(i)
+        size += nbytes[i]
+        if size >= (cap if buckets else first_cap):
+            buckets.append(current)
+            current, size = [], 0
+    if current:
+        buckets.append(current)
+    return buckets
+
+
+@dataclass
+class Bucket:
+    """One flat gradient buffer and the parameters whose ``.grad`` are views into it."""
+
+    index: int
+    names: list[str]
+    params: list[Tensor]
+    buffer: Any                       # 1-d array of the device's module
+    views: list[Any]                  # each parameter's part of buffer, in its shape
+    grads: list[Tensor]               # the .grad bound to each parameter (wrapping its view)
+    ready: list[bool] = field(default_factory=list)
+    work: Any = None                  # the all-reduce in flight
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.buffer.nbytes)
+
+    def is_bound(self, slot: int) -> bool:
+        grad = self.params[slot].grad
+        return grad is self.grads[slot] and grad.data is self.views[slot]
+
+
+class DistributedDataParallel(Module):
+    """Wrap ``module`` so that backward averages its gradients over all ranks.
+
+    Args:
+        module: the model, already on the group's device (``"cpu"`` for mpi, ``"cuda"`` for
+            nccl), identical in structure on every rank.
+        bucket_cap_mb: size cap of the buckets after the first (MiB).
+        find_unused_parameters: allow parameters that get no gradient in a step (their
+            current ``.grad``, zero after ``zero_grad``, is averaged); otherwise they are an
+            error.
+        check_every: run :meth:`check_consistency` every this many training forwards (0:
+            never).
+        first_bucket_cap_mb: size cap of the first bucket (tinytrain-only; PyTorch fixes it
+            at 1 MiB).
+
+    Call it like the module (``ddp(x)``); the step is the usual ``zero_grad -> forward ->
+    loss -> backward -> step``. ``ddp.module`` is the wrapped model: save its
+    ``state_dict()`` (the wrapper's own has PyTorch's ``module.`` prefix).
+    """
+
+    def __init__(self, module: Module, bucket_cap_mb: float = 25.0,
+                 find_unused_parameters: bool = False, check_every: int = 0,
+                 first_bucket_cap_mb: float = 1.0) -> None:
+        from tinytrain import distributed as dist
+
+        super().__init__()
+        self.module = module
+        self.group = dist.group("DistributedDataParallel")
+        self.find_unused_parameters = find_unused_parameters
+        self.check_every = int(check_every)
+        self.require_backward_grad_sync = True  # False inside no_sync()
+        self.measure_comm_wait = False           # bench/ddp.py: time blocked in wait()
+        self._steps = 0
+        self._sync_this_backward = True
+        self._in_backward = False
+        self._next_bucket = 0
+        self._timers: list[Any] = []
+        named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        self._check_devices(named)
+        self._check_same_model_on_all_ranks()
+        self._broadcast_from_rank0()
+        self.buckets = self._make_buckets(named, int(first_bucket_cap_mb * MB),
+                                          int(bucket_cap_mb * MB))
+        self._hooks = [p.register_post_accumulate_grad_hook(self._hook(b, slot))
+                       for b in self.buckets for slot, p in enumerate(b.params)]
+
+    # ------------------------------------------------------------ wrapping
+
+    def _where(self) -> str:
+        return f"DistributedDataParallel (rank {self.group.rank} of {self.group.world_size})"
+
+    def _check_devices(self, named: list[tuple[str, Tensor]]) -> None:
+        for name, p in named:
+            if p.device != self.group.device:
+                raise RuntimeError(
+                    f"{self._where()}: parameter {name} is on {p.device}, but the "
+                    f"{self.group.backend} backend communicates {self.group.device} tensors; "
+                    f"call model.to({self.group.device!r}) before wrapping it")
+
+    def _check_same_model_on_all_ranks(self) -> None:
+        """Different models would make the collectives below mismatch: hang or corrupt."""
+        mine = [(n, t.shape, str(t.dtype)) for n, t in self._state()]
+        for rank, theirs in enumerate(self.group.allgather_object(mine)):
+            if theirs != mine:
+                diff = next((f"{a} on rank {rank} but {b} here" for a, b in zip(theirs, mine)
+                             if a != b), f"{len(theirs)} tensors on rank {rank} but {len(mine)} "
+                                         "here")
+                raise RuntimeError(f"{self._where()}: the ranks built different models: {diff}")
+
+    def _state(self) -> list[tuple[str, Tensor]]:
+        return list(self.module.named_parameters()) + list(self.module.named_buffers())
+
+    def _broadcast_from_rank0(self) -> None:
+        works = [self.group.broadcast(t.data, 0) for _, t in self._state()]
+        for w in works:
+            w.wait()
+
+    def _make_buckets(self, named: list[tuple[str, Tensor]], first_cap: int,
+                      cap: int) -> list[Bucket]:
+        params = [p for _, p in named]
+        layout = assign_buckets([p.data.nbytes for p in params], first_cap, cap,
+                                keys=[p.dtype for p in params])
+        buckets = []
+        for index, members in enumerate(layout):
+            ps = [params[i] for i in members]
+            xp = get_array_module(ps[0].data)
+            buffer = xp.zeros(sum(p.numel() for p in ps), dtype=ps[0].dtype)
+            views, offset = [], 0
+            for p in ps:
+                views.append(buffer[offset:offset + p.numel()].reshape(p.shape))
+                offset += p.numel()
+            bucket = Bucket(index, [named[i][0] for i in members], ps, buffer, views,
+                            [Tensor(v) for v in views], [False] * len(ps))
+            buckets.append(bucket)
+        for b in buckets:
+            self._bind(b)
+        return buckets
+
+    # ------------------------------------------------------------ forward
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        if is_grad_enabled() and self.training:
+            if self._in_backward:  # the last backward failed half-way
+                self._abandon_backward()
+            self._steps += 1
+            if self.check_every and self._steps % self.check_every == 0:
+                self.check_consistency()
+            for b in self.buckets:
+                self._bind(b)
+            self._sync_this_backward = self.require_backward_grad_sync
+        return self.module(*args, **kwargs)
+
+    @staticmethod
+    def _bind(b: Bucket) -> None:
+        """Make every ``.grad`` of the bucket its view again. ``zero_grad(set_to_none=True)``
+        before forward unbinds them: that is the normal step, and costs a fill with zeros."""
+        for slot, p in enumerate(b.params):
+            if b.is_bound(slot):
+                continue
+            view = b.views[slot]
+            if p.grad is None:
+                view[...] = 0
+            else:  # a gradient the user assigned: keep its values
+                view[...] = p.grad.data
+            b.grads[slot].data = view
+            p.grad = b.grads[slot]
+
+    @contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """Forward and backward inside accumulate gradients locally, without communication;
+        the first backward after it averages the accumulated sum (gradient accumulation)."""
+        previous = self.require_backward_grad_sync
+        self.require_backward_grad_sync = False
+        try:
+            yield
+        finally:
+            self.require_backward_grad_sync = previous
+
+    # ------------------------------------------------------------ backward
+
+    def _hook(self, bucket: Bucket, slot: int) -> Any:
+        def grad_ready(param: Tensor) -> None:
+            self._grad_ready(bucket, slot)
+        return grad_ready
+
+    def _grad_ready(self, b: Bucket, slot: int) -> None:
+        if not self._sync_this_backward:
+            return
+        if not b.is_bound(slot):
+            self._abandon_backward()
+            raise RuntimeError(
+                f"{self._where()}: the gradient of {b.names[slot]} is not in its bucket: its "
+                ".grad was replaced after forward, typically by zero_grad(set_to_none=True) "
+                "between forward and backward. This gradient would never be averaged and the "
+                "ranks would silently diverge. Call zero_grad() before the forward pass.")
+        if not self._in_backward:
+            self._in_backward = True
+            queue_callback(self._finish_backward)
+        b.ready[slot] = True
+        self._launch_ready_buckets()
+
+    def _launch_ready_buckets(self) -> None:
+        """Start the all-reduce of every full bucket, in bucket order (same on all ranks)."""
+        while self._next_bucket < len(self.buckets) and all(self.buckets[self._next_bucket].ready):
+            b = self.buckets[self._next_bucket]
+            b.work = self.group.all_reduce(b.buffer, "avg")
+            self._next_bucket += 1
+
+    def _finish_backward(self) -> None:
+        """End of backward: every bucket must have been started; wait for all of them."""
+        try:
+            unused = [n for b in self.buckets[self._next_bucket:]
+                      for n, r in zip(b.names, b.ready) if not r]
+            if unused and not self.find_unused_parameters:
+                raise RuntimeError(
+                    f"{self._where()}: these parameters received no gradient in this step: "
+                    f"{', '.join(unused)}. Every parameter's gradient is averaged across ranks, "
+                    "so DDP must know when they are all ready: make every parameter take part "
+                    "in the loss, or pass find_unused_parameters=True (their gradient then "
+                    "counts as zero), or set requires_grad=False on those you do not train.")
+            for b in self.buckets[self._next_bucket:]:
+                b.ready = [True] * len(b.params)
+            self._launch_ready_buckets()
+            timer = self.group.stall_timer() if self.measure_comm_wait else None
+            if timer:
+                timer.start()
+            for b in self.buckets:
+                b.work.wait()
+            if timer:
+                timer.stop()
+                self._timers.append(timer)
+            replaced = [n for b in self.buckets for slot, n in enumerate(b.names)
+                        if not b.is_bound(slot)]
+            if replaced:
+                raise RuntimeError(f"{self._where()}: .grad of {', '.join(replaced)} was "
+                                   "replaced during backward; it was not averaged across ranks")
+        finally:
+            self._abandon_backward()
+
+    def _abandon_backward(self) -> None:
+        """Wait for what was started (so no collective dangles) and reset the step's state."""
+        for b in self.buckets:
+            if b.work is not None:
+                b.work.wait()
+            b.work, b.ready = None, [False] * len(b.params)
+        self._next_bucket = 0
+        self._in_backward = False
+
+    def comm_wait_seconds(self) -> float:
+        """Total time blocked waiting for the all-reduces at the end of backward since the
+        last call (needs ``measure_comm_wait = True``; on a GPU, the stream's wait)."""
+        total = sum(t.seconds() for t in self._timers)
+        self._timers = []
+        return total
+
+    # ------------------------------------------------------------ consistency
+
+    def check_consistency(self) -> None:
+        """Raise if any parameter or buffer differs, in any bit, between ranks.
+
+        Every rank hashes each tensor (on the host) and the digests are gathered: one small
+        collective, but a copy of the model to the host, so use it every few hundred steps.
+        """
+        names = [n for n, _ in self._state()]
+        mine = [hashlib.blake2b(np.ascontiguousarray(t.numpy()).tobytes(), digest_size=8)
+                .hexdigest() for _, t in self._state()]
+        everyone = self.group.allgather_object(mine)
+        differ = [n for i, n in enumerate(names) if len({d[i] for d in everyone}) > 1]
+        if differ:
+            raise RuntimeError(
+                f"{self._where()}: after {self._steps} training steps the ranks hold different "
+                f"values of {', '.join(differ)}. Something other than the averaged gradients "
+                "changed them: an update outside the optimizer, a rank-dependent "
+                "initialisation, or a .grad unbound from its bucket.")
+
+    def extra_repr(self) -> str:
+        sizes = ", ".join(f"{b.nbytes / MB:.2f}" for b in self.buckets)
+        return f"world_size={self.group.world_size}, buckets (MiB)=[{sizes}]"

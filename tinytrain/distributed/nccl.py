@@ -1,0 +1,151 @@
+"""The ``nccl`` backend: CuPy arrays, one GPU per rank, collectives through NCCL.
+
+Start-up (the *rendezvous*) reuses MPI: rank 0 asks NCCL for a unique id, MPI broadcasts it,
+and every rank joins the communicator with it (``cupy.cuda.nccl.NcclCommunicator``, used
+raw: ``cupyx.distributed`` hung for ~60 s at exit on the H200 machines, the raw communicator
+did not). Each rank takes the GPU of its *local* rank, its index among the processes on its
+machine.
+
+**Streams.** The training step's kernels run on the current CUDA stream. Collectives run on
+a side stream, so that communication overlaps the rest of backward:
+
+1. ``all_reduce`` records an event on the current stream and makes the side stream wait
+   for it: NCCL reads the gradients only once the kernels that wrote them have run;
+2. NCCL's all-reduce (then, for ``"avg"``, a division) is queued on the side stream, and an
+   event is recorded after it;
+3. ``Work.wait()`` makes the *current stream* wait for that event: the optimizer's kernels
+   run after the average arrived. The host never blocks, as in PyTorch's NCCL backend.
+
+``NCCL_NVLS_ENABLE`` (NVLink multicast) is set to ``0`` unless the environment sets it: the
+device machines run with multicast off.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from tinytrain import backend
+from tinytrain.distributed.process_group import ProcessGroup, StallTimer, Work
+
+_DTYPES = {"float16": "NCCL_FLOAT16", "float32": "NCCL_FLOAT32", "float64": "NCCL_FLOAT64",
+           "int8": "NCCL_INT8", "uint8": "NCCL_UINT8", "int32": "NCCL_INT32",
+           "int64": "NCCL_INT64"}
+_OPS = {"sum": "NCCL_SUM", "avg": "NCCL_SUM", "max": "NCCL_MAX", "min": "NCCL_MIN"}
+
+
+def nccl_module() -> Any:
+    """``cupy.cuda.nccl``, or a RuntimeError that says what is missing."""
+    cp = backend.cupy_module()
+    from cupy.cuda import nccl
+
+    if not nccl.available:
+        raise RuntimeError(
+            f"the nccl backend needs the NCCL library, which CuPy {cp.__version__} could not "
+            "load: pip install nvidia-nccl-cu12 (or -cu13, matching your CuPy)")
+    return nccl
+
+
+class NCCLGroup(ProcessGroup):
+    """The ``nccl`` backend (see the module docstring)."""
+
+    backend = "nccl"
+    device = "cuda"
+    dtypes = tuple(_DTYPES)
+
+    def __init__(self, comm: Any, nccl: Any = None) -> None:
+        super().__init__(comm)
+        os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # read when the communicator starts
+        self.cp = backend.cupy_module()
+        self.nccl = nccl or nccl_module()
+        gpus = self.cp.cuda.runtime.getDeviceCount()
+        if self.local_size > gpus:
+            raise RuntimeError(
+                f"nccl backend, rank {self.rank}: {self.local_size} ranks run on this machine "
+                f"but it has {gpus} GPU(s); start at most one rank per GPU")
+        self.cp.cuda.Device(self.local_rank).use()
+        uid = self.nccl.get_unique_id() if self.rank == 0 else None
+        uid = comm.bcast(uid, root=0)
+        self.communicator = self.nccl.NcclCommunicator(self.world_size, uid, self.rank)
+        self.stream = self.cp.cuda.Stream(non_blocking=True)
+
+    def _side_stream_after_current(self) -> None:
+        """Step 1: the side stream waits for what the current stream has queued so far."""
+        ready = self.cp.cuda.Event(disable_timing=True)
+        ready.record(self.cp.cuda.get_current_stream())
+        self.stream.wait_event(ready)
+
+    def _done(self) -> Work:
+        """Step 2's end: an event after the collective, for ``wait()``."""
+        done = self.cp.cuda.Event(disable_timing=True)
+        done.record(self.stream)
+        return _NCCLWork(done, self.cp)
+
+    def all_reduce(self, array: Any, op: str = "sum") -> Work:
+        self._side_stream_after_current()
+        ptr, dtype = array.data.ptr, getattr(self.nccl, _DTYPES[array.dtype.name])
+        self._call(f"all_reduce(op={op!r}) of {self.describe(array)}", self.communicator.allReduce,
+                   ptr, ptr, array.size, dtype, getattr(self.nccl, _OPS[op]), self.stream.ptr)
+        if op == "avg":  # sum, then divide on the same stream (as the mpi backend does)
+            with self.stream:
+                self.cp.true_divide(array, self.world_size, out=array)
+        return self._done()
+
+    def broadcast(self, array: Any, src: int = 0) -> Work:
+        self._side_stream_after_current()
+        dtype = getattr(self.nccl, _DTYPES[array.dtype.name])
+        self._call(f"broadcast(src={src}) of {self.describe(array)}", self.communicator.bcast,
+                   array.data.ptr, array.size, dtype, src, self.stream.ptr)
+        return self._done()
+
+    def barrier(self) -> None:
+        self.cp.cuda.get_current_stream().synchronize()
+        self.stream.synchronize()
+        super().barrier()
+
+    def stall_timer(self) -> StallTimer:
+        return _GPUStallTimer(self.cp)
+
+    def destroy(self) -> None:
+        self.stream.synchronize()
+        self.communicator.destroy()
+        super().destroy()
+
+    def _call(self, what: str, fn: Any, *args: Any) -> None:
+        try:
+            fn(*args)
+        except self.nccl.NcclError as exc:
+            raise RuntimeError(f"{what} failed on rank {self.rank} of {self.world_size} (nccl "
+                               f"backend): {exc}") from None
+
+
+class _NCCLWork(Work):
+    """Step 3: ``wait()`` orders the current stream after the collective (no host wait)."""
+
+    def __init__(self, done: Any, cp: Any) -> None:
+        self.done, self.cp = done, cp
+
+    def wait(self) -> None:
+        self.cp.cuda.get_current_stream().wait_event(self.done)
+
+    def is_completed(self) -> bool:
+        return self.done.done
+
+
+class _GPUStallTimer(StallTimer):
+    """How long the current stream sat waiting for communication, measured on the GPU:
+    events recorded before and after the stream waits for the collectives."""
+
+    def __init__(self, cp: Any) -> None:
+        self.cp = cp
+        self._events = (cp.cuda.Event(), cp.cuda.Event())
+
+    def start(self) -> None:
+        self._events[0].record(self.cp.cuda.get_current_stream())
+
+    def stop(self) -> None:
+        self._events[1].record(self.cp.cuda.get_current_stream())
+
+    def seconds(self) -> float:
+        self._events[1].synchronize()
+        return self.cp.cuda.get_elapsed_time(*self._events) / 1000
