@@ -174,13 +174,27 @@ def test_nccl_all_reduce_runs_on_the_side_stream_after_the_current_streams_work(
     assert rec.log == [
         "event1.record(current)",      # what backward queued so far ...
         "side.wait(event1)",           # ... is finished before NCCL reads the buffer
-        "allReduce(1234,1234,10,NCCL_FLOAT32,NCCL_SUM,stream=77)",
-        "enter side", "divide by 2", "exit side",   # avg = sum / world, on the side stream
+        "allReduce(1234,1234,10,NCCL_FLOAT32,NCCL_AVG,stream=77)",  # NCCL divides
         "event2.record(side)",
     ]
     rec.log.clear()
     work.wait()  # the current stream (the optimizer) waits for the result; the host does not
     assert rec.log == ["current.wait(event2)"]
+
+
+def test_nccl_avg_without_ncclavg_sums_then_divides_on_the_side_stream():
+    g, rec = _fake_group()
+    real_getattr = type(rec).__getattr__
+    type(rec).__getattr__ = lambda self, name: (  # an NCCL older than 2.10: no NCCL_AVG
+        (_ for _ in ()).throw(AttributeError(name)) if name == "NCCL_AVG"
+        else real_getattr(self, name))
+    try:
+        g.all_reduce(_FakeArray("float32", 10), "avg")
+    finally:
+        type(rec).__getattr__ = real_getattr
+    assert rec.log[2:] == [
+        "allReduce(1234,1234,10,NCCL_FLOAT32,NCCL_SUM,stream=77)",
+        "enter side", "divide by 2", "exit side", "event2.record(side)"]
 
 
 def test_nccl_broadcast_and_the_op_and_dtype_names():

@@ -57,8 +57,11 @@ def backend(request) -> str:
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    # Open MPI refuses to start as root without these (containers and the GPU machines run
+    # as root); MPICH ignores them.
+    return {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+            "PYTHONPATH": os.pathsep.join(
+                [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
 
 
 def mpirun(*args: str, n: int = 2, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -210,17 +210,23 @@ class DistributedDataParallel(Module):
     @staticmethod
     def _bind(b: Bucket) -> None:
         """Make every ``.grad`` of the bucket its view again. ``zero_grad(set_to_none=True)``
-        before forward unbinds them: that is the normal step, and costs a fill with zeros."""
-        for slot, p in enumerate(b.params):
-            if b.is_bound(slot):
-                continue
-            view = b.views[slot]
-            if p.grad is None:
-                view[...] = 0
-            else:  # a gradient the user assigned: keep its values
-                view[...] = p.grad.data
-            b.grads[slot].data = view
-            p.grad = b.grads[slot]
+        before forward unbinds them: that is the normal step, and costs one fill of the
+        bucket with zeros (one kernel on a GPU, not one per parameter)."""
+        unbound = [slot for slot in range(len(b.params)) if not b.is_bound(slot)]
+        if not unbound:
+            return
+        if len(unbound) == len(b.params) and all(p.grad is None for p in b.params):
+            b.buffer.fill(0)
+        else:
+            for slot in unbound:
+                p = b.params[slot]
+                if p.grad is None:
+                    b.views[slot][...] = 0
+                else:  # a gradient the user assigned: keep its values
+                    b.views[slot][...] = p.grad.data
+        for slot in unbound:
+            b.grads[slot].data = b.views[slot]
+            b.params[slot].grad = b.grads[slot]
 
     @contextmanager
     def no_sync(self) -> Iterator[None]:
