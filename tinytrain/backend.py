@@ -114,7 +114,7 @@ CPU, CUDA = Device("cpu"), Device("cuda")
 
 
 def get_array_module(array: Any) -> ModuleType:
-    """``numpy`` or ``cupy``, whichever owns ``array`` (DeZero's ``get_array_module``)."""
+    """``numpy`` or ``cupy``, whichever owns ``array`` (as ``cupy.get_array_module``)."""
     if isinstance(array, np.ndarray | np.generic):
         return np
     if type(array).__module__.startswith("cupy"):
