@@ -200,6 +200,32 @@ def draw_graph(root: Any, ax: Axes, box_w: float = 1.05, box_h: float = 0.75,
     ax.axis("off")
 
 
+def draw_loss_curves(ax_loss: Axes, ax_gap: Axes, losses: dict[str, Sequence[float]],
+                     gaps: dict[str, Sequence[float]]) -> None:
+    """Loss per step for each implementation (left, dashed so that overlapping curves stay
+    visible) and each one's absolute difference from the first (right, log scale)."""
+    styles = ["-", "--", ":"]
+    for (name, curve), style in zip(losses.items(), styles):
+        ax_loss.plot(curve, style, lw=2.5 if style == "-" else 1.5, label=name)
+    ax_loss.set_yscale("log")
+    ax_loss.set_xlabel("step")
+    ax_loss.set_ylabel("cross-entropy loss")
+    ax_loss.set_title("training loss, same initial weights", fontsize=10)
+    ax_loss.legend()
+    ax_loss.grid(True, alpha=0.3)
+    first = next(iter(losses))
+    for name, gap in gaps.items():
+        gap = np.asarray(gap)
+        steps = np.flatnonzero(gap)  # a log scale has no 0: equal steps are counted instead
+        ax_gap.semilogy(steps, gap[steps], ".", ms=3,
+                        label=f"{name} vs {first} ({len(gap) - len(steps)} steps equal)")
+    ax_gap.set_xlabel("step")
+    ax_gap.set_ylabel("|difference in loss|")
+    ax_gap.set_title("rounding differences", fontsize=10)
+    ax_gap.legend()
+    ax_gap.grid(True, which="both", alpha=0.3)
+
+
 # -- chapter 3 -------------------------------------------------------------------------------
 
 
