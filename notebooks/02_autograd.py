@@ -1081,14 +1081,15 @@ for width in (10, 100, 1000):
 
 # %% [markdown]
 # Registration at work: the same class body, written once, builds the same tree on our
-# `Module`, on `tinytrain.nn.Module` and on `torch.nn.Module` — each library gets its own
-# `Module`, `Linear` and `Parameter` through the `lib` argument — and all three name the
-# parameters alike, in the same order.
+# `Module`, on `tinytrain.nn.Module` and on `torch.nn.Module` (the `lib` argument supplies
+# each library's `Module` and `Linear`), and all three name the parameters alike, in the
+# same order. The package's `Module` registers buffers too, and adds hooks, `state_dict`,
+# `train()`/`eval()` and `to()`; the registration itself is what you see here.
 
 # %%
 from types import SimpleNamespace
 
-ours = SimpleNamespace(Module=Module, Linear=Linear, Parameter=Parameter)
+ours = SimpleNamespace(Module=Module, Linear=Linear)
 
 
 def make_mlp(lib):
@@ -1264,8 +1265,9 @@ print("SGD with momentum: the same parameters as tinytrain's" + (" and PyTorch's
 # Our `step` writes `p.data -= ...` into the array behind the parameter. On a tinytrain (or
 # PyTorch) tensor the same line works on the tensor itself, as an in-place op, inside
 # `no_grad()`: the update is not part of the model's computation, so it must not be recorded.
-# Outside `no_grad()` it is refused, because the parameter is a leaf the graph is tracking.
-# So the plain SGD step is four lines:
+# Outside `no_grad()` it is refused, as in PyTorch: the parameter is a leaf that requires a
+# gradient, and writing into it while recording would change a value the graph may have saved.
+# So the plain SGD step is three lines:
 
 # %%
 tt.manual_seed(0)
