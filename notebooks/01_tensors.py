@@ -282,11 +282,10 @@ plt.show()
 # of copying the smallest matrix): Python overhead per op, which is why a framework wants few,
 # large ops. The plain copy grows with the bytes, and once the matrix no longer fits in the
 # caches it runs at the speed of memory. The transposing copy falls further behind as the
-# matrix grows: reading down a column, each element it reads brings in a whole cache line
-# (64 bytes) of which it uses 4, and by the time the next column would use the rest, the
-# line has been evicted. This is why kernels ask for contiguous inputs only where they must,
-# and why the package's convolution (chapter 3) changes the layout once per op, not once per
-# step of its inner loop.
+# matrix grows: by the time its walk down one column comes back for the rest of a cache line,
+# the line has been evicted. This is why kernels ask for contiguous inputs only where they
+# must, and why the package's convolution (chapter 3) changes the layout once per op, not
+# once per step of its inner loop.
 
 # %% [markdown]
 # ### Teaser: `as_strided`, or how to get sliding windows for free
@@ -361,7 +360,7 @@ class StridedArray:
     @classmethod
     def from_values(cls, values):
         # a new, C-contiguous array holding a copy of values
-        values = np.array(values)
+        values = np.array(values, order="C")
         return cls(values.reshape(-1), values.shape,
                    [s // values.itemsize for s in values.strides])
 
@@ -403,12 +402,6 @@ class StridedArray:
 # the same buffer — and a write through the view lands in the original.
 
 # %%
-def element_offset(view, base):
-    # where a NumPy view's first element sits in base's buffer, in elements
-    return (view.__array_interface__["data"][0]
-            - base.__array_interface__["data"][0]) // base.itemsize
-
-
 values = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
 s = StridedArray.from_values(values)
 st = s.transpose(2, 0, 1)
@@ -454,6 +447,12 @@ def slice_view(arr, index):
 
 
 # %% tags=["checker"]
+def element_offset(view, base):
+    # where a NumPy view's first element sits in base's buffer, in elements
+    return (view.__array_interface__["data"][0]
+            - base.__array_interface__["data"][0]) // base.itemsize
+
+
 def random_index(rng, shape):
     # a random, non-empty NumPy basic index over the leading axes of shape
     index = []
@@ -495,16 +494,16 @@ print("Exercise 1.2: slice_view agrees with NumPy on 200 random slices")
 # ### A matrix inside a bigger buffer: the leading dimension
 #
 # BLAS, the library that does the `@` on NumPy arrays, describes matrices the same way, with
-# one restriction. Its matrix product (GEMM) takes each matrix as a
-# pointer to its first element (our `offset`), its numbers of rows and columns, and one more
-# number, the **leading dimension** `lda`: how many elements apart two neighbouring rows
-# start. (BLAS was written for Fortran, whose matrices are stored column by column, so there
-# `lda` separates columns; a row-major matrix is the transpose of a column-major one, and the
-# C interface, `cblas_sgemm`, takes a flag that says which.) Within a row the elements must
-# be adjacent.
-# So a BLAS matrix is exactly a 2-D strided array with strides `(lda, 1)`, and `lda` may be
-# larger than the number of columns: the elements between the end of one row and the start of
-# the next are skipped, whatever they hold.
+# one restriction. Its matrix product (GEMM) takes each matrix as a pointer to its first
+# element (our `offset`), its numbers of rows and columns, and one more number, the
+# **leading dimension** `lda`: how many elements apart two neighbouring rows start. Within a
+# row the elements must be adjacent. So a BLAS matrix is exactly a 2-D strided array with
+# strides `(lda, 1)`, and `lda` may be larger than the number of columns: the elements
+# between the end of one row and the start of the next are skipped, whatever they hold. (BLAS
+# was written for Fortran, whose matrices are stored column by column, so there `lda`
+# separates columns; a row-major matrix is the transpose of a column-major one, and GEMM
+# takes a flag per operand to read it transposed. So strides `(1, lda)`, a transposed view,
+# are fine too.)
 #
 # This is what lets BLAS compute with a block of a bigger matrix **without copying it**. Take
 # an `R x C` matrix `M` and its window of `n` columns starting at column `k`, `M[:, k:k + n]`:
