@@ -2,7 +2,7 @@
 
 A tinytrain Tensor lives on a device: ``"cpu"`` holds a NumPy array, ``"cuda"``
 holds a CuPy array. Ops are written once against the *array module* ``xp`` of
-their inputs (DeZero's ``get_array_module``), so the same code runs on both.
+their inputs (CuPy's ``get_array_module``, which DeZero uses too), so the same code runs on both.
 Only the kernels under ``tinytrain/kernels/`` know which device they are on.
 
 CuPy is imported lazily: without it everything on the CPU works, and asking for
