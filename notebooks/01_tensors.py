@@ -19,8 +19,13 @@
 # **What you will build / learn in this chapter**
 #
 # 1. How a NumPy array is laid out in memory: `shape`, `dtype` and `strides`, and why a
-#    transpose or a slice costs nothing (it is a *view* with other strides).
-# 2. A first look at `as_strided`, the trick chapter 3 uses to build `im2col` without loops.
+#    transpose or a slice costs nothing (it is a *view* with other strides) while a copy costs
+#    time in proportion to its bytes — measured. Plus a first look at `as_strided`, the trick
+#    chapter 3 uses to build `im2col` without loops.
+# 2. **You build** a strided array of your own — shape, strides and an offset over a flat
+#    buffer — whose transpose, slices and broadcasts are views that share the buffer, checked
+#    against NumPy; and the **leading dimension** that BLAS uses to read a block of a bigger
+#    matrix in place (chapter 3's convolution depends on it).
 # 3. Broadcasting: the rule, a picture, the error you get when it fails, and why the
 #    gradient of a broadcast op must be **summed back** to the input's shape
 #    (`unbroadcast` in `tinytrain/autograd/ops.py`).
@@ -166,38 +171,6 @@ assert b[0, 2] == 100.0
 
 
 # %% [markdown]
-# ### Exercise 1.2 — a transpose is a new order of strides
-#
-# `arr.transpose(axes)` makes axis `k` of the result out of axis `axes[k]` of `arr`, without
-# moving a byte. Write `transpose_view(shape, strides, axes)`, which returns the view's
-# `(shape, strides)`. The checker compares them with NumPy's on random arrays (some already
-# non-contiguous), and walks the buffer with your strides to check the elements too.
-
-# %%
-def transpose_view(shape, strides, axes):
-    """Shape and strides of arr.transpose(axes), for arr of this shape and these strides."""
-    ### BEGIN SOLUTION
-    return tuple(shape[k] for k in axes), tuple(strides[k] for k in axes)
-    ### END SOLUTION
-
-
-# %% tags=["checker"]
-from numpy.lib.stride_tricks import as_strided
-
-check_rng = np.random.default_rng(12)
-for _ in range(30):
-    ndim = int(check_rng.integers(1, 5))
-    full = check_rng.standard_normal(tuple(int(n) for n in check_rng.integers(2, 6, ndim)))
-    arr = full[tuple(slice(None, None, int(k)) for k in check_rng.integers(1, 3, ndim))]
-    axes = tuple(int(k) for k in check_rng.permutation(ndim))
-    shape, strides = transpose_view(arr.shape, arr.strides, axes)
-    expected = arr.transpose(axes)
-    assert (tuple(shape), tuple(strides)) == (expected.shape, expected.strides), axes
-    view = as_strided(arr, shape, strides)            # the same buffer, walked your way
-    assert np.shares_memory(view, arr) and np.array_equal(view, expected)
-print("Exercise 1.2: transpose_view agrees with NumPy")
-
-# %% [markdown]
 # ### A picture of the memory layout
 #
 # Below: the flat buffer (top), `a` as a 2x3 grid and `a.T` as a 3x2 grid. Each cell shows
@@ -219,10 +192,10 @@ plt.show()
 # ### Contiguous or not
 #
 # An array is **C-contiguous** when walking it in row-major order visits the buffer in
-# order, with no gaps. `a` is; `a.T` and `a[:, ::2]` are not. Most kernels (BLAS, our CUDA
-# kernels in chapter 4) want contiguous inputs, so a framework sometimes has to make a
-# contiguous *copy* — `np.ascontiguousarray` — and `reshape` of a non-contiguous array
-# silently copies too. Copies cost memory and time, so it pays to know when they happen.
+# order, with no gaps. `a` is; `a.T` and `a[:, ::2]` are not. Many kernels (our CUDA kernels
+# in chapter 4, for one) want contiguous inputs, so a framework sometimes has to make a
+# contiguous *copy* — `np.ascontiguousarray` — and NumPy's `reshape` of a non-contiguous
+# array silently copies too. Copies cost memory and time, so it pays to know when they happen.
 
 # %%
 for name, arr in [("a", a), ("a.T", a.T), ("a[:, ::2]", a[:, ::2])]:
@@ -236,6 +209,83 @@ assert c.flags["C_CONTIGUOUS"] and not np.shares_memory(a, c)
 assert np.shares_memory(a, a.reshape(3, 2))          # contiguous: a view
 assert not np.shares_memory(a, a.T.reshape(-1))      # transposed: must copy
 print("a.reshape(3, 2) is a view; a.T.reshape(-1) is a copy:", a.T.reshape(-1))
+
+# %% [markdown]
+# tinytrain follows PyTorch here, which makes the difference explicit: `reshape` is a view
+# when the strides allow it and a copy otherwise, while `view` is **always** a view and raises
+# when the strides do not allow one. (A tinytrain tensor's transpose, slices and views are
+# NumPy views of the tensor's array, so `np.shares_memory` can tell.)
+
+# %%
+ta = tt.arange(6.0).reshape(2, 3)
+assert np.shares_memory(ta.numpy(), ta.T.numpy())                 # a transpose is a view
+assert np.shares_memory(ta.numpy(), ta.view(3, 2).numpy())        # contiguous: view works
+assert not np.shares_memory(ta.numpy(), ta.T.reshape(-1).numpy())  # reshape had to copy
+e = show_error(lambda: ta.T.view(-1))                              # view refuses to copy
+assert isinstance(e, RuntimeError)
+
+# %% [markdown]
+# ### What a copy costs
+#
+# A view costs the same whatever the array's size: it is a new small object with other
+# metadata. A copy reads and writes every byte, so its cost grows with the size, and a copy
+# that reads in another order than it writes (`np.ascontiguousarray(a.T)`: it reads down the
+# columns) is slower still, because consecutive reads land far apart in memory and each cache
+# line brought in is mostly wasted. Let us time them on square float32 matrices from 4 KiB to
+# 16 MiB (best of five runs; the numbers depend on the machine and on what else it is doing).
+
+# %%
+import timeit
+
+
+def best_seconds(fn, number):
+    # the best of five timings of `number` calls, per call: the least disturbed run
+    return min(timeit.repeat(fn, number=number, repeat=5)) / number
+
+
+sides = [32, 64, 128, 256, 512, 1024, 2048]
+ways = {
+    "view: a.T": lambda m, t: m.T,
+    "view: a[:, ::2]": lambda m, t: m[:, ::2],
+    "view: tinytrain t.T": lambda m, t: t.T,
+    "copy: a.copy()": lambda m, t: m.copy(),
+    "copy: ascontiguousarray(a.T)": lambda m, t: np.ascontiguousarray(m.T),
+}
+times = {name: [] for name in ways}
+for n in sides:
+    m = np.ones((n, n), dtype=np.float32)
+    t = tt.tensor(m)
+    for name, way in ways.items():
+        number = 1000 if name.startswith("view") else max(1, 2_000_000 // (n * n))
+        times[name].append(best_seconds(lambda way=way, m=m, t=t: way(m, t), number))
+nbytes = [4 * n * n for n in sides]
+
+big = {name: ts[-1] for name, ts in times.items()}
+print(f"at {nbytes[-1] / 2**20:.0f} MiB:")
+for name, s in big.items():
+    print(f"  {name:30s} {s * 1e6:10.2f} us")
+copy, slow_copy = big["copy: a.copy()"], big["copy: ascontiguousarray(a.T)"]
+print(f"a.copy() moves {2 * nbytes[-1] / copy / 1e9:.1f} GB/s (read + write) and takes "
+      f"{copy / big['view: a.T']:,.0f}x as long as a view; the transposing copy takes "
+      f"{slow_copy / copy:.1f}x as long as the plain one")
+print(f"a tinytrain transpose costs {big['view: tinytrain t.T'] * 1e6:.1f} us at every size; "
+      f"at {nbytes[0] / 1024:.0f} KiB, a.copy() takes {times['copy: a.copy()'][0] * 1e6:.2f} us")
+
+fig, ax = plt.subplots(figsize=(7, 4))
+figures.draw_timings(ax, nbytes, times, "array size (bytes)", "view vs copy, float32 n x n")
+plt.show()
+
+# %% [markdown]
+# Read the chart from left to right. The views are flat lines: their cost does not depend on
+# the size. tinytrain's transpose is the same NumPy view plus a `Tensor` object and a trip
+# through its op machinery, a constant too but a larger one (compare it with the printed cost
+# of copying the smallest matrix): Python overhead per op, which is why a framework wants few,
+# large ops. The plain copy grows with the bytes, and once the matrix no longer fits in the
+# caches it runs at the speed of memory. The transposing copy falls further behind as the
+# matrix grows: by the time its walk down one column comes back for the rest of a cache line,
+# the line has been evicted. This is why kernels ask for contiguous inputs only where they
+# must, and why the package's convolution (chapter 3) changes the layout once per op, not
+# once per step of its inner loop.
 
 # %% [markdown]
 # ### Teaser: `as_strided`, or how to get sliding windows for free
@@ -284,7 +334,222 @@ assert np.array_equal(out, ref)
 
 
 # %% [markdown]
-# ## 2. Broadcasting
+# ## 2. Build it: a strided array of your own
+#
+# Everything NumPy did above fits in a small class. A `StridedArray` is a flat buffer (a 1-D
+# NumPy array standing in for raw memory) plus `shape`, `strides` and an `offset`, the
+# position of element `[0, 0, ...]` in the buffer. We count strides and offset in
+# **elements**, not bytes (NumPy's byte strides are ours times the item size). Element
+# `[i0, i1, ...]` lives at
+#
+# $$\text{offset} + i_0\,\text{strides}_0 + i_1\,\text{strides}_1 + \dots$$
+#
+# A view is a new `StridedArray` over **the same buffer object**: sharing memory is nothing
+# more than that. Unlike `as_strided`, reading an element checks the index against the shape.
+
+# %%
+class StridedArray:
+    # shape, strides and an offset over a flat buffer; views share the buffer object
+
+    def __init__(self, buffer, shape, strides, offset=0):
+        self.buffer = buffer                  # a 1-D NumPy array: the memory
+        self.shape = tuple(int(n) for n in shape)
+        self.strides = tuple(int(s) for s in strides)   # in elements, not bytes
+        self.offset = int(offset)             # where element [0, 0, ...] lives
+
+    @classmethod
+    def from_values(cls, values):
+        # a new, C-contiguous array holding a copy of values
+        values = np.array(values, order="C")
+        return cls(values.reshape(-1), values.shape,
+                   [s // values.itemsize for s in values.strides])
+
+    def address(self, index):
+        index = index if isinstance(index, tuple) else (index,)
+        if len(index) != len(self.shape) or not all(0 <= i < n for i, n in zip(index, self.shape)):
+            raise IndexError(f"index {index} is out of bounds for shape {self.shape}")
+        return self.offset + sum(i * s for i, s in zip(index, self.strides))
+
+    def __getitem__(self, index):             # one element: a full tuple of ints
+        return self.buffer[self.address(index)]
+
+    def __setitem__(self, index, value):
+        self.buffer[self.address(index)] = value
+
+    def transpose(self, *axes):
+        # axis k of the view is axis axes[k] of self: reorder shape and strides, move nothing
+        axes = axes or tuple(reversed(range(len(self.shape))))
+        return StridedArray(self.buffer, [self.shape[k] for k in axes],
+                            [self.strides[k] for k in axes], self.offset)
+
+    def numpy(self):
+        # a new NumPy array with the values, read element by element: the definition
+        out = np.empty(self.shape, self.buffer.dtype)
+        for index in np.ndindex(self.shape):
+            out[index] = self[index]
+        return out
+
+    def byte_strides(self):
+        return tuple(s * self.buffer.itemsize for s in self.strides)
+
+    def __repr__(self):
+        return (f"StridedArray(shape={self.shape}, strides={self.strides}, "
+                f"offset={self.offset}, buffer of {self.buffer.size})")
+
+
+# %% [markdown]
+# Its transpose against NumPy's: the same values, the same strides (in bytes, NumPy's unit),
+# the same buffer — and a write through the view lands in the original.
+
+# %%
+values = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+s = StridedArray.from_values(values)
+st = s.transpose(2, 0, 1)
+print(s, "\n", st)
+expected = values.transpose(2, 0, 1)
+assert np.array_equal(st.numpy(), expected) and st.byte_strides() == expected.strides
+assert st.buffer is s.buffer                       # a view: the very same memory
+st[3, 1, 2] = -1.0                                 # write through the view ...
+assert s[1, 2, 3] == -1.0                          # ... and the original sees it
+show_error(lambda: s[2, 0, 0])                     # outside the shape: an error, not a read
+
+# %% [markdown]
+# ### Exercise 1.2 — slicing: the offset moves
+#
+# A slice `start:stop:step` along an axis of stride `s` starts `start * s` elements further
+# into the buffer and walks with stride `step * s` (a negative step walks backwards); an
+# integer index `i` moves the offset by `i * s` and removes the axis. Write
+# `slice_view(arr, index)`: `index` is a tuple of ints and slices, one per leading axis (axes
+# it does not mention are taken whole), negative ints count from the end as in NumPy, and the
+# result is a `StridedArray` over `arr`'s buffer. `slice.indices(n)` gives a slice's
+# `(start, stop, step)` for an axis of length `n`, and `len(range(start, stop, step))` its
+# length. The checker compares shape, strides, offset and values with NumPy's view on random
+# slices of random (also transposed) arrays, and writes through your view.
+
+# %%
+def slice_view(arr, index):
+    """arr[index] as a StridedArray over arr's buffer; index: a tuple of ints and slices."""
+    ### BEGIN SOLUTION
+    index = tuple(index) + (slice(None),) * (len(arr.shape) - len(index))
+    shape, strides, offset = [], [], arr.offset
+    for k, n, s in zip(index, arr.shape, arr.strides):
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            shape.append(len(range(start, stop, step)))
+            strides.append(step * s)
+            offset += start * s
+        elif -n <= k < n:
+            offset += (k % n) * s
+        else:
+            raise IndexError(f"index {k} is out of bounds for an axis of length {n}")
+    return StridedArray(arr.buffer, shape, strides, offset)
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+def element_offset(view, base):
+    # where a NumPy view's first element sits in base's buffer, in elements
+    return (view.__array_interface__["data"][0]
+            - base.__array_interface__["data"][0]) // base.itemsize
+
+
+def random_index(rng, shape):
+    # a random, non-empty NumPy basic index over the leading axes of shape
+    index = []
+    for n in shape[:int(rng.integers(1, len(shape) + 1))]:
+        if rng.random() < 0.3:
+            index.append(int(rng.integers(-n, n)))
+        else:
+            step = int(rng.choice([1, 2, 3, -1, -2]))
+            start = int(rng.integers(0, n))
+            stop = int(rng.integers(start + 1, n + 1)) if step > 0 else int(rng.integers(-1, start))
+            index.append(slice(start, None if stop < 0 else stop, step))
+    return tuple(index)
+
+
+example = slice_view(StridedArray.from_values(np.arange(12.0).reshape(3, 4)), (1, slice(0, 4, 2)))
+print("arange(12).reshape(3, 4)[1, 0:4:2] ->", example)
+assert example.shape == (2,) and example.strides == (2,) and example.offset == 4
+
+check_rng = np.random.default_rng(12)
+for _ in range(200):
+    root = check_rng.standard_normal(tuple(int(n) for n in check_rng.integers(1, 6, 3)))
+    arr, base = StridedArray.from_values(root), root
+    if check_rng.random() < 0.5:                            # also slice non-contiguous arrays
+        arr, base = arr.transpose(2, 0, 1), root.transpose(2, 0, 1)
+    index = random_index(check_rng, base.shape)
+    mine, expected = slice_view(arr, index), base[index + (...,)]   # (a view, even if 0-d)
+    assert isinstance(mine, StridedArray) and mine.buffer is arr.buffer, "not a view of arr"
+    assert (mine.shape, mine.byte_strides()) == (expected.shape, expected.strides), index
+    assert mine.offset == element_offset(expected, root), f"{index}: offset {mine.offset}"
+    assert np.array_equal(mine.numpy(), expected), index
+    if expected.ndim:                                 # a write through both views ...
+        written = root.copy()
+        written[np.unravel_index(element_offset(expected, root), root.shape)] = 7.5
+        mine[(0,) * expected.ndim] = 7.5
+        assert np.array_equal(arr.buffer.reshape(root.shape), written)   # ... lands alike
+print("Exercise 1.2: slice_view agrees with NumPy on 200 random slices")
+
+# %% [markdown]
+# ### A matrix inside a bigger buffer: the leading dimension
+#
+# BLAS, the library that does the `@` on NumPy arrays, describes matrices the same way, with
+# one restriction. Its matrix product (GEMM) takes each matrix as a pointer to its first
+# element (our `offset`), its numbers of rows and columns, and one more number, the
+# **leading dimension** `lda`: how many elements apart two neighbouring rows start. Within a
+# row the elements must be adjacent. So a BLAS matrix is exactly a 2-D strided array with
+# strides `(lda, 1)`, and `lda` may be larger than the number of columns: the elements
+# between the end of one row and the start of the next are skipped, whatever they hold. (BLAS
+# was written for Fortran, whose matrices are stored column by column, so there `lda`
+# separates columns; a row-major matrix is the transpose of a column-major one, and GEMM
+# takes a flag per operand to read it transposed. So strides `(1, lda)`, a transposed view,
+# are fine too.)
+#
+# This is what lets BLAS compute with a block of a bigger matrix **without copying it**. Take
+# an `R x C` matrix `M` and its window of `n` columns starting at column `k`, `M[:, k:k + n]`:
+# its rows are still `C` elements apart, so it is the matrix `(offset k, R x n, lda = C)`.
+# Sliding the window one column to the right moves the pointer by one element and changes
+# nothing else. Chapter 3's convolution uses exactly this: the image, stored as one matrix,
+# is read by one GEMM per kernel offset (nine for a 3 x 3 kernel), each through a window of
+# columns shifted by a different amount.
+
+# %%
+R, C = 4, 10
+M = StridedArray.from_values(np.arange(R * C, dtype=np.float32).reshape(R, C))
+Mn = M.numpy()
+k, n = 3, 5
+window = StridedArray(M.buffer, (R, n), strides=(C, 1), offset=k)  # (pointer k, R x n, lda C)
+print(window)
+print(window.numpy())
+assert np.array_equal(window.numpy(), Mn[:, k:k + n])
+assert Mn[:, k:k + n].strides == Mn.strides          # NumPy's window: the same row stride, lda = C
+
+shifted = StridedArray(M.buffer, (R, n), strides=(C, 1), offset=k + 1)   # one column right
+assert np.array_equal(shifted.numpy(), Mn[:, k + 1:k + 1 + n])
+
+fig, (ax0, ax1) = plt.subplots(2, 1, figsize=(10, 4.2), gridspec_kw={"height_ratios": [1, 3]})
+figures.draw_leading_dimension(ax0, ax1, R, C, k, n)
+plt.show()
+
+# %% [markdown]
+# The window is a matrix BLAS can read in place; NumPy passes it to BLAS as it is, and the
+# product is the product with a contiguous copy. A view with a step inside the rows,
+# `M[:, ::2]`, is not: its elements within a row are 2 apart, which no `lda` can describe, so
+# NumPy falls back to its own, slower loops for it, and a library that wants BLAS's speed
+# copies it first.
+
+# %%
+W = np.random.default_rng(1).standard_normal((3, R)).astype(np.float32)
+assert np.allclose(W @ Mn[:, k:k + n], W @ np.ascontiguousarray(Mn[:, k:k + n]))
+print("M[:, k:k+n] strides (elements):", tuple(s // 4 for s in Mn[:, k:k + n].strides),
+      "-> lda =", Mn[:, k:k + n].strides[0] // 4)
+print("M[:, ::2]   strides (elements):", tuple(s // 4 for s in Mn[:, ::2].strides),
+      "-> no lda: the elements of a row are not adjacent")
+assert Mn[:, ::2].strides[1] != Mn.itemsize
+
+
+# %% [markdown]
+# ## 3. Broadcasting
 #
 # Adding a bias of shape `(4,)` to a batch of shape `(3, 4)` "just works" in NumPy. The rule
 # that makes it work is short:
@@ -363,27 +628,28 @@ figures.draw_broadcast_sum(col, row)
 plt.show()
 
 # %% [markdown]
-# ### Exercise 1.4 — the strides of a broadcast
+# ### Exercise 1.4 — `broadcast_to` for the strided array
 #
-# Write `broadcast_strides(shape, strides, target)`: the strides of
-# `np.broadcast_to(arr, target)` for an array `arr` of that shape and those strides. Axes that
-# broadcasting adds in front, and axes where `arr` has size 1, read the same bytes at every
-# step; the others keep their stride. Raise `ValueError` when `shape` cannot be stretched to
-# `target`. The checker compares with NumPy and reads the buffer through your strides.
+# Write `broadcast_to(arr, shape)` for a `StridedArray`: the view NumPy's `np.broadcast_to`
+# makes. Axes that broadcasting adds in front, and axes where `arr` has size 1, read the same
+# element at every step (stride 0); the others keep their stride; the offset stays. Raise
+# `ValueError` when `arr` cannot be stretched to `shape`. The checker compares strides and
+# values with NumPy on random (also non-contiguous) arrays, and checks that a write into `arr`
+# shows up in every copy the broadcast pretends to hold.
 
 # %%
-def broadcast_strides(shape, strides, target):
-    """Strides of np.broadcast_to(arr, target) for arr of this shape and these strides."""
+def broadcast_to(arr, shape):
+    """The StridedArray view of arr stretched to shape (stride 0 along stretched axes)."""
     ### BEGIN SOLUTION
-    lead = len(target) - len(shape)
+    lead = len(shape) - len(arr.shape)
     if lead < 0:
-        raise ValueError(f"cannot broadcast shape {shape} to fewer dimensions {target}")
-    out = [0] * lead
-    for n, step, t in zip(shape, strides, target[lead:]):
-        if n not in (1, t):
-            raise ValueError(f"cannot broadcast shape {shape} to {target}")
-        out.append(0 if n == 1 else step)
-    return tuple(out)
+        raise ValueError(f"cannot broadcast shape {arr.shape} to fewer dimensions {shape}")
+    strides = [0] * lead
+    for n, step, target in zip(arr.shape, arr.strides, shape[lead:]):
+        if n not in (1, target):
+            raise ValueError(f"cannot broadcast shape {arr.shape} to {shape}")
+        strides.append(0 if n == 1 else step)
+    return StridedArray(arr.buffer, shape, strides, arr.offset)
     ### END SOLUTION
 
 
@@ -392,20 +658,24 @@ check_rng = np.random.default_rng(14)
 for _ in range(30):
     ndim = int(check_rng.integers(0, 4))
     full = check_rng.standard_normal(tuple(int(n) for n in check_rng.integers(1, 5, ndim)))
-    arr = full[tuple(slice(None, None, int(k)) for k in check_rng.integers(1, 3, ndim))]
+    steps = tuple(int(k) for k in check_rng.integers(1, 3, ndim))
+    np_arr = full[tuple(slice(None, None, k) for k in steps) + (...,)]  # maybe not contiguous
+    arr = StridedArray(full.reshape(-1), np_arr.shape, [s // 8 for s in np_arr.strides])
     lead = tuple(int(n) for n in check_rng.integers(1, 4, check_rng.integers(0, 3)))
-    target = lead + tuple(int(check_rng.integers(2, 4)) if n == 1 else n for n in arr.shape)
-    strides = broadcast_strides(arr.shape, arr.strides, target)
-    expected = np.broadcast_to(arr, target)
-    assert tuple(strides) == expected.strides, (arr.shape, arr.strides, target)
-    assert np.array_equal(as_strided(arr, target, strides), expected)
+    target = lead + tuple(int(check_rng.integers(2, 4)) if n == 1 else n for n in np_arr.shape)
+    mine, expected = broadcast_to(arr, target), np.broadcast_to(np_arr, target)
+    assert isinstance(mine, StridedArray) and mine.buffer is arr.buffer, "not a view of arr"
+    assert (mine.shape, mine.byte_strides()) == (expected.shape, expected.strides), target
+    assert np.array_equal(mine.numpy(), expected), (np_arr.shape, target)
+    arr[(0,) * np_arr.ndim] = 99.0                    # one write into arr ...
+    assert np.array_equal(mine.numpy(), np.broadcast_to(np_arr, target))   # ... seen everywhere
 for shape, target in [((3,), (4,)), ((2, 3), (3,)), ((2, 1), (3, 3))]:
     try:
-        broadcast_strides(shape, np.empty(shape).strides, target)
+        broadcast_to(StridedArray.from_values(np.zeros(shape)), target)
     except ValueError:
         continue
     raise AssertionError(f"{shape} cannot be broadcast to {target}: expected a ValueError")
-print("Exercise 1.4: broadcast_strides agrees with np.broadcast_to")
+print("Exercise 1.4: broadcast_to agrees with np.broadcast_to")
 
 # %% [markdown]
 # When the rule fails, NumPy says so. tinytrain checks shapes *before* computing and names the
@@ -506,7 +776,7 @@ for _ in range(30):
 print("Exercise 1.5: sum_to_shape agrees with unbroadcast and with the definition")
 
 # %% [markdown]
-# ## 3. What a `Tensor` adds
+# ## 4. What a `Tensor` adds
 #
 # A tinytrain `Tensor` wraps exactly one array — a NumPy array on `"cpu"`, a CuPy array on
 # `"cuda"`, never a mix — and adds what training needs:
@@ -518,7 +788,7 @@ print("Exercise 1.5: sum_to_shape agrees with unbroadcast and with the definitio
 # | `requires_grad` | should backward compute a gradient for this tensor? |
 # | `grad` | after `backward()`, the gradient (itself a Tensor) |
 # | `grad_fn` | the graph node of the op that made this tensor (`None` for leaves) |
-# | `data` | the raw array (as in micrograd and DeZero) |
+# | `data` | the raw array (as in micrograd and DeZero; PyTorch's `.data` is a Tensor) |
 
 # %%
 x = tt.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
@@ -625,13 +895,14 @@ e = show_error(lambda: tt.tensor([1, 2], requires_grad=True))
 assert isinstance(e, TypeError)
 
 # %% [markdown]
-# ## 4. One code path for NumPy and CuPy
+# ## 5. One code path for NumPy and CuPy
 #
 # CuPy copies NumPy's API almost name for name: `cupy.exp`, `cupy.matmul`, `arr.sum(axis=...)`
 # all exist with the same meaning. So instead of writing every op twice, we write it once
-# against a module variable `xp` and ask the *input* which module it belongs to. This is
-# DeZero's idea, and `tinytrain.backend.get_array_module(arr)` returns `numpy` for a NumPy
-# array and `cupy` for a CuPy array.
+# against a module variable `xp` and ask the *input* which module it belongs to. CuPy itself
+# provides the function, `cupy.get_array_module` (DeZero, too, writes its ops this way);
+# `tinytrain.backend.get_array_module(arr)` is the same without needing CuPy installed: it
+# returns `numpy` for a NumPy array and `cupy` for a CuPy array.
 #
 # Every op in `tinytrain/autograd/ops.py` is written this way, for example:
 
@@ -688,9 +959,16 @@ else:
 # %% [markdown]
 # ## Summary
 #
-# * An array is a **buffer + dtype + shape + strides**. Transposes, slices with steps,
-#   broadcasts (stride 0) and `as_strided` windows are all *views*: new strides, same bytes.
-#   `reshape` of a non-contiguous array and fancy indexing copy.
+# * An array is a **buffer + dtype + shape + strides** (+ the offset of its first element).
+#   Transposes, slices with steps, broadcasts (stride 0) and `as_strided` windows are all
+#   *views*: new strides and offset, same bytes. NumPy's `reshape` of a non-contiguous array
+#   and fancy indexing copy; tinytrain's `view` refuses to copy, its `reshape` copies when it
+#   must. A view costs the same at every size; a copy costs time in proportion to its bytes,
+#   and a copy that reads across the layout (a transpose) much more.
+# * Your `StridedArray` does all of that in a few dozen lines, and agrees with NumPy on
+#   values, strides and offsets. A BLAS matrix is such a view with strides `(lda, 1)`: a
+#   window of columns of a bigger matrix keeps its `lda`, which is how chapter 3 multiplies
+#   shifted windows of an image without copying them.
 # * **Broadcasting** lines shapes up from the right; sizes must be equal or 1. Because
 #   forward *copies* along broadcast axes, backward must **sum** the gradient back to the
 #   input's shape: `unbroadcast`.

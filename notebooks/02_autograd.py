@@ -15,7 +15,8 @@
 # Writing those derivatives by hand does not scale; **reverse-mode autodiff** computes all of
 # them in one backward sweep whose cost is a small multiple of the forward pass. This
 # chapter builds it twice — first for scalars, where every step is visible, then for
-# tensors, the way `tinytrain.autograd` does it — and then trains a small network with it.
+# tensors, the way `tinytrain.autograd` does it — then builds the pieces of training on top
+# (modules, a layer, a loss, two optimizers) and trains a small network with them.
 #
 # **What you will build / learn in this chapter**
 #
@@ -30,7 +31,13 @@
 # 4. Our engine vs. `tinytrain.autograd` vs. PyTorch on the same expression.
 # 5. Hooks (`register_post_accumulate_grad_hook`, which DDP needs in chapter 7) and
 #    `no_grad`.
-# 6. A small MLP trained on two moons with `tinytrain.nn` and `tinytrain.optim`.
+# 6. The pieces of training, built on our engine and checked against the package and
+#    PyTorch: `Module` / `Parameter` registration, `Linear` and why its initial weights are
+#    drawn from `U(-1/sqrt(fan_in), 1/sqrt(fan_in))`, cross-entropy via log-sum-exp and its
+#    `softmax - onehot` gradient, SGD with momentum, and Adam.
+# 7. A small MLP trained on two moons three times from the same initial weights — with what
+#    we built, with `tinytrain`, with PyTorch — and the scalar `Value` engine timed against
+#    the tensor engine on the same network.
 
 # %%
 # %matplotlib inline
@@ -43,7 +50,6 @@ import figures  # the course's plotting helpers, notebooks/figures.py
 import tinytrain as tt
 import tinytrain.nn as nn
 import tinytrain.nn.functional as F
-from tinytrain.optim import Adam
 
 np.set_printoptions(precision=4, suppress=True)
 
@@ -783,7 +789,8 @@ if torch is not None:
 # tinytrain's graph is made of `Node` objects, separate from the tensors (so a tensor can be
 # freed while its node lives on), and each leaf that requires grad gets an
 # **`AccumulateGrad`** node that adds the incoming gradient into `.grad`. We can walk it
-# through `grad_fn.next_functions`:
+# through `grad_fn.next_functions` (which holds the nodes themselves; PyTorch's holds
+# `(node, input_number)` pairs):
 
 # %%
 def print_graph(node, depth=0):
@@ -937,7 +944,415 @@ e = show_error(lambda: y.sum().backward())
 
 
 # %% [markdown]
-# ## 6. Training a small MLP
+# ## 6. Build the pieces of training
+#
+# A training loop needs four more things: **modules** that hold parameters, a **layer** with a
+# sensible initialisation, a **loss**, and an **optimizer**. We build each on the notebook's
+# own engine (`MiniTensor`), check each against `tinytrain` and PyTorch, and then train the
+# same network three times — with our pieces, with the package, with PyTorch — from the same
+# initial weights.
+#
+# ### Parameters and modules
+#
+# A model is a tree of modules: an MLP holds layers, a layer holds parameters. The optimizer
+# needs the list of every parameter in the tree, and saving a model needs a name for each.
+# PyTorch's answer, which tinytrain copies, is to **register on assignment**: a `Module`
+# overrides `__setattr__`, so that `self.weight = Parameter(...)` files the value under
+# `"weight"` in the module's parameter dictionary and `self.hidden = Linear(...)` files a
+# sub-module; `parameters()` then walks the tree. A layer's code says nothing about
+# bookkeeping, and the dictionaries keep the order of assignment, which fixes the order of the
+# parameters (and so of the optimizer's state) and their dotted names (`hidden.weight`).
+
+# %%
+class Parameter(MiniTensor):
+    # a MiniTensor that a Module registers as trainable
+    def __init__(self, data):
+        super().__init__(data, requires_grad=True)
+
+
+class Module:
+    def __init__(self):
+        object.__setattr__(self, "_parameters", {})   # plain attributes: no registration
+        object.__setattr__(self, "_modules", {})
+
+    def __setattr__(self, name, value):
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._modules[name] = value
+        object.__setattr__(self, name, value)
+
+    def named_parameters(self, prefix=""):
+        # own parameters first, then each sub-module's, in the order they were assigned
+        for name, p in self._parameters.items():
+            yield prefix + name, p
+        for name, m in self._modules.items():
+            yield from m.named_parameters(prefix + name + ".")
+
+    def parameters(self):
+        for _, p in self.named_parameters():
+            yield p
+
+    def __call__(self, *inputs):
+        return self.forward(*inputs)
+
+
+# %% [markdown]
+# ### `Linear` and its initialisation
+#
+# `Linear(in_features, out_features)` computes `y = x @ W.T + b` with `W` of shape
+# `[out, in]` (PyTorch's layout), so our engine needs one more op, the transpose, whose
+# gradient is the transposed gradient. The interesting part is the initialisation. PyTorch
+# draws `W` with `kaiming_uniform_(W, a=sqrt(5))`: uniform on `[-bound, bound]` with
+#
+# $$\text{bound} = \text{gain}\cdot\sqrt{\frac{3}{\text{fan\_in}}},\qquad
+#   \text{gain} = \sqrt{\frac{2}{1 + a^2}} = \sqrt{\frac{2}{6}} = \frac{1}{\sqrt 3}
+#   \quad\Longrightarrow\quad \text{bound} = \frac{1}{\sqrt{\text{fan\_in}}},$$
+#
+# and the bias from the same range. Why these numbers: a uniform variable on `[-b, b]` has
+# variance `b^2 / 3`, so `kaiming_uniform_` gives the weights the standard deviation
+# `gain / sqrt(fan_in)` (the `3` under the root is there to cancel this `1/3`). An output
+# `y_i = sum_j W_ij x_j` of `fan_in` independent terms then has
+#
+# $$\operatorname{Var}(y_i) = \text{fan\_in}\cdot\operatorname{Var}(W)\cdot E[x^2]
+#   = \text{gain}^2\, E[x^2] = \tfrac{1}{3}\, E[x^2],$$
+#
+# the same for a layer of 10 inputs as for one of 1000: without the `1/sqrt(fan_in)`, wide
+# layers would blow their outputs up and saturate every `tanh`. (The gain `1/sqrt(3)` comes
+# from `a = sqrt(5)`, a choice PyTorch kept to reproduce the `1/sqrt(fan_in)` rule of its
+# predecessor, Lua Torch; `kaiming_uniform_` with the ReLU gain `sqrt(2)` keeps the variance
+# through deep ReLU networks.)
+
+# %%
+class Transpose(Fn):
+    @staticmethod
+    def forward(a):
+        return a.T
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass                                    # nothing to save
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g.T,)
+
+
+MiniTensor.T = property(lambda self: Transpose.apply(self))
+init_rng = np.random.default_rng(0)            # our layers draw their initial weights here
+
+
+class Linear(Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        a = math.sqrt(5)
+        gain = math.sqrt(2 / (1 + a * a))
+        bound = gain * math.sqrt(3 / in_features)          # = 1 / sqrt(in_features)
+        self.weight = Parameter(init_rng.uniform(-bound, bound, (out_features, in_features)))
+        self.bias = Parameter(init_rng.uniform(-bound, bound, out_features))
+
+    def forward(self, x):
+        return x @ self.weight.T + self.bias
+
+
+# %% [markdown]
+# The bound against the package's and PyTorch's layers: on a large layer the largest `|w|`
+# sits just under the bound and the standard deviation is `bound / sqrt(3)`. Then
+# the point of it all: `x` of unit variance through layers from 10 to 1000 inputs wide
+# comes out with variance `1/3` every time.
+
+# %%
+fan_in = 2000
+layers = {"ours": Linear(fan_in, 2000).weight.data,
+          "tinytrain": nn.Linear(fan_in, 2000).weight.numpy()}
+if torch is not None:
+    layers["PyTorch"] = torch.nn.Linear(fan_in, 2000).weight.detach().numpy()
+bound = 1 / math.sqrt(fan_in)
+for name, w in layers.items():
+    print(f"{name:9s} max |w| * sqrt(fan_in) = {np.abs(w).max() / bound:.5f}   "
+          f"std * sqrt(3 * fan_in) = {w.std() / bound * math.sqrt(3):.4f}")
+    assert 0.999 < np.abs(w).max() / bound <= 1 and abs(w.std() * math.sqrt(3) / bound - 1) < 0.01
+
+x_unit = np.random.default_rng(1).standard_normal((2000, 1000))
+for width in (10, 100, 1000):
+    y_var = (MiniTensor(x_unit[:, :width]) @ Linear(width, 64).weight.T).data.var()
+    print(f"fan_in {width:4d}: Var(x @ W.T) = {y_var:.3f}")
+    assert abs(y_var - 1 / 3) < 0.05
+
+# %% [markdown]
+# Registration at work: the same class body, written once, builds the same tree on our
+# `Module`, on `tinytrain.nn.Module` and on `torch.nn.Module` (the `lib` argument supplies
+# each library's `Module` and `Linear`), and all three name the parameters alike, in the
+# same order. The package's `Module` registers buffers too, and adds hooks, `state_dict`,
+# `train()`/`eval()` and `to()`; the registration itself is what you see here.
+
+# %%
+from types import SimpleNamespace
+
+ours = SimpleNamespace(Module=Module, Linear=Linear)
+
+
+def make_mlp(lib):
+    # a 2-32-32-2 tanh MLP on the Module/Linear of lib (ours, tinytrain.nn or torch.nn)
+    class MLP(lib.Module):
+        def __init__(self):
+            super().__init__()
+            self.hidden1 = lib.Linear(2, 32)
+            self.hidden2 = lib.Linear(32, 32)
+            self.out = lib.Linear(32, 2)
+
+        def forward(self, x):
+            return self.out(self.hidden2(self.hidden1(x).tanh()).tanh())
+
+    return MLP()
+
+
+mine = make_mlp(ours)
+names = [name for name, _ in mine.named_parameters()]
+print(names)
+assert names == [name for name, _ in make_mlp(nn).named_parameters()]
+if torch is not None:
+    assert names == [name for name, _ in make_mlp(torch.nn).named_parameters()]
+assert [p.data.shape for p in mine.parameters()] == [(32, 2), (32,), (32, 32), (32,), (2, 32), (2,)]
+
+# %% [markdown]
+# ### Cross-entropy, via log-sum-exp
+#
+# A classifier outputs a row of **logits** `z` (one per class) per example; the softmax
+# `p_c = e^{z_c} / sum_k e^{z_k}` turns them into probabilities, and the loss is the negative
+# log-probability of the right class `y`, averaged over the batch:
+#
+# $$\ell(z, y) = -\log p_y = \log\sum_k e^{z_k} - z_y = \operatorname{logsumexp}(z) - z_y.$$
+#
+# Written this way it never forms `p` (whose `log` would be `-inf` once `p_y` underflows), and
+# `logsumexp` is computed stably by pulling out the row's maximum `m`:
+# `logsumexp(z) = m + log sum_k e^{z_k - m}`, where every exponent is `<= 0`.
+#
+# The gradient is the reason every framework fuses softmax and this loss into one op. The
+# derivative of `logsumexp(z)` with respect to `z_c` is `e^{z_c} / sum_k e^{z_k} = p_c`, and
+# that of `z_y` is 1 for `c = y` and 0 otherwise, so
+#
+# $$\frac{\partial \ell}{\partial z_c} = p_c - [c = y], \qquad
+#   \frac{\partial \ell}{\partial z} = \operatorname{softmax}(z) - \operatorname{onehot}(y),$$
+#
+# divided by the batch size `B` for the mean: no `log`, no division by a small `p`, bounded by
+# 1 in absolute value. Backward needs only the logits (and the targets): like the package's
+# op, ours saves the logits and recomputes the softmax in backward.
+
+# %%
+class CrossEntropy(Fn):
+    @staticmethod
+    def forward(logits, targets):          # logits [B, C], integer targets [B]
+        m = logits.max(axis=1, keepdims=True)
+        logsumexp = m[:, 0] + np.log(np.exp(logits - m).sum(axis=1))
+        return (logsumexp - logits[np.arange(len(targets)), targets]).mean()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, g):
+        logits, targets = ctx.saved
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)               # softmax
+        p[np.arange(len(targets)), targets] -= 1         # - onehot
+        return g * p / len(targets), None
+
+
+def cross_entropy(logits, targets):
+    return CrossEntropy.apply(logits, targets)
+
+
+# %%
+check_rng = np.random.default_rng(6)
+for scale in (1.0, 1000.0):                            # ordinary logits, and huge ones
+    z = scale * check_rng.standard_normal((8, 5))
+    y = check_rng.integers(0, 5, 8)
+    z_mine = MiniTensor(z, requires_grad=True)
+    loss = cross_entropy(z_mine, y)
+    loss.backward()
+    z_tt = tt.tensor(z, requires_grad=True)
+    loss_tt = F.cross_entropy(z_tt, tt.tensor(y))
+    loss_tt.backward()
+    assert np.isfinite(loss.data) and np.isclose(loss.data, loss_tt.item(), rtol=1e-12)
+    assert np.allclose(z_mine.grad, z_tt.grad.numpy(), atol=1e-15)
+    if torch is not None:
+        z_t = torch.tensor(z, requires_grad=True)
+        torch.nn.functional.cross_entropy(z_t, torch.from_numpy(y)).backward()
+        assert np.allclose(z_mine.grad, z_t.grad.numpy(), atol=1e-15)
+    print(f"logits of scale {scale:6.0f}: loss {loss.data:10.4f} "
+          f"(tinytrain {loss_tt.item():10.4f})")
+with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+    p_naive = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    print("the naive -log(softmax) on the huge logits:", -np.log(p_naive[np.arange(8), y]).mean())
+
+# %% [markdown]
+# ### SGD with momentum
+#
+# Plain gradient descent moves each parameter by `-lr * grad`. **Momentum** keeps a running
+# sum of past gradients, a velocity `buf`, and moves along it instead: along a direction where
+# the gradients agree from step to step, `buf` grows to `1 / (1 - momentum)` times the
+# gradient (10x for the usual 0.9); across a ravine, where they flip sign, they cancel.
+# PyTorch's formulation, which tinytrain's `SGD` follows exactly:
+#
+# $$\text{buf} \leftarrow \text{momentum}\cdot\text{buf} + g \quad(\text{buf} = g
+#   \text{ on the first step}),\qquad p \leftarrow p - \text{lr}\cdot\text{buf}.$$
+#
+# (Many papers write `v = momentum * v - lr * g; p += v`, the same steps as long as `lr` is
+# constant, but not when a schedule changes it.) The state lives in the optimizer, one buffer
+# per parameter, and `zero_grad` drops the gradients so the next backward starts afresh.
+
+# %%
+class SGD:
+    def __init__(self, params, lr, momentum=0.0):
+        self.params, self.lr, self.momentum = list(params), lr, momentum
+        self.bufs = [None] * len(self.params)
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+    def step(self):
+        for i, p in enumerate(self.params):
+            if p.grad is None:
+                continue
+            g = p.grad
+            if self.momentum:
+                buf = self.bufs[i]
+                self.bufs[i] = g.copy() if buf is None else self.momentum * buf + g
+                g = self.bufs[i]
+            p.data -= self.lr * g                     # in place: the same array, new values
+
+
+# %% [markdown]
+# Step by step against `tinytrain.optim.SGD` and `torch.optim.SGD`: the same starting values,
+# the same gradients fed to all three, the parameters compared after every step.
+
+# %%
+def same_steps(make_mine, make_tt, make_torch, n_steps=8, seed=7):
+    # run the three optimizers on the same parameters and gradients; compare after each step
+    rng = np.random.default_rng(seed)
+    starts = [rng.standard_normal((3, 4)), rng.standard_normal(4)]
+    ps_mine = [Parameter(s.copy()) for s in starts]
+    ps_tt = [tt.tensor(s.copy(), requires_grad=True) for s in starts]
+    ps_t = [torch.tensor(s.copy(), requires_grad=True) for s in starts] if torch else []
+    opts = [make_mine(ps_mine), make_tt(ps_tt)] + ([make_torch(ps_t)] if torch else [])
+    for _ in range(n_steps):
+        grads = [rng.standard_normal(s.shape) * rng.uniform(0.1, 10) for s in starts]
+        for p, g in zip(ps_mine, grads):
+            p.grad = g.copy()
+        for p, g in zip(ps_tt, grads):
+            p.grad = tt.tensor(g)
+        for p, g in zip(ps_t, grads):
+            p.grad = torch.tensor(g)
+        for opt in opts:
+            opt.step()
+        for a, b in zip(ps_mine, ps_tt):
+            assert np.allclose(a.data, b.numpy(), rtol=1e-13, atol=1e-13)
+        for a, b in zip(ps_mine, ps_t):
+            assert np.allclose(a.data, b.detach().numpy(), rtol=1e-13, atol=1e-13)
+    return n_steps
+
+
+n = same_steps(lambda ps: SGD(ps, lr=0.05, momentum=0.9),
+               lambda ps: tt.optim.SGD(ps, lr=0.05, momentum=0.9),
+               lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9))
+print("SGD with momentum: the same parameters as tinytrain's" + (" and PyTorch's" if torch else ""),
+      f"after each of {n} steps")
+
+# %% [markdown]
+# Our `step` writes `p.data -= ...` into the array behind the parameter. On a tinytrain (or
+# PyTorch) tensor the same line works on the tensor itself, as an in-place op, inside
+# `no_grad()`: the update is not part of the model's computation, so it must not be recorded.
+# Outside `no_grad()` it is refused, as in PyTorch: the parameter is a leaf that requires a
+# gradient, and writing into it while recording would change a value the graph may have saved.
+# So the plain SGD step is three lines:
+
+# %%
+tt.manual_seed(0)
+model_a = nn.Linear(3, 2)
+model_b = nn.Linear(3, 2)
+model_b.load_state_dict(model_a.state_dict())
+xb, yb = tt.randn(5, 3), tt.tensor([0, 1, 1, 0, 1])
+for m in (model_a, model_b):
+    F.cross_entropy(m(xb), yb).backward()
+
+with tt.no_grad():                              # the hand-written step ...
+    for p in model_a.parameters():
+        p -= 0.1 * p.grad
+tt.optim.SGD(model_b.parameters(), lr=0.1).step()   # ... and the package's
+for pa, pb in zip(model_a.parameters(), model_b.parameters()):
+    assert np.allclose(pa.numpy(), pb.numpy())
+
+
+def step_outside_no_grad():
+    p = model_a.weight
+    p -= 0.1 * p.grad
+
+
+e = show_error(step_outside_no_grad)
+assert isinstance(e, RuntimeError)
+
+# %% [markdown]
+# ### Exercise 2.4 — Adam
+#
+# Adam (Kingma and Ba, 2015) keeps two running averages per parameter, of the gradient
+# (`m`, the momentum) and of its square (`v`, the scale), and divides one by the square root
+# of the other, so that every parameter moves by about `lr` per step, whatever the size of
+# its gradients. Both averages start at zero and so are too small in the first steps; dividing
+# by `1 - beta^t` at step `t` corrects that bias:
+#
+# $$m \leftarrow \beta_1 m + (1-\beta_1)\,g, \qquad v \leftarrow \beta_2 v + (1-\beta_2)\,g^2,
+#   \qquad p \leftarrow p - \text{lr}\,
+#   \frac{m / (1-\beta_1^t)}{\sqrt{v / (1-\beta_2^t)} + \epsilon}.$$
+#
+# Write `Adam.step` for our parameters (`p.data` and `p.grad` are NumPy arrays): count the
+# step, update `m` and `v` in place and the parameter, and skip parameters whose `grad` is
+# `None`. The checker runs it step by step against `tinytrain.optim.Adam` and
+# `torch.optim.Adam` (when installed), with gradients of very different sizes.
+
+# %%
+class Adam:
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
+        self.params, self.lr, self.betas, self.eps = list(params), lr, betas, eps
+        self.m = [np.zeros_like(p.data) for p in self.params]
+        self.v = [np.zeros_like(p.data) for p in self.params]
+        self.t = 0
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+    def step(self):
+        """One Adam update of every parameter that has a gradient."""
+        ### BEGIN SOLUTION
+        self.t += 1
+        b1, b2 = self.betas
+        for p, m, v in zip(self.params, self.m, self.v):
+            if p.grad is None:
+                continue
+            m *= b1
+            m += (1 - b1) * p.grad
+            v *= b2
+            v += (1 - b2) * p.grad ** 2
+            m_hat, v_hat = m / (1 - b1 ** self.t), v / (1 - b2 ** self.t)
+            p.data -= self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
+        ### END SOLUTION
+
+
+# %% tags=["checker"]
+n = same_steps(lambda ps: Adam(ps, lr=0.01), lambda ps: tt.optim.Adam(ps, lr=0.01),
+               lambda ps: torch.optim.Adam(ps, lr=0.01), n_steps=12, seed=24)
+frozen = Parameter(np.ones(3))                          # a parameter without a gradient ...
+Adam([frozen, Parameter(np.ones(2))], lr=0.1).step()
+assert np.array_equal(frozen.data, np.ones(3)), "a parameter whose grad is None must not move"
+print("Exercise 2.4: Adam gives tinytrain's" + (" and PyTorch's" if torch else ""),
+      f"parameters after each of {n} steps")
+
+
+# %% [markdown]
+# ## 7. Training the MLP three ways
 #
 # Everything is in place to train. The data: two interleaving half-moons in 2-D, 300
 # points, generated here with a fixed seed. A straight line cannot separate them; a small
@@ -953,14 +1368,12 @@ def make_moons(n, noise, seed):
     X = np.concatenate([upper, lower]) + rng.normal(0, noise, (n, 2))
     y = np.concatenate([np.zeros(n0), np.ones(n - n0)]).astype(np.int64)
     order = rng.permutation(n)
-    return X[order].astype(np.float32), y[order]
+    return X[order], y[order]
 
 
 X_np, y_np = make_moons(300, noise=0.15, seed=0)
-mean, std = X_np.mean(axis=0), X_np.std(axis=0)
-X = tt.tensor((X_np - mean) / std)
-Y = tt.tensor(y_np)
-print(X.shape, X.dtype, Y.shape, Y.dtype, "class counts:", np.bincount(y_np))
+X_np = (X_np - X_np.mean(axis=0)) / X_np.std(axis=0)
+print(X_np.shape, X_np.dtype, y_np.shape, y_np.dtype, "class counts:", np.bincount(y_np))
 
 fig, ax = plt.subplots(figsize=(5, 3.5))
 ax.scatter(X_np[:, 0], X_np[:, 1], c=y_np, cmap="coolwarm", s=12, edgecolors="k", linewidths=0.3)
@@ -968,73 +1381,80 @@ ax.set_title("two moons (300 points)")
 plt.show()
 
 # %% [markdown]
-# ### Exercise 2.4 — the loss and its gradient
-#
-# The classifier below is trained with `F.cross_entropy`: for logits `z` of shape `[B, C]`
-# and integer targets `y`, the mean over the batch of `logsumexp(z_i) - z_i[y_i]`, the
-# negative log-probability of the right class under the softmax. Its gradient with respect to
-# the logits is remarkably simple: `(softmax(z) - onehot(y)) / B`. Write both in NumPy, in
-# `cross_entropy_with_grad(logits, targets)`. Subtract each row's maximum before `exp` (as the
-# stable softmax of chapter 1 did), so that logits of 1000 give finite numbers. The checker
-# compares with the package's `F.cross_entropy` and its backward (and PyTorch, when
-# installed).
+# The training step, in the order every chapter uses: `zero_grad` → forward (call the model,
+# `model(x)`) → loss → `backward` → `step`. First with everything built in this chapter: our
+# `MiniTensor` engine, `Module`, `Linear`, `cross_entropy` and `SGD` with momentum. Full
+# batches, float64.
 
 # %%
-def cross_entropy_with_grad(logits, targets):
-    """Mean cross-entropy of logits [B, C] for integer targets [B], and dloss/dlogits."""
-    ### BEGIN SOLUTION
-    b = logits.shape[0]
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-    loss = -log_probs[np.arange(b), targets].mean()
-    grad = np.exp(log_probs)
-    grad[np.arange(b), targets] -= 1
-    return loss, grad / b
-    ### END SOLUTION
+STEPS, LR, MOMENTUM = 300, 0.1, 0.9
+init_rng = np.random.default_rng(0)
+model_mine = make_mlp(ours)
+initial = {name: p.data.copy() for name, p in model_mine.named_parameters()}
 
-
-# %% tags=["checker"]
-check_rng = np.random.default_rng(24)
-cases = [(int(check_rng.integers(1, 9)), int(check_rng.integers(2, 11)), 1.0) for _ in range(10)]
-cases += [(4, 3, 1000.0), (1, 2, 1.0)]                     # huge logits; a batch of one
-for batch, classes, scale in cases:
-    z = scale * check_rng.standard_normal((batch, classes))
-    y = check_rng.integers(0, classes, batch)
-    loss, grad = cross_entropy_with_grad(z, y)
-    assert np.isfinite(loss) and np.all(np.isfinite(grad)), f"not finite for scale {scale}"
-    z_tt = tt.tensor(z, requires_grad=True)
-    loss_tt = F.cross_entropy(z_tt, tt.tensor(y))
-    loss_tt.backward()
-    assert np.isclose(loss, loss_tt.item(), rtol=1e-10), (batch, classes, scale)
-    assert np.shape(grad) == z.shape and np.allclose(grad, z_tt.grad.numpy(), atol=1e-12)
-    if torch is not None:
-        z_t = torch.tensor(z, requires_grad=True)
-        torch.nn.functional.cross_entropy(z_t, torch.from_numpy(y)).backward()
-        assert np.allclose(grad, z_t.grad.numpy(), atol=1e-12)
-print("Exercise 2.4: cross_entropy_with_grad matches F.cross_entropy"
-      + (" and PyTorch" if torch else ""))
-
-# %% [markdown]
-# The training step, in the order every chapter uses:
-# `zero_grad` → forward (call the model, `model(x)`, so that module hooks run) → loss →
-# `backward` → `step`.
-
-# %%
-tt.manual_seed(0)
-model = nn.Sequential(nn.Linear(2, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 2))
-opt = Adam(model.parameters(), lr=0.01)
-print(model)
-
-losses = []
-for _ in range(300):
+opt = SGD(model_mine.parameters(), lr=LR, momentum=MOMENTUM)
+X_mine = MiniTensor(X_np)
+losses_mine = []
+for _ in range(STEPS):
     opt.zero_grad()
-    logits = model(X)
-    loss = F.cross_entropy(logits, Y)
+    loss = cross_entropy(model_mine(X_mine), y_np)
     loss.backward()
     opt.step()
-    losses.append(loss.item())
+    losses_mine.append(float(loss.data))
+acc_mine = float((model_mine(X_mine).data.argmax(axis=1) == y_np).mean())
+print(f"our engine: loss {losses_mine[0]:.4f} -> {losses_mine[-1]:.4f}, "
+      f"training accuracy {acc_mine:.3f}")
+assert losses_mine[-1] < 0.2 * losses_mine[0] and acc_mine >= 0.95
 
+# %% [markdown]
+# Then the same network from the same initial weights with the package — the same
+# `make_mlp`, now on `tinytrain.nn`, loaded with our initial weights by name — and with
+# PyTorch. The three loops differ only in their imports.
 
+# %%
+model_tt = make_mlp(nn).to(tt.float64)
+model_tt.load_state_dict(initial)
+opt_tt = tt.optim.SGD(model_tt.parameters(), lr=LR, momentum=MOMENTUM)
+X_tt, Y_tt = tt.tensor(X_np), tt.tensor(y_np)
+losses_tt = []
+for _ in range(STEPS):
+    opt_tt.zero_grad()
+    loss = F.cross_entropy(model_tt(X_tt), Y_tt)
+    loss.backward()
+    opt_tt.step()
+    losses_tt.append(loss.item())
+
+losses = {"our engine": losses_mine, "tinytrain": losses_tt}
+if torch is not None:
+    model_t = make_mlp(torch.nn).double()
+    model_t.load_state_dict({name: torch.from_numpy(w) for name, w in initial.items()})
+    opt_t = torch.optim.SGD(model_t.parameters(), lr=LR, momentum=MOMENTUM)
+    X_t, Y_t = torch.from_numpy(X_np), torch.from_numpy(y_np)
+    losses["PyTorch"] = []
+    for _ in range(STEPS):
+        opt_t.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model_t(X_t), Y_t)
+        loss.backward()
+        opt_t.step()
+        losses["PyTorch"].append(loss.item())
+
+gaps = {name: np.abs(np.array(curve) - losses_mine) for name, curve in losses.items()
+        if name != "our engine"}
+for name, gap in gaps.items():
+    print(f"largest |loss - our loss| over {STEPS} steps, {name}: {gap.max():.1e}")
+    assert gap.max() < 1e-9
+
+fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.8))
+figures.draw_loss_curves(ax0, ax1, losses, gaps)
+plt.show()
+
+# %% [markdown]
+# The curves lie on top of each other: in float64 the three implementations differ only in
+# the order of their floating-point sums, and the right panel shows those rounding
+# differences (their largest values are printed above), many orders of magnitude below the
+# loss itself. Here is what the package's model learned:
+
+# %%
 @tt.no_grad()
 def accuracy(model, X, Y):
     model.eval()
@@ -1043,30 +1463,146 @@ def accuracy(model, X, Y):
     return float((pred.numpy() == Y.numpy()).mean())
 
 
-acc = accuracy(model, X, Y)
-print(f"loss: {losses[0]:.4f} -> {losses[-1]:.4f}   training accuracy: {acc:.3f}")
-assert losses[-1] < 0.2 * losses[0]
-assert acc >= 0.95
+acc = accuracy(model_tt, X_tt, Y_tt)
+gx, gy = np.meshgrid(np.linspace(-2.5, 2.5, 200), np.linspace(-2.5, 2.5, 200))
+grid = tt.tensor(np.stack([gx.ravel(), gy.ravel()], axis=1))
+with tt.no_grad():
+    prob1 = F.softmax(model_tt(grid), dim=1).numpy()[:, 1].reshape(gx.shape)
+assert acc == acc_mine
+
+fig, ax = plt.subplots(figsize=(5.5, 4))
+ax.contourf(gx, gy, prob1, levels=20, cmap="coolwarm", alpha=0.6)
+ax.contour(gx, gy, prob1, levels=[0.5], colors="k", linewidths=1.5)
+ax.scatter(X_np[:, 0], X_np[:, 1], c=y_np, cmap="coolwarm", s=12, edgecolors="k",
+           linewidths=0.3)
+ax.set_title(f"decision boundary (training accuracy {acc:.1%})")
+plt.show()
+
+# %% [markdown]
+# ### One number at a time: the `Value` engine on the same MLP
+#
+# Why did we leave `Value` behind? It can train the same MLP — every weight a `Value`, every
+# multiply-add a node — and compute the same numbers. Below, one step of the MLP on a batch
+# of 8 points, with both engines, from the same weights: the losses and the updated weights
+# agree; then each engine's time per step. (`Value` gets a `log` for the cross-entropy:
+# `d log(a) / da = 1 / a`.)
 
 # %%
-gx, gy = np.meshgrid(np.linspace(-2.5, 2.5, 200), np.linspace(-2.5, 2.5, 200))
-grid = tt.tensor(np.stack([gx.ravel(), gy.ravel()], axis=1).astype(np.float32))
-with tt.no_grad():
-    prob1 = np.exp(model(grid).log_softmax(dim=1).numpy()[:, 1]).reshape(gx.shape)
+def value_log(self):
+    out = Value(math.log(self.data), (self,), "log")
 
-fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
-ax0.plot(losses)
-ax0.set_yscale("log")
-ax0.set_xlabel("step")
-ax0.set_ylabel("cross-entropy loss")
-ax0.set_title("training loss")
-ax0.grid(True, alpha=0.3)
-ax1.contourf(gx, gy, prob1, levels=20, cmap="coolwarm", alpha=0.6)
-ax1.contour(gx, gy, prob1, levels=[0.5], colors="k", linewidths=1.5)
-Xs = X.numpy()
-ax1.scatter(Xs[:, 0], Xs[:, 1], c=y_np, cmap="coolwarm", s=12, edgecolors="k", linewidths=0.3)
-ax1.set_title(f"decision boundary (training accuracy {acc:.1%})")
-plt.show()
+    def _backward():
+        self.grad += out.grad / self.data
+
+    out._backward = _backward
+    return out
+
+
+Value.log = value_log
+
+
+def value_mlp_loss(params, X, y):
+    # the MLP's cross-entropy, scalar by scalar; params: [W1, b1, W2, b2, W3, b3] of Values
+    def linear(x, W, b):
+        return [sum((w * xi for w, xi in zip(row, x)), bias) for row, bias in zip(W, b)]
+
+    W1, b1, W2, b2, W3, b3 = params
+    total = Value(0.0)
+    for xs, target in zip(X, y):
+        h = [v.tanh() for v in linear([Value(float(a)) for a in xs], W1, b1)]
+        h = [v.tanh() for v in linear(h, W2, b2)]
+        z = linear(h, W3, b3)
+        m = max(v.data for v in z)
+        total = total + sum(((v - m).exp() for v in z), Value(0.0)).log() + m - z[target]
+    return total * (1 / len(X))
+
+
+def to_values(arrays):
+    return [np.vectorize(Value, otypes=[object])(a) for a in arrays]
+
+
+def value_step(params, X, y, lr):
+    loss = value_mlp_loss(params, X, y)
+    nodes = len(loss.backward())
+    for p in params:
+        for v in p.flat:
+            v.data -= lr * v.grad
+            v.grad = 0.0
+    return loss.data, nodes
+
+
+def tensor_step(model, X, y, lr):
+    opt = SGD(model.parameters(), lr=lr)
+    loss = cross_entropy(model(X), y)
+    trace = []
+    loss.backward(trace)
+    opt.step()
+    return float(loss.data), len(trace)
+
+
+Xs, ys = X_np[:8], y_np[:8]
+init_rng = np.random.default_rng(0)
+model_small = make_mlp(ours)                       # the same initial weights as above
+value_params = to_values([p.data for p in model_small.parameters()])
+loss_v, nodes_v = value_step(value_params, Xs, ys, LR)
+loss_m, nodes_m = tensor_step(model_small, MiniTensor(Xs), ys, LR)
+assert math.isclose(loss_v, loss_m, rel_tol=1e-12)
+for p_values, p in zip(value_params, model_small.parameters()):
+    assert np.allclose(np.vectorize(lambda v: v.data)(p_values), p.data, rtol=1e-12, atol=1e-14)
+print(f"one step on {len(Xs)} points: loss {loss_v:.6f} with both; "
+      f"{nodes_v:,} Value nodes against {nodes_m} tensor nodes")
+
+# %%
+import time
+
+
+def seconds_per_step(step, repeats):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+model_tt_small = make_mlp(nn).to(tt.float64)
+model_tt_small.load_state_dict({n: p.data for n, p in model_small.named_parameters()})
+X_small_tt, y_small_tt = tt.tensor(Xs), tt.tensor(ys)
+opt_small = tt.optim.SGD(model_tt_small.parameters(), lr=LR)
+
+
+def tinytrain_step():
+    opt_small.zero_grad()
+    F.cross_entropy(model_tt_small(X_small_tt), y_small_tt).backward()
+    opt_small.step()
+
+
+per_step = {
+    "Value engine": seconds_per_step(lambda: value_step(value_params, Xs, ys, LR), 2),
+    "our tensor engine": seconds_per_step(
+        lambda: tensor_step(model_small, MiniTensor(Xs), ys, LR), 50),
+    "tinytrain": seconds_per_step(tinytrain_step, 50),
+}
+for name, s in per_step.items():
+    print(f"{name:18s} {s * 1e3:9.3f} ms per step")
+ratio = per_step["Value engine"] / per_step["our tensor engine"]
+print(f"the Value engine takes {ratio:,.0f}x as long per step; it builds "
+      f"{nodes_v / nodes_m:,.0f}x as many nodes, "
+      f"{per_step['Value engine'] / nodes_v * 1e6:.1f} us per Value node against "
+      f"{per_step['our tensor engine'] / nodes_m * 1e6:.0f} us per tensor node")
+
+# %% [markdown]
+# The printed ratio is the whole argument for tensors. The two engines do the same
+# arithmetic; the difference is how many times the Python interpreter is involved. The
+# `Value` engine creates a Python object, a closure and a graph entry for every single
+# multiply and add (the node count printed above, for this toy network on 8 points), and
+# each costs some microseconds of interpreter time, forward and backward. The tensor engine
+# creates one node per matrix operation, and each hands its whole loop to NumPy's compiled
+# code: a tensor node costs more than a `Value` node (the per-node times printed above), but
+# there are far fewer of them. The gap grows with the batch and the width — the `Value`
+# count grows with both, the tensor count with neither — which is why every framework is
+# built on tensor ops, and why the rest of this course is about making a few large ops fast.
+
 
 # %% [markdown]
 # ## Summary
@@ -1080,12 +1616,21 @@ plt.show()
 # * A tensor op is a **`Function`**: `forward` on raw arrays, `setup_context` saving only what
 #   backward needs (guided by `ctx.needs_input_grad`), `backward` returning one gradient per
 #   input — summed back to each input's shape with `unbroadcast`.
-# * Our ~150-line engine, `tinytrain.autograd` and PyTorch agree on the gradients of the same
+# * Our engine, `tinytrain.autograd` and PyTorch agree on the gradients of the same
 #   expression.
 # * `register_post_accumulate_grad_hook` fires when a leaf's gradient is final — the last
-#   layer first — which is what DDP builds on; `no_grad` turns recording off for evaluation.
-# * With `nn.Sequential`, `F.cross_entropy` and `Adam`, the step `zero_grad → model(x) →
-#   loss → backward → step` fits two moons.
+#   layer first — which is what DDP builds on; `no_grad` turns recording off for evaluation
+#   and for hand-written updates (`p -= lr * p.grad`).
+# * A `Module` registers parameters and sub-modules on assignment (`__setattr__`), which
+#   gives `parameters()` and the dotted names; `Linear`'s `U(-1/sqrt(fan_in), 1/sqrt(fan_in))`
+#   is `kaiming_uniform_` with `a = sqrt(5)` and keeps a third of the input's variance at any
+#   width; cross-entropy is `logsumexp(z) - z_y`, with gradient `(softmax(z) - onehot(y)) / B`;
+#   SGD's momentum buffer is `momentum * buf + g`; Adam divides a bias-corrected average of
+#   the gradient by the root of one of its square.
+# * Built from those pieces, our engine trains the two-moons MLP to the same losses as
+#   `tinytrain` and PyTorch from the same weights, to rounding. The scalar `Value` engine
+#   computes the same numbers with one Python object per multiply-add, and is slower by the
+#   ratio printed in section 7: tensors exist to hand whole loops to compiled code.
 #
 # **Where this lives in the package**
 #
@@ -1099,8 +1644,13 @@ plt.show()
 #   `enable_grad`
 # * [tinytrain/tensor.py](../tinytrain/tensor.py) — `Tensor.backward`,
 #   `register_post_accumulate_grad_hook`
-# * [tinytrain/nn/](../tinytrain/nn/) — `Module`, `Linear`, `Tanh`, `Sequential`,
-#   `functional.cross_entropy`; [tinytrain/optim/](../tinytrain/optim/) — `SGD`, `Adam`
+# * [tinytrain/nn/module.py](../tinytrain/nn/module.py) — `Module`, `Parameter`;
+#   [tinytrain/nn/layers.py](../tinytrain/nn/layers.py) — `Linear`;
+#   [tinytrain/nn/init.py](../tinytrain/nn/init.py) — `kaiming_uniform_`;
+#   [tinytrain/nn/functional.py](../tinytrain/nn/functional.py) — `cross_entropy`
+# * [tinytrain/optim/sgd.py](../tinytrain/optim/sgd.py) and
+#   [tinytrain/optim/adam.py](../tinytrain/optim/adam.py) — `SGD`, `Adam`; their update
+#   arithmetic is in [tinytrain/kernels/cpu/optim.py](../tinytrain/kernels/cpu/optim.py)
 #
 # **Previous:** [Chapter 1 — tensors](01_tensors.ipynb). **Next:** [Chapter 3 — Conv2d on the
 # CPU](03_conv2d_cpu.ipynb).

@@ -101,6 +101,43 @@ def draw_broadcast_sum(col: np.ndarray, row: np.ndarray) -> Figure:
     return fig
 
 
+def draw_timings(ax: Axes, sizes: Sequence[float], times: dict[str, Sequence[float]],
+                 xlabel: str, title: str) -> None:
+    """Seconds per call against size, log-log: one line per entry of ``times`` (views solid,
+    names starting with "copy" dashed)."""
+    for name, seconds in times.items():
+        ax.loglog(sizes, seconds, "o" + ("--" if name.startswith("copy") else "-"), label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("seconds per call")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def draw_leading_dimension(ax_flat: Axes, ax_grid: Axes, rows: int, cols: int, k: int,
+                           n: int) -> None:
+    """An ``rows x cols`` matrix and its window of ``n`` columns from column ``k``: on top the
+    flat buffer (the window's elements coloured, ``lda = cols`` apart), below the grid."""
+    inside = np.zeros((rows, cols), dtype=bool)
+    inside[:, k:k + n] = True
+    for ax, grid, label in [(ax_flat, inside.reshape(1, -1), "the buffer"),
+                            (ax_grid, inside, "the matrix")]:
+        h, w = grid.shape
+        for i in range(h):
+            for j in range(w):
+                ax.add_patch(Rectangle((j, h - 1 - i), 1, 1, edgecolor="white", lw=1,
+                                       facecolor="tab:orange" if grid[i, j] else "lightgray"))
+                ax.text(j + 0.5, h - 0.5 - i, str(i * w + j), ha="center", va="center",
+                        fontsize=6 if h == 1 else 9)
+        _grid_axes(ax, h, w)
+        ax.set_ylabel(label, fontsize=9)
+    ax_flat.annotate("", xy=(k + cols, 1.35), xytext=(k, 1.35), annotation_clip=False,
+                     arrowprops={"arrowstyle": "<->", "color": "black"})
+    ax_flat.text(k + cols / 2, 1.6, f"lda = {cols}", ha="center", fontsize=9)
+    ax_grid.set_title(f"window [:, {k}:{k + n}]: offset {k}, shape ({rows}, {n}), "
+                      f"strides ({cols}, 1)", fontsize=10)
+
+
 # -- chapter 2 -------------------------------------------------------------------------------
 
 
@@ -161,6 +198,32 @@ def draw_graph(root: Any, ax: Axes, box_w: float = 1.05, box_h: float = 0.75,
     ax.set_ylim(min(ys) - box_h, max(ys) + box_h)
     ax.set_aspect("equal")
     ax.axis("off")
+
+
+def draw_loss_curves(ax_loss: Axes, ax_gap: Axes, losses: dict[str, Sequence[float]],
+                     gaps: dict[str, Sequence[float]]) -> None:
+    """Loss per step for each implementation (left, dashed so that overlapping curves stay
+    visible) and each one's absolute difference from the first (right, log scale)."""
+    styles = ["-", "--", ":"]
+    for (name, curve), style in zip(losses.items(), styles):
+        ax_loss.plot(curve, style, lw=2.5 if style == "-" else 1.5, label=name)
+    ax_loss.set_yscale("log")
+    ax_loss.set_xlabel("step")
+    ax_loss.set_ylabel("cross-entropy loss")
+    ax_loss.set_title("training loss, same initial weights", fontsize=10)
+    ax_loss.legend()
+    ax_loss.grid(True, alpha=0.3)
+    first = next(iter(losses))
+    for name, gap in gaps.items():
+        gap = np.asarray(gap)
+        steps = np.flatnonzero(gap)  # a log scale has no 0: equal steps are counted instead
+        ax_gap.semilogy(steps, gap[steps], ".", ms=3,
+                        label=f"{name} vs {first} ({len(gap) - len(steps)} steps equal)")
+    ax_gap.set_xlabel("step")
+    ax_gap.set_ylabel("|difference in loss|")
+    ax_gap.set_title("rounding differences", fontsize=10)
+    ax_gap.legend()
+    ax_gap.grid(True, which="both", alpha=0.3)
 
 
 # -- chapter 3 -------------------------------------------------------------------------------

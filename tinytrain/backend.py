@@ -2,7 +2,7 @@
 
 A tinytrain Tensor lives on a device: ``"cpu"`` holds a NumPy array, ``"cuda"``
 holds a CuPy array. Ops are written once against the *array module* ``xp`` of
-their inputs (DeZero's ``get_array_module``), so the same code runs on both.
+their inputs (CuPy's ``get_array_module``, which DeZero uses too), so the same code runs on both.
 Only the kernels under ``tinytrain/kernels/`` know which device they are on.
 
 CuPy is imported lazily: without it everything on the CPU works, and asking for
@@ -114,7 +114,7 @@ CPU, CUDA = Device("cpu"), Device("cuda")
 
 
 def get_array_module(array: Any) -> ModuleType:
-    """``numpy`` or ``cupy``, whichever owns ``array`` (DeZero's ``get_array_module``)."""
+    """``numpy`` or ``cupy``, whichever owns ``array`` (as ``cupy.get_array_module``)."""
     if isinstance(array, np.ndarray | np.generic):
         return np
     if type(array).__module__.startswith("cupy"):
