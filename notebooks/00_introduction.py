@@ -40,7 +40,7 @@
 # * **data-parallel training over several processes** (DDP): each process trains on its part
 #   of the batch, and their gradients are averaged before every step.
 #
-# Two bugs it met are the kind that crash nothing and cost days:
+# Two bugs it met are of the worst kind, the kind that crashes nothing:
 #
 # * The **MNIST loader's offset**: the loader converted all pixels to float32 and then cut
 #   the buffer into samples, computing sample *i*'s offset with the size of a `uint8`. After
@@ -83,10 +83,9 @@
 # ## 3. The chapters
 #
 # Each chapter says what it needs from earlier ones. The times are estimates for reading
-# every cell, running the chapter and doing its exercises; the chapter itself runs in a
-# minute or less on two CPU cores. *You build* is what you write, or watch being written;
-# *you use* is what the chapter takes ready-made from the package, to compare with or to
-# build on.
+# every cell, running the chapter and doing its exercises. *You build* is what you write, or
+# watch being written; *you use* is what the chapter takes ready-made from the package, to
+# compare with or to build on.
 #
 # * **[Chapter 1 — Tensors](01_tensors.ipynb)**, 2 h; before it: Python, NumPy indexing and
 #   shapes. *You build* a strided array (shape, strides and offset over a flat buffer) whose

@@ -49,7 +49,7 @@ def show(name: str) -> None:
 def draw_first_run(losses: Sequence[float], images: np.ndarray, labels: np.ndarray,
                    predicted: np.ndarray) -> Figure:
     """The loss of every training step, and test digits ``images`` [n, 28, 28] with the
-    model's guesses (a wrong one in red)."""
+    model's guesses (a wrong one in red, with the true label)."""
     n = len(images)
     fig = plt.figure(figsize=(11, 3.4))
     grid = fig.add_gridspec(2, 3 + (n + 1) // 2)
@@ -61,8 +61,9 @@ def draw_first_run(losses: Sequence[float], images: np.ndarray, labels: np.ndarr
     for i in range(n):
         img = fig.add_subplot(grid[i % 2, 3 + i // 2])
         img.imshow(images[i], cmap="gray_r")
-        img.set_title(f"guess {predicted[i]}", fontsize=9,
-                      color="black" if predicted[i] == labels[i] else "red")
+        right = predicted[i] == labels[i]
+        img.set_title(f"guess {predicted[i]}" + ("" if right else f", is {labels[i]}"),
+                      fontsize=9, color="black" if right else "red")
         img.axis("off")
     fig.tight_layout()
     return fig
