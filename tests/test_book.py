@@ -22,6 +22,7 @@ from make_book import (  # noqa: E402
     Chapter,
     chapters,
     check_book,
+    course_map,
     draws,
     render_book,
 )
@@ -108,3 +109,30 @@ def test_the_check_finds_errors_missing_figures_and_broken_links(tmp_path, monke
 ])
 def test_draws_means_a_figure_every_time_the_cell_runs(source, expected):
     assert draws(source) is expected
+
+
+def _readme_map() -> dict[str, dict[str, str]]:
+    """The README's course map, by chapter number: column -> cell."""
+    header, _, *rows = course_map()
+    columns = [h.strip() for h in header.strip("|").split("|")]
+    table = {}
+    for row in rows:
+        cells = dict(zip(columns, (c.strip() for c in row.strip("|").split("|"))))
+        table[str(int(re.search(r"\[(\d+) ", cells["chapter"])[1]))] = cells
+    return table
+
+
+def test_readme_course_map_and_chapter_0_agree_on_prerequisites_and_times():
+    readme = _readme_map()
+    assert set(readme) == {str(c.number) for c in chapters()}, "the map lists every chapter"
+    text = next(c.source for c in nbformat.read(ROOT / "notebooks/00_introduction.ipynb",
+                                                as_version=4).cells
+                if c.source.startswith("## 3. The chapters"))
+    # "* **[Chapter 1 — Tensors](01_tensors.ipynb)**, 2 h; before it: Python, .... *You build*"
+    described = re.findall(r"\*\*\[Chapter (\d+) [^\]]*\]\([^)]*\)\*\*, (.+?); before it: "
+                           r"(.+?)\. \*You build\*", " ".join(text.split()))
+    assert [n for n, _, _ in described] == sorted(set(readme) - {"0"}, key=int)
+    for number, time, before in described:
+        assert (before, time) == (readme[number]["before it"], readme[number]["time"]), (
+            f"chapter {number}: the README says {readme[number]['before it']!r}, "
+            f"{readme[number]['time']!r}")
