@@ -89,8 +89,7 @@ def test_the_check_finds_errors_missing_figures_and_broken_links(tmp_path, monke
     assert "01_one.html, cell 1 (id" in check_book(book, out)[0]
     assert check_book(book, out)[0].endswith("draws a figure, but the page shows none")
     (out / "01_one.html").write_text(page.replace(image[1], "aGVsbG8="))  # "hello"
-    assert "01_one.html: an embedded image/png image is empty or not a image/png file" in (
-        check_book(book, out))
+    assert "01_one.html: an embedded image is not a valid image/png file" in check_book(book, out)
 
     (out / "02_two.html").unlink()
     assert "02_two.html is missing: render chapter 2" in check_book(book, out)
