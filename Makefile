@@ -23,7 +23,7 @@ help:
 	@echo "make notebooks  rewrite every .ipynb (and exercises/) from the chapter sources"
 	@echo "make check-exercises [CH=03]  run your exercise copies and report each answer"
 	@echo "make book [CH=\"0 3\"]  execute every chapter into a web site: build/book/index.html"
-	@echo "make book-check  check build/book: every chapter ran, with its figures and links"
+	@echo "make book-check  check build/book (the whole book): every chapter ran, figures, links"
 	@echo "make bench   run the benchmarks against PyTorch"
 	@echo "make doctor  what this machine can run"
 
@@ -66,7 +66,7 @@ book: $(STAMP)
 	$(PY) tools/make_book.py $(CH)
 
 book-check: $(STAMP)
-	$(PY) tools/make_book.py --check $(CH)
+	$(PY) tools/make_book.py --check
 
 bench: $(STAMP)
 	for b in bench/*.py; do $(PY) $$b || exit 1; done
