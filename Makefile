@@ -14,7 +14,7 @@ SHARED_DATA := $(abspath ../shared/data)
 export TINYTRAIN_DATA ?= $(if $(wildcard $(SHARED_DATA)/mnist),$(SHARED_DATA),)
 export MPLBACKEND ?= Agg
 
-.PHONY: help train test lint lab notebooks check-exercises bench doctor clean
+.PHONY: help train test lint lab notebooks check-exercises book book-check bench doctor clean
 
 help:
 	@echo "make train   train the default MNIST CNN (creates .venv on first use)"
@@ -22,6 +22,8 @@ help:
 	@echo "make lab     open JupyterLab on the course (notebooks/, exercises/)"
 	@echo "make notebooks  rewrite every .ipynb (and exercises/) from the chapter sources"
 	@echo "make check-exercises [CH=03]  run your exercise copies and report each answer"
+	@echo "make book [CH=\"0 3\"]  execute every chapter into a web site: build/book/index.html"
+	@echo "make book-check  check build/book (the whole book): every chapter ran, figures, links"
 	@echo "make bench   run the benchmarks against PyTorch"
 	@echo "make doctor  what this machine can run"
 
@@ -57,6 +59,14 @@ notebooks: $(STAMP)
 
 check-exercises: $(STAMP)
 	$(PY) tools/check_exercises.py $(CH)
+
+# Executes every chapter (a few minutes: chapter 6 trains on full MNIST when it is there),
+# renders it to build/book/, then checks the pages; CH="0 3" makes a book of those chapters.
+book: $(STAMP)
+	$(PY) tools/make_book.py $(CH)
+
+book-check: $(STAMP)
+	$(PY) tools/make_book.py --check
 
 bench: $(STAMP)
 	for b in bench/*.py; do $(PY) $$b || exit 1; done

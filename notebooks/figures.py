@@ -43,6 +43,32 @@ def show(name: str) -> None:
     plt.show()
 
 
+# -- chapter 0 -------------------------------------------------------------------------------
+
+
+def draw_first_run(losses: Sequence[float], images: np.ndarray, labels: np.ndarray,
+                   predicted: np.ndarray) -> Figure:
+    """The loss of every training step, and test digits ``images`` [n, 28, 28] with the
+    model's guesses (a wrong one in red, with the true label)."""
+    n = len(images)
+    fig = plt.figure(figsize=(11, 3.4))
+    grid = fig.add_gridspec(2, 3 + (n + 1) // 2)
+    ax = fig.add_subplot(grid[:, :3])
+    ax.plot(np.arange(1, len(losses) + 1), losses, lw=1)
+    ax.axhline(np.log(10), color="gray", ls="--", lw=0.8, label="ln 10: guessing")
+    ax.set(xlabel="training step", ylabel="loss", title="training loss")
+    ax.legend()
+    for i in range(n):
+        img = fig.add_subplot(grid[i % 2, 3 + i // 2])
+        img.imshow(images[i], cmap="gray_r")
+        right = predicted[i] == labels[i]
+        img.set_title(f"guess {predicted[i]}" + ("" if right else f", is {labels[i]}"),
+                      fontsize=9, color="black" if right else "red")
+        img.axis("off")
+    fig.tight_layout()
+    return fig
+
+
 # -- chapter 1 -------------------------------------------------------------------------------
 
 

@@ -1,8 +1,8 @@
-"""The exercises: each chapter has 3 to 6, each announced in the text and followed by its
-checker; the learner's copies in ``exercises/`` are what ``tools/make_exercises.py`` makes
-from the chapter sources; and run as a learner first finds them, every checker fails on its
-stub while every other cell of the chapter runs. (With the solutions, the checkers pass:
-nbval runs ``notebooks/``.)"""
+"""The exercises: each chapter has 3 to 6 (chapter 0, the orientation, has none and no
+learner's copy), each announced in the text and followed by its checker; the learner's copies
+in ``exercises/`` are what ``tools/make_exercises.py`` makes from the chapter sources; and run
+as a learner first finds them, every checker fails on its stub while every other cell of the
+chapter runs. (With the solutions, the checkers pass: nbval runs ``notebooks/``.)"""
 
 from __future__ import annotations
 
@@ -22,13 +22,16 @@ from make_exercises import (  # noqa: E402
     END,
     EXERCISES,
     chapter_number,
+    exercise_sources,
     find_exercises,
+    has_exercises,
     learner_notebook,
     stub_solutions,
 )
 from sync_notebooks import chapter_sources, read_chapter  # noqa: E402
 
 SOURCES = chapter_sources()
+WITH_EXERCISES = exercise_sources()
 
 
 def _exercises(source: Path):
@@ -39,6 +42,9 @@ def _exercises(source: Path):
 def test_chapter_has_three_to_six_exercises_each_announced_in_the_text(source):
     nb = read_chapter(source)
     exercises = _exercises(source)
+    if not has_exercises(source):
+        assert not exercises, "chapter 0 is the orientation: exercises start in chapter 1"
+        return
     assert 3 <= len(exercises) <= 6, f"{len(exercises)} exercises"
     for ex in exercises:
         text = next(c.source for c in reversed(nb.cells[:ex.cell]) if c.cell_type == "markdown")
@@ -47,7 +53,7 @@ def test_chapter_has_three_to_six_exercises_each_announced_in_the_text(source):
             f"announce it as 'Exercise {ex.number}'")
 
 
-@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("source", WITH_EXERCISES, ids=lambda p: p.stem)
 def test_learner_copy_is_made_from_the_current_source(source):
     target = EXERCISES / (source.stem + ".ipynb")
     assert target.exists(), "run `make notebooks`"
@@ -61,7 +67,7 @@ def test_learner_copy_is_made_from_the_current_source(source):
 
 
 def test_every_learner_copy_has_a_chapter():
-    assert {p.stem for p in EXERCISES.glob("*.ipynb")} == {s.stem for s in SOURCES}
+    assert {p.stem for p in EXERCISES.glob("*.ipynb")} == {s.stem for s in WITH_EXERCISES}
 
 
 def test_a_stub_replaces_the_solution_and_names_the_exercise():
@@ -111,7 +117,7 @@ def test_an_exercise_needs_a_checker_right_after_it():
     assert [e.number for e in find_exercises(nb, 9, "test")] == ["9.1"]
 
 
-@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("source", WITH_EXERCISES, ids=lambda p: p.stem)
 def test_learner_copy_runs_and_every_checker_fails_on_its_stub(source, monkeypatch, tmp_path):
     # An empty data root: chapter 6 skips its full-MNIST run (the solution run does it).
     monkeypatch.setenv("TINYTRAIN_DATA", str(tmp_path))

@@ -59,6 +59,17 @@ def chapter_number(source: Path) -> int:
     return int(source.name[:2])
 
 
+def has_exercises(source: Path) -> bool:
+    """Whether a chapter has exercises (and so a learner's copy): all but chapter 0, the
+    orientation, which teaches no function to write; its copy would be the chapter itself."""
+    return chapter_number(source) != 0
+
+
+def exercise_sources() -> list[Path]:
+    """The chapter sources that have exercises, in chapter order."""
+    return [source for source in chapter_sources() if has_exercises(source)]
+
+
 def _functions(tree: ast.AST) -> list[tuple[str, ast.FunctionDef]]:
     """Every function in ``tree`` with its qualified name (``Class.method``)."""
     found = []
@@ -195,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true",
                         help="overwrite learner copies even if they were edited")
     args = parser.parse_args(argv)
-    sources = chapter_sources()
+    sources = exercise_sources()
     try:
         stale = [path for source in sources for path in sync(source, args.check, args.force)]
     except (ValueError, EditedNotebook) as err:
