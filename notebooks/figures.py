@@ -392,6 +392,35 @@ def draw_feature_maps(image: np.ndarray, title: str, maps: np.ndarray) -> Figure
     return fig
 
 
+def draw_loss_overlay(ours: Sequence[float], theirs: Sequence[float], title: str) -> Figure:
+    """Two training-loss curves, step by step (left), and their absolute difference (right)."""
+    ours, theirs = np.asarray(ours), np.asarray(theirs)
+    steps = np.arange(1, len(ours) + 1)
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.2))
+    ax0.plot(steps, ours, lw=2.5, alpha=0.6, label="tinytrain")
+    ax0.plot(steps, theirs, lw=1, color="k", ls="--", label="PyTorch")
+    ax0.set(xlabel="step", ylabel="training loss", yscale="log", title=title)
+    ax0.legend()
+    ax1.semilogy(steps, np.maximum(np.abs(ours - theirs), 1e-9), ".-", lw=0.8, color="tab:red")
+    ax1.set(xlabel="step", ylabel="|tinytrain - PyTorch|",
+            title="difference of the two losses (1e-9 where equal)")
+    return fig
+
+
+def draw_layer_profile(ax: Axes, labels: Sequence[str], forward: Sequence[float],
+                       backward: Sequence[float]) -> None:
+    """One bar per layer call: forward time, then backward time stacked on it (ms)."""
+    y = np.arange(len(labels))
+    ax.barh(y, forward, label="forward", color="tab:blue")
+    ax.barh(y, backward, left=forward, label="backward", color="tab:orange")
+    for k, (f, b) in enumerate(zip(forward, backward)):
+        ax.text(f + b, k, f" {f + b:.1f}", va="center", fontsize=8)
+    ax.set_yticks(y, labels, fontsize=9)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per training step (median)")
+    ax.legend(loc="lower right")
+
+
 # -- chapter 7 -------------------------------------------------------------------------------
 
 
