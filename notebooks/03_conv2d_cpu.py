@@ -592,7 +592,12 @@ assert np.shares_memory(X_demo[:, 2 * 26 + 2:], X_demo)
 # Blocks and packing, added to `conv2d_shift` (the same three steps, one block at a time):
 
 # %%
-def conv2d_blocked(x, w, b=None, padding=0, pack=False, block_bytes=2 << 20):
+from tinytrain.kernels.cpu.conv2d import BLOCK_BYTES, PACK_MAX_ELEMS
+
+assert (BLOCK_BYTES, PACK_MAX_ELEMS) == (2 * 2**20, 320)        # the package's settings
+
+
+def conv2d_blocked(x, w, b=None, padding=0, pack=False, block_bytes=BLOCK_BYTES):
     """conv2d_shift over blocks of images [n0, n1); pack=True: one GEMM per block."""
     n, cin, h, wd = x.shape
     cout, _, kh, kw = w.shape
@@ -730,9 +735,10 @@ print(f"conv1 (Cin = 1): packing {c1['+ blocks'][1] / c1['+ packing'][1]:.0f}x f
 # * On `conv1` (`Cin = 1`) the un-packed kernels do 25 rank-1 updates of a big accumulator;
 #   packing turns them into one GEMM with `K = 25` and is the largest single step.
 # * A two-thread BLAS makes the many medium-sized GEMMs of `conv2d_blocked` pay for waking and
-#   synchronising its threads at every call; sharding the batch instead gives each core a
-#   whole block of work per call. PyTorch has its own thread pool and one oneDNN call per
-#   layer, so it does not have that problem.
+#   synchronising its threads at every call; sharding the batch instead gives each core whole
+#   blocks of work and synchronises once, at the end. Any version that splits its work over
+#   two threads, PyTorch's included, needs both cores: on a machine busy with other work it
+#   waits for the slower thread, and its two-thread bar can be longer than its one-thread bar.
 # * "+ sharding" and `conv2d_forward` are the same algorithm; the package also skips the
 #   copies this notebook's version makes (it writes each shard's output in place).
 #
