@@ -62,7 +62,7 @@ import tinytrain as tt
 import tinytrain.nn.functional as F
 from tinytrain import optim, train
 from tinytrain.data import DataLoader, MNISTMini, Subset
-from tinytrain.models import ConvNet, build_model
+from tinytrain.models import MNIST_MEAN, MNIST_STD, ConvNet, build_model
 
 np.set_printoptions(precision=4, suppress=True)
 SEED = 0
@@ -505,7 +505,7 @@ if torch:
             self.fc1, self.fc2 = torch.nn.Linear(32 * 7 * 7, 128), torch.nn.Linear(128, 10)
 
         def forward(self, x):
-            x = (x - 0.1307) / 0.3081                  # ConvNet standardises its input
+            x = (x - MNIST_MEAN) / MNIST_STD            # ConvNet standardises its input
             x = self.pool(self.relu(self.conv1(x)))
             x = self.pool(self.relu(self.conv2(x)))
             x = self.dropout(self.relu(self.fc1(self.flatten(x))))
@@ -516,7 +516,8 @@ if torch:
     theirs = TorchConvNet()
     theirs.load_state_dict({k: torch.from_numpy(v.numpy().copy())
                             for k, v in ours.state_dict().items()})
-    ours.eval(), theirs.eval()                          # dropout off in both
+    ours.eval()                                        # dropout off in both
+    theirs.eval()
     opt_ours = optim.Adam(ours.parameters(), lr=LR)
     opt_theirs = torch.optim.Adam(theirs.parameters(), lr=LR)
     loss_ours, loss_theirs = [], []
@@ -677,9 +678,11 @@ assert (fwd > 0).all() and (bwd[[0, 2, 3, 5, 7, 10]] > 0).all()
 # Notice what max pooling costs next to the convolutions, for an op without a single
 # multiplication: forward scans the `2 * 2` window offsets, each a pass over an image-sized
 # tensor; backward scans them again to find the arg-max, then once more to scatter the
-# gradient. Memory traffic again, as in chapter 3. The forward and backward totals are measured around `model(x)` and
-# `loss.backward()`; what they hold beyond the sum of the rows is Python: the engine's
-# bookkeeping and the model's own `forward` between its layers.
+# gradient. Memory traffic again, as in chapter 3.
+#
+# The forward and backward totals are measured around `model(x)` and `loss.backward()`; what
+# they hold beyond the sum of the rows is Python: the engine's bookkeeping and the model's own
+# `forward` between its layers.
 
 # %% [markdown]
 # ## 6. The same, as one command
@@ -960,8 +963,9 @@ del h, pooled
 # Read the list from the output back to the input: each linear layer keeps its input (for its
 # weight's gradient), each ReLU its output, each max pooling its input — the very array the
 # ReLU before it keeps, so it costs nothing more; its backward finds the arg-max again from it
-# (chapter 3). The convolutions keep their input, for `dW`; `conv1` keeps no weight copy and
-# computes no `dX`, since the images need no gradient. Dropout, in eval mode, records nothing.
+# (chapter 3). The convolutions keep their input, for `dW`; `conv1` does not even keep its
+# weight, which only `dX` would read, and the images need no gradient. Dropout, in eval mode,
+# records nothing.
 # A loss on top would keep the logits (and the targets) and compute the softmax again in
 # backward; the last assert checks that it holds the logits array itself, not a copy.
 
@@ -1060,9 +1064,9 @@ assert not np.array_equal(a, b) and np.array_equal(c, d)
 # set, and the 10,000 test images are evaluated once, at the end.
 #
 # The cell looks for the full data set without downloading it. When it is there, it trains
-# one epoch (about a minute on two cores) and checks the 98.5% the default recipe promises;
-# with `TINYTRAIN_FULL=1` it trains three epochs (a few minutes) and checks 99%. Without the
-# data set it says what it skipped.
+# one epoch (the slowest cell of the chapter: it prints its time) and checks the 98.5% the
+# default recipe promises; with `TINYTRAIN_FULL=1` it trains three epochs and checks 99%.
+# Without the data set it says what it skipped.
 
 # %%
 from tinytrain.data import MNIST
@@ -1088,7 +1092,7 @@ if full_test is not None:
           f"test accuracy {final.accuracy:.2%} ({final.correct:,}/{final.total:,})")
     assert final.total == 10_000 and final.accuracy >= (0.99 if epochs == 3 else 0.985), final
     if epochs == 1:
-        print("the 3-epoch run takes minutes: set TINYTRAIN_FULL=1 to run it here")
+        print("set TINYTRAIN_FULL=1 to train three epochs here")
 else:
     print("skipped: point TINYTRAIN_DATA at a folder holding mnist/ (or allow a download) to",
           "train on the full data set here.")
