@@ -661,13 +661,14 @@ print("blocks, packing and shards: the same numbers as conv2d_forward")
 # %% [markdown]
 # Now time every version of this chapter, on two layers with a batch of 32 images: the
 # first layer of the course's `convnet` (`Cin = 1`, 5x5, padding 2: where packing matters)
-# and the second convolution of PyTorch's MNIST example (`Cin = 32`, 3x3). Every version runs
-# twice, **on one thread and on two**, and always the same way: NumPy's BLAS, tinytrain's
-# kernel and PyTorch all get the same number of threads (`threads(n)`). On two threads,
-# `conv2d_blocked` uses a two-thread BLAS, and "+ sharding" runs two shards on one BLAS
-# thread each, which is how the package (`tt.set_num_threads(2)`) spends two cores.
-# Timings depend on the machine and on what else runs on it; nothing here asserts one.
-# (`bench/conv_cpu.py` measures forward and the three backward ops more carefully.)
+# and the second convolution of PyTorch's MNIST example (`Cin = 32`, 3x3). Like is compared
+# with like: every version runs **on one thread** (NumPy's BLAS, tinytrain's kernel and
+# PyTorch all held at one, `threads(1)`), and the last four also **on two** (`threads(2)`):
+# `+ packing` with a two-thread BLAS, `+ sharding` as two shards on one BLAS thread each,
+# which is how the package (`tt.set_num_threads(2)`) spends two cores, the package itself,
+# and PyTorch on two threads. Timings depend on the machine and on what else runs on it;
+# nothing here asserts one. (`bench/conv_cpu.py` measures forward and the three backward ops
+# more carefully.)
 
 # %%
 layers = {
@@ -697,15 +698,18 @@ def time_layer(x, w, pad):
     if torch:
         x_t, w_t = torch.from_numpy(x), torch.from_numpy(w)
         versions["PyTorch"] = lambda: torch.nn.functional.conv2d(x_t, w_t, padding=pad)
+    on_two = ["+ packing", "+ sharding", "tinytrain conv2d_forward", "PyTorch"]
     times = {name: {} for name in versions}
     for n in thread_counts:
         with threads(n):
             for name, fn in versions.items():
-                if name != "+ sharding":
-                    times[name][n] = best_ms(fn)
-                elif n > 1:                                  # (one shard is "+ packing")
+                if (n == 1 and name == "+ sharding") or (n > 1 and name not in on_two):
+                    continue                                 # (one shard is "+ packing")
+                if name == "+ sharding":
                     with threadpool_limits(1, user_api="blas"):   # n shards, one BLAS thread each
                         times[name][n] = best_ms(fn)
+                else:
+                    times[name][n] = best_ms(fn)
     return times
 
 
@@ -728,13 +732,13 @@ print(f"conv1 (Cin = 1): packing {c1['+ blocks'][1] / c1['+ packing'][1]:.0f}x f
           map(str, thread_counts)), "thread(s)")
 
 # %% [markdown]
-# How to read the chart: down the rows, each refinement against the one above it, at the
-# same thread count; across the two colours, what a second thread buys each version. Three
-# things to look for (the numbers are this run's; the printout above the chart is exact):
+# How to read the chart: down the blue bars, each refinement against the one above it, all on
+# one thread; the orange bars, the four ways to use a second core. Three things to look for
+# (the numbers are this run's; the printout above the chart is exact):
 #
 # * On `conv1` (`Cin = 1`) the un-packed kernels do 25 rank-1 updates of a big accumulator;
 #   packing turns them into one GEMM with `K = 25` and is the largest single step.
-# * A two-thread BLAS makes the many medium-sized GEMMs of `conv2d_blocked` pay for waking and
+# * A two-thread BLAS makes the many medium-sized GEMMs of `+ packing` pay for waking and
 #   synchronising its threads at every call; sharding the batch instead gives each core whole
 #   blocks of work and synchronises once, at the end. Any version that splits its work over
 #   two threads, PyTorch's included, needs both cores: on a machine busy with other work it
