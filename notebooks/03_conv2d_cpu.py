@@ -874,8 +874,9 @@ print("package backward ops agree with the derivation and with finite difference
 
 # %%
 def conv2d_weight_grad(x, dy, kh, kw, stride=1, padding=0):
-    """dL/dW [Cout, Cin, kh, kw] of a convolution of x [N, Cin, H, W] with output gradient dy
-    [N, Cout, Ho, Wo]: one matrix product per kernel offset."""
+    """dL/dW [Cout, Cin, kh, kw] from x [N, Cin, H, W] and dy = dL/dy [N, Cout, Ho, Wo].
+
+    One matrix product per kernel offset."""
     ### BEGIN SOLUTION
     cin, (n, cout, ho, wo) = x.shape[1], dy.shape
     xp = pad_hw(x, padding, padding)
@@ -932,8 +933,9 @@ print("Exercise 3.3: conv2d_weight_grad matches conv2d_backward_weight"
 
 # %%
 def conv2d_input_grad_shift(dy, w, padding=0):
-    """dL/dx [N, Cin, H, W] of a stride-1 convolution with weight w [Cout, Cin, Kh, Kw], given
-    dy = dL/dy [N, Cout, Ho, Wo]: one GEMM per kernel offset, added into shifted columns."""
+    """dL/dx [N, Cin, H, W] of a stride-1 convolution, from dy [N, Cout, Ho, Wo] and w.
+
+    w is [Cout, Cin, Kh, Kw]; one GEMM per kernel offset, added into shifted columns."""
     ### BEGIN SOLUTION
     n, cout, ho, wo = dy.shape
     _, cin, kh, kw = w.shape
@@ -1252,8 +1254,7 @@ assert flat_img.grad.numpy()[0, 0].tolist() == [[1, 0, 1, 0], [0, 0, 0, 0]]
 
 # %%
 def avg_pool2d_backward(dy, input_shape, k, stride):
-    """dL/dx [N, C, H, W] of k x k average pooling with the given stride, from dy [N, C, Ho,
-    Wo]."""
+    """dL/dx [N, C, H, W] of k x k average pooling with this stride, from dy [N, C, Ho, Wo]."""
     ### BEGIN SOLUTION
     ho, wo = dy.shape[2:]
     dx = np.zeros(input_shape, dtype=dy.dtype)
