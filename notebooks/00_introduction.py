@@ -95,8 +95,9 @@
 #   rule. *You build* a scalar autograd, then `Function`, `ctx` and the backward engine;
 #   `Module`, `Linear`, cross-entropy, SGD and Adam; and train a small MLP with them. *You
 #   use* `tinytrain.autograd`, `nn` and `optim`, to compare with.
-# * **[Chapter 3 — Conv2d on the CPU](03_conv2d_cpu.ipynb)**, 3 h; before it: chapters 1–2.
+# * **[Chapter 3 — Conv2d on the CPU](03_conv2d_cpu.ipynb)**, 4 h; before it: chapters 1–2.
 #   *You build* naive loops, one matrix product per kernel offset, im2col as a view, the
+#   column-shift kernel the package runs (then what blocks, packing and sharding add), the
 #   backward pass as convolutions, the `Conv2d` `Function` and pooling. *You use* the
 #   package's threaded kernels, to time against.
 # * **[Chapter 4 — CUDA im2col](04_cuda_im2col.ipynb)**, 3 h; before it: chapter 3, reading
@@ -108,7 +109,8 @@
 #   shuffling, the shape-preserving stack, a rank's shard. *You use* `tinytrain.data`'s
 #   production loader.
 # * **[Chapter 6 — MNIST](06_mnist.ipynb)**, 2 h; before it: chapters 2, 3 and 5. *You
-#   build* the training loop, evaluation under `no_grad`, a confusion matrix. *You use* the
+#   build* the training loop, evaluation under `no_grad` on a validation split, a confusion
+#   matrix, a per-layer profile, the loss curve against PyTorch's. *You use* the
 #   package's models, layers and optimizers, and `python -m tinytrain.train`.
 # * **[Chapter 7 — DDP](07_ddp.ipynb)**, 2.5 h; before it: chapters 2 (hooks), 5 (shards)
 #   and 6 (the loop). *You build* gradients combined from shards, a ring all-reduce, bucket

@@ -26,22 +26,35 @@
 # 1. Cross-correlation by hand on a tiny image, and the output-size formula
 #    (`Conv2dMeta`, the one place where every size is computed and checked).
 # 2. Naive loops: the definition, written out. Slow, but obviously right.
-# 3. The *direct* kernel: one matrix product per kernel offset — `Kh * Kw` big GEMMs.
-# 4. im2col as a strided view: the famous "unfold, then one GEMM" — and why its copy, not its
-#    GEMM, costs the time.
-# 5. What the package kernel does with the memory layout, and a timing chart against PyTorch.
-# 6. The backward pass: `dX` is a *full* convolution with the flipped kernel, `dW` is a
+# 3. One matrix product per kernel offset — and why each offset's window is not one matrix.
+# 4. im2col as a strided view: the famous "unfold, then one GEMM".
+# 5. Where the time goes: im2col's copy against its GEMM, in flops per element.
+# 6. The **column-shift kernel**: the padded input as one matrix `[Cin, N*Hp*Wp]`, each kernel
+#    offset a shifted view of it, one GEMM per offset, no copy. About thirty lines, checked
+#    against the package's `conv2d_forward`.
+# 7. What the package adds to it — blocks of images, packing, sharding over the cores — each
+#    one timed against the last, on one thread and on two, next to PyTorch.
+# 8. The backward pass: `dX` is a *full* convolution with the flipped kernel, `dW` is a
 #    correlation of `x` with `dY`, `db` is a sum — each checked numerically.
-# 7. `tinytrain.nn.Conv2d` and `F.max_pool2d` against PyTorch, and edge-detector filters
-#    applied to a real digit.
+# 9. The `Conv2d` autograd `Function`: three backward ops, each run only when needed, and a
+#    selective save; then `nn.Conv2d` against PyTorch.
+# 10. Max pooling, forward and backward, with PyTorch's tie rule, as a `Function`.
+# 11. Edge-detector filters applied to a real digit.
+#
+# Five exercises (3.1-3.5) ask you to write pieces yourself; each is checked against the
+# package and PyTorch.
 
 # %%
 # %matplotlib inline
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import matplotlib.pyplot as plt
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
+from threadpoolctl import threadpool_limits
 
 import figures  # the course's plotting helpers, notebooks/figures.py
 import tinytrain as tt
@@ -54,6 +67,11 @@ from tinytrain.kernels.cpu.conv2d import (
     conv2d_backward_weight,
     conv2d_forward,
 )
+
+try:
+    import torch  # the reference, when installed (the package never uses it)
+except ImportError:
+    torch = None
 
 np.set_printoptions(precision=3, suppress=True)
 rng = np.random.default_rng(0)
@@ -68,6 +86,23 @@ def best_ms(fn, repeat=3):
         fn()
         times.append(time.perf_counter() - start)
     return 1e3 * min(times)
+
+
+@contextmanager
+def threads(n):
+    # NumPy's BLAS, tinytrain's kernels and PyTorch all on n threads inside the block, so that
+    # timings compare like with like; each gets its own setting back afterwards.
+    tt_before, torch_before = tt.get_num_threads(), torch.get_num_threads() if torch else None
+    with threadpool_limits(n, user_api="blas"):
+        tt.set_num_threads(n)
+        if torch:
+            torch.set_num_threads(n)
+        try:
+            yield
+        finally:
+            tt.set_num_threads(tt_before)
+            if torch:
+                torch.set_num_threads(torch_before)
 
 
 # %% [markdown]
@@ -236,7 +271,7 @@ print(f"naive loops: {t_naive:.1f} ms for output {y_naive.shape}")
 
 
 # %% [markdown]
-# ## 3. The direct kernel: one matrix product per kernel offset
+# ## 3. One matrix product per kernel offset
 #
 # Turn the sum inside out. Instead of visiting output positions and summing over the kernel,
 # visit the `Kh * Kw` kernel **offsets** `(i, j)` and, for each, handle *all* output positions
@@ -246,10 +281,10 @@ print(f"naive loops: {t_naive:.1f} ms for output {y_naive.shape}")
 # \qquad\text{with}\quad W_{ij} = w[:, :, i, j] \in \mathbb{R}^{C_{out} \times C_{in}}$$
 #
 # For a fixed offset, the pixels `x_pad[n, :, h*s + i, w*s + j]` for all `(n, h, w)` are just a
-# **shifted, strided view** of the padded input — no copy. Put channels last (NHWC) and that
-# view is a stack of `Cin`-vectors, one per output position; multiplying it by `W_ij.T` is one
-# big matrix product `[N*Ho*Wo, Cin] @ [Cin, Cout]`. Nine offsets, nine products, summed: that
-# is the whole convolution.
+# **shifted, strided view** of the padded input — no copy. Seen channels-last (NHWC) that view
+# is an array `[N, Ho, Wo, Cin]`, a `Cin`-vector per output position, and `@ W_ij.T` maps each
+# vector to its `Cout` outputs. Nine offsets, nine products, summed: that is the whole
+# convolution.
 
 # %%
 def conv2d_offsets(x, w, b=None, stride=1, padding=0):
@@ -269,7 +304,29 @@ def conv2d_offsets(x, w, b=None, stride=1, padding=0):
 y_offsets = conv2d_offsets(xs, ws, bs, 1, 1)
 assert np.allclose(y_offsets, y_naive)
 t_offsets = best_ms(lambda: conv2d_offsets(xs, ws, bs, 1, 1))
-print(f"per-offset GEMMs: {t_offsets:.2f} ms   ({t_naive / t_offsets:.0f}x faster than loops)")
+print(f"per-offset products: {t_offsets:.2f} ms   ({t_naive / t_offsets:.0f}x faster than loops)")
+
+# %% [markdown]
+# Is each offset's product *one* big matrix product `[N*Ho*Wo, Cin] @ [Cin, Cout]`? Not
+# quite, and the reason shapes the rest of the chapter. A BLAS matrix is a pointer, two sizes
+# and one *leading dimension*: row `r` starts `r * ld` elements after row 0 (chapter 1). The
+# window's rows are not evenly spaced: after the `Wo` pixels of one image row, the next output
+# row starts `Wp` pixels further on (a padded row is `Wp = W + 2p` wide), not `Wo`. Even with
+# the padded input stored as real, contiguous NHWC, the window cannot be flattened into one
+# matrix without a copy, so NumPy's `@` treats it as a stack of `N * Ho` small `[Wo, Cin]`
+# matrices, one image row each (or copies it). The whole padded input *is* one matrix; only
+# the window is not:
+
+# %%
+xp_nhwc = np.ascontiguousarray(pad_hw(xs, 1, 1).transpose(0, 2, 3, 1))  # NHWC [4, 22, 22, 8]
+win = xp_nhwc[:, 0:20, 1:21, :]                        # offset (0, 1) of a 3x3: [4, 20, 20, 8]
+print("padded input", xp_nhwc.shape, "-> one matrix without a copy?",
+      np.shares_memory(xp_nhwc.reshape(-1, 8), xp_nhwc))
+print("its window  ", win.shape, "-> one matrix without a copy?",
+      np.shares_memory(win.reshape(-1, 8), xp_nhwc), f"(rows {win.strides[2]} bytes apart,",
+      f"but {win.strides[1] - win.shape[2] * win.strides[2]} extra bytes at every image-row end)")
+assert np.shares_memory(xp_nhwc.reshape(-1, 8), xp_nhwc)
+assert not np.shares_memory(win.reshape(-1, 8), xp_nhwc)
 
 # %% [markdown]
 # ## 4. im2col as a strided view
@@ -303,9 +360,10 @@ assert list(cols[4]) == [5, 6, 9, 10]
 
 
 # %% [markdown]
-# Every input pixel appears in up to `Kh * Kw` rows: the matrix is (about) **9 times** the size
-# of the input for a 3x3 kernel. The view was free; the `reshape` that makes it a real matrix
-# for BLAS is a copy of all of that.
+# Every input pixel appears in up to `Kh * Kw` rows: the matrix is up to **9 times** the size
+# of the input for a 3x3 kernel (`Kh*Kw * Ho*Wo / (H*W)` times: a little less without padding).
+# The view was free; the `reshape` that makes it a real matrix for BLAS is a copy of all of
+# that.
 
 # %%
 def conv2d_im2col(x, w, b=None, stride=1, padding=0):
@@ -384,7 +442,9 @@ print("Exercise 3.2: im2col matches the definition" + (", torch's unfold" if tor
 #
 # Time the two halves of im2col separately, at the size of the second convolution of PyTorch's
 # MNIST example (`x [N, 32, 26, 26]`, `w [64, 32, 3, 3]`, float32; we take a batch of `N = 16`
-# instead of 64 to keep this notebook quick): building the matrix, and multiplying it.
+# instead of 64 to keep this notebook quick): building the matrix, and multiplying it. Both
+# run on one thread (`threads(1)`, defined at the top, holds NumPy's BLAS, tinytrain and
+# PyTorch at one thread), so the comparison is fair.
 
 # %%
 xb = rng.standard_normal((16, 32, 26, 26), dtype=np.float32)
@@ -399,121 +459,307 @@ def im2col_copy():
 
 cols_b = im2col_copy()
 w_mat = np.ascontiguousarray(wb.reshape(64, -1).T)
-t_copy = best_ms(im2col_copy)
-t_gemm = best_ms(lambda: cols_b @ w_mat)
-gflop = 2 * cols_b.shape[0] * cols_b.shape[1] * 64 / 1e9
-print(f"im2col matrix: {cols_b.nbytes / 2**20:.0f} MiB (input: {xb.nbytes / 2**20:.1f} MiB)")
-print(f"building it: {t_copy:.1f} ms   the GEMM ({gflop:.2f} GFLOP): {t_gemm:.1f} ms")
+with threads(1):
+    t_copy = best_ms(im2col_copy)
+    t_gemm = best_ms(lambda: cols_b @ w_mat)
+(M, K), N_out = cols_b.shape, w_mat.shape[1]
+flops = 2 * M * K * N_out
+flops_per_element = flops / (M * K + K * N_out)       # per element of the two inputs it reads
+print(f"im2col matrix [{M}, {K}]: {cols_b.nbytes / 2**20:.0f} MiB",
+      f"(input: {xb.nbytes / 2**20:.1f} MiB, {cols_b.size / xb.size:.1f}x)")
+print(f"the GEMM [{M}, {K}] @ [{K}, {N_out}]: {flops / 1e9:.2f} GFLOP,",
+      f"{flops_per_element:.0f} flops per element it reads")
+print(f"one thread: building the matrix {t_copy:.1f} ms, the GEMM {t_gemm:.1f} ms",
+      f"(the copy takes {t_copy / t_gemm:.0%} of the GEMM's time)")
+assert 120 < flops_per_element < 135
 
 # %% [markdown]
-# On the machines this course was written on, the copy costs about as much as the GEMM or more:
-# its 9x-inflated matrix is written once and read once, through a gather whose innermost
-# dimension is only 3 floats long. A GEMM does ~300 flops per element it reads here, so it
-# runs at the speed of the arithmetic; the copy does none, so it runs at the speed of memory.
+# The GEMM does about `2MKN / (MK + KN)` ≈ 127 flops for every element it reads (printed
+# above), so a good BLAS keeps the arithmetic units busy and runs at the speed of the
+# arithmetic. The copy does no arithmetic at all: it writes a matrix several times the size
+# of the input (printed above) through a gather whose innermost run is only `Kw = 3` floats,
+# and runs at the speed of memory. The two times printed above show what that means on this
+# machine: the copy, with no arithmetic in it, against the GEMM, with all of it.
 #
-# The direct kernel of section 3 copies nothing per offset — but it has costs of its own: each
-# of its nine GEMMs has a short inner dimension (`K = Cin = 32`, against `288` for im2col), so
-# it reads and writes its big output `[N*Ho*Wo, Cout]` nine times, and the `y += ...` adds
-# another pass each time. **Memory traffic, not arithmetic, is what to optimise.** The package
-# kernel, `tinytrain.kernels.cpu.conv2d`, does three things about it:
+# The per-offset kernel of section 3 copies nothing — but each offset's product is a stack of
+# `N * Ho` tiny GEMMs (`[Wo, Cin] @ [Cin, Cout]`, 24 rows each here), each with a short inner
+# dimension (`K = Cin = 32`, against `288` for im2col); and the `y += ...` reads and writes the
+# whole output once more for every offset. **Memory traffic, not arithmetic, is what to
+# optimise.** The next two sections build, step by step, what the package kernel
+# (`tinytrain.kernels.cpu.conv2d`) does about it.
 #
-# 1. **Channels first, padded, once.** The input is copied once into a zero-padded
-#    `[Cin, N, Hp, Wp]` buffer and read as a matrix `[Cin, N*Hp*Wp]`.
-# 2. **Shifts are column offsets.** With stride 1, the pixel under kernel offset `(i, j)` for
-#    output `(n, h, w)` sits exactly `i*Wp + j` columns to the right of the one for offset
-#    `(0, 0)`. So each offset's operand is a plain slice of columns of that matrix — a 2-D view
-#    with an ordinary leading dimension, which BLAS reads in place. The price is computing
-#    outputs on the whole padded grid `Hp x Wp` and dropping the extra rows and columns
-#    (1.17x the work for 26x26 inputs) — cheaper than any copy.
-# 3. **Blocks of images.** The loop over the nine offsets runs on a few images at a time, so
-#    that block's input columns, its accumulator and the GEMM's result stay in the CPU caches
-#    while the nine products are summed; each block is written to the NCHW output (plus bias)
-#    once.
+# ## 6. The column-shift kernel: one GEMM per offset, on a view
 #
-# The column-shift trick, checked on a small example:
+# Section 3's window could not be one matrix because an output row is narrower than a padded
+# input row. So make them equally wide: **compute outputs on the whole padded grid**.
+#
+# 1. **Channels first, padded, once.** Copy the input once into a zero-padded `[Cin, N, Hp, Wp]`
+#    buffer and read it as a matrix `X = [Cin, N*Hp*Wp]`: one row per channel, one column per
+#    padded pixel. Column `c = n*Hp*Wp + h*Wp + w` is pixel `(n, h, w)`.
+# 2. **Offsets are column shifts.** Let grid column `c` hold output `(n, h, w)`. Kernel offset
+#    `(i, j)` multiplies it with pixel `(n, h + i, w + j)`, which is column `c + i*Wp + j`. So
+#    the operand of offset `(i, j)` is `X[:, s : s + L]` with `s = i*Wp + j`: the same matrix
+#    shifted by `s` columns, a 2-D view whose rows are evenly spaced (leading dimension
+#    `N*Hp*Wp`), which BLAS reads in place. One GEMM `[Cout, Cin] @ [Cin, L]` per offset.
+# 3. **Throw away what is not an output.** A grid column with `h >= Ho` or `w >= Wo` is not an
+#    output: its "window" wraps into the next row (or image). It is computed anyway and
+#    dropped at the end, and the last `(Kh-1)*Wp + Kw-1` columns are not computed at all (they
+#    would read past the end of `X`), so `L = N*Hp*Wp - (Kh-1)*Wp - (Kw-1)`.
+#
+# Here is the shift on one 3x3 image with padding 1 (`Hp = Wp = 5`) and a 3x3 kernel. Left,
+# each pixel carries its column number in `X`; the dashed frame holds the grid positions that
+# are real outputs, the orange frame the pixels that offset `(1, 2)` reads for them. Right,
+# every computed grid column `c` (grey: not an output), the column offset `(0, 0)` reads for
+# it, and the column offset `(1, 2)` reads — the same columns, shifted by `1*5 + 2 = 7`.
 
 # %%
-xt_small = rng.standard_normal((2, 3, 5, 6))
-m_small = Conv2dMeta(xt_small.shape, (4, 3, 3, 3))
-flat = xt_small.transpose(1, 0, 2, 3).reshape(3, -1)          # [Cin, N*H*W]  (no padding here)
-i, j = 2, 1
-shifted = flat[:, i * 6 + j:][:, :2 * 5 * 6 - (i * 6 + j)]     # the columns, shifted by i*W + j
-grid = np.zeros((3, 2 * 5 * 6))
-grid[:, :shifted.shape[1]] = shifted
-grid = grid.reshape(3, 2, 5, 6)[:, :, :m_small.out_h, :m_small.out_w]  # keep the real outputs
-expected = xt_small[:, :, i:i + m_small.out_h, j:j + m_small.out_w].transpose(1, 0, 2, 3)
-assert np.array_equal(grid, expected)
-print("offset (2, 1) = columns shifted by", i * 6 + j, "- same pixels as the strided window")
-
-# %% [markdown]
-# Now all versions on the small case, and the package kernel against PyTorch at the MNIST
-# size. (Timings depend on the machine and on what else it is doing; the chart is for
-# orientation, and nothing here asserts on a time.) `bench/conv_cpu.py` measures the forward
-# *and* the three backward ops carefully, with pinned threads.
-
-# %%
-y_pkg = conv2d_forward(xs, ws, bs, Conv2dMeta(xs.shape, ws.shape, 1, 1, bs.shape))
-assert np.allclose(y_pkg, y_naive)
-t_pkg = best_ms(lambda: conv2d_forward(xs, ws, bs, Conv2dMeta(xs.shape, ws.shape, 1, 1, (16,))))
-
-small = {"naive loops": t_naive, "per-offset GEMMs": t_offsets, "im2col": t_im2col,
-         "tinytrain kernel": t_pkg}
-big = {"per-offset GEMMs (NHWC)": best_ms(lambda: conv2d_offsets(xb, wb)),
-       "im2col": best_ms(lambda: conv2d_im2col(xb, wb)),
-       "tinytrain kernel": best_ms(lambda: conv2d_forward(xb, wb, None, mb))}
-assert np.allclose(conv2d_forward(xb, wb, None, mb), conv2d_im2col(xb, wb), atol=1e-3)
-try:
-    import torch
-
-    xb_t, wb_t = torch.from_numpy(xb), torch.from_numpy(wb)
-    with torch.no_grad():
-        big["PyTorch"] = best_ms(lambda: torch.nn.functional.conv2d(xb_t, wb_t))
-        ref = torch.nn.functional.conv2d(xb_t, wb_t).numpy()
-    assert np.allclose(conv2d_forward(xb, wb, None, mb), ref, atol=1e-3)
-except ImportError:
-    print("PyTorch is not installed: its bar is skipped")
-
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
-for ax, (title, times) in zip(axes, [("x [4,8,20,20], w [16,8,3,3], float64", small),
-                                     ("x [16,32,26,26], w [64,32,3,3], float32", big)]):
-    bars = ax.barh(list(times), list(times.values()), color="tab:blue")
-    ax.bar_label(bars, fmt="%.1f ms", padding=3)
-    ax.set_xscale("log")
-    ax.set_title(f"forward, {title}", fontsize=10)
-    ax.invert_yaxis()
-    ax.set_xlim(right=max(times.values()) * 8)
+fig = figures.draw_column_shift(hp=5, wp=5, kh=3, kw=3, pad=1, offset=(1, 2))
 plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# What `bench/conv_cpu.py` measured on the 2-core machine this chapter was written on
-# (OpenBLAS 0.3.31, `OPENBLAS_CORETYPE` and `OPENBLAS_L2_SIZE` unset, one thread for both
-# libraries, best of 12 interleaved rounds). The machine was shared with other jobs at the time,
-# so the absolute times are inflated; the ratios are the useful part:
+# The kernel is about thirty lines. It works for stride 1 only: with a stride, the pixels one
+# offset reads are no longer evenly spaced columns of `X`, and the package copies each
+# offset's strided window into a small matrix instead.
+
+# %%
+def conv2d_shift(x, w, b=None, padding=0):
+    """Stride-1 convolution [N, Cin, H, W] * [Cout, Cin, Kh, Kw] -> [N, Cout, Ho, Wo]:
+    one GEMM per kernel offset, each on a column-shifted view of the padded input."""
+    n, cin, h, wd = x.shape
+    cout, _, kh, kw = w.shape
+    hp, wp = h + 2 * padding, wd + 2 * padding
+    ho, wo = hp - kh + 1, wp - kw + 1
+    # 1. channels first, padded, once: the matrix X [Cin, N*Hp*Wp]
+    xp = np.zeros((cin, n, hp, wp), dtype=x.dtype)
+    xp[:, :, padding:padding + h, padding:padding + wd] = x.transpose(1, 0, 2, 3)
+    X = xp.reshape(cin, n * hp * wp)
+    w_ij = np.ascontiguousarray(w.transpose(2, 3, 0, 1))        # [Kh, Kw, Cout, Cin]
+    # 2. one GEMM per offset: grid column c reads column c + i*Wp + j
+    L = n * hp * wp - ((kh - 1) * wp + (kw - 1))                  # columns every shift can read
+    grid = np.zeros((cout, n * hp * wp), dtype=x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            s = i * wp + j
+            grid[:, :L] += w_ij[i, j] @ X[:, s:s + L]             # [Cout, Cin] @ [Cin, L]: a view
+    # 3. keep the real outputs of the grid, add the bias, back to NCHW
+    y = grid.reshape(cout, n, hp, wp)[:, :, :ho, :wo]
+    if b is not None:
+        y = y + b.reshape(-1, 1, 1, 1)
+    return np.ascontiguousarray(y.transpose(1, 0, 2, 3))
+
+
+for x_s, w_s, pad in [(xs, ws, 1), (xb, wb, 0),
+                      (rng.standard_normal((3, 2, 7, 5)), rng.standard_normal((5, 2, 2, 4)), 2)]:
+    b_s = rng.standard_normal(w_s.shape[0]).astype(x_s.dtype)
+    ours = conv2d_shift(x_s, w_s, b_s, pad)
+    package = conv2d_forward(x_s, w_s, b_s, Conv2dMeta(x_s.shape, w_s.shape, 1, pad, b_s.shape))
+    assert ours.shape == package.shape and np.allclose(ours, package, rtol=1e-4, atol=1e-3)
+hp_b, ho_b = xb.shape[2], mb.out_h
+print(f"conv2d_shift == conv2d_forward; the padded grid is {hp_b}x{hp_b}",
+      f"for {ho_b}x{ho_b} outputs: {hp_b**2 / ho_b**2:.2f}x the useful work")
+# the operand of every offset is a view of X, not a copy:
+X_demo = np.zeros((32, 16 * 26 * 26), dtype=np.float32)
+assert np.shares_memory(X_demo[:, 2 * 26 + 2:], X_demo)
+
+# %% [markdown]
+# Grid positions that are not outputs cost `Hp*Wp / (Ho*Wo)` times the useful work (printed
+# above) — cheaper than any copy.
 #
-# | `x [64,32,26,26]`, `w [64,32,3,3]` | tinytrain | PyTorch (oneDNN) | ratio |
-# | --- | ---: | ---: | ---: |
-# | forward | 37.5 ms | 22.4 ms | 1.7 |
-# | dX | 37.6 ms | 18.6 ms | 2.0 |
-# | dW | 33.9 ms | 19.4 ms | 1.7 |
-# | forward + backward (autograd) | 118.2 ms | 64.9 ms | 1.8 |
+# ## 7. What blocks, packing and sharding add
 #
-# With two BLAS threads on a *busy* two-core machine, every one of the kernel's ~150 GEMM calls
-# per op waits for a second thread that another process is holding: many medium-sized
-# multi-threaded BLAS calls are fragile under oversubscription, where PyTorch's single oneDNN
-# call per op is not. On a quiet machine, two threads help both libraries alike.
+# `conv2d_shift` is the package kernel's idea. The package adds three refinements, each aimed
+# at memory traffic or at the cores:
+#
+# * **Blocks of images.** With the whole batch at once, `grid` (`[Cout, N*Hp*Wp]`) and the
+#   product of each offset are many megabytes: each of the `Kh*Kw` passes streams them through
+#   main memory. The package runs the offsets over a few images at a time (about 2 MiB of
+#   operands, `BLOCK_BYTES`), so a block's input columns, accumulator and product stay in the
+#   CPU caches, and writes each block's outputs (plus bias) to the NCHW result once. It also
+#   multiplies into a reused buffer (`np.matmul(..., out=tmp)`) instead of a new array.
+# * **Packing.** When `Cin*Kh*Kw` is small (a first layer: `Cin = 1`), each offset's GEMM is a
+#   rank-`Cin` update that reads and writes the whole accumulator for very little arithmetic.
+#   Then the package copies the `Kh*Kw` shifted views of one block into one
+#   `[Kh*Kw*Cin, cols]` matrix (a cache-sized im2col of that block only) and does *one* GEMM
+#   with `K = Cin*Kh*Kw` (up to `PACK_MAX_ELEMS = 320`).
+# * **Sharding.** The batch is split into one shard per core, each shard run on its own
+#   thread with the BLAS at *one* thread. A multi-threaded BLAS would wake and synchronise
+#   its threads for every one of the many medium-sized GEMMs;
+#   [`tinytrain/kernels/cpu/parallel.py`](../tinytrain/kernels/cpu/parallel.py) measured that
+#   (two BLAS threads were slower than one, and much slower when another process held the
+#   second core) and holds the BLAS at one thread while a kernel runs.
+#
+# Blocks and packing, added to `conv2d_shift` (the same three steps, one block at a time):
+
+# %%
+from tinytrain.kernels.cpu.conv2d import BLOCK_BYTES, PACK_MAX_ELEMS
+
+assert (BLOCK_BYTES, PACK_MAX_ELEMS) == (2 * 2**20, 320)        # the package's settings
+
+
+def conv2d_blocked(x, w, b=None, padding=0, pack=False, block_bytes=BLOCK_BYTES):
+    """conv2d_shift over blocks of images [n0, n1); pack=True: one GEMM per block."""
+    n, cin, h, wd = x.shape
+    cout, _, kh, kw = w.shape
+    hp, wp = h + 2 * padding, wd + 2 * padding
+    ho, wo = hp - kh + 1, wp - kw + 1
+    xp = np.zeros((cin, n, hp, wp), dtype=x.dtype)
+    xp[:, :, padding:padding + h, padding:padding + wd] = x.transpose(1, 0, 2, 3)
+    X = xp.reshape(cin, n * hp * wp)
+    w_ij = np.ascontiguousarray(w.transpose(2, 3, 0, 1))        # [Kh, Kw, Cout, Cin]
+    w_pk = w_ij.transpose(2, 0, 1, 3).reshape(cout, -1)          # [Cout, Kh*Kw*Cin], (i, j, c)
+    rows = kh * kw * cin if pack else cin
+    per_block = max(1, block_bytes // (hp * wp * (rows + 2 * cout) * x.itemsize))
+    acc = np.empty((cout, per_block * hp * wp), dtype=x.dtype)   # buffers reused by every block
+    tmp = np.empty_like(acc)
+    packed = np.empty((kh * kw * cin, per_block * hp * wp), dtype=x.dtype) if pack else None
+    out = np.empty((n, cout, ho, wo), dtype=x.dtype)
+    last = n * hp * wp - ((kh - 1) * wp + (kw - 1))
+    for n0 in range(0, n, per_block):
+        n1 = min(n0 + per_block, n)
+        c0, L = n0 * hp * wp, min(n1 * hp * wp, last) - n0 * hp * wp   # this block's columns
+        for k, (i, j) in enumerate(np.ndindex(kh, kw)):
+            view = X[:, c0 + i * wp + j:][:, :L]
+            if pack:
+                packed[k * cin:(k + 1) * cin, :L] = view              # copy the view into place
+            elif k == 0:
+                np.matmul(w_ij[i, j], view, out=acc[:, :L])
+            else:
+                np.matmul(w_ij[i, j], view, out=tmp[:, :L])
+                acc[:, :L] += tmp[:, :L]
+        if pack:
+            np.matmul(w_pk, packed[:, :L], out=acc[:, :L])          # one GEMM, K = Kh*Kw*Cin
+        y = acc[:, :(n1 - n0) * hp * wp].reshape(cout, n1 - n0, hp, wp)[:, :, :ho, :wo]
+        if b is not None:
+            y += b.reshape(-1, 1, 1, 1)
+        out[n0:n1] = y.transpose(1, 0, 2, 3)                         # NCHW, once per block
+    return out
+
+
+_pool = ThreadPoolExecutor(max_workers=os.cpu_count())
+
+
+def sharded(kernel, x, *args, workers=2, **kwargs):
+    # Split the batch into `workers` shards, each run by `kernel` in its own thread. Call it
+    # with the BLAS at one thread (threadpool_limits(1)): one core per shard.
+    bounds = [len(x) * k // workers for k in range(workers + 1)]
+    parts = _pool.map(lambda lo_hi: kernel(x[lo_hi[0]:lo_hi[1]], *args, **kwargs),
+                      zip(bounds[:-1], bounds[1:]))
+    return np.concatenate(list(parts))
+
+
+for x_s, w_s, pad in [(xs, ws, 1), (xb, wb, 0)]:
+    b_s = rng.standard_normal(w_s.shape[0]).astype(x_s.dtype)
+    expected = conv2d_forward(x_s, w_s, b_s, Conv2dMeta(x_s.shape, w_s.shape, 1, pad, b_s.shape))
+    small_blocks = dict(padding=pad, block_bytes=20_000)               # several blocks
+    for y_s in [conv2d_blocked(x_s, w_s, b_s, **small_blocks),
+                conv2d_blocked(x_s, w_s, b_s, pack=True, **small_blocks),
+                sharded(conv2d_blocked, x_s, w_s, b_s, pack=True, workers=3, **small_blocks)]:
+        assert np.allclose(y_s, expected, rtol=1e-4, atol=1e-3)
+print("blocks, packing and shards: the same numbers as conv2d_forward")
+
+# %% [markdown]
+# Now time every version of this chapter, on two layers with a batch of 32 images: the
+# first layer of the course's `convnet` (`Cin = 1`, 5x5, padding 2: where packing matters)
+# and the second convolution of PyTorch's MNIST example (`Cin = 32`, 3x3). Like is compared
+# with like: every version runs **on one thread** (NumPy's BLAS, tinytrain's kernel and
+# PyTorch all held at one, `threads(1)`), and the last four also **on two** (`threads(2)`):
+# `+ packing` with a two-thread BLAS, `+ sharding` as two shards on one BLAS thread each,
+# which is how the package (`tt.set_num_threads(2)`) spends two cores, the package itself,
+# and PyTorch on two threads. Timings depend on the machine and on what else runs on it;
+# nothing here asserts one. (`bench/conv_cpu.py` measures forward and the three backward ops
+# more carefully.)
+
+# %%
+layers = {
+    "convnet conv1: x [32,1,28,28], w [16,1,5,5], padding 2":
+        (rng.standard_normal((32, 1, 28, 28), dtype=np.float32),
+         rng.standard_normal((16, 1, 5, 5), dtype=np.float32), 2),
+    "MNIST example conv2: x [32,32,26,26], w [64,32,3,3]":
+        (rng.standard_normal((32, 32, 26, 26), dtype=np.float32),
+         rng.standard_normal((64, 32, 3, 3), dtype=np.float32), 0),
+}
+thread_counts = [1, 2] if (os.cpu_count() or 1) >= 2 else [1]
+
+
+def time_layer(x, w, pad):
+    # {version: {threads: best ms}} of one layer's forward, every version on the same threads.
+    versions = {
+        "per-offset (NHWC)": lambda: conv2d_offsets(x, w, None, 1, pad),
+        "im2col + one GEMM": lambda: conv2d_im2col(x, w, None, 1, pad),
+        "column shift": lambda: conv2d_shift(x, w, None, pad),
+        "+ blocks": lambda: conv2d_blocked(x, w, None, pad),
+        "+ packing": lambda: conv2d_blocked(x, w, None, pad, pack=True),
+        "+ sharding": lambda: sharded(conv2d_blocked, x, w, None, pad, pack=True,
+                                      workers=tt.get_num_threads()),
+        "tinytrain conv2d_forward": lambda: conv2d_forward(x, w, None,
+                                                           Conv2dMeta(x.shape, w.shape, 1, pad)),
+    }
+    if torch:
+        x_t, w_t = torch.from_numpy(x), torch.from_numpy(w)
+        versions["PyTorch"] = lambda: torch.nn.functional.conv2d(x_t, w_t, padding=pad)
+    on_two = ["+ packing", "+ sharding", "tinytrain conv2d_forward", "PyTorch"]
+    times = {name: {} for name in versions}
+    for n in thread_counts:
+        with threads(n):
+            for name, fn in versions.items():
+                if (n == 1 and name == "+ sharding") or (n > 1 and name not in on_two):
+                    continue                                 # (one shard is "+ packing")
+                if name == "+ sharding":
+                    with threadpool_limits(1, user_api="blas"):   # n shards, one BLAS thread each
+                        times[name][n] = best_ms(fn)
+                else:
+                    times[name][n] = best_ms(fn)
+    return times
+
+
+timings = {title: time_layer(*layer) for title, layer in layers.items()}
+for title, per_version in timings.items():
+    print(title)
+    for name, per in per_version.items():
+        print(f"  {name:<26}" + "".join(f"{per[n]:9.1f} ms ({n} thr)" for n in per))
+
+fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+for ax, (title, per) in zip(axes, timings.items()):
+    figures.draw_thread_bars(ax, per, "forward, " + title)
+plt.tight_layout()
+plt.show()
+
+c1 = timings[next(iter(timings))]
+print(f"conv1 (Cin = 1): packing {c1['+ blocks'][1] / c1['+ packing'][1]:.0f}x faster on one"
+      " thread; the package", " / ".join(f"{c1['tinytrain conv2d_forward'][n]:.1f} ms"
+                                          for n in thread_counts), "on", " / ".join(
+          map(str, thread_counts)), "thread(s)")
+
+# %% [markdown]
+# How to read the chart: down the blue bars, each refinement against the one above it, all on
+# one thread; the orange bars, the four ways to use a second core. Three things to look for
+# (the numbers are this run's; the printout above the chart is exact):
+#
+# * On `conv1` (`Cin = 1`) the un-packed kernels do 25 rank-1 updates of a big accumulator;
+#   packing turns them into one GEMM with `K = 25` and is the largest single step.
+# * A two-thread BLAS makes the many medium-sized GEMMs of `+ packing` pay for waking and
+#   synchronising its threads at every call; sharding the batch instead gives each core whole
+#   blocks of work and synchronises once, at the end. Any version that splits its work over
+#   two threads, PyTorch's included, needs both cores: on a machine busy with other work it
+#   waits for the slower thread, and its two-thread bar can be longer than its one-thread bar.
+# * "+ sharding" and `conv2d_forward` are the same algorithm; the package also skips the
+#   copies this notebook's version makes (it writes each shard's output in place).
 #
 # Lessons, in the order they cost time:
 #
 # * the **copies** (im2col's matrix, a window copy per offset, the `y += ...` pass, layout
 #   changes) matter as much as the flops — count bytes moved, not only multiplies;
 # * a GEMM with a short inner dimension (`K = Cin`) is itself memory-bound, so keep its operands
-#   in cache (blocks of images) and let it read views in place (the column-shift trick);
+#   in cache (blocks of images), let it read views in place (the column shift), and when `K`
+#   is tiny, pack several offsets into one longer `K`;
 # * one layout change in (NCHW to padded channels-first) and one out (back to NCHW, with the bias
-#   added on the way) is the whole price of the layout — do it once, not per offset.
+#   added on the way) is the whole price of the layout — do it once, not per offset;
+# * on a few cores, split the batch over the cores and give each one single-threaded BLAS
+#   calls, rather than splitting every small GEMM over all of them.
 
 # %% [markdown]
-# ## 6. The backward pass is made of convolutions too
+# ## 8. The backward pass is made of convolutions too
 #
 # Given `dY = dL/dy` (shape `[N, Cout, Ho, Wo]`), we need three gradients. Write the forward
 # once more (stride 1, no padding, to keep indices readable):
@@ -628,8 +874,9 @@ print("package backward ops agree with the derivation and with finite difference
 
 # %%
 def conv2d_weight_grad(x, dy, kh, kw, stride=1, padding=0):
-    """dL/dW [Cout, Cin, kh, kw] of a convolution of x [N, Cin, H, W] with output gradient dy
-    [N, Cout, Ho, Wo]: one matrix product per kernel offset."""
+    """dL/dW [Cout, Cin, kh, kw] from x [N, Cin, H, W] and dy = dL/dy [N, Cout, Ho, Wo].
+
+    One matrix product per kernel offset."""
     ### BEGIN SOLUTION
     cin, (n, cout, ho, wo) = x.shape[1], dy.shape
     xp = pad_hw(x, padding, padding)
@@ -673,12 +920,194 @@ print("Exercise 3.3: conv2d_weight_grad matches conv2d_backward_weight"
       + (" and PyTorch" if torch else ""))
 
 # %% [markdown]
-# ## 7. `tinytrain.nn.Conv2d`, pooling, and PyTorch
+# ### Exercise 3.4 — the input gradient, with column shifts
 #
-# The layer wraps the kernels in an autograd `Function` (`tinytrain/nn/conv.py`) and
-# initialises its parameters like PyTorch: `kaiming_uniform_(w, a=sqrt(5))`, which is
-# `U(-1/sqrt(fan_in), 1/sqrt(fan_in))` with `fan_in = Cin*Kh*Kw`, and the bias from the same
-# range. With the same weights it must give PyTorch's numbers, forward and backward:
+# The forward of section 6 added `W_ij @ X[:, s : s + L]` into the grid, for `s = i*Wp + j`.
+# Its backward runs the same shifts the other way: lay `dY` out on the padded grid (a matrix
+# `[Cout, N*Hp*Wp]`, with zeros at the grid positions that are not outputs), and for each
+# offset add `W_ij.T @ dY_grid[:, :L]` (`[Cin, Cout] @ [Cout, L]`) into the columns
+# `[s, s + L)` of a padded input-gradient matrix `[Cin, N*Hp*Wp]`: every input pixel collects
+# the gradient of each output it was read by. Then drop the padding and return NCHW. Write
+# `conv2d_input_grad_shift(dy, w, padding)` for stride 1. The checker compares it with the
+# package's `conv2d_backward_input` and with PyTorch's autograd (when installed).
+
+# %%
+def conv2d_input_grad_shift(dy, w, padding=0):
+    """dL/dx [N, Cin, H, W] of a stride-1 convolution, from dy [N, Cout, Ho, Wo] and w.
+
+    w is [Cout, Cin, Kh, Kw]; one GEMM per kernel offset, added into shifted columns."""
+    ### BEGIN SOLUTION
+    n, cout, ho, wo = dy.shape
+    _, cin, kh, kw = w.shape
+    hp, wp = ho + kh - 1, wo + kw - 1
+    grid = np.zeros((cout, n, hp, wp), dtype=dy.dtype)
+    grid[:, :, :ho, :wo] = dy.transpose(1, 0, 2, 3)              # dY on the padded grid
+    dy_grid = grid.reshape(cout, n * hp * wp)
+    L = n * hp * wp - ((kh - 1) * wp + (kw - 1))
+    dx_pad = np.zeros((cin, n * hp * wp), dtype=dy.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            s = i * wp + j
+            dx_pad[:, s:s + L] += w[:, :, i, j].T @ dy_grid[:, :L]
+    dx = dx_pad.reshape(cin, n, hp, wp)[:, :, padding:hp - padding, padding:wp - padding]
+    return np.ascontiguousarray(dx.transpose(1, 0, 2, 3))
+    ### END SOLUTION
+
+
+# %% tags=["checker"]
+try:
+    import torch
+except ImportError:
+    torch = None
+
+check_rng = np.random.default_rng(35)
+for _ in range(10):
+    n, cin, cout = (int(v) for v in check_rng.integers(1, 4, 3))
+    kh, kw = (int(v) for v in check_rng.integers(1, 4, 2))
+    padding = int(check_rng.integers(0, 3))
+    x_check = check_rng.standard_normal((n, cin, max(kh - 2 * padding, 1) + int(
+        check_rng.integers(0, 5)), max(kw - 2 * padding, 1) + int(check_rng.integers(0, 5))))
+    w_check = check_rng.standard_normal((cout, cin, kh, kw))
+    meta_check = Conv2dMeta(x_check.shape, w_check.shape, 1, padding)
+    dy_check = check_rng.standard_normal(meta_check.output_shape)
+    dx_mine = conv2d_input_grad_shift(dy_check, w_check, padding)
+    assert np.shape(dx_mine) == x_check.shape, f"shape {np.shape(dx_mine)}, not {x_check.shape}"
+    assert np.allclose(dx_mine, conv2d_backward_input(dy_check, w_check, meta_check))
+    if torch is not None:
+        x_t = torch.tensor(x_check, requires_grad=True)
+        torch.nn.functional.conv2d(x_t, torch.from_numpy(w_check), padding=padding).backward(
+            torch.from_numpy(dy_check))
+        assert np.allclose(dx_mine, x_t.grad.numpy())
+print("Exercise 3.4: conv2d_input_grad_shift matches conv2d_backward_input"
+      + (" and PyTorch" if torch else ""))
+
+# %% [markdown]
+# ## 9. The `Conv2d` autograd Function
+#
+# Kernels work on raw arrays; autograd (chapter 2) needs a `Function`: a `forward` on raw
+# arrays, a `setup_context` that keeps what backward will read, and a `backward` that returns
+# one gradient per input. Three things make the convolution's Function worth writing out:
+#
+# * **three backward ops, each only when needed.** `ctx.needs_input_grad` says which inputs
+#   want a gradient: the first layer's input (the images) needs no `dX`, a frozen layer no
+#   `dW`, a layer without bias no `db`. Each skipped op is a whole convolution saved.
+# * **selective save.** `dX` reads only `w`, `dW` reads only `x`, `db` reads nothing. So keep
+#   `x` only if `w` needs a gradient and `w` only if `x` does: for the first layer of a
+#   network, `w` is not kept at all, and in a frozen layer `x` (a whole activation) is not.
+# * **the shapes, once.** `Conv2dMeta` is computed (and checked) before forward and rides on
+#   `ctx` to backward, which needs it for every op.
+
+# %%
+from tinytrain.autograd import Function
+
+
+class Conv2dFn(Function):
+    @staticmethod
+    def forward(x, w, b, meta):                  # raw arrays in, a raw array out
+        return conv2d_forward(x, w, b, meta)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, w, _, meta = inputs
+        need_x, need_w = ctx.needs_input_grad[:2]
+        ctx.meta = meta
+        ctx.save_for_backward(x if need_w else None,      # dW reads x
+                              w if need_x else None)      # dX reads w
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        dx = conv2d_backward_input(dy, w, ctx.meta) if need_x else None
+        dw = conv2d_backward_weight(dy, x, ctx.meta) if need_w else None
+        db = conv2d_backward_bias(dy) if need_b else None
+        return dx, dw, db, None                            # no gradient for meta
+
+
+def my_conv2d(x, w, b=None, stride=1, padding=0):
+    meta = Conv2dMeta(x.shape, w.shape, stride, padding, None if b is None else b.shape)
+    return Conv2dFn.apply(x, w, b, meta)
+
+
+# %% [markdown]
+# Check it against the package's `F.conv2d` and against PyTorch, forward and the three
+# gradients, with strides and paddings; then look at what each node keeps. The input of a
+# first layer does not require a gradient: its node keeps `x` (for `dW`) and not `w`.
+
+# %%
+for stride, padding in [(1, 0), (1, 2), (2, 1), ((2, 1), (0, 1))]:
+    x9 = rng.standard_normal((2, 3, 8, 7)).astype(np.float32)
+    w9 = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b9 = rng.standard_normal(4).astype(np.float32)
+    dy9 = None
+    results = []
+    for conv_fn in (my_conv2d, F.conv2d):
+        xt, wt, bt = (tt.tensor(a, requires_grad=True) for a in (x9, w9, b9))
+        out9 = conv_fn(xt, wt, bt, stride, padding)
+        dy9 = rng.standard_normal(out9.shape).astype(np.float32) if dy9 is None else dy9
+        (out9 * tt.tensor(dy9)).sum().backward()
+        results.append([out9.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()])
+    for ours, package in zip(*results):
+        assert np.array_equal(ours, package)             # the same kernels: bit for bit
+    if torch:
+        xt, wt, bt = (torch.tensor(a, requires_grad=True) for a in (x9, w9, b9))
+        out_t = torch.nn.functional.conv2d(xt, wt, bt, stride, padding)
+        out_t.backward(torch.from_numpy(dy9))
+        for ours, theirs in zip(results[0], [out_t.detach(), xt.grad, wt.grad, bt.grad]):
+            assert np.allclose(ours, theirs.numpy(), rtol=1e-4, atol=1e-4)
+print("Conv2dFn == F.conv2d (bit for bit)" + (" and == PyTorch" if torch else ""),
+      "on 4 strides/paddings, forward and dX, dW, db")
+
+w_layer = tt.tensor(w9, requires_grad=True)
+for x_grad, w_grad in [(False, True), (True, True), (True, False)]:
+    w_layer.requires_grad = w_grad
+    node = my_conv2d(tt.tensor(x9, requires_grad=x_grad), w_layer).grad_fn
+    kept = ["x" if node.ctx.saved_tensors[0] is not None else "-",
+            "w" if node.ctx.saved_tensors[1] is not None else "-"]
+    print(f"x requires grad {x_grad!s:5}  w requires grad {w_grad!s:5}  -> keeps {kept}")
+    assert (kept[0] == "x") == w_grad and (kept[1] == "w") == x_grad
+w_layer.requires_grad = True
+
+# %% [markdown]
+# And the backward ops really are skipped: count the kernel calls of one backward pass, with
+# the images not requiring a gradient (a first layer) and with a frozen weight.
+
+# %%
+calls = {"dX": 0, "dW": 0, "db": 0}
+originals = (conv2d_backward_input, conv2d_backward_weight, conv2d_backward_bias)
+
+
+def counted(name, fn):
+    def wrapper(*args):
+        calls[name] += 1
+        return fn(*args)
+    return wrapper
+
+
+conv2d_backward_input, conv2d_backward_weight, conv2d_backward_bias = (
+    counted(name, fn) for name, fn in zip(calls, originals))
+try:
+    for x_grad, w_grad in [(False, True), (True, False)]:
+        calls.update(dX=0, dW=0, db=0)
+        w_frozen = tt.tensor(w9, requires_grad=w_grad)
+        my_conv2d(tt.tensor(x9, requires_grad=x_grad), w_frozen,
+                  tt.tensor(b9, requires_grad=True)).sum().backward()
+        print(f"x requires grad {x_grad!s:5} w requires grad {w_grad!s:5}: calls {calls}")
+        assert calls == {"dX": int(x_grad), "dW": int(w_grad), "db": 1}
+finally:
+    conv2d_backward_input, conv2d_backward_weight, conv2d_backward_bias = originals
+
+# %% [markdown]
+# The package's `Conv2dFunction` in [`tinytrain/nn/conv.py`](../tinytrain/nn/conv.py) is this
+# class; the only difference is that it asks `kernels.for_array(x)` for the kernels of the
+# input's device, so the same Function runs the CUDA kernels of chapter 4 on a GPU array.
+#
+# ### The layer: `tinytrain.nn.Conv2d`
+#
+# The layer holds the parameters and calls the Function. It initialises them like PyTorch:
+# `kaiming_uniform_(w, a=sqrt(5))`, which is `U(-1/sqrt(fan_in), 1/sqrt(fan_in))` with
+# `fan_in = Cin*Kh*Kw`, and the bias from the same range. With the same weights it must give
+# PyTorch's numbers, forward and backward, also followed by a ReLU and max pooling:
 
 # %%
 tt.manual_seed(0)
@@ -692,9 +1121,7 @@ x7_tt = tt.tensor(x7, requires_grad=True)
 out = F.max_pool2d(conv(x7_tt).relu(), 2)                  # [2, 8, 4, 4]
 out.sum().backward()
 
-try:
-    import torch
-
+if torch:
     conv_t = torch.nn.Conv2d(3, 8, 3, stride=1, padding=1)
     with torch.no_grad():
         conv_t.weight.copy_(torch.from_numpy(conv.weight.numpy()))
@@ -710,48 +1137,131 @@ try:
         err = np.abs(ours - theirs).max()
         print(f"{name:6s} max |tinytrain - PyTorch| = {err:.1e}")
         assert np.allclose(ours, theirs, rtol=1e-5, atol=1e-5)
-except ImportError:
+else:
     print("PyTorch is not installed: the comparison with it is skipped")
 
 # %% [markdown]
-# **Max pooling** keeps the largest value of each window, and its gradient goes to that
-# arg-max alone. When several values tie, PyTorch's CPU kernel scans the window row by row
-# and keeps the *first* maximum (it only moves on a strictly greater value); tinytrain does the
-# same, so gradients agree exactly even on images with flat regions — common after a ReLU,
-# where whole windows are zero.
+# ## 10. Max pooling, forward and backward
+#
+# **Max pooling** keeps the largest value of each `k x k` window (stride `s`, usually `k`); it
+# has no weights and does not mix channels. It is built like the direct convolution: a loop
+# over the `k * k` window offsets `(i, j)`, each a strided view `x[:, :, i::s, j::s]` that holds
+# the element at offset `(i, j)` of every window at once. The forward is a running maximum
+# over those views; it also records *which* offset won, the **arg-max**.
+#
+# The gradient of a maximum goes to the element that won, and only to it. When several
+# values tie, PyTorch's CPU kernel scans the window row by row and keeps the *first* maximum
+# (it moves on only for a strictly greater value). A scan over the offsets in row-major order
+# that replaces the best only when `value > best` does exactly that — and ties are common:
+# after a ReLU, whole windows are zero.
 
 # %%
+def max_pool2d_scan(x, k, stride):
+    """x [N, C, H, W] -> (max [N, C, Ho, Wo], arg-max offset i*k + j [N, C, Ho, Wo])."""
+    n, c, h, w = x.shape
+    ho, wo = (h - k) // stride + 1, (w - k) // stride + 1
+    best = np.full((n, c, ho, wo), -np.inf, dtype=x.dtype)
+    arg = np.zeros((n, c, ho, wo), dtype=np.int16)
+    for o, (i, j) in enumerate(np.ndindex(k, k)):
+        value = x[:, :, i:i + stride * (ho - 1) + 1:stride, j:j + stride * (wo - 1) + 1:stride]
+        take = value > best                          # strictly greater: ties keep the first
+        best = np.where(take, value, best)
+        arg = np.where(take, np.int16(o), arg)
+    return best, arg
+
+
+def max_pool2d_backward_scan(dy, x, k, stride):
+    """dL/dx [N, C, H, W] from dy [N, C, Ho, Wo] and the forward's input x."""
+    _, arg = max_pool2d_scan(x, k, stride)           # find the arg-max again, from x
+    ho, wo = dy.shape[2:]
+    dx = np.zeros_like(x, dtype=dy.dtype)
+    for o, (i, j) in enumerate(np.ndindex(k, k)):
+        view = dx[:, :, i:i + stride * (ho - 1) + 1:stride, j:j + stride * (wo - 1) + 1:stride]
+        view += np.where(arg == o, dy, 0)            # each window's winner gets its gradient
+    return dx
+
+
+# %% [markdown]
+# Within one offset no two windows share an input, so `view += ...` is a correct scatter-add
+# even when windows overlap (`stride < k`); across offsets the `+=` accumulates.
+#
+# What should the autograd Function keep for backward? The arg-max is what backward needs,
+# but a Function's forward returns only its output. The package keeps the *input* instead and
+# finds the arg-max again in backward: that costs no memory in practice (the input is the
+# previous ReLU's output, which that ReLU keeps anyway), and forward writes no arg-max array
+# that backward may never read (evaluation under `no_grad` never runs backward).
+
+# %%
+class MaxPool2dFn(Function):
+    @staticmethod
+    def forward(x, k, stride):
+        return max_pool2d_scan(x, k, stride)[0]
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, ctx.k, ctx.stride = inputs
+        ctx.save_for_backward(x)
+
+    @staticmethod
+    def backward(ctx, dy):
+        (x,) = ctx.saved_tensors
+        return max_pool2d_backward_scan(dy, x, ctx.k, ctx.stride), None, None
+
+
+for k, stride, shape in [(2, 2, (2, 3, 6, 8)), (3, 2, (1, 2, 9, 7)), (2, 1, (2, 2, 5, 5)),
+                         (3, 3, (1, 1, 7, 8))]:
+    x10 = np.maximum(rng.integers(-2, 3, shape), 0).astype(np.float32)   # a ReLU's ties
+    dy10 = rng.standard_normal(
+        (shape[0], shape[1], (shape[2] - k) // stride + 1, (shape[3] - k) // stride + 1)
+    ).astype(np.float32)
+    mine, package = tt.tensor(x10, requires_grad=True), tt.tensor(x10, requires_grad=True)
+    out_mine = MaxPool2dFn.apply(mine, k, stride)
+    out_pkg = F.max_pool2d(package, k, stride)
+    (out_mine * tt.tensor(dy10)).sum().backward()
+    (out_pkg * tt.tensor(dy10)).sum().backward()
+    assert np.array_equal(out_mine.numpy(), out_pkg.numpy())
+    assert np.array_equal(mine.grad.numpy(), package.grad.numpy())
+    if torch:
+        x_t = torch.tensor(x10, requires_grad=True)
+        out_t = torch.nn.functional.max_pool2d(x_t, k, stride)
+        out_t.backward(torch.from_numpy(dy10))
+        assert np.array_equal(out_mine.numpy(), out_t.detach().numpy())
+        # the same winners; where windows overlap, the sums are added in another order
+        assert np.allclose(mine.grad.numpy(), x_t.grad.numpy(), rtol=1e-6, atol=1e-6)
+print("MaxPool2dFn == F.max_pool2d" + (" and PyTorch" if torch else ""),
+      "on windows with ties, overlapping (stride < k) and not")
+
 flat_img = tt.tensor(np.array([[[[0.0, 0.0, 2.0, 2.0],
                                  [0.0, 0.0, 2.0, 1.0]]]]), requires_grad=True)
-F.max_pool2d(flat_img, 2).sum().backward()
-print(flat_img.grad.numpy()[0, 0])
+MaxPool2dFn.apply(flat_img, 2, 2).sum().backward()
+print("gradient of a 2x2 max pool over two windows of ties:\n", flat_img.grad.numpy()[0, 0])
 assert flat_img.grad.numpy()[0, 0].tolist() == [[1, 0, 1, 0], [0, 0, 0, 0]]
 
 # %% [markdown]
-# ### Exercise 3.4 — the backward pass of max pooling
+# The package's kernels ([`tinytrain/kernels/cpu/pool.py`](../tinytrain/kernels/cpu/pool.py))
+# are these two scans, plus padding (with `-inf`, never chosen), NaN (it wins, as in
+# PyTorch) and shards of the batch over the cores; `MaxPool2dFunction` in `nn/conv.py` is
+# `MaxPool2dFn`.
 #
-# Write `max_pool2d_backward(x, grad_out, k)` for `k x k` max pooling with stride `k` and no
-# padding: each window's gradient `grad_out[n, c, h, w]` goes to the position of the window's
-# **first** maximum in row-by-row order, every other input gets 0, and so do the last rows
-# and columns when `k` does not divide `H` or `W` (pooling drops them). NumPy's `argmax`
-# returns the first maximum, which is the tie rule we want. The checker compares with the
-# package's `F.max_pool2d` backward and with PyTorch (when installed), on inputs with many
-# ties.
+# ### Exercise 3.5 — the backward pass of average pooling
+#
+# Average pooling outputs the mean of each `k x k` window. Write
+# `avg_pool2d_backward(dy, input_shape, k, stride)`: each output's gradient is shared equally,
+# `dy / k²`, by the `k²` inputs of its window; windows may overlap (`stride < k`), and inputs in
+# no window (the last rows and columns when the windows do not reach them) get 0. The offset
+# loop of `max_pool2d_backward_scan` is a good model. The checker compares with the package's
+# `F.avg_pool2d` backward and with PyTorch (when installed).
 
 # %%
-def max_pool2d_backward(x, grad_out, k):
-    """dL/dx [N, C, H, W] of k x k max pooling (stride k) of x, given grad_out [N, C, H//k,
-    W//k]; ties go to the first maximum of the window."""
+def avg_pool2d_backward(dy, input_shape, k, stride):
+    """dL/dx [N, C, H, W] of k x k average pooling with this stride, from dy [N, C, Ho, Wo]."""
     ### BEGIN SOLUTION
-    n, c, h, w = x.shape
-    ho, wo = h // k, w // k
-    windows = x[:, :, :ho * k, :wo * k].reshape(n, c, ho, k, wo, k).transpose(0, 1, 2, 4, 3, 5)
-    first = windows.reshape(n, c, ho, wo, k * k).argmax(axis=-1)
-    grads = np.zeros((n, c, ho, wo, k * k), dtype=x.dtype)
-    np.put_along_axis(grads, first[..., None], grad_out[..., None], axis=-1)
-    dx = np.zeros_like(x)
-    dx[:, :, :ho * k, :wo * k] = grads.reshape(n, c, ho, wo, k, k).transpose(
-        0, 1, 2, 4, 3, 5).reshape(n, c, ho * k, wo * k)
+    ho, wo = dy.shape[2:]
+    dx = np.zeros(input_shape, dtype=dy.dtype)
+    for i in range(k):
+        for j in range(k):
+            dx[:, :, i:i + stride * (ho - 1) + 1:stride,
+               j:j + stride * (wo - 1) + 1:stride] += dy / (k * k)
     return dx
     ### END SOLUTION
 
@@ -762,32 +1272,28 @@ try:
 except ImportError:
     torch = None
 
-check_rng = np.random.default_rng(34)
-for trial in range(12):
+check_rng = np.random.default_rng(36)
+for _ in range(12):
     k = int(check_rng.integers(1, 4))
+    stride = int(check_rng.integers(1, k + 2))
     shape = (int(check_rng.integers(1, 3)), int(check_rng.integers(1, 4)),
-             k * int(check_rng.integers(1, 4)) + int(check_rng.integers(0, k)),
-             k * int(check_rng.integers(1, 4)) + int(check_rng.integers(0, k)))
-    # small integers (and, every other trial, a ReLU): windows with ties everywhere
-    x_check = check_rng.integers(-2, 3, shape).astype(np.float32)
-    if trial % 2:
-        x_check = np.maximum(x_check, 0)
-    g_check = check_rng.standard_normal((shape[0], shape[1], shape[2] // k, shape[3] // k))
-    g_check = g_check.astype(np.float32)
-    dx_mine = max_pool2d_backward(x_check, g_check, k)
+             k + int(check_rng.integers(0, 6)), k + int(check_rng.integers(0, 6)))
+    x_check = check_rng.standard_normal(shape).astype(np.float32)
+    ho, wo = (shape[2] - k) // stride + 1, (shape[3] - k) // stride + 1
+    dy_check = check_rng.standard_normal((shape[0], shape[1], ho, wo)).astype(np.float32)
+    dx_mine = avg_pool2d_backward(dy_check, shape, k, stride)
     leaf = tt.tensor(x_check, requires_grad=True)
-    (F.max_pool2d(leaf, k) * tt.tensor(g_check)).sum().backward()
+    (F.avg_pool2d(leaf, k, stride) * tt.tensor(dy_check)).sum().backward()
     assert np.shape(dx_mine) == shape, f"shape {np.shape(dx_mine)}"
-    assert np.array_equal(dx_mine, leaf.grad.numpy()), f"x =\n{x_check}"
+    assert np.allclose(dx_mine, leaf.grad.numpy(), atol=1e-6), (k, stride, shape)
     if torch is not None:
         x_t = torch.tensor(x_check, requires_grad=True)
-        torch.nn.functional.max_pool2d(x_t, k).backward(torch.from_numpy(g_check))
-        assert np.array_equal(dx_mine, x_t.grad.numpy())
-print("Exercise 3.4: max_pool2d_backward matches F.max_pool2d" + (" and PyTorch" if torch else ""),
-      "(ties included)")
+        torch.nn.functional.avg_pool2d(x_t, k, stride).backward(torch.from_numpy(dy_check))
+        assert np.allclose(dx_mine, x_t.grad.numpy(), atol=1e-6)
+print("Exercise 3.5: avg_pool2d_backward matches F.avg_pool2d" + (" and PyTorch" if torch else ""))
 
 # %% [markdown]
-# ## 8. Filters that look learned
+# ## 11. Filters that look learned
 #
 # The first layer of a trained CNN tends to learn small edge and stroke detectors. The classic
 # hand-made ones are the **Sobel** filters: left-minus-right (responds to vertical edges) and
@@ -853,20 +1359,31 @@ assert np.abs(inner[1]).max() == 0                     # no horizontal edge insi
 #   all input channels, one kernel per output channel. `Conv2dMeta` computes every size
 #   (`out = (in + 2p - K) // s + 1`, H and W separately) and rejects shapes that do not fit,
 #   naming the sizes.
-# * Turning the sum inside out gives the **direct** kernel: `Kh * Kw` matrix products, one per
-#   kernel offset, on shifted views of the input — no im2col matrix.
-# * im2col is a zero-copy *view* until BLAS needs a matrix; then it is a 9x copy that can cost
-#   as much as the GEMM. Memory traffic is what to optimise: channels-first padded layout,
-#   offsets as column shifts, blocks of images that stay in cache.
-# * The backward pass is three ops, each run only when needed: `dX` is a full convolution of
-#   `dY` with the flipped kernel, `dW` a correlation of `x` with `dY`, `db` a sum.
-# * `nn.Conv2d`, `F.conv2d`, `nn.MaxPool2d` / `F.max_pool2d` (PyTorch's tie rule) and
-#   `F.avg_pool2d` match PyTorch.
+# * Turning the sum inside out gives `Kh * Kw` matrix products, one per kernel offset, on
+#   shifted views of the input. A padded window is not one matrix, though: its rows are not
+#   evenly spaced.
+# * im2col is a zero-copy *view* until BLAS needs a matrix; then it is an up-to-9x copy. Its
+#   GEMM does about 127 flops per element it reads, the copy none: memory traffic is what to
+#   optimise.
+# * The **column shift** makes each offset one GEMM on a view: channels first and padded, the
+#   input is a matrix `[Cin, N*Hp*Wp]`, outputs are computed on the whole padded grid, and
+#   offset `(i, j)` reads the columns shifted by `i*Wp + j`. The package adds blocks of images
+#   (cache), packing (one GEMM when `Cin*Kh*Kw` is small) and shards of the batch over the
+#   cores with a one-thread BLAS each.
+# * The backward pass is three ops, each run only when `needs_input_grad` asks: `dX` is a full
+#   convolution of `dY` with the flipped kernel (scatter-adds into shifted columns), `dW` a
+#   correlation of `x` with `dY`, `db` a sum. The Function saves `x` only for `dW` and `w`
+#   only for `dX`.
+# * Max pooling is a scan over the window offsets that keeps the first maximum (PyTorch's tie
+#   rule); its backward finds the arg-max again from the saved input and scatters.
+#   `nn.Conv2d`, `F.conv2d`, `nn.MaxPool2d` / `F.max_pool2d` and `F.avg_pool2d` match PyTorch.
 #
 # The production code is in [`tinytrain/kernels/cpu/conv2d.py`](../tinytrain/kernels/cpu/conv2d.py)
 # (`Conv2dMeta`, the direct forward and the three backward ops),
-# [`tinytrain/kernels/cpu/pool.py`](../tinytrain/kernels/cpu/pool.py) (pooling) and
+# [`tinytrain/kernels/cpu/parallel.py`](../tinytrain/kernels/cpu/parallel.py) (shards and BLAS
+# threads), [`tinytrain/kernels/cpu/pool.py`](../tinytrain/kernels/cpu/pool.py) (pooling) and
 # [`tinytrain/nn/conv.py`](../tinytrain/nn/conv.py) (the autograd Functions and the layers);
-# `tests/test_conv2d.py` checks it against PyTorch over a grid of shapes, and
-# `bench/conv_cpu.py` times it. Chapter 4 moves convolution to the GPU with an im2col kernel
-# and cuBLAS — and checks it against this CPU kernel.
+# [`tests/test_conv2d.py`](../tests/test_conv2d.py) checks it against PyTorch over a grid of
+# shapes, and [`bench/conv_cpu.py`](../bench/conv_cpu.py) times it.
+# [Chapter 4](04_cuda_im2col.ipynb) moves convolution to the GPU with an im2col kernel and
+# cuBLAS — and checks it against this CPU kernel.

@@ -314,10 +314,36 @@ print(len(batches), "batches;", "x", x.shape, x.dtype, "| y", y.shape, y.dtype,
 assert len(batches) == -(-5000 // 64) and batches[-1][0].shape[0] == 5000 % 64
 
 # %% [markdown]
-# The package's `DataLoader` has the same semantics and the PyTorch signature:
-# `DataLoader(dataset, batch_size, shuffle=False, drop_last=False, sampler=None, seed=None)`.
-# Every `for` loop over it is one epoch, `len(loader)` is the number of batches, and batches are
-# tinytrain Tensors. With the same seed it produces exactly our batches.
+# The package's `DataLoader` has the same semantics. Every `for` loop over it is one epoch,
+# `len(loader)` is the number of batches, and batches are tinytrain Tensors. With the same seed
+# it produces exactly our batches.
+#
+# Its arguments are PyTorch's *names*, not PyTorch's *order*. The names the two share
+# (`batch_size`, `shuffle`, `sampler`, `drop_last`, `collate_fn`, ...) mean the same thing, but
+# `torch.utils.data.DataLoader` takes `sampler` before `drop_last` (with other arguments in
+# between), makes a shuffle reproducible with a `generator` object where tinytrain takes an
+# integer `seed`, and has no `device`: tinytrain's `device="cuda"` keeps the whole stacked
+# data set on the GPU, so that a batch is one gather there. So pass everything after
+# `batch_size` **by keyword**; the same call then means the same in both (a seed aside). The
+# cell prints both signatures (the second only when PyTorch is installed) and checks these
+# differences.
+
+# %%
+import inspect
+
+ours = list(inspect.signature(DataLoader).parameters)
+print("tinytrain:", inspect.signature(DataLoader))
+assert ours.index("drop_last") < ours.index("sampler") and {"seed", "device"} <= set(ours)
+try:
+    import torch.utils.data
+
+    theirs = list(inspect.signature(torch.utils.data.DataLoader).parameters)
+    print("PyTorch:  ", inspect.signature(torch.utils.data.DataLoader))
+    print("names in both:", [name for name in ours if name in theirs])
+    assert theirs.index("sampler") < theirs.index("drop_last")
+    assert "generator" in theirs and not {"seed", "device"} & set(theirs)
+except ImportError:
+    print("PyTorch is not installed: its signature is not shown")
 
 # %%
 loader = DataLoader(mini, batch_size=64, shuffle=True, seed=0)
@@ -508,8 +534,9 @@ print(f"one epoch of mnist-mini: fast path {t_fast * 1e3:.0f} ms, slow path {t_s
 #
 # ## 7. Sharding for several ranks
 #
-# In data-parallel training (chapter 7) R processes, the *ranks*, each train on their own part
-# of every epoch and average their gradients. The `DistributedSampler` deals the indices out:
+# In data-parallel training ([chapter 7](07_ddp.ipynb)) R processes, the *ranks*, each train on
+# their own part of every epoch and average their gradients. The `DistributedSampler` deals the
+# indices out:
 # all ranks compute the same order (the same `(seed, epoch)`), and rank *r* takes positions
 # `r, r + R, r + 2R, …`. Three properties matter:
 #
@@ -616,7 +643,8 @@ print("Exercise 5.4: shard matches DistributedSampler")
 #
 # **What the package has that we did not build here:** downloads from several mirrors with MD5
 # checks, a progress bar and atomic writes; Fashion-MNIST (also found where Debian's
-# `dataset-fashion-mnist` puts it); `Subset`, `random_split` and the samplers.
+# `dataset-fashion-mnist` puts it); `Subset`, `random_split` and the samplers; and
+# `device="cuda"`, which keeps the stacked data set on the GPU.
 #
 # The package modules this chapter produced:
 #

@@ -273,6 +273,71 @@ def draw_number_grid(ax: Axes, a: np.ndarray, title: str,
     ax.set_title(title)
 
 
+def draw_column_shift(hp: int, wp: int, kh: int, kw: int, pad: int,
+                      offset: tuple[int, int]) -> Figure:
+    """The column-shift trick on one padded ``hp x wp`` image (one channel, one image).
+
+    Left: each pixel labelled with its column in the matrix ``[Cin, N*Hp*Wp]`` (padding
+    grey); the dashed frame holds the grid positions that are real outputs, the orange
+    frame what kernel offset ``(i, j)`` reads for them. Right: for every computed grid
+    column ``c``, the column that offset ``(0, 0)`` reads (``c``) and the column that offset
+    ``(i, j)`` reads (``c + i*Wp + j``); grid columns that are not outputs are grey.
+    """
+    i, j = offset
+    shift = i * wp + j
+    ho, wo = hp - kh + 1, wp - kw + 1
+    cols = hp * wp - ((kh - 1) * wp + kw - 1)
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(13, 3.4),
+                                   gridspec_kw={"width_ratios": [wp, 0.8 * (cols + 6)]})
+    padding = np.ones((hp, wp))
+    padding[pad:hp - pad, pad:wp - pad] = 0
+    ax0.imshow(padding, cmap="Greys", vmin=0, vmax=4)
+    for (r, c), _ in np.ndenumerate(padding):
+        ax0.text(c, r, r * wp + c, ha="center", va="center", fontsize=9)
+    ax0.add_patch(Rectangle((-0.5, -0.5), wo, ho, fill=False, lw=2, ls="--", ec="tab:blue"))
+    ax0.add_patch(Rectangle((j - 0.5, i - 0.5), wo, ho, fill=False, lw=3, ec="tab:orange"))
+    ax0.set_xticks([])
+    ax0.set_yticks([])
+    ax0.set_title(f"padded {hp}x{wp} image: column of each pixel", fontsize=10)
+    c = np.arange(cols)
+    real = (c % wp < wo) & (c // wp < ho)
+    rows = [("grid column c", c, "tab:blue"), ("offset (0, 0) reads", c, "0.5"),
+            (f"offset {offset} reads", c + shift, "tab:orange")]
+    for r, (label, values, color) in enumerate(rows):
+        for k, v in enumerate(values):
+            face = "0.85" if not real[k] else ("white" if r else "#dbe8f5")
+            ax1.add_patch(Rectangle((k, -r - 1), 1, 1, fc=face, ec="0.6"))
+            ax1.text(k + 0.5, -r - 0.5, v, ha="center", va="center", fontsize=9, color=color)
+        ax1.text(-0.3, -r - 0.5, label, ha="right", va="center", fontsize=9)
+    ax1.set_xlim(-6, cols)
+    ax1.set_ylim(-len(rows) - 0.2, 0.2)
+    ax1.set_aspect("equal")
+    ax1.axis("off")
+    ax1.set_title(f"offset {offset} = the same columns shifted by {i}*{wp} + {j} = {shift}",
+                  fontsize=10)
+    return fig
+
+
+def draw_thread_bars(ax: Axes, times: dict[str, dict[int, float]], title: str) -> None:
+    """Horizontal bars, one group per version, one bar per thread count: ``times[name][n]``
+    is a time in milliseconds on ``n`` threads (log scale)."""
+    names = list(times)
+    counts = sorted({n for per in times.values() for n in per})
+    height = 0.8 / len(counts)
+    for k, n in enumerate(counts):
+        ys = [y + k * height for y, name in enumerate(names) if n in times[name]]
+        vals = [times[name][n] for name in names if n in times[name]]
+        bars = ax.barh(ys, vals, height=height, label=f"{n} thread{'s' * (n > 1)}")
+        ax.bar_label(bars, fmt="%.1f", padding=2, fontsize=7)
+    ax.set_yticks(np.arange(len(names)) + 0.4 - height / 2, names, fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlim(right=3 * max(t for per in times.values() for t in per.values()))
+    ax.set_xlabel("ms (best of 3)")
+    ax.set_title(title, fontsize=9)
+    ax.invert_yaxis()
+    ax.legend(fontsize=8, loc="lower right")
+
+
 # -- chapter 4 -------------------------------------------------------------------------------
 
 
@@ -414,6 +479,35 @@ def draw_feature_maps(image: np.ndarray, title: str, maps: np.ndarray) -> Figure
         ax.set_xticks([])
         ax.set_yticks([])
     return fig
+
+
+def draw_loss_overlay(ours: Sequence[float], theirs: Sequence[float], title: str) -> Figure:
+    """Two training-loss curves, step by step (left), and their absolute difference (right)."""
+    ours, theirs = np.asarray(ours), np.asarray(theirs)
+    steps = np.arange(1, len(ours) + 1)
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.2))
+    ax0.plot(steps, ours, lw=2.5, alpha=0.6, label="tinytrain")
+    ax0.plot(steps, theirs, lw=1, color="k", ls="--", label="PyTorch")
+    ax0.set(xlabel="step", ylabel="training loss", yscale="log", title=title)
+    ax0.legend()
+    ax1.semilogy(steps, np.maximum(np.abs(ours - theirs), 1e-9), ".-", lw=0.8, color="tab:red")
+    ax1.set(xlabel="step", ylabel="|tinytrain - PyTorch|",
+            title="difference of the two losses (1e-9 where equal)")
+    return fig
+
+
+def draw_layer_profile(ax: Axes, labels: Sequence[str], forward: Sequence[float],
+                       backward: Sequence[float]) -> None:
+    """One bar per layer call: forward time, then backward time stacked on it (ms)."""
+    y = np.arange(len(labels))
+    ax.barh(y, forward, label="forward", color="tab:blue")
+    ax.barh(y, backward, left=forward, label="backward", color="tab:orange")
+    for k, (f, b) in enumerate(zip(forward, backward)):
+        ax.text(f + b, k, f" {f + b:.1f}", va="center", fontsize=8)
+    ax.set_yticks(y, labels, fontsize=9)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per training step (median)")
+    ax.legend(loc="lower right")
 
 
 # -- chapter 7 -------------------------------------------------------------------------------
