@@ -126,7 +126,7 @@ def test_conv2d_with_one_dw_gemm_and_with_64_bit_indices(k, monkeypatch):
     rng = np.random.default_rng(3)
     for slice_cols, wide in ((10**9, False), (8, True), (10**9, True)):
         monkeypatch.setattr(plans, "SLICE_COLS", slice_cols)
-        monkeypatch.setattr(plans, "narrow", lambda arrays, threads, wide=wide: not wide)
+        monkeypatch.setattr(plans, "narrow", lambda largest, threads, wide=wide: not wide)
         for i, (n, c_in, c_out, padding, bias, hw) in enumerate(GRID):
             if i % 4 == 0:
                 check_conv(k, *conv_case(rng, n, c_in, c_out, (2, 3), (2, 1), padding, bias, hw))
@@ -139,20 +139,49 @@ def test_conv2d_with_one_dw_gemm_and_with_64_bit_indices(k, monkeypatch):
 
 
 def test_launches_use_32_bit_indices_exactly_when_every_index_fits():
-    class Sized:  # what narrow() looks at: the arrays' sizes
-        flags = None
-
-        def __init__(self, size):
-            self.size = size
-
-    assert plans.narrow([Sized(10), Sized(2**31 - 1 - 4096)], 4096)
-    assert not plans.narrow([Sized(10), Sized(2**31 - 4096)], 4096)
-    step = plans.launch("layers", "relu_forward", np.float32, 2, 32, Sized(2**30), Sized(2**30),
-                        2**30)
+    assert plans.narrow(2**31 - 1 - 4096, 4096)
+    assert not plans.narrow(2**31 - 4096, 4096)
+    x = np.zeros(10, np.float32)
+    step = plans.elementwise("layers", "relu_forward", np.float32, 10, x, x, 10)
     assert not step.wide and type(step.args[2]) is np.int32
-    step = plans.launch("layers", "relu_forward", np.float32, 2, 32, Sized(2**31), Sized(2**31),
-                        2**31)
-    assert step.wide and type(step.args[2]) is np.int64 and step.args[2] == 2**31
+    step = plans.elementwise("layers", "relu_forward", np.float32, 10, x, x, 10, largest=2**31)
+    assert step.wide and type(step.args[2]) is np.int64
+
+
+@pytest.mark.parametrize("index_max", [100, 150, 200, 250, 300, 400, 600, 900, 1500])
+def test_every_plan_tells_the_launcher_its_largest_array(k, monkeypatch, index_max):
+    """With a tiny INDEX_MAX, some launches of small shapes need 64-bit indices and others do
+    not; the emulator checks every narrow launch against its arrays (emulator.check_width),
+    so a plan that understates its largest array fails for some INDEX_MAX. The results must
+    match the CPU's with either width."""
+    monkeypatch.setattr(plans, "INDEX_MAX", index_max)
+    rng = np.random.default_rng(11)
+    check_conv(k, *conv_case(rng, 3, 2, 3, 3, 1, 1, True, (6, 7)))
+    check_conv(k, *conv_case(rng, 2, 1, 2, 2, 2, 0, True, (5, 5)), needs=(True, False, True))
+    x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    meta = Pool2dMeta.from_shape(x.shape, 2, 1)
+    dy = rng.standard_normal(meta.output_shape).astype(np.float32)
+    close(k.max_pool2d_forward(x, meta)[0], cpu.max_pool2d_forward(x, meta)[0], "max pool")
+    close(k.max_pool2d_backward(dy, x, meta), cpu.max_pool2d_backward(dy, x, meta), "max dx")
+    close(k.avg_pool2d_forward(x, meta), cpu.avg_pool2d_forward(x, meta), "avg pool")
+    close(k.avg_pool2d_backward(dy, meta), cpu.avg_pool2d_backward(dy, meta), "avg dx")
+    logits = rng.standard_normal((37, 10)).astype(np.float32)
+    t = rng.integers(0, 10, 37)
+    close(np.asarray(k.cross_entropy_forward(logits, t, "mean")),
+          np.asarray(cpu.cross_entropy_forward(logits, t, "mean"), np.float32), "loss", 1e-6)
+    g = np.ones((), np.float32)
+    close(k.cross_entropy_backward(logits, t, g, "mean"),
+          cpu.cross_entropy_backward(logits, t, g, "mean"), "dlogits", 1e-6)
+    w = rng.standard_normal((4, 10)).astype(np.float32)
+    gy = rng.standard_normal((37, 4)).astype(np.float32)
+    for a, r in zip(k.linear_backward(gy, logits, w, (True, True, True)),
+                    cpu.linear_backward(gy, logits, w, (True, True, True))):
+        close(a, r, "linear")
+    p, m, v = (rng.random(80).astype(np.float32) for _ in range(3))
+    ref = [a.copy() for a in (p, m, v)]
+    k.adam_step(p, m, m.copy(), v, 1, 1e-3, (0.9, 0.999), 1e-8, 0.0)
+    cpu.adam_step(ref[0], ref[1], ref[1].copy(), ref[2], 1, 1e-3, (0.9, 0.999), 1e-8, 0.0)
+    np.testing.assert_array_equal(p, ref[0])
 
 
 def test_dw_slices_hold_whole_images_and_enough_columns(monkeypatch):

@@ -946,12 +946,26 @@ def gemm_colmajor(transa: bool, transb: bool, m: int, n: int, k: int, alpha: flo
         out[...] = alpha * product + (beta * out if beta else 0)
 
 
+def check_width(step: Any) -> None:
+    """Raise unless a launch with 32-bit indices (``not step.wide``) is one where every index
+    fits: its largest array plus its grid's threads within ``plans.INDEX_MAX``."""
+    from tinytrain.kernels.cuda import plans
+
+    largest = max(a.size for a in step.args if isinstance(a, np.ndarray))
+    if not step.wide and not plans.narrow(largest, step.grid * step.block):
+        raise EmulatorError(f"{step.kernel}: launched with 32-bit indices but an array has "
+                            f"{largest} elements and the grid {step.grid * step.block} threads "
+                            f"(plans.INDEX_MAX = {plans.INDEX_MAX})")
+
+
 def run_plan(steps: list) -> None:
-    """Execute a launch plan (``plans.py``) on NumPy arrays: kernels emulated, GEMMs in NumPy."""
+    """Execute a launch plan (``plans.py``) on NumPy arrays: kernels emulated, GEMMs in NumPy.
+    Each launch's index width is checked first (:func:`check_width`)."""
     for step in steps:
         if type(step).__name__ == "Gemm":
             gemm_rowmajor(step)
         else:
+            check_width(step)
             launch(load(step.file, step.dtype, step.wide)[step.kernel], step.grid, step.block,
                    step.args)
 

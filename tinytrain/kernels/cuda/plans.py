@@ -13,8 +13,9 @@ and returns ``(outputs, steps)``. The steps are plain data:
 Index width: the kernels compute indices in ``index_t``, compiled as ``int`` or ``long
 long``. :func:`launch` picks ``int`` when every index of the launch fits in 32 bits (the
 largest array plus the grid's stride, see :func:`narrow`): a GPU divides 32-bit integers in
-about 20 instructions and 64-bit ones in about 70. The plans write the index arguments as
-plain Python ints; :func:`launch` gives them the chosen type.
+far fewer instructions than 64-bit ones. The plans write the index arguments as plain
+Python ints and tell :func:`launch` the largest array (``emulator.run_plan`` checks that
+claim); :func:`launch` gives the ints the chosen type.
 
 ``runtime.run`` executes a plan on the GPU, ``emulator.run_plan`` on the CPU. Every line of
 the launch logic (grid sizes, chunking, offsets, leading dimensions, argument types) is
@@ -45,6 +46,7 @@ COL_BYTES = 256 << 20
 SLICE_COLS = 4096
 MAX_SLICES = 128
 INT_MAX = 2**31 - 1  # cuBLAS takes int sizes and leading dimensions
+INDEX_MAX = 2**31 - 1  # the largest index an int index_t holds
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 i64, i32, u32 = np.int64, np.int32, np.uint32
@@ -99,26 +101,31 @@ def grid_for(total: int) -> int:
     return max(1, min(-(-total // THREADS), MAX_BLOCKS))
 
 
-def narrow(arrays: list[Any], threads: int) -> bool:
-    """True when 32-bit indices are safe: every index a kernel forms is below the size of
-    one of its arrays (the plans' loops and offsets are written so), and a grid-stride loop
-    adds the grid's thread count to an index below that size before it stops."""
-    return max(a.size for a in arrays) + threads <= INT_MAX
+def narrow(largest: int, threads: int) -> bool:
+    """True when 32-bit indices are safe for a launch of ``threads`` threads whose largest
+    array has ``largest`` elements: every index a kernel forms is below the size of one of
+    its arrays (the kernels are written so), and a grid-stride loop adds the grid's thread
+    count to an index below that size before it stops."""
+    return largest + threads <= INDEX_MAX
 
 
-def launch(file: str, kernel: str, dtype: Any, grid: int, block: int, *args: Any) -> Launch:
+def launch(file: str, kernel: str, dtype: Any, grid: int, block: int, *args: Any,
+           largest: int) -> Launch:
     """A :class:`Launch`; the plain Python ints among ``args`` are ``index_t``: they become
-    ``np.int32`` if :func:`narrow` allows, ``np.int64`` otherwise."""
-    arrays = [a for a in args if hasattr(a, "flags")]
-    wide = not narrow(arrays, grid * block)
+    ``np.int32`` if :func:`narrow` allows, ``np.int64`` otherwise. ``largest`` is the size
+    of the largest array in ``args`` (the plan knows it; the emulator checks it)."""
+    wide = not narrow(largest, grid * block)
     index = i64 if wide else i32
-    args = tuple(index(a) if type(a) is int else a for a in args)
-    return Launch(file, kernel, dtype, grid, block, args, wide)
+    return Launch(file, kernel, dtype, grid, block,
+                  tuple([index(a) if type(a) is int else a for a in args]), wide)
 
 
-def elementwise(file: str, kernel: str, dtype: Any, total: int, *args: Any) -> Launch:
-    """A launch of ``THREADS``-thread blocks over ``total`` elements."""
-    return launch(file, kernel, dtype, grid_for(total), THREADS, *args)
+def elementwise(file: str, kernel: str, dtype: Any, total: int, *args: Any,
+                largest: int = 0) -> Launch:
+    """A launch of ``THREADS``-thread blocks over ``total`` elements; ``largest``: the size of
+    the largest array in ``args`` when it exceeds ``total``."""
+    return launch(file, kernel, dtype, grid_for(total), THREADS, *args,
+                  largest=max(total, largest))
 
 
 def check_float(op: str, *arrays: Any) -> Any:
@@ -179,7 +186,7 @@ def _im2col(x: Any, col: Any, n0: int, nb: int, meta: Conv2dMeta, ones_row: bool
     """im2col of images ``n0 .. n0+nb-1`` into ``col`` (plus a row of ones if asked)."""
     threads = meta.in_channels * nb * meta.patches  # one per (channel, column)
     grid = grid_for(threads)
-    wide = not narrow([x, col], grid * THREADS)
+    wide = not narrow(max(x.size, col.size), grid * THREADS)
     index = i64 if wide else i32
     return Launch("conv2d", "im2col", col.dtype, grid, THREADS,
                   (x, col, index(n0), index(nb), *_sizes(meta, wide), i32(ones_row)), wide)
@@ -213,7 +220,7 @@ def channel_sum(xp: Any, dy: Any, channels: int, inner: int, dtype: Any) -> tupl
     outer = dy.size // (channels * inner)
     sums = xp.empty(channels, dtype)
     return sums, launch("conv2d", "channel_sum", dtype, min(channels, MAX_BLOCKS),
-                        REDUCE_THREADS, dy, sums, outer, channels, inner)
+                        REDUCE_THREADS, dy, sums, outer, channels, inner, largest=dy.size)
 
 
 def conv2d_backward(xp: Any, dy: Any, x: Any | None, w: Any | None, meta: Conv2dMeta,
@@ -271,13 +278,13 @@ def conv2d_backward(xp: Any, dy: Any, x: Any | None, w: Any | None, meta: Conv2d
                                              s, length, length, cout * kb)))
                 steps.append(elementwise("conv2d", "sum_slices", dtype, cout * kb, part, dw,
                                          dw if db is None else db, s, cout, k, kb,
-                                         i32(n0 > 0)))
+                                         i32(n0 > 0), largest=part.size))
         if need_x:
             steps.append(check_gemm(Gemm(True, False, k, cols, cout, 1.0, w, 0, k, dy_rows,
                                          n0 * p, n * p, 0.0, dcol, 0, cols)))
             col2im_threads = nb * meta.in_channels * meta.in_h * meta.in_w
             grid = grid_for(col2im_threads)
-            wide = not narrow([dcol, dx], grid * THREADS)
+            wide = not narrow(max(dcol.size, dx.size), grid * THREADS)
             index = i64 if wide else i32
             steps.append(Launch("conv2d", "col2im", dtype, grid, THREADS,
                                 (dcol, dx, index(n0), index(nb), *_sizes(meta, wide)), wide))
@@ -300,7 +307,7 @@ def max_pool2d_forward(xp: Any, x: Any, meta: Pool2dMeta) -> tuple:
     out = xp.empty(meta.output_shape, dtype)
     argmax = xp.empty(meta.output_shape, np.int16)
     return (out, argmax), [elementwise("pool", "max_pool_forward", dtype, out.size, x, out,
-                                       argmax, *_pool_sizes(meta))]
+                                       argmax, *_pool_sizes(meta), largest=x.size)]
 
 
 def max_pool2d_backward(xp: Any, dy: Any, x: Any, meta: Pool2dMeta) -> tuple:
@@ -317,7 +324,7 @@ def avg_pool2d_forward(xp: Any, x: Any, meta: Pool2dMeta, count_include_pad: boo
     x = xp.ascontiguousarray(x)
     out = xp.empty(meta.output_shape, dtype)
     return out, [elementwise("pool", "avg_pool_forward", dtype, out.size, x, out,
-                             *_pool_sizes(meta), i32(count_include_pad))]
+                             *_pool_sizes(meta), i32(count_include_pad), largest=x.size)]
 
 
 def avg_pool2d_backward(xp: Any, dy: Any, meta: Pool2dMeta, count_include_pad: bool) -> tuple:
@@ -415,7 +422,8 @@ def cross_entropy_forward(xp: Any, logits: Any, targets: Any, reduction: str, er
     n, c = logits.shape
     out = xp.empty((n,) if reduction == "none" else (), dtype)
     return out, [launch("loss", "cross_entropy_forward", dtype, 1, REDUCE_THREADS, logits,
-                        targets, out, err, n, c, i32(REDUCTIONS[reduction]))]
+                        targets, out, err, n, c, i32(REDUCTIONS[reduction]),
+                        largest=logits.size)]
 
 
 def cross_entropy_backward(xp: Any, logits: Any, targets: Any, g: Any, reduction: str) -> tuple:
@@ -425,7 +433,8 @@ def cross_entropy_backward(xp: Any, logits: Any, targets: Any, g: Any, reduction
     n, c = logits.shape
     dlogits = xp.empty((n, c), dtype)
     return dlogits, [elementwise("loss", "cross_entropy_backward", dtype, n, logits, targets,
-                                 g, dlogits, n, c, i32(REDUCTIONS[reduction]))]
+                                 g, dlogits, n, c, i32(REDUCTIONS[reduction]),
+                                 largest=logits.size)]
 
 
 # --------------------------------------------------------------------------- optimizers
