@@ -166,9 +166,14 @@ def dw_slices(nb: int, patches: int) -> int:
     """How many slices the dW GEMM of a chunk of ``nb`` images is cut into: the largest
     divisor of ``nb`` (slices hold whole images, all of one size) up to MAX_SLICES whose
     slices keep at least SLICE_COLS columns; 1 (no slicing) when no such divisor exists."""
+    return _dw_slices(nb, patches, SLICE_COLS, MAX_SLICES)
+
+
+@functools.lru_cache(maxsize=256)  # a layer's sizes repeat every step
+def _dw_slices(nb: int, patches: int, slice_cols: int, max_slices: int) -> int:
     best = 1
-    for s in range(2, min(nb, MAX_SLICES) + 1):
-        if nb % s == 0 and (nb // s) * patches >= SLICE_COLS:
+    for s in range(2, min(nb, max_slices) + 1):
+        if nb % s == 0 and (nb // s) * patches >= slice_cols:
             best = s
     return best
 
@@ -448,16 +453,23 @@ def _in_place(op: str, xp: Any, *arrays: Any) -> Any:
     return dtype
 
 
+@functools.lru_cache(maxsize=16)
+def _adam_scalars(dtype: Any, step: int, lr: float, b1: float, b2: float, eps: float,
+                  wd: float) -> tuple:
+    """Adam's per-step scalars in ``dtype`` (the same for every parameter of a step: cached,
+    so a model's parameters after the first reuse them)."""
+    t = dtype.type
+    return (t(lr / (1 - b1**step)), t(b1), t(1 - b1), t(b2), t(1 - b2), t(eps), t(wd),
+            t(math.sqrt(1 - b2**step)))
+
+
 def adam_step(xp: Any, p: Any, g: Any, m: Any, v: Any, step: int, lr: float,
               betas: tuple[float, float], eps: float, wd: float) -> tuple:
     """The host computes Adam's per-step scalars; one kernel updates p, m and v."""
     dtype = _in_place("adam", xp, p, m, v)
     g = xp.ascontiguousarray(g.astype(dtype, copy=False))
-    b1, b2 = betas
-    t = dtype.type
-    args = (p, g, m, v, p.size, t(lr / (1 - b1**step)), t(b1), t(1 - b1), t(b2),
-            t(1 - b2), t(eps), t(wd), t(math.sqrt(1 - b2**step)))
-    return None, [elementwise("optim", "adam_step", dtype, p.size, *args)]
+    return None, [elementwise("optim", "adam_step", dtype, p.size, p, g, m, v, p.size,
+                              *_adam_scalars(dtype, step, lr, *betas, eps, wd))]
 
 
 def sgd_step(xp: Any, p: Any, g: Any, buf: Any | None, lr: float, momentum: float,
