@@ -246,7 +246,7 @@ def main() -> None:
           f"matmul TF32 {torch.backends.cuda.matmul.allow_tf32}) | CuPy {cupy.__version__} | "
           f"tinytrain float32 GEMMs without TF32")
     sync_tt = cupy.cuda.Device().synchronize
-    rows = []
+    rows, data = [], {}
     for name in args.models:
         for batch in args.batches:
             steps = args.steps if batch <= 64 else max(20, args.steps // 2)
@@ -254,17 +254,19 @@ def main() -> None:
             tt_data = [(tt.tensor(x, device="cuda"), tt.tensor(y, device="cuda"))
                        for x, y in host]
             th_data = [(torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()) for x, y in host]
+            data[name, batch] = tt_data, th_data
             ours = timed(tinytrain_step(name), sync_tt, tt_data, 20, steps)
             eager = timed(torch_step(name), torch.cuda.synchronize, th_data, 20, steps)
             graph = timed(torch_graph_step(name, *th_data[0]), torch.cuda.synchronize, th_data,
                           5, steps)
-            k_ours = k_eager = None
-            if args.count:
-                k_ours = count_kernels(tinytrain_step(name), tt_data)
-                k_eager = count_kernels(torch_step(name), th_data)
-            rows.append((name, batch, ours, eager, graph, k_ours, k_eager))
+            rows.append([name, batch, ours, eager, graph, None, None])
             print(f"  {name} batch {batch}: tinytrain {ours:.3f} ms, PyTorch eager {eager:.3f} ms"
                   f", graph {graph:.3f} ms", flush=True)
+    if args.count:  # after all the timings: the profiler (CUPTI) may stay attached
+        for row in rows:
+            tt_data, th_data = data[row[0], row[1]]
+            row[5] = count_kernels(tinytrain_step(row[0]), tt_data)
+            row[6] = count_kernels(torch_step(row[0]), th_data)
 
     def fmt(v: float | None) -> str:
         return "-" if v is None else f"{v:.0f}"
