@@ -39,7 +39,7 @@ for p in "${PARTS[@]}"; do
         old) [ -n "${OLD:-}" ] && part old 60 bash -c "cd '$OLD' && PYTHONPATH=. $PY \
             bench/mnist_gpu.py --no-count --steps 150 && PYTHONPATH=. TINYTRAIN_ROOT=. $PY \
             '$PWD/bench/gpu_probe.py' timing" ;;
-        tests) part tests 150 "$PY" -m pytest -m cuda -x -q -p no:cacheprovider \
+        tests) part tests 150 "$PY" -m pytest -m cuda --maxfail=10 -q -p no:cacheprovider \
             --timeout=90 tests ;;
         epoch) part epoch 60 "$PY" -m tinytrain.train --device cuda --no-download ;;
     esac
