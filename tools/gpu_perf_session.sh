@@ -6,7 +6,7 @@
 #
 #   OUT=/path/for/logs [OLD=dir] bash tools/gpu_perf_session.sh [parts...]
 #
-# Parts (default: all, in this order): probe conv mnist old tests epoch. Each part is
+# Parts (default: all, in this order): probe conv mnist old tests epoch torch-epoch. Each part is
 # time-boxed and logged to $OUT/<part>.log; a summary is printed last ($OUT/summary.txt).
 set -u
 cd "$(dirname "$0")/.."
@@ -18,7 +18,7 @@ PY=${PY:-python3}
 T0=$(date +%s)
 RESULTS=()
 PARTS=("$@")
-[ ${#PARTS[@]} -eq 0 ] && PARTS=(probe conv mnist old tests epoch)
+[ ${#PARTS[@]} -eq 0 ] && PARTS=(probe conv mnist old tests epoch torch-epoch)
 
 part() {  # part NAME SECONDS COMMAND...
     local name=$1 limit=$2 start rc
@@ -42,6 +42,7 @@ for p in "${PARTS[@]}"; do
         tests) part tests 150 "$PY" -m pytest -m cuda --maxfail=10 -q -p no:cacheprovider \
             --timeout=90 tests ;;
         epoch) part epoch 60 "$PY" -m tinytrain.train --device cuda --no-download ;;
+        torch-epoch) part torch-epoch 40 "$PY" bench/mnist_gpu.py --epoch-only ;;
     esac
 done
 
@@ -56,4 +57,5 @@ done
     echo "--- tests"; grep -E "passed|failed|error" "$OUT/tests.log" 2>/dev/null | tail -n 3
     grep -E "^(FAILED|ERROR) " "$OUT/tests.log" 2>/dev/null | head -n 10
     echo "--- epoch"; grep -E "^(epoch|test:)" "$OUT/epoch.log" 2>/dev/null
+    grep -E "^PyTorch eager" "$OUT/torch-epoch.log" 2>/dev/null
 } | tee "$OUT/summary.txt"
