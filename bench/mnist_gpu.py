@@ -34,6 +34,7 @@ design; ``--count`` measures them:
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time
@@ -55,10 +56,17 @@ def real_batches(batch: int, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def timed(step, sync, batches, warmup: int, steps: int, repeat: int = 3) -> float:
-    """Median over ``repeat`` runs of the mean time per step, in ms."""
+    """Median over ``repeat`` runs of the mean time per step, in ms.
+
+    Before timing, everything alive is frozen out of Python's garbage collector
+    (``gc.freeze``), as ``python -m tinytrain.train`` does: otherwise a full collection of the
+    hundreds of thousands of objects PyTorch and CuPy hold may land in one framework's runs
+    and not the other's (it moved a convnet step by up to 1.4 ms; bench/NOTES_gpu.md)."""
     for i in range(warmup):
         step(*batches[i % len(batches)])
     sync()
+    gc.collect()
+    gc.freeze()
     runs = []
     for _ in range(repeat):
         t0 = time.perf_counter()

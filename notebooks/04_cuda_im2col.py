@@ -43,6 +43,7 @@
 
 # %%
 # %matplotlib inline
+import gc
 import textwrap
 import time
 
@@ -732,6 +733,10 @@ else:
 # 2. **Synchronise** before reading the clock — or better, record CUDA **events** in the
 #    stream and ask the GPU how long passed between them.
 # 3. Time **many** calls: one small kernel is a few microseconds.
+# 4. Mind **Python's garbage collector**: once in a while it walks every object the process
+#    holds (with PyTorch and CuPy loaded, hundreds of thousands) and that pause lands in
+#    whichever loop is running. `gc.freeze()` after the warm-up moves what exists into a
+#    generation it never walks; section 10 times training steps that way.
 
 # %%
 if GPU:
@@ -786,6 +791,8 @@ def time_steps(device, steps, batch=64):
         if i == 2:  # two warm-up steps
             if device == "cuda":
                 cp.cuda.Device().synchronize()
+            gc.collect()
+            gc.freeze()  # rule 4 of section 9
             t0 = time.perf_counter()
         opt.zero_grad()
         loss = F.cross_entropy(model(x), y)

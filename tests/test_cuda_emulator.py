@@ -594,3 +594,42 @@ def test_bad_targets_are_raised_late_but_within_check_depth_calls(monkeypatch):
     with pytest.raises(ValueError, match="outside"):  # or check_errors(), which waits
         cuda.check_errors()
     cuda.check_errors()  # and then all is clean
+
+
+def test_a_background_compilation_is_the_one_launches_wait_for(monkeypatch):
+    """compile_in_background starts compiling the module; a launch that needs it meanwhile
+    waits for that compilation instead of starting a second one (NVRTC is ~1 s cold)."""
+    import threading
+    import time
+
+    from tinytrain.kernels.cuda import runtime
+
+    compiled = []
+
+    class Module:
+        def __init__(self, code, options):
+            self.code, self.ready = code, False
+
+        def get_function(self, name):
+            if not self.ready:
+                time.sleep(0.2)  # the compilation
+                compiled.append(self.code)
+                self.ready = True
+            return f"<{name}>"
+
+    class FakeCupy:
+        RawModule = Module
+
+    monkeypatch.setattr(runtime, "cupy", lambda: FakeCupy)
+    monkeypatch.setattr(runtime, "_modules", {})
+    monkeypatch.setattr(runtime, "_kernels", {})
+    thread = runtime.compile_in_background(np.float32)
+    time.sleep(0.05)  # the thread is compiling now
+    got = []
+    launcher = threading.Thread(target=lambda: got.append(
+        runtime.kernel("conv2d", "im2col", np.dtype(np.float32), False)))
+    launcher.start()
+    thread.join()
+    launcher.join()
+    assert got == ["<im2col>"] and len(compiled) == 1
+    assert "typedef int index_t;" in compiled[0] and "void im2col(" in compiled[0]

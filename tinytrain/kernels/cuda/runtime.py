@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +43,17 @@ _kernels: dict[tuple[str, Any, bool], Any] = {}
 _scalars: dict[tuple[str, float], np.ndarray] = {}
 
 
-def cupy() -> Any:
-    from tinytrain.backend import cupy_module
+_cupy: Any = None
 
-    return cupy_module()
+
+def cupy() -> Any:
+    """The ``cupy`` module (looked up once: every plan asks for it)."""
+    global _cupy
+    if _cupy is None:
+        from tinytrain.backend import cupy_module
+
+        _cupy = cupy_module()
+    return _cupy
 
 
 def _typedefs(dtype: Any, wide: bool) -> str:
@@ -71,11 +79,42 @@ def kernel(file: str, name: str, dtype: Any, wide: bool = True) -> Any:
     key = (name, dtype, wide)
     k = _kernels.get(key)
     if k is None:
-        mkey = (np.dtype(dtype).name, wide)
-        if mkey not in _modules:
-            _modules[mkey] = cupy().RawModule(code=module_source(dtype, wide), options=OPTIONS)
-        k = _kernels[key] = _modules[mkey].get_function(name)
+        k = _kernels[key] = _module(dtype, wide).get_function(name)
     return k
+
+
+_compiling = threading.Lock()
+
+
+def _module(dtype: Any, wide: bool) -> Any:
+    """The module of every kernel for ``dtype`` and index width, compiled on first use (by
+    one thread: a launch waits for a compilation that :func:`compile_in_background` began)."""
+    mkey = (np.dtype(dtype).name, wide)
+    module = _modules.get(mkey)
+    if module is None:
+        with _compiling:
+            module = _modules.get(mkey)
+            if module is None:
+                module = cupy().RawModule(code=module_source(dtype, wide), options=OPTIONS)
+                module.get_function("relu_forward")  # CuPy compiles (and loads) lazily: now
+                _modules[mkey] = module
+    return module
+
+
+def compile_in_background(dtype: Any = np.float32, wide: bool = False) -> threading.Thread:
+    """Start compiling the module a training run will launch from, in a thread, so that a cold
+    process (no binary in CuPy's disk cache: NVRTC takes about a second) compiles while it
+    loads its data and builds its model. A failure is left for the first launch to raise."""
+
+    def work() -> None:
+        try:
+            _module(dtype, wide)
+        except Exception:  # noqa: S110 (the launch that needs the module raises it)
+            pass
+
+    thread = threading.Thread(target=work, name="tinytrain-nvrtc", daemon=True)
+    thread.start()
+    return thread
 
 
 def compile_all() -> list[str]:
@@ -137,7 +176,7 @@ def gemm(g: Gemm) -> None:
     dtype = c.dtype
     item = dtype.itemsize
     single = dtype == np.float32
-    handle = cupy().cuda.device.get_cublas_handle()
+    handle = cupy().cuda.device.get_cublas_handle()  # CuPy's, per thread and device
     _cublas.setPointerMode(handle, _cublas.CUBLAS_POINTER_MODE_HOST)
     pa, pb, pc = (a.data.ptr + a_off * item, b.data.ptr + b_off * item,
                   c.data.ptr + c_off * item)
