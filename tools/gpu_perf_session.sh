@@ -8,6 +8,8 @@
 #
 # Parts (default: all, in this order): probe conv mnist old tests epoch torch-epoch. Each part is
 # time-boxed and logged to $OUT/<part>.log; a summary is printed last ($OUT/summary.txt).
+# (The GPU machine has no nbformat: the modules that import it fail to collect, and the
+# cuda-marked tests run regardless.)
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/tinytrain-perf}
@@ -40,7 +42,7 @@ for p in "${PARTS[@]}"; do
             bench/mnist_gpu.py --no-count --steps 150 && PYTHONPATH=. TINYTRAIN_ROOT=. $PY \
             '$PWD/bench/gpu_probe.py' timing" ;;
         tests) part tests 150 "$PY" -m pytest -m cuda --maxfail=10 -q -p no:cacheprovider \
-            --timeout=90 tests ;;
+            --timeout=90 --continue-on-collection-errors tests ;;
         epoch) part epoch 60 "$PY" -m tinytrain.train --device cuda --no-download ;;
         torch-epoch) part torch-epoch 40 "$PY" bench/mnist_gpu.py --epoch-only ;;
     esac
