@@ -15,20 +15,20 @@ every kernel of the process, CuPy's too) counts the kernels one step launches.
     python bench/mnist_gpu.py --epoch-only     # just that epoch (compare with
                                                # python -m tinytrain.train --device cuda)
 
-Kernel launches of one tinytrain ``convnet`` training step (batch-size independent), by
-design; ``--count`` measures them:
+Kernel launches of one tinytrain ``convnet`` training step at batch 64, as CUPTI counted
+them on an H200 (bench/NOTES_gpu.md):
 
-    forward   23: input standardisation 6 (x - mean, / std: each a fill and an astype for
-                  the Python scalar, then the ufunc), conv 3 each (im2col, GEMM, NCHW+bias),
-                  ReLU 1 each (3), max pool 1 each (2), linear 2 each (GEMM, bias), dropout 1,
-                  cross-entropy 1 (+ one async 24-byte copy of the target check)
-    backward  30: the seed gradient 1 (ones_like), cross-entropy 1, linear 3 each (two GEMMs,
-                  bias reduction), dropout 1, ReLU 1 each (3), max pool 1 each (2), conv2 5
-                  (dy layout + bias sum, im2col, dW GEMM, dcol GEMM, col2im), conv1 3 (no dX:
-                  its input needs no gradient), and 8 copies in AccumulateGrad
+    forward   19: input standardisation 2 (CuPy ufuncs with a scalar), conv 3 each (im2col,
+                  GEMM, NCHW + bias), ReLU 1 each (3), max pool 1 each (2), linear 2 each
+                  (GEMM, bias), dropout 1, cross-entropy 1 (+ one async 24-byte copy of the
+                  target check)
+    backward  24: the seed gradient 1 (ones_like), cross-entropy 1, linear 3 each (two GEMMs,
+                  bias reduction), dropout 1, ReLU 1 each (3), max pool 1 each (2), conv2 6
+                  (dy layout, im2col with a ones row, dW + db as one batched GEMM over slices,
+                  the sum of the slices, dcol GEMM, col2im), conv1 4 (no dX: its input needs
+                  no gradient)
     optimizer  8: one fused Adam kernel per parameter
-    total     61. 13 of them are in tensor.py/function.py (8 gradient copies that could take
-              ownership of a fresh gradient, 4 for Python scalars, the seed), so 48 is in reach.
+    total     51, plus the split-K reductions cuBLAS adds to 3 of the GEMMs: 54.
 """
 
 from __future__ import annotations

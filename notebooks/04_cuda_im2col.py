@@ -605,7 +605,7 @@ print("Exercise 4.4: col2im_entries finds exactly the entries col2im gathers")
 # ## 7. The bias gradient: a block reduction
 #
 # When there is no dW GEMM to ride along (a linear layer's bias, or a frozen weight), `db[c]`
-# is a sum of `N*P` numbers of its own (25,000 for `convnet`'s first layer at batch 64). One
+# is a sum of `N*P` numbers of its own (50,176 for `convnet`'s first layer at batch 64). One
 # block per channel: each of its threads adds a strided share into a register, writes its
 # partial sum to **shared memory**, and then the block halves the number of partial sums until
 # one is left. Between the halvings every thread must wait for the others — `__syncthreads()`
