@@ -4,10 +4,11 @@
 // The launcher compiles this file with two typedefs in front: `real` is float or double,
 // `index_t` is int or long long. Sizes and indices are index_t: the launcher picks int when
 // every index of the launch fits in 32 bits, long long otherwise, so no product of sizes can
-// overflow. Why bother: a GPU has no integer divider, and a 64-bit `/` or `%` is a
-// subroutine of some 70 instructions where a 32-bit one is about 20 (bench/NOTES_gpu.md has
-// the measurements). For the same reason each thread computes its coordinates with as few
-// divisions as it can: `j - n * P` instead of `j % P`, once per thread, not once per element.
+// overflow. Why bother: a GPU has no integer divider; a `/` or `%` is a sequence of
+// instructions, and a 64-bit one a subroutine several times longer than a 32-bit one. For
+// the same reason each thread computes its coordinates with as few divisions as it can:
+// `j - n * P` instead of `j % P`, once per thread, not once per element. (What each of the
+// two changes gained is measured in bench/NOTES_gpu.md.)
 // Every kernel is a grid-stride loop: a thread handles elements i, i + (all threads of the
 // grid), ..., so any grid size is correct.
 //
