@@ -15,25 +15,26 @@ every kernel of the process, CuPy's too) counts the kernels one step launches.
     python bench/mnist_gpu.py --epoch-only     # just that epoch (compare with
                                                # python -m tinytrain.train --device cuda)
 
-Kernel launches of one tinytrain ``convnet`` training step (batch-size independent), by
-design; ``--count`` measures them:
+Kernel launches of one tinytrain ``convnet`` training step at batch 64, as CUPTI counted
+them on an H200 (bench/NOTES_gpu.md):
 
-    forward   23: input standardisation 6 (x - mean, / std: each a fill and an astype for
-                  the Python scalar, then the ufunc), conv 3 each (im2col, GEMM, NCHW+bias),
-                  ReLU 1 each (3), max pool 1 each (2), linear 2 each (GEMM, bias), dropout 1,
-                  cross-entropy 1 (+ one async 24-byte copy of the target check)
-    backward  30: the seed gradient 1 (ones_like), cross-entropy 1, linear 3 each (two GEMMs,
-                  bias reduction), dropout 1, ReLU 1 each (3), max pool 1 each (2), conv2 5
-                  (dy layout + bias sum, im2col, dW GEMM, dcol GEMM, col2im), conv1 3 (no dX:
-                  its input needs no gradient), and 8 copies in AccumulateGrad
+    forward   19: input standardisation 2 (CuPy ufuncs with a scalar), conv 3 each (im2col,
+                  GEMM, NCHW + bias), ReLU 1 each (3), max pool 1 each (2), linear 2 each
+                  (GEMM, bias), dropout 1, cross-entropy 1 (+ one async 24-byte copy of the
+                  target check)
+    backward  24: the seed gradient 1 (ones_like), cross-entropy 1, linear 3 each (two GEMMs,
+                  bias reduction), dropout 1, ReLU 1 each (3), max pool 1 each (2), conv2 6
+                  (dy layout, im2col with a ones row, dW + db as one batched GEMM over slices,
+                  the sum of the slices, dcol GEMM, col2im), conv1 4 (no dX: its input needs
+                  no gradient)
     optimizer  8: one fused Adam kernel per parameter
-    total     61. 13 of them are in tensor.py/function.py (8 gradient copies that could take
-              ownership of a fresh gradient, 4 for Python scalars, the seed), so 48 is in reach.
+    total     51, plus the split-K reductions cuBLAS adds to 3 of the GEMMs: 54.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time
@@ -55,10 +56,17 @@ def real_batches(batch: int, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def timed(step, sync, batches, warmup: int, steps: int, repeat: int = 3) -> float:
-    """Median over ``repeat`` runs of the mean time per step, in ms."""
+    """Median over ``repeat`` runs of the mean time per step, in ms.
+
+    Before timing, everything alive is frozen out of Python's garbage collector
+    (``gc.freeze``), as ``python -m tinytrain.train`` does: otherwise a full collection of the
+    hundreds of thousands of objects PyTorch and CuPy hold may land in one framework's runs
+    and not the other's (it moved a convnet step by up to 1.4 ms; bench/NOTES_gpu.md)."""
     for i in range(warmup):
         step(*batches[i % len(batches)])
     sync()
+    gc.collect()
+    gc.freeze()
     runs = []
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -246,7 +254,7 @@ def main() -> None:
           f"matmul TF32 {torch.backends.cuda.matmul.allow_tf32}) | CuPy {cupy.__version__} | "
           f"tinytrain float32 GEMMs without TF32")
     sync_tt = cupy.cuda.Device().synchronize
-    rows = []
+    rows, data = [], {}
     for name in args.models:
         for batch in args.batches:
             steps = args.steps if batch <= 64 else max(20, args.steps // 2)
@@ -254,17 +262,19 @@ def main() -> None:
             tt_data = [(tt.tensor(x, device="cuda"), tt.tensor(y, device="cuda"))
                        for x, y in host]
             th_data = [(torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()) for x, y in host]
+            data[name, batch] = tt_data, th_data
             ours = timed(tinytrain_step(name), sync_tt, tt_data, 20, steps)
             eager = timed(torch_step(name), torch.cuda.synchronize, th_data, 20, steps)
             graph = timed(torch_graph_step(name, *th_data[0]), torch.cuda.synchronize, th_data,
                           5, steps)
-            k_ours = k_eager = None
-            if args.count:
-                k_ours = count_kernels(tinytrain_step(name), tt_data)
-                k_eager = count_kernels(torch_step(name), th_data)
-            rows.append((name, batch, ours, eager, graph, k_ours, k_eager))
+            rows.append([name, batch, ours, eager, graph, None, None])
             print(f"  {name} batch {batch}: tinytrain {ours:.3f} ms, PyTorch eager {eager:.3f} ms"
                   f", graph {graph:.3f} ms", flush=True)
+    if args.count:  # after all the timings: the profiler (CUPTI) may stay attached
+        for row in rows:
+            tt_data, th_data = data[row[0], row[1]]
+            row[5] = count_kernels(tinytrain_step(row[0]), tt_data)
+            row[6] = count_kernels(torch_step(row[0]), th_data)
 
     def fmt(v: float | None) -> str:
         return "-" if v is None else f"{v:.0f}"

@@ -43,6 +43,7 @@
 
 # %%
 # %matplotlib inline
+import gc
 import textwrap
 import time
 
@@ -268,9 +269,14 @@ print("Exercise 4.2: your kernel covers every element, stays in bounds and compi
 # $$ \text{col}[(c K_h + k_i) K_w + k_j,\; n P + o_h W_o + o_w]
 #    = x[n, c,\; o_h s_h - p_h + k_i,\; o_w s_w - p_w + k_j] $$
 #
-# or 0 where that row or column falls in the padding. One thread per entry of `col` computes
-# its `(k, n, oh, ow)` from its index with `/` and `%`, and copies one value. This is
-# `im2col` in [`conv2d.cu`](../tinytrain/kernels/cuda/conv2d.cu):
+# or 0 where that row or column falls in the padding. The simplest kernel gives each entry of
+# `col` its own thread, which computes its `(k, n, oh, ow)` from its index with `/` and `%`.
+# But a GPU has no integer divider: a division is a sequence of instructions (a much longer one
+# for 64-bit integers), and five of them per copied float cost more than the copy. So each thread
+# of `im2col` in [`conv2d.cu`](../tinytrain/kernels/cuda/conv2d.cu) takes one channel `c` of
+# one column `(n, oh, ow)`, finds those with three divisions, and copies the `Kh*Kw` entries
+# of that column that come from channel `c` in two plain loops. (`index_t` is `int` or
+# `long long`, see section 11; ignore `ones_row` until section 6.)
 
 # %%
 source = (emulator.SOURCE_DIR / "conv2d.cu").read_text()
@@ -287,7 +293,8 @@ meta = Conv2dMeta((1, 1, 4, 4), (1, 1, 2, 3), stride=(2, 1), padding=(1, 1))
 x_ids = np.arange(1, 17, dtype=np.float32).reshape(meta.input_shape)
 col = np.full(meta.kernel_elems * meta.batch * meta.patches, np.nan, np.float32)
 kernel = emulator.load("conv2d")["im2col"]
-emulator.launch(kernel, 2, 32, (x_ids, col, np.int64(0), np.int64(1), *plans._sizes(meta)))
+emulator.launch(kernel, 2, 32, (x_ids, col, np.int64(0), np.int64(1), *plans._sizes(meta),
+                                np.int32(0)))  # the last argument: ones_row = 0
 col_index = col.reshape(meta.kernel_elems, -1).astype(int) - 1  # -1: padding
 fig, ax = plt.subplots(figsize=(10, 2.6))
 figures.draw_index_matrix(ax, col_index, f"col [K={meta.kernel_elems}, P={meta.patches}]: the "
@@ -321,7 +328,8 @@ for kernel_hw in [(1, 1), (2, 2), (3, 3), (2, 3), (3, 1)]:
             except ValueError:
                 continue  # the kernel does not fit the padded input
             col = np.full(meta.kernel_elems * meta.batch * meta.patches, np.nan, np.float32)
-            emulator.launch(kernel, 3, 32, (x, col, np.int64(0), np.int64(2), *plans._sizes(meta)))
+            emulator.launch(kernel, 3, 32, (x, col, np.int64(0), np.int64(2),
+                                            *plans._sizes(meta), np.int32(0)))
             assert np.array_equal(col.reshape(meta.kernel_elems, -1), im2col_numpy(x, meta))
             cases += 1
 print(f"the kernel's im2col equals chapter 3's on {cases} configurations")
@@ -357,7 +365,8 @@ for x_shape, w_shape, stride, padding in [((1, 1, 4, 4), (1, 1, 2, 3), (2, 1), (
     x_ids = np.arange(1, np.prod(x_shape) + 1, dtype=np.float64).reshape(x_shape)
     col = np.full(meta.kernel_elems * meta.batch * meta.patches, np.nan)
     emulator.launch(emulator.load("conv2d", np.float64)["im2col"], 2, 32,
-                    (x_ids, col, np.int64(0), np.int64(meta.batch), *plans._sizes(meta)))
+                    (x_ids, col, np.int64(0), np.int64(meta.batch), *plans._sizes(meta),
+                     np.int32(0)))
     expected = col.reshape(meta.kernel_elems, -1).astype(int) - 1
     for (k, j), e in np.ndenumerate(expected):
         assert im2col_source(k, j, meta) == e, f"{x_shape} {w_shape} s={stride} p={padding}: " \
@@ -473,14 +482,22 @@ else:
 # %% [markdown]
 # ## 6. Backward: two GEMMs and col2im
 #
-# With `dy_rows [Cout, N*P]` (the output gradient laid out like `y_rows`):
+# With `dy_rows [Cout, N*P]` (the output gradient laid out like `y_rows`, by one more kernel):
 #
 # * `dW = dy_rows @ col^T`: one GEMM, `[Cout, N*P] @ [N*P, K]`, summed over the batch by the
 #   GEMM itself;
-# * `db[c]` = the sum of row `c` of `dy_rows`;
+# * `db[c]` = the sum of row `c` of `dy_rows`. Give `col` one more row, of ones
+#   (`ones_row`), and that sum is the last column of the same GEMM: `[Cout, N*P] @ [N*P, K+1]`
+#   computes dW and db together;
 # * `dcol = W^T @ dy_rows`, `[K, Cout] @ [Cout, N*P]`, the gradient of every entry of `col`;
 #   and since entry `(k, j)` of `col` was a copy of one input pixel, that pixel's gradient is
 #   the **sum of the `dcol` entries that copied it**. That is col2im.
+#
+# One GEMM with an inner dimension of `N*P` has a small output (`16 x 26` for `convnet`'s first
+# layer) and a long sum (401,408 terms at batch 512): cuBLAS computes it on a handful of the
+# GPU's 132 multiprocessors. The launcher therefore cuts the columns into slices of whole
+# images (`plans.dw_slices`), one batched GEMM computes a partial product per slice, and a
+# small kernel (`sum_slices`) adds the partial products in a fixed order.
 #
 # The direct way to write col2im is a *scatter*: one thread per `dcol` entry, adding its value
 # into its pixel. But several entries copy the same pixel (with a 3x3 kernel at stride 1, nine
@@ -531,8 +548,10 @@ assert len(np.unique(orders)) > 1
 # entries that copied it and adds them in a fixed order. Inverting the index map: kernel row
 # `ki` reads input row `h` at output row `oh` exactly when `oh*sh + ki = h + ph`, so `ki`
 # runs over the values congruent to `h + ph` modulo `sh`, and `oh = (h + ph - ki) / sh` must
-# lie in `[0, Ho)` (likewise for columns). No two threads write the same address, and every
-# run adds the same numbers in the same order: the same bits, every time.
+# lie in `[0, Ho)` (likewise for columns). The kernel starts from the largest such `oh`,
+# `(h + ph) / sh`, and steps `ki` up by `sh` while `oh` goes down by one: two divisions per
+# pixel, none in the loop. No two threads write the same address, and every run adds the same
+# numbers in the same order: the same bits, every time.
 
 # %%
 start = source.index('extern "C" __global__ void col2im')
@@ -585,15 +604,16 @@ print("Exercise 4.4: col2im_entries finds exactly the entries col2im gathers")
 # %% [markdown]
 # ## 7. The bias gradient: a block reduction
 #
-# `db[c]` sums `N*P` numbers (25,000 for `convnet`'s first layer at batch 64). One block per
-# channel: each of its threads adds a strided share into a register, writes its partial sum
-# to **shared memory**, and then the block halves the number of partial sums until one is
-# left. Between the halvings every thread must wait for the others — `__syncthreads()` —
-# or it would read a partial sum that is not written yet. The order of the additions is fixed,
-# so the result is reproducible too.
+# When there is no dW GEMM to ride along (a linear layer's bias, or a frozen weight), `db[c]`
+# is a sum of `N*P` numbers of its own (50,176 for `convnet`'s first layer at batch 64). One
+# block per channel: each of its threads adds a strided share into a register, writes its
+# partial sum to **shared memory**, and then the block halves the number of partial sums until
+# one is left. Between the halvings every thread must wait for the others — `__syncthreads()`
+# — or it would read a partial sum that is not written yet. The order of the additions is
+# fixed, so the result is reproducible too.
 
 # %%
-start = source.index('extern "C" __global__ void nchw_to_rows')
+start = source.index('extern "C" __global__ void channel_sum')
 print(source[start:source.index("}\n}", start) + 3])
 
 # %% [markdown]
@@ -605,12 +625,11 @@ print(source[start:source.index("}\n}", start) + 3])
 broken = source.replace("            __syncthreads();\n        }\n        if (threadIdx.x == 0",
                         "        }\n        if (threadIdx.x == 0")
 assert broken != source
-broken_kernel = emulator.translate(broken, "conv2d.cu")["nchw_to_rows"]
+broken_kernel = emulator.translate(broken, "conv2d.cu")["channel_sum"]
 dy = rng.standard_normal((4, 3, 10)).astype(np.float32)
 db = np.zeros(3, np.float32)
 try:
-    emulator.launch(broken_kernel, 3, 16, (dy, dy, db, np.int64(4), np.int64(3), np.int64(10),
-                                           np.int32(0), np.int32(1)))
+    emulator.launch(broken_kernel, 3, 16, (dy, db, np.int64(4), np.int64(3), np.int64(10)))
 except EmulatorError as err:
     print("EmulatorError:", err)
 
@@ -618,7 +637,7 @@ except EmulatorError as err:
 # ### Exercise 4.5 — the block's sum, in the block's order
 #
 # Write `block_sum(values, threads)`: the float32 sum of `values` (a float32 array) exactly as
-# one block of `threads` threads computes it in `nchw_to_rows` — thread `t` first adds
+# one block of `threads` threads computes it in `channel_sum` — thread `t` first adds
 # `values[t], values[t + threads], ...` in order, starting from 0; then, for `stride =
 # threads/2, threads/4, ..., 1`, partial sum `t < stride` adds partial sum `t + stride`. Do
 # every addition in float32: the checker wants the kernel's result **bit for bit**.
@@ -640,12 +659,12 @@ def block_sum(values, threads):
 
 
 # %% tags=["checker"]
-reduce_kernel = emulator.load("conv2d")["nchw_to_rows"]
+reduce_kernel = emulator.load("conv2d")["channel_sum"]
 for n, threads in [(100, 16), (1000, 32), (7, 8), (64, 64)]:
     v = (rng.standard_normal(n) * 10.0 ** rng.integers(-4, 4, n)).astype(np.float32)
     out = np.zeros(1, np.float32)
-    emulator.launch(reduce_kernel, 1, threads, (v, v, out, np.int64(n), np.int64(1),
-                                                np.int64(1), np.int32(0), np.int32(1)))
+    emulator.launch(reduce_kernel, 1, threads, (v, out, np.int64(n), np.int64(1),
+                                                np.int64(1)))
     mine = np.float32(block_sum(v, threads))
     assert mine == out[0], f"{n} values over {threads} threads: {mine!r} != kernel {out[0]!r}"
 print("Exercise 4.5: block_sum reproduces the kernel's reduction bit for bit")
@@ -654,8 +673,8 @@ print("Exercise 4.5: block_sum reproduces the kernel's reduction bit for bit")
 # ## 8. The whole layer, checked
 #
 # `tinytrain.kernels.cuda` strings these kernels together: `conv2d_forward` is im2col, a GEMM
-# and a layout kernel that adds the bias; `conv2d_backward` lays `dy` out once (summing `db`
-# in the same pass) and shares it between the dW GEMM and the dX GEMM + col2im. Under
+# and a layout kernel that adds the bias; `conv2d_backward` lays `dy` out once and shares it
+# between the dW GEMM (with db as its last column) and the dX GEMM + col2im. Under
 # `emulated_kernels()` the very same module runs on NumPy arrays — its glue, its launch plans
 # with their offsets and leading dimensions, and the `.cu` sources — so we can compare the whole
 # layer with the CPU kernels of chapter 3 and with PyTorch here, with or without a GPU:
@@ -714,6 +733,10 @@ else:
 # 2. **Synchronise** before reading the clock — or better, record CUDA **events** in the
 #    stream and ask the GPU how long passed between them.
 # 3. Time **many** calls: one small kernel is a few microseconds.
+# 4. Mind **Python's garbage collector**: once in a while it walks every object the process
+#    holds (with PyTorch and CuPy loaded, hundreds of thousands) and that pause lands in
+#    whichever loop is running. `gc.freeze()` after the warm-up moves what exists into a
+#    generation it never walks; section 10 times training steps that way.
 
 # %%
 if GPU:
@@ -768,6 +791,8 @@ def time_steps(device, steps, batch=64):
         if i == 2:  # two warm-up steps
             if device == "cuda":
                 cp.cuda.Device().synchronize()
+            gc.collect()
+            gc.freeze()  # rule 4 of section 9
             t0 = time.perf_counter()
         opt.zero_grad()
         loss = F.cross_entropy(model(x), y)
@@ -850,8 +875,16 @@ elements = 512 * 64 * 256 * 256
 print(f"512 x 64 x 256 x 256 = {elements:,} elements; int max = {2**31 - 1:,}")
 
 # %% [markdown]
-# Every index in tinytrain's kernels is a `long long` (cuBLAS's sizes are `int`: the plans
-# refuse a GEMM dimension beyond 2^31 - 1 with a clear error instead of wrapping).
+# tinytrain's kernels compute every index in `index_t`, and the launcher compiles each kernel
+# twice: with `typedef int index_t;` and with `typedef long long index_t;`. A launch runs the
+# `int` version only when every index it can form fits: each index stays below the size of
+# one of its arrays, and a grid-stride loop adds the whole grid to an index before it stops, so
+# the test is `largest array + threads in the grid <= 2^31 - 1` (`plans.narrow`). Why not
+# `long long` everywhere, as the first version of these kernels did? Speed: the GPU divides
+# 32-bit integers several times faster than 64-bit ones, and the index arithmetic, not the
+# memory traffic, was what im2col spent its time on (bench/NOTES_gpu.md). cuBLAS's sizes are
+# `int`: the plans refuse a GEMM dimension beyond 2^31 - 1 with a clear error instead of
+# wrapping.
 #
 # ## Summary
 #
@@ -861,7 +894,10 @@ print(f"512 x 64 x 256 x 256 = {elements:,} elements; int max = {2**31 - 1:,}")
 #   coalesced and dW a single GEMM over the whole batch. The batch is chunked to bound the
 #   buffer. **cuBLAS** is column-major: swap the operands.
 # * Backward is two GEMMs and **col2im as a gather** (no atomics, reproducible); the bias
-#   gradient is a **block reduction** in shared memory with `__syncthreads()`.
+#   gradient is a row of ones in `col` (one more column of the dW GEMM), or on its own a
+#   **block reduction** in shared memory with `__syncthreads()`.
+# * Integer division is expensive on a GPU: few divisions per thread, and 32-bit indices
+#   whenever every index fits.
 # * The **emulator** runs the real CUDA C on the CPU with C's integer rules, bounds, race and
 #   argument checks, so all of this is tested without a GPU; NVRTC compiles the sources to PTX
 #   anywhere.

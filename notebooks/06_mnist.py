@@ -583,9 +583,9 @@ def profile_step(model, opt, x, y):
     calls, started, handles = defaultdict(int), {}, []
 
     def timed(label, apply):
-        def run(grad):
+        def run(*args):  # the gradient (and, for a leaf, whether it may keep it)
             start = time.perf_counter()
-            grads = apply(grad)
+            grads = apply(*args)
             times[label][1] += 1e3 * (time.perf_counter() - start)
             return grads
         return run

@@ -492,3 +492,63 @@ def test_to_device_and_dtype_is_differentiable(device):
     (y * y).sum().backward()
     assert x.grad.dtype == np.float32 and x.grad.device == device
     np.testing.assert_allclose(x.grad.numpy(), 2 * X, rtol=1e-6)
+
+
+# --------------------------------------------------------------------------- gradient ownership
+
+
+def test_a_kernels_new_gradient_becomes_grad_without_a_copy(monkeypatch):
+    """Linear's backward returns arrays its kernel allocated (``new_grads``): the leaves keep
+    them as ``.grad`` (a copy per parameter and step saved), and later backwards still add
+    into them in place."""
+    from tinytrain.kernels import cpu
+
+    made = {}
+    original = cpu.linear_backward
+
+    def recording(grad, x, w, needs):
+        out = original(grad, x, w, needs)
+        made["dw"], made["db"] = out[1], out[2]
+        return out
+
+    monkeypatch.setattr(cpu, "linear_backward", recording)
+    layer = tt.nn.Linear(3, 2)
+    x = tt.randn(4, 3)
+    layer(x).sum().backward()
+    assert layer.weight.grad.data is made["dw"] and layer.bias.grad.data is made["db"]
+    first = layer.weight.grad.data.copy()
+    layer(x).sum().backward()
+    np.testing.assert_allclose(layer.weight.grad.data, 2 * first, rtol=1e-6)
+    assert layer.weight.grad.data is not made["dw"]  # the second one was added, not kept
+
+
+def test_a_gradient_reaching_two_leaves_is_never_shared_between_them():
+    """Add passes one array to both inputs (no ``new_grads``): each leaf gets its own copy, so
+    accumulating into one cannot change the other. Likewise a user's gradient, and a view."""
+    a, b = tt.randn(3, requires_grad=True), tt.randn(3, requires_grad=True)
+    (a + b).backward(tt.ones(3))
+    assert a.grad.data is not b.grad.data
+    (a * 2).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), [3, 3, 3])
+    np.testing.assert_array_equal(b.grad.numpy(), [1, 1, 1])
+    g = tt.ones(3)
+    c = tt.randn(3, requires_grad=True)
+    c.backward(g)
+    g.data[...] = 7
+    np.testing.assert_array_equal(c.grad.numpy(), [1, 1, 1])
+    d = tt.randn(2, 3, requires_grad=True)
+    w = tt.nn.Linear(3, 3)
+    (w(d.reshape(6)[None].reshape(2, 3)).sum() + d.sum()).backward()
+    assert d.grad.data.flags.c_contiguous and d.grad.shape == (2, 3)
+
+
+def test_a_leaf_used_by_two_layers_gets_the_sum_as_its_own_array():
+    """The engine's sum of two kernel gradients is a new array too: kept, and correct."""
+    torch_w = torch.randn(3, 3, dtype=torch.float64, requires_grad=True)
+    w = tt.tensor(torch_w.detach().numpy(), requires_grad=True)
+    x = np.random.default_rng(0).standard_normal((4, 3))
+    F.linear(F.linear(tt.tensor(x), w).relu(), w).sum().backward()
+    tx = torch.tensor(x)
+    torch.nn.functional.linear(torch.nn.functional.linear(tx, torch_w).relu(),
+                               torch_w).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), torch_w.grad.numpy(), rtol=1e-12)

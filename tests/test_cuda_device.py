@@ -82,7 +82,7 @@ def test_nvrtc_of_this_machine_compiles_the_sources_to_ptx():
     from tinytrain.kernels.cuda import nvrtc
 
     ptx = nvrtc.compile_sources()
-    assert len(ptx) == 10 and all(".entry" in text for text in ptx.values())
+    assert len(ptx) == 20 and all(".entry" in text for text in ptx.values())
 
 
 # --------------------------------------------------------------------------- convolution
@@ -132,6 +132,23 @@ def test_conv2d_batch_chunks_and_large_layers(k, cp, monkeypatch):
     monkeypatch.undo()
     conv_on_both(k, cp, rng, 64, 16, 32, 5, 1, 2, True, (14, 14), np.float32)  # convnet conv2
     conv_on_both(k, cp, rng, 64, 16, 32, 3, 1, 0, True, (26, 26), np.float32)  # cnn conv2
+
+
+def test_the_64_bit_index_kernels_match_the_cpu_too(k, cp, monkeypatch):
+    """Launches use int indices whenever they fit (every test shape here does); the long long
+    variant, which a launch beyond 2**31 elements takes, must compute the same thing."""
+    from tinytrain.kernels.cuda import plans
+
+    monkeypatch.setattr(plans, "narrow", lambda arrays, threads: False)
+    rng = np.random.default_rng(1)
+    for dtype in (np.float32, np.float64):
+        conv_on_both(k, cp, rng, 3, 2, 4, (2, 3), (2, 1), 1, True, (6, 8), dtype)
+        conv_on_both(k, cp, rng, 64, 1, 16, 5, 1, 2, True, (28, 28), dtype)  # dW in slices
+        x = rng.standard_normal((2, 3, 7, 6)).astype(dtype)
+        meta = Pool2dMeta.from_shape(x.shape, 2)
+        dy = rng.standard_normal(meta.output_shape).astype(dtype)
+        close(k.max_pool2d_backward(cp.asarray(dy), cp.asarray(x), meta),
+              cpu.max_pool2d_backward(dy, x, meta), "max pool dx, 64-bit", RTOL[dtype])
 
 
 def test_conv2d_refuses_mixed_dtypes_with_a_clear_error(k, cp):

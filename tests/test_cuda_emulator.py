@@ -25,10 +25,13 @@ from tinytrain.kernels.shapes import Conv2dMeta, Pool2dMeta
 
 @pytest.fixture
 def k(monkeypatch):
-    """The CUDA kernel set on the emulator, with launches small enough to loop and chunk."""
+    """The CUDA kernel set on the emulator, with launches small enough to loop and chunk, and
+    dW GEMMs cut into slices of a few columns."""
     monkeypatch.setattr(plans, "THREADS", 32)
     monkeypatch.setattr(plans, "MAX_BLOCKS", 3)  # 96 threads: grid-stride loops take turns
     monkeypatch.setattr(plans, "REDUCE_THREADS", 16)
+    monkeypatch.setattr(plans, "SLICE_COLS", 8)
+    monkeypatch.setattr(plans, "MAX_SLICES", 4)
     with emulated_kernels() as kernels:
         yield kernels
 
@@ -114,6 +117,84 @@ def test_conv2d_chunks_of_the_batch_give_the_same_result(k, monkeypatch):
         monkeypatch.setattr(plans, "COL_BYTES", images * per_image)
         assert len(plans.conv_chunks(meta, 8)) == -(-5 // images)
         check_conv(k, x, w, b, dy, meta, rtol=1e-12)
+
+
+def test_conv2d_with_one_dw_gemm_and_with_64_bit_indices(k, monkeypatch):
+    """The other two paths of the plans: dW as one GEMM (no slices; with and without the bias
+    row), and the kernels compiled with long long indices (what a launch beyond 2**31
+    elements uses), over part of the grid."""
+    rng = np.random.default_rng(3)
+    for slice_cols, wide in ((10**9, False), (8, True), (10**9, True)):
+        monkeypatch.setattr(plans, "SLICE_COLS", slice_cols)
+        monkeypatch.setattr(plans, "narrow", lambda largest, threads, wide=wide: not wide)
+        for i, (n, c_in, c_out, padding, bias, hw) in enumerate(GRID):
+            if i % 4 == 0:
+                check_conv(k, *conv_case(rng, n, c_in, c_out, (2, 3), (2, 1), padding, bias, hw))
+        x = rng.standard_normal((3, 2, 5, 6)).astype(np.float32)
+        meta = Pool2dMeta.from_shape(x.shape, 2)
+        dy = rng.standard_normal(meta.output_shape).astype(np.float32)
+        close(k.max_pool2d_backward(dy, x, meta), cpu.max_pool2d_backward(dy, x, meta),
+              "max pool dx")
+        close(k.relu_forward(x), cpu.relu_forward(x), "relu")
+
+
+def test_launches_use_32_bit_indices_exactly_when_every_index_fits():
+    assert plans.narrow(2**31 - 1 - 4096, 4096)
+    assert not plans.narrow(2**31 - 4096, 4096)
+    x = np.zeros(10, np.float32)
+    step = plans.elementwise("layers", "relu_forward", np.float32, 10, x, x, 10)
+    assert not step.wide and type(step.args[2]) is np.int32
+    step = plans.elementwise("layers", "relu_forward", np.float32, 10, x, x, 10, largest=2**31)
+    assert step.wide and type(step.args[2]) is np.int64
+
+
+@pytest.mark.parametrize("index_max", [100, 150, 200, 250, 300, 400, 600, 900, 1500])
+def test_every_plan_tells_the_launcher_its_largest_array(k, monkeypatch, index_max):
+    """With a tiny INDEX_MAX, some launches of small shapes need 64-bit indices and others do
+    not; the emulator checks every narrow launch against its arrays (emulator.check_width),
+    so a plan that understates its largest array fails for some INDEX_MAX. The results must
+    match the CPU's with either width."""
+    monkeypatch.setattr(plans, "INDEX_MAX", index_max)
+    rng = np.random.default_rng(11)
+    check_conv(k, *conv_case(rng, 3, 2, 3, 3, 1, 1, True, (6, 7)))
+    check_conv(k, *conv_case(rng, 2, 1, 2, 2, 2, 0, True, (5, 5)), needs=(True, False, True))
+    x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    meta = Pool2dMeta.from_shape(x.shape, 2, 1)
+    dy = rng.standard_normal(meta.output_shape).astype(np.float32)
+    close(k.max_pool2d_forward(x, meta)[0], cpu.max_pool2d_forward(x, meta)[0], "max pool")
+    close(k.max_pool2d_backward(dy, x, meta), cpu.max_pool2d_backward(dy, x, meta), "max dx")
+    close(k.avg_pool2d_forward(x, meta), cpu.avg_pool2d_forward(x, meta), "avg pool")
+    close(k.avg_pool2d_backward(dy, meta), cpu.avg_pool2d_backward(dy, meta), "avg dx")
+    logits = rng.standard_normal((37, 10)).astype(np.float32)
+    t = rng.integers(0, 10, 37)
+    close(np.asarray(k.cross_entropy_forward(logits, t, "mean")),
+          np.asarray(cpu.cross_entropy_forward(logits, t, "mean"), np.float32), "loss", 1e-6)
+    g = np.ones((), np.float32)
+    close(k.cross_entropy_backward(logits, t, g, "mean"),
+          cpu.cross_entropy_backward(logits, t, g, "mean"), "dlogits", 1e-6)
+    w = rng.standard_normal((4, 10)).astype(np.float32)
+    gy = rng.standard_normal((37, 4)).astype(np.float32)
+    for a, r in zip(k.linear_backward(gy, logits, w, (True, True, True)),
+                    cpu.linear_backward(gy, logits, w, (True, True, True))):
+        close(a, r, "linear")
+    p, m, v = (rng.random(80).astype(np.float32) for _ in range(3))
+    ref = [a.copy() for a in (p, m, v)]
+    k.adam_step(p, m, m.copy(), v, 1, 1e-3, (0.9, 0.999), 1e-8, 0.0)
+    cpu.adam_step(ref[0], ref[1], ref[1].copy(), ref[2], 1, 1e-3, (0.9, 0.999), 1e-8, 0.0)
+    np.testing.assert_array_equal(p, ref[0])
+
+
+def test_dw_slices_hold_whole_images_and_enough_columns(monkeypatch):
+    monkeypatch.setattr(plans, "SLICE_COLS", 4096)
+    monkeypatch.setattr(plans, "MAX_SLICES", 128)
+    assert plans.dw_slices(512, 784) == 64  # convnet's conv1 at batch 512: 8 images a slice
+    assert plans.dw_slices(512, 196) == 16  # conv2: 32 images, 6,272 columns a slice
+    assert plans.dw_slices(64, 196) == 2
+    assert plans.dw_slices(64, 49) == 1  # too few columns to cut
+    assert plans.dw_slices(61, 784) == 1  # a prime batch: no equal slices of whole images
+    for nb, p in [(512, 784), (96, 100), (7, 5000), (1, 10**6)]:
+        s = plans.dw_slices(nb, p)
+        assert nb % s == 0 and s <= 128 and (s == 1 or nb // s * p >= 4096)
 
 
 def test_conv2d_refuses_mixed_or_integer_dtypes(k):
@@ -365,6 +446,40 @@ def test_row_major_gemm_becomes_the_right_column_major_cublas_call(transa, trans
     np.testing.assert_array_equal(got[untouched], c[untouched])
 
 
+@pytest.mark.parametrize("transa, transb", [(False, True), (True, False)])
+def test_a_strided_batch_of_gemms_maps_to_cublas_with_the_strides_swapped(transa, transb):
+    """Three products at element strides (as dW's slices): the row-major plan, the
+    column-major cuBLAS call and NumPy agree on each, and nothing between them is written."""
+    from tinytrain.kernels.cuda.runtime import cublas_call
+
+    rng = np.random.default_rng(10)
+    m, n, kk, batch = 3, 4, 5, 3
+    a, b = rng.standard_normal(400), rng.standard_normal(400)
+    c = rng.standard_normal(200)
+    lda, ldb, ldc = (m if transa else kk) + 1, (kk if transb else n) + 2, n + 1
+    g = plans.Gemm(transa, transb, m, n, kk, 1.0, a, 4, lda, b, 1, ldb, 0.0, c, 3, ldc,
+                   batch, 41, 37, 50)
+    expected = c.copy()
+    emulator.gemm_rowmajor(g._replace(c=expected))
+    got = c.copy()
+    args = cublas_call(g)
+    emulator.gemm_colmajor(*args[:11], (got, args[11][1]), *args[12:])
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+    touched = np.zeros(200, bool)
+    for i in range(batch):
+        sa = a[4 + 41 * i:].reshape(-1)
+        op_a = np.lib.stride_tricks.as_strided(sa, (kk, m) if transa else (m, kk),
+                                               (lda * 8, 8))
+        sb = b[1 + 37 * i:]
+        op_b = np.lib.stride_tricks.as_strided(sb, (n, kk) if transb else (kk, n), (ldb * 8, 8))
+        product = (op_a.T if transa else op_a) @ (op_b.T if transb else op_b)
+        for r in range(m):
+            start = 3 + 50 * i + r * ldc
+            np.testing.assert_allclose(got[start:start + n], product[r], rtol=1e-12)
+            touched[start:start + n] = True
+    np.testing.assert_array_equal(got[~touched], c[~touched])
+
+
 def test_gemm_refuses_a_leading_dimension_that_overlaps_rows():
     a = np.zeros(12)
     g = plans.Gemm(False, False, 3, 4, 4, 1.0, a, 0, 3, np.zeros(16), 0, 4, 0.0, np.zeros(12),
@@ -479,3 +594,42 @@ def test_bad_targets_are_raised_late_but_within_check_depth_calls(monkeypatch):
     with pytest.raises(ValueError, match="outside"):  # or check_errors(), which waits
         cuda.check_errors()
     cuda.check_errors()  # and then all is clean
+
+
+def test_a_background_compilation_is_the_one_launches_wait_for(monkeypatch):
+    """compile_in_background starts compiling the module; a launch that needs it meanwhile
+    waits for that compilation instead of starting a second one (NVRTC is ~1 s cold)."""
+    import threading
+    import time
+
+    from tinytrain.kernels.cuda import runtime
+
+    compiled = []
+
+    class Module:
+        def __init__(self, code, options):
+            self.code, self.ready = code, False
+
+        def get_function(self, name):
+            if not self.ready:
+                time.sleep(0.2)  # the compilation
+                compiled.append(self.code)
+                self.ready = True
+            return f"<{name}>"
+
+    class FakeCupy:
+        RawModule = Module
+
+    monkeypatch.setattr(runtime, "cupy", lambda: FakeCupy)
+    monkeypatch.setattr(runtime, "_modules", {})
+    monkeypatch.setattr(runtime, "_kernels", {})
+    thread = runtime.compile_in_background(np.float32)
+    time.sleep(0.05)  # the thread is compiling now
+    got = []
+    launcher = threading.Thread(target=lambda: got.append(
+        runtime.kernel("conv2d", "im2col", np.dtype(np.float32), False)))
+    launcher.start()
+    thread.join()
+    launcher.join()
+    assert got == ["<im2col>"] and len(compiled) == 1
+    assert "typedef int index_t;" in compiled[0] and "void im2col(" in compiled[0]

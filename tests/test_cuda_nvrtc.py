@@ -20,14 +20,26 @@ def nvrtc_or_skip() -> None:
 
 
 @pytest.mark.parametrize("path", sorted(emulator.SOURCE_DIR.glob("*.cu")), ids=lambda p: p.name)
-def test_every_source_compiles_to_ptx_for_both_dtypes(path):
+def test_every_source_compiles_to_ptx_for_both_dtypes_and_index_widths(path):
     nvrtc_or_skip()
-    for dtype in ("float32", "float64"):
-        from tinytrain.kernels.cuda.runtime import source
+    from tinytrain.kernels.cuda.runtime import source
 
-        ptx = nvrtc.compile_ptx(source(path.stem, dtype), path.name)
-        for name in emulator.load(path.stem, dtype).kernels:
-            assert f".entry {name}(" in ptx, f"{path.name}: no entry point {name} in the PTX"
+    for dtype in ("float32", "float64"):
+        for wide in (False, True):
+            ptx = nvrtc.compile_ptx(source(path.stem, dtype, wide), path.name)
+            for name in emulator.load(path.stem, dtype, wide).kernels:
+                assert f".entry {name}(" in ptx, f"{path.name}: no entry point {name} in the PTX"
+
+
+def test_all_sources_compile_as_the_one_module_the_gpu_loads():
+    nvrtc_or_skip()
+    from tinytrain.kernels.cuda.runtime import module_source
+
+    names = {n for p in emulator.SOURCE_DIR.glob("*.cu") for n in emulator.load(p.stem).kernels}
+    for dtype in ("float32", "float64"):
+        for wide in (False, True):
+            ptx = nvrtc.compile_ptx(module_source(dtype, wide), "tinytrain.cu")
+            assert {n for n in names if f".entry {n}(" in ptx} == names
 
 
 def test_a_compile_error_comes_back_with_nvrtcs_log():

@@ -165,8 +165,8 @@ def test_unwritten_outputs_stay_nan_in_the_emulated_kernel_set(monkeypatch):
     """A kernel that skips elements leaves the poison of a fresh buffer, so it fails."""
     src = (emulator.SOURCE_DIR / "layers.cu").read_text().replace(
         "y[i] = v < 0 ? (real)0 : v;", "if (i > 0) { y[i] = v < 0 ? (real)0 : v; }")
-    monkeypatch.setitem(emulator._cache, ("layers", "f32"),
-                        emulator.translate(src, "layers.cu", "f32"))
+    monkeypatch.setitem(emulator._cache, ("layers", "f32", "i32"),
+                        emulator.translate(src, "layers.cu", "f32", "i32"))
     with emulated_kernels() as k:
         y = k.relu_forward(np.ones(5, np.float32))
     assert np.isnan(y[0]) and (y[1:] == 1).all()
@@ -191,15 +191,19 @@ def test_code_outside_the_subset_is_refused_with_its_line(body, message):
 # Plausible index bugs, one per kernel: each must make the CPU comparison fail, which shows
 # the emulator runs the very text of the .cu files.
 MUTATIONS = [
-    ("conv2d", "long long w = ow * sw - pw + kj;", "long long w = ow * sw + kj;"),
-    ("conv2d", "long long h = oh * sh - ph + ki;", "long long h = oh * sh - ph + ki + 0 * H;"
+    ("conv2d", "index_t w = ow * sw - pw + kj;", "index_t w = ow * sw + kj;"),
+    ("conv2d", "index_t h = oh * sh - ph + ki;", "index_t h = oh * sh - ph + ki + 0 * H;"
      " if (h == 0) { h = 1; }"),
-    ("conv2d", "for (long long ki = (h + ph) % sh; ki < Kh", "for (long long ki = 0; ki < Kh"),
+    ("conv2d", "for (index_t ki = h + ph - oh_last * sh; ki < Kh", "for (index_t ki = 0; ki < Kh"),
+    ("conv2d", "index_t ow = ow_last;", "index_t ow = ow_last - 1;"),
     ("conv2d", "real v = y[c * N * P + n * P + p];", "real v = y[n * C * P + c * P + p];"),
     ("conv2d", "if (h >= 0 && h < H && w >= 0 && w < W)", "if (h >= 0 && h <= H && w >= 0)"),
     ("conv2d", "dx[n0 * C * H * W + i] = sum;", "dx[i] = sum;"),
+    ("conv2d", "rows[i] = dy[(n * C + c) * P + j - n * P];", "rows[i] = dy[(n * C + c) * P + j];"),
+    ("conv2d", "s += part[t * Cout * Kb + i];", "s += part[t * Cout * K + i];"),
+    ("conv2d", "col[C * Kh * Kw * cols + j] = 1;", "col[C * Kh * Kw * cols + j] = 0.5;"),
     ("pool", "if (k == ki * Kw + kj) {", "if (k == kj * Kh + ki) {"),
-    ("pool", "long long rows = min(h0 + Kh, H) - max(h0, 0LL);", "long long rows = Kh;"),
+    ("pool", "index_t rows = min(h0 + Kh, H) - max(h0, (index_t)0);", "index_t rows = Kh;"),
 ]
 
 
@@ -224,9 +228,10 @@ def differs_from_cpu(k, x, stride, rng) -> bool:
 def test_a_wrong_index_in_the_source_is_caught(monkeypatch, file, old, new):
     src = (emulator.SOURCE_DIR / f"{file}.cu").read_text()
     assert src.count(old) >= 1, f"mutation target not found: {old}"
-    monkeypatch.setitem(emulator._cache, (file, "f64"),
-                        emulator.translate(src.replace(old, new), f"{file}.cu", "f64"))
+    monkeypatch.setitem(emulator._cache, (file, "f64", "i32"),
+                        emulator.translate(src.replace(old, new), f"{file}.cu", "f64", "i32"))
     monkeypatch.setattr(plans, "COL_BYTES", 2 * 2 * 9 * 15 * 8)  # two images per chunk
+    monkeypatch.setattr(plans, "SLICE_COLS", 4)  # dW in slices
     rng = np.random.default_rng(0)
     x = rng.standard_normal((3, 2, 5, 6))
     with emulated_kernels() as k:

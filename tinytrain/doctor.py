@@ -97,7 +97,8 @@ def _cuda_kernels() -> str:
     ptx = nvrtc.compile_sources()
     major, minor = nvrtc.version()
     files = len({name.split()[0] for name in ptx})
-    line = f"{files} .cu files compile to PTX for float32 and float64 (NVRTC {major}.{minor})"
+    line = (f"{files} .cu files compile to PTX for float32 and float64, 32- and 64-bit indices "
+            f"(NVRTC {major}.{minor})")
     if cuda_is_available():
         line += f"; {len(runtime.compile_all())} kernels load on the GPU"
     return line

@@ -353,14 +353,16 @@ class Tensor:
                     f"shape {self.shape}; call .sum() first or pass gradient= of that shape"
                 )
             grad = backend.get_array_module(self._data).ones_like(self._data)
+            owned = True
         else:
+            owned = False
             grad = gradient._data if isinstance(gradient, Tensor) else gradient
             if tuple(grad.shape) != self.shape:
                 raise ValueError(
                     f"backward(): gradient has shape {tuple(grad.shape)} but the tensor has "
                     f"shape {self.shape}"
                 )
-        engine.run_backward(self._grad_node(), grad, retain_graph=retain_graph)
+        engine.run_backward(self._grad_node(), grad, retain_graph=retain_graph, owned=owned)
 
     def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> RemovableHandle:
         """Call ``hook(self)`` each time a gradient has been added into ``self.grad``."""

@@ -55,6 +55,7 @@ SIGTERM stops every rank (the functions under "several processes" below).
 from __future__ import annotations
 
 import argparse
+import gc
 import io
 import math
 import os
@@ -771,13 +772,20 @@ def run(args: argparse.Namespace) -> EvalResult:
     kernels use the cores themselves, and a multi-threaded BLAS between them (in the linear
     layers) made a training step 1.3x slower on 2 idle cores, 2-4x on busy ones
     (:mod:`tinytrain.kernels.cpu.parallel` says why)."""
-    with blas_single_threaded():
-        return _run(args)
+    try:
+        with blas_single_threaded():
+            return _run(args)
+    finally:
+        gc.unfreeze()  # _run froze what existed before training (see there)
 
 
 def _run(args: argparse.Namespace) -> EvalResult:
     from tqdm.auto import tqdm
 
+    if args.device == "cuda":  # NVRTC compiles the kernels while the data set loads
+        from tinytrain.kernels.cuda import runtime
+
+        runtime.compile_in_background(np.float32)
     ranks = start_ranks(args)
     say = print if ranks.main else _quiet
     if ranks.main:
@@ -805,6 +813,14 @@ def _run(args: argparse.Namespace) -> EvalResult:
         f"train, {len(test_set):,} test | {args.optimizer} lr {args.lr:g}"
         + (f" momentum {args.momentum:g}" if args.optimizer == "sgd" else "")
         + f" ({args.schedule}) | {batch} | {args.device}")
+    # Python's cyclic garbage collector walks every object it tracks on a full collection:
+    # hundreds of thousands once CuPy (or PyTorch) is imported. The objects alive now (the
+    # libraries, the model, the data set) stay alive, so freeze them: the collections that the
+    # steps' short-lived objects trigger then walk only those. On the H200's host, the
+    # collections of a process with PyTorch loaded cost a convnet step (batch 64) from 0.35
+    # to 1.4 ms (bench/NOTES_gpu.md).
+    gc.collect()
+    gc.freeze()
     result = None
     for epoch in range(start_epoch, args.epochs):
         loader.set_epoch(epoch)

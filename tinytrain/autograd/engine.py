@@ -7,6 +7,9 @@
    (a diamond) runs once, with the sum. This is Kahn's algorithm.
 3. Unless ``retain_graph`` is set, each node frees what it saved once it ran,
    so a second backward through the same graph raises a clear error.
+   The engine also tracks which buffered gradients nothing else references (its own sums,
+   the outputs of Functions with ``new_grads``, its own seed): a leaf's AccumulateGrad
+   keeps those as ``.grad`` instead of copying them.
 4. Callbacks queued during the pass with :func:`queue_callback` run once the
    whole graph is done (DistributedDataParallel waits for its all-reduces there).
 """
@@ -16,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tinytrain.autograd.function import Node
+from tinytrain.autograd.function import AccumulateGrad, Node
 
 # One list of callbacks per backward pass that is running (a hook may call backward again).
 _callbacks: list[list[Callable[[], None]]] = []
@@ -49,12 +52,13 @@ def _count_dependencies(root: Node) -> dict[Node, int]:
     return deps
 
 
-def run_backward(root: Node, grad: Any, retain_graph: bool = False) -> None:
+def run_backward(root: Node, grad: Any, retain_graph: bool = False,
+                 owned: bool = False) -> None:
     """Propagate ``grad`` (the gradient of the root's output) to every leaf, then run the
-    callbacks queued meanwhile."""
+    callbacks queued meanwhile. ``owned``: the caller made ``grad`` and keeps no reference."""
     _callbacks.append([])
     try:
-        _propagate(root, grad, retain_graph)
+        _propagate(root, grad, retain_graph, owned)
         queued = _callbacks[-1]
         while queued:
             queued.pop(0)()
@@ -62,21 +66,32 @@ def run_backward(root: Node, grad: Any, retain_graph: bool = False) -> None:
         _callbacks.pop()
 
 
-def _propagate(root: Node, grad: Any, retain_graph: bool) -> None:
+def _propagate(root: Node, grad: Any, retain_graph: bool, owned: bool) -> None:
     deps = _count_dependencies(root)
     buffers: dict[Node, Any] = {root: grad}
+    mine = {root} if owned else set()  # nodes whose buffered gradient nothing else holds
     ready = [root]
     while ready:
         node = ready.pop()
         grad_out = buffers.pop(node)
-        grads = node.apply(grad_out)
+        if type(node) is AccumulateGrad:
+            grads = node.apply(grad_out, node in mine)
+        else:
+            grads = node.apply(grad_out)
         if not retain_graph:
             node.release()
+        new = type(node) is Node and node.fn.new_grads
         for child, g in zip(node.next_functions, grads):
             if child is None:
                 continue
             if g is not None:
-                buffers[child] = g if child not in buffers else buffers[child] + g
+                if child in buffers:
+                    buffers[child] = buffers[child] + g
+                    mine.add(child)  # a new array
+                else:
+                    buffers[child] = g
+                    if new:
+                        mine.add(child)
             deps[child] -= 1
             if deps[child] == 0:
                 if child in buffers:

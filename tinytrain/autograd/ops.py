@@ -537,6 +537,8 @@ class Linear(Function):
     ``x`` only for ``dw``, and ``db`` needs nothing.
     """
 
+    new_grads = True  # the kernels allocate dx, dw and db
+
     @staticmethod
     def forward(x, w, b):
         return kernels.for_array(x).linear_forward(x, w, b)

@@ -51,6 +51,8 @@ class Conv2dFunction(Function):
     ``x`` only if ``w`` needs one (dW reads ``x``); db reads nothing.
     """
 
+    new_grads = True  # the kernels allocate dx, dw and db
+
     @staticmethod
     def forward(x: Any, w: Any, b: Any | None, meta: Conv2dMeta) -> Any:
         return kernels.for_array(x).conv2d_forward(x, w, b, meta)

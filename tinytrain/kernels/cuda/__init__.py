@@ -60,7 +60,8 @@ def conv2d_forward(x: Any, w: Any, b: Any | None, meta: Conv2dMeta) -> Any:
 
 def conv2d_backward(grad_out: Any, x: Any | None, w: Any | None, meta: Conv2dMeta,
                     needs: tuple[bool, bool, bool]) -> tuple[Any, Any, Any]:
-    """``(dx, dw, db)``, each only if needed; dX and dW share one layout change of dy."""
+    """``(dx, dw, db)``, each only if needed; dX and dW share one layout change of dy, and db
+    comes out of the dW GEMM."""
     return _run(plans.conv2d_backward(_xp(), grad_out, x, w, meta, needs))
 
 
@@ -77,8 +78,8 @@ def conv2d_backward_weight(grad_out: Any, x: Any, meta: Conv2dMeta) -> Any:
 def conv2d_backward_bias(grad_out: Any) -> Any:
     """``db [Cout]``: a block reduction per channel."""
     dy = _xp().ascontiguousarray(grad_out)
-    _, db, launch = plans.rows_and_bias_sum(_xp(), dy, dy.shape[1], dy.shape[2] * dy.shape[3],
-                                            False, True, plans.check_float("conv2d", dy))
+    db, launch = plans.channel_sum(_xp(), dy, dy.shape[1], dy.shape[2] * dy.shape[3],
+                                   plans.check_float("conv2d", dy))
     return _run((db, [launch]))
 
 

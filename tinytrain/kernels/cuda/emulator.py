@@ -8,7 +8,8 @@ Python* and runs it over an emulated grid: every block, every thread, with ``blo
 source, not a hand-written twin that could drift from it.
 
 The subset: functions ``extern "C" __global__ void`` (kernels) and ``__device__`` helpers;
-scalar types ``real`` (float or double, chosen per compilation), ``float``, ``double``,
+scalar types ``real`` (float or double) and ``index_t`` (int or long long), both chosen per
+compilation, ``float``, ``double``,
 ``int``, ``unsigned int``, ``long long``, ``short``, ``bool``; pointer parameters indexed
 as ``p[i]`` (no pointer arithmetic); ``__shared__`` arrays; ``if``/``else``, ``for``,
 ``while``, ``break``, ``continue``, ``return``; ``__syncthreads()``; ``atomicAdd(&p[i], v)``;
@@ -143,8 +144,8 @@ def _tokenize(src: str, filename: str) -> list[_Tok]:
 
 # =========================================================================== translator
 
-_TYPE_WORDS = {"real", "float", "double", "int", "unsigned", "long", "short", "bool", "void",
-               "const", "signed"}
+_TYPE_WORDS = {"real", "index_t", "float", "double", "int", "unsigned", "long", "short", "bool",
+               "void", "const", "signed"}
 _BUILTIN_VARS = {"threadIdx", "blockIdx", "blockDim", "gridDim"}
 _MATH = {"exp": "_np.exp", "expf": "_np.exp", "log": "_np.log", "logf": "_np.log",
          "sqrt": "_np.sqrt", "sqrtf": "_np.sqrt", "fabs": "abs", "fabsf": "abs",
@@ -178,11 +179,12 @@ class _Func:
 class _Translator:
     """Recursive descent over the token list, emitting Python source while tracking types."""
 
-    def __init__(self, src: str, filename: str, real: str) -> None:
+    def __init__(self, src: str, filename: str, real: str, index: str = "i64") -> None:
         self.toks = _tokenize(src, filename)
         self.pos = 0
         self.filename = filename
         self.real = real
+        self.index = index
         self.funcs: dict[str, _Func] = {}
         self.scopes: list[dict[str, tuple[str, bool]]] = []  # name -> (ctype, is_array)
         self.consts: set[str] = set()
@@ -225,8 +227,8 @@ class _Translator:
             words.append(self.next().text)
         words = [w for w in words if w not in ("const", "signed")]
         key = " ".join(words)
-        table = {"real": self.real, "float": "f32", "double": "f64", "int": "i32",
-                 "unsigned": "u32", "unsigned int": "u32", "long long": "i64",
+        table = {"real": self.real, "index_t": self.index, "float": "f32", "double": "f64",
+                 "int": "i32", "unsigned": "u32", "unsigned int": "u32", "long long": "i64",
                  "long long int": "i64", "short": "i16", "bool": "bool", "void": "void"}
         if key not in table:
             raise self.error(f"type {key!r} is not in the subset")
@@ -781,9 +783,11 @@ class Module:
         return self.kernels[name]
 
 
-def translate(src: str, filename: str = "<source>", real: str = "f32") -> Module:
-    """Translate CUDA C source (the subset) into a :class:`Module` of runnable kernels."""
-    funcs = _Translator(src, filename, real).translate()
+def translate(src: str, filename: str = "<source>", real: str = "f32",
+              index: str = "i64") -> Module:
+    """Translate CUDA C source (the subset) into a :class:`Module` of runnable kernels;
+    ``real`` is ``"f32"`` or ``"f64"``, ``index_t`` is ``"i32"`` (int) or ``"i64"``."""
+    funcs = _Translator(src, filename, real, index).translate()
     python = "\n\n".join("\n".join(f.lines) for f in funcs.values()) + "\n"
     namespace = _helpers(real)
     exec(compile(python, f"<{filename} as Python>", "exec"), namespace)  # noqa: S102
@@ -795,16 +799,17 @@ def translate(src: str, filename: str = "<source>", real: str = "f32") -> Module
     return Module(filename, real, kernels, python)
 
 
-_cache: dict[tuple[str, str], Module] = {}
+_cache: dict[tuple[str, str, str], Module] = {}
 
 
-def load(file: str, dtype: Any = np.float32) -> Module:
-    """The module of ``tinytrain/kernels/cuda/<file>.cu`` with ``real`` = ``dtype`` (cached)."""
+def load(file: str, dtype: Any = np.float32, wide: bool = True) -> Module:
+    """The module of ``tinytrain/kernels/cuda/<file>.cu`` with ``real`` = ``dtype`` and
+    ``index_t`` = ``long long`` (``wide``) or ``int`` (cached)."""
     real = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}[np.dtype(dtype)]
-    key = (file, real)
+    key = (file, real, "i64" if wide else "i32")
     if key not in _cache:
         path = SOURCE_DIR / f"{file}.cu"
-        _cache[key] = translate(path.read_text(), path.name, real)
+        _cache[key] = translate(path.read_text(), path.name, real, key[2])
     return _cache[key]
 
 
@@ -883,7 +888,8 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple) -> None:
 
 def gemm_rowmajor(step: Any) -> None:
     """``C = alpha * op(A) @ op(B) + beta * C`` on flat NumPy arrays, in the plans' row-major
-    convention (a matrix is ``(array, offset, leading dimension)``; see ``plans.Gemm``).
+    convention (a matrix is ``(array, offset, leading dimension)``; see ``plans.Gemm``), for
+    each of the ``batch`` products at their strides.
 
     Checks what cuBLAS would refuse or misread: leading dimensions too small, and matrices
     that run past the end of their array.
@@ -900,19 +906,26 @@ def gemm_rowmajor(step: Any) -> None:
             flat, (rows, cols), (ld * flat.itemsize, flat.itemsize), writeable=True)
 
     s = step
-    a = view(s.a, s.a_off, *((s.k, s.m) if s.transa else (s.m, s.k)), s.lda, "A")
-    b = view(s.b, s.b_off, *((s.n, s.k) if s.transb else (s.k, s.n)), s.ldb, "B")
-    c = view(s.c, s.c_off, s.m, s.n, s.ldc, "C")
-    product = (a.T if s.transa else a) @ (b.T if s.transb else b)
-    c[...] = s.alpha * product + (s.beta * c if s.beta else 0)  # beta = 0: C is not read
+    for i in range(s.batch):
+        a = view(s.a, s.a_off + i * s.stride_a, *((s.k, s.m) if s.transa else (s.m, s.k)),
+                 s.lda, "A")
+        b = view(s.b, s.b_off + i * s.stride_b, *((s.n, s.k) if s.transb else (s.k, s.n)),
+                 s.ldb, "B")
+        c = view(s.c, s.c_off + i * s.stride_c, s.m, s.n, s.ldc, "C")
+        product = (a.T if s.transa else a) @ (b.T if s.transb else b)
+        c[...] = s.alpha * product + (s.beta * c if s.beta else 0)  # beta = 0: C is not read
 
 
 def gemm_colmajor(transa: bool, transb: bool, m: int, n: int, k: int, alpha: float, a: tuple,
-                  lda: int, b: tuple, ldb: int, beta: float, c: tuple, ldc: int) -> None:
-    """A cuBLAS ``gemm`` call in NumPy, by the BLAS definition (column-major storage).
+                  lda: int, b: tuple, ldb: int, beta: float, c: tuple, ldc: int,
+                  stride_a: int = 0, stride_b: int = 0, stride_c: int = 0,
+                  batch: int = 1) -> None:
+    """A cuBLAS ``gemm`` (``batch`` > 1: ``gemmStridedBatched``) call in NumPy, by the BLAS
+    definition (column-major storage).
 
     ``a``, ``b``, ``c`` are ``(flat array, element offset)``. Element ``(i, j)`` of a stored
-    matrix is at ``offset + i + j * ld``; ``op(A)`` is ``m x k``, ``op(B)`` ``k x n``.
+    matrix is at ``offset + i + j * ld``; ``op(A)`` is ``m x k``, ``op(B)`` ``k x n``; product
+    ``p`` of a batch starts ``p * stride`` elements further.
     """
 
     def view(arr_off: tuple, rows: int, cols: int, ld: int, name: str) -> np.ndarray:
@@ -925,20 +938,36 @@ def gemm_colmajor(transa: bool, transb: bool, m: int, n: int, k: int, alpha: flo
         return np.lib.stride_tricks.as_strided(
             flat, (rows, cols), (flat.itemsize, ld * flat.itemsize), writeable=True)
 
-    op_a = view(a, *((k, m) if transa else (m, k)), lda, "A")
-    op_b = view(b, *((n, k) if transb else (k, n)), ldb, "B")
-    out = view(c, m, n, ldc, "C")
-    product = (op_a.T if transa else op_a) @ (op_b.T if transb else op_b)
-    out[...] = alpha * product + (beta * out if beta else 0)
+    for p in range(batch):
+        op_a = view((a[0], a[1] + p * stride_a), *((k, m) if transa else (m, k)), lda, "A")
+        op_b = view((b[0], b[1] + p * stride_b), *((n, k) if transb else (k, n)), ldb, "B")
+        out = view((c[0], c[1] + p * stride_c), m, n, ldc, "C")
+        product = (op_a.T if transa else op_a) @ (op_b.T if transb else op_b)
+        out[...] = alpha * product + (beta * out if beta else 0)
+
+
+def check_width(step: Any) -> None:
+    """Raise unless a launch with 32-bit indices (``not step.wide``) is one where every index
+    fits: its largest array plus its grid's threads within ``plans.INDEX_MAX``."""
+    from tinytrain.kernels.cuda import plans
+
+    largest = max(a.size for a in step.args if isinstance(a, np.ndarray))
+    if not step.wide and not plans.narrow(largest, step.grid * step.block):
+        raise EmulatorError(f"{step.kernel}: launched with 32-bit indices but an array has "
+                            f"{largest} elements and the grid {step.grid * step.block} threads "
+                            f"(plans.INDEX_MAX = {plans.INDEX_MAX})")
 
 
 def run_plan(steps: list) -> None:
-    """Execute a launch plan (``plans.py``) on NumPy arrays: kernels emulated, GEMMs in NumPy."""
+    """Execute a launch plan (``plans.py``) on NumPy arrays: kernels emulated, GEMMs in NumPy.
+    Each launch's index width is checked first (:func:`check_width`)."""
     for step in steps:
         if type(step).__name__ == "Gemm":
             gemm_rowmajor(step)
         else:
-            launch(load(step.file, step.dtype)[step.kernel], step.grid, step.block, step.args)
+            check_width(step)
+            launch(load(step.file, step.dtype, step.wide)[step.kernel], step.grid, step.block,
+                   step.args)
 
 
 # =========================================================================== the CUDA kernel set

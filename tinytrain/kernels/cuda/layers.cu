@@ -1,11 +1,12 @@
 // Element-wise kernels of the layers: ReLU forward and backward, dropout.
-// One thread per element, grid-stride loops; `real` is float or double (see conv2d.cu).
+// One thread per element, grid-stride loops; `real` is float or double, `index_t` int or
+// long long (see conv2d.cu).
 
 extern "C" __global__ void relu_forward(const real* __restrict__ x, real* __restrict__ y,
-                                        long long n)
+                                        index_t n)
 {
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (long long)blockDim.x * gridDim.x) {
+    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (index_t)blockDim.x * gridDim.x) {
         real v = x[i];
         y[i] = v < 0 ? (real)0 : v;
     }
@@ -14,10 +15,10 @@ extern "C" __global__ void relu_forward(const real* __restrict__ x, real* __rest
 // The gradient passes where the forward *output* y is positive: one read of y and g, one
 // write, instead of a comparison kernel and a multiplication kernel.
 extern "C" __global__ void relu_backward(const real* __restrict__ g, const real* __restrict__ y,
-                                         real* __restrict__ dx, long long n)
+                                         real* __restrict__ dx, index_t n)
 {
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (long long)blockDim.x * gridDim.x) {
+    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (index_t)blockDim.x * gridDim.x) {
         dx[i] = y[i] > 0 ? g[i] : (real)0;
     }
 }
@@ -36,7 +37,8 @@ __device__ unsigned int mix32(unsigned int h)
 
 // Whether dropout keeps element i: a counter-based draw, a pure function of (seed, i), so
 // every thread computes its own and backward recomputes the forward's mask. The same
-// function is written in NumPy in tinytrain/kernels/cpu/layers.py.
+// function is written in NumPy in tinytrain/kernels/cpu/layers.py. The index is hashed as
+// 64 bits whatever index_t is, so the mask does not depend on the launch's index width.
 __device__ bool dropout_keep(unsigned int seed_lo, unsigned int seed_hi,
                              unsigned int threshold, long long i)
 {
@@ -48,11 +50,11 @@ __device__ bool dropout_keep(unsigned int seed_lo, unsigned int seed_hi,
 // y = x * scale where kept, 0 where dropped. Forward applies it to x, backward to the
 // gradient, with the same seed.
 extern "C" __global__ void dropout(const real* __restrict__ x, real* __restrict__ y,
-                                   long long n, unsigned int seed_lo, unsigned int seed_hi,
+                                   index_t n, unsigned int seed_lo, unsigned int seed_hi,
                                    unsigned int threshold, real scale)
 {
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (long long)blockDim.x * gridDim.x) {
-        y[i] = dropout_keep(seed_lo, seed_hi, threshold, i) ? x[i] * scale : (real)0;
+    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (index_t)blockDim.x * gridDim.x) {
+        y[i] = dropout_keep(seed_lo, seed_hi, threshold, (long long)i) ? x[i] * scale : (real)0;
     }
 }

@@ -6,13 +6,14 @@
 // first such row, err[2] = its target. The launcher copies err to pinned host memory
 // asynchronously and raises the ValueError a few calls later, without a sync per step.
 //
-// reduction: 0 = "none" (out[N]), 1 = "mean", 2 = "sum" (out[1]).
+// reduction: 0 = "none" (out[N]), 1 = "mean", 2 = "sum" (out[1]). `real` is float or
+// double, `index_t` int or long long (see conv2d.cu).
 
 // The largest logit of a row (a NaN propagates, like NumPy's max) ...
-__device__ real row_max(const real* __restrict__ logits, long long r, long long C)
+__device__ real row_max(const real* __restrict__ logits, index_t r, index_t C)
 {
     real m = logits[r * C];
-    for (long long j = 1; j < C; j++) {
+    for (index_t j = 1; j < C; j++) {
         real v = logits[r * C + j];
         if (v > m || isnan(v)) {
             m = v;
@@ -22,10 +23,10 @@ __device__ real row_max(const real* __restrict__ logits, long long r, long long 
 }
 
 // ... and the sum of exp(logit - max): log-softmax = (logit - max) - log(this).
-__device__ real row_sumexp(const real* __restrict__ logits, long long r, long long C, real m)
+__device__ real row_sumexp(const real* __restrict__ logits, index_t r, index_t C, real m)
 {
     real z = 0;
-    for (long long j = 0; j < C; j++) {
+    for (index_t j = 0; j < C; j++) {
         z += exp(logits[r * C + j] - m);
     }
     return z;
@@ -36,8 +37,8 @@ __device__ real row_sumexp(const real* __restrict__ logits, long long r, long lo
 extern "C" __global__ void cross_entropy_forward(const real* __restrict__ logits,
                                                  const long long* __restrict__ targets,
                                                  real* __restrict__ out,
-                                                 long long* __restrict__ err, long long N,
-                                                 long long C, int reduction)
+                                                 long long* __restrict__ err, index_t N,
+                                                 index_t C, int reduction)
 {
     __shared__ real partial[256];
     __shared__ long long bad_count[256];
@@ -45,7 +46,7 @@ extern "C" __global__ void cross_entropy_forward(const real* __restrict__ logits
     real s = 0;
     long long count = 0;
     long long first = N;
-    for (long long r = threadIdx.x; r < N; r += blockDim.x) {
+    for (index_t r = threadIdx.x; r < N; r += blockDim.x) {
         real m = row_max(logits, r, C);
         real z = row_sumexp(logits, r, C, m);
         long long t = targets[r];
@@ -54,7 +55,7 @@ extern "C" __global__ void cross_entropy_forward(const real* __restrict__ logits
             nll = log(z) - (logits[r * C + t] - m);
         } else {
             count += 1;
-            first = min(first, r);
+            first = min(first, (long long)r);
         }
         if (reduction == 0) {
             out[r] = nll;
@@ -91,11 +92,11 @@ extern "C" __global__ void cross_entropy_forward(const real* __restrict__ logits
 extern "C" __global__ void cross_entropy_backward(const real* __restrict__ logits,
                                                   const long long* __restrict__ targets,
                                                   const real* __restrict__ grad,
-                                                  real* __restrict__ dlogits, long long N,
-                                                  long long C, int reduction)
+                                                  real* __restrict__ dlogits, index_t N,
+                                                  index_t C, int reduction)
 {
-    for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; r < N;
-         r += (long long)blockDim.x * gridDim.x) {
+    for (index_t r = (index_t)blockIdx.x * blockDim.x + threadIdx.x; r < N;
+         r += (index_t)blockDim.x * gridDim.x) {
         real m = row_max(logits, r, C);
         real lz = log(row_sumexp(logits, r, C, m));
         real scale = grad[0];
@@ -106,7 +107,7 @@ extern "C" __global__ void cross_entropy_backward(const real* __restrict__ logit
             scale = grad[0] / (real)N;
         }
         long long t = targets[r];
-        for (long long j = 0; j < C; j++) {
+        for (index_t j = 0; j < C; j++) {
             real p = exp((logits[r * C + j] - m) - lz);
             if (j == t) {
                 p -= 1;

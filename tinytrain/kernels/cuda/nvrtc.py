@@ -107,9 +107,12 @@ def compile_ptx(code: str, name: str = "kernel.cu", options: tuple[str, ...] = (
 
 
 def compile_sources() -> dict[str, str]:
-    """``{"conv2d.cu (float)": ptx, ...}``: every source of the package, for both dtypes."""
+    """``{"conv2d.cu (float, int)": ptx, ...}``: every source of the package, for both dtypes
+    and both index widths."""
     out = {}
     for path in sorted(SOURCE_DIR.glob("*.cu")):
         for dtype, real in (("float32", "float"), ("float64", "double")):
-            out[f"{path.name} ({real})"] = compile_ptx(source(path.stem, dtype), path.name)
+            for wide, index in ((False, "int"), (True, "long long")):
+                out[f"{path.name} ({real}, {index})"] = compile_ptx(
+                    source(path.stem, dtype, wide), path.name)
     return out

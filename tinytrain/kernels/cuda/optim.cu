@@ -4,12 +4,12 @@
 // The host computes the per-step scalars (bias corrections) and passes them by value.
 
 extern "C" __global__ void adam_step(real* __restrict__ p, const real* __restrict__ g,
-                                     real* __restrict__ m, real* __restrict__ v, long long n,
+                                     real* __restrict__ m, real* __restrict__ v, index_t n,
                                      real step_size, real b1, real one_minus_b1, real b2,
                                      real one_minus_b2, real eps, real wd, real bias2_sqrt)
 {
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (long long)blockDim.x * gridDim.x) {
+    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (index_t)blockDim.x * gridDim.x) {
         real gi = g[i];
         if (wd != 0) {
             gi = gi + wd * p[i];
@@ -27,12 +27,12 @@ extern "C" __global__ void adam_step(real* __restrict__ p, const real* __restric
 
 // buf (the momentum) is read only when use_momentum; first == 1 fills it with the gradient.
 extern "C" __global__ void sgd_step(real* __restrict__ p, const real* __restrict__ g,
-                                    real* __restrict__ buf, long long n, real lr,
+                                    real* __restrict__ buf, index_t n, real lr,
                                     real momentum, real one_minus_dampening, real wd,
                                     int nesterov, int first, int use_momentum)
 {
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (long long)blockDim.x * gridDim.x) {
+    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (index_t)blockDim.x * gridDim.x) {
         real gi = g[i];
         if (wd != 0) {
             gi = gi + wd * p[i];

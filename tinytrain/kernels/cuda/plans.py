@@ -7,7 +7,15 @@ and returns ``(outputs, steps)``. The steps are plain data:
 * :class:`Launch`: which kernel of which ``.cu`` file, the grid and block sizes and the
   arguments, each scalar already of its exact C type (``np.int64`` for ``long long``, ...);
 * :class:`Gemm`: ``C = alpha * op(A) @ op(B) + beta * C`` on row-major matrices given as
-  (array, element offset, leading dimension), as NumPy thinks of them.
+  (array, element offset, leading dimension), as NumPy thinks of them; optionally a batch
+  of such products at fixed element strides (cuBLAS's strided batched GEMM).
+
+Index width: the kernels compute indices in ``index_t``, compiled as ``int`` or ``long
+long``. :func:`launch` picks ``int`` when every index of the launch fits in 32 bits (the
+largest array plus the grid's stride, see :func:`narrow`): a GPU divides 32-bit integers in
+far fewer instructions than 64-bit ones. The plans write the index arguments as plain
+Python ints and tell :func:`launch` the largest array (``emulator.run_plan`` checks that
+claim); :func:`launch` gives the ints the chosen type.
 
 ``runtime.run`` executes a plan on the GPU, ``emulator.run_plan`` on the CPU. Every line of
 the launch logic (grid sizes, chunking, offsets, leading dimensions, argument types) is
@@ -16,8 +24,9 @@ therefore exercised by the CPU tests; on the GPU only the launch calls themselve
 Sizes: elementwise kernels run ``THREADS`` threads per block and at most ``MAX_BLOCKS``
 blocks (their grid-stride loops cover any size); the reductions run ``REDUCE_THREADS`` (a
 power of two, at most the 256 of their shared arrays). The convolution's column buffer
-holds at most ``COL_BYTES`` bytes: the batch is processed in chunks of images that fit.
-Tests shrink all four to exercise the loops and the chunking on tiny shapes.
+holds at most ``COL_BYTES`` bytes: the batch is processed in chunks of images that fit. The
+dW GEMM is cut into slices of at least ``SLICE_COLS`` columns (:func:`dw_slices`). Tests
+shrink all five to exercise the loops, the chunking and the slicing on tiny shapes.
 """
 
 from __future__ import annotations
@@ -34,14 +43,18 @@ THREADS = 256
 MAX_BLOCKS = 4096  # ~4 waves of resident blocks on a 132-SM H200; more only adds scheduling
 REDUCE_THREADS = 256
 COL_BYTES = 256 << 20
+SLICE_COLS = 2048  # measured best of 2048..16384 on an H200 (bench/NOTES_gpu.md)
+MAX_SLICES = 128
 INT_MAX = 2**31 - 1  # cuBLAS takes int sizes and leading dimensions
+INDEX_MAX = 2**31 - 1  # the largest index an int index_t holds
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 i64, i32, u32 = np.int64, np.int32, np.uint32
 
 
 class Launch(NamedTuple):
-    """``file.cu``'s ``kernel<<<grid, block>>>(*args)`` compiled with ``real`` = ``dtype``."""
+    """``file.cu``'s ``kernel<<<grid, block>>>(*args)`` compiled with ``real`` = ``dtype`` and
+    ``index_t`` = ``long long`` (``wide``) or ``int``."""
 
     file: str
     kernel: str
@@ -49,6 +62,7 @@ class Launch(NamedTuple):
     grid: int
     block: int
     args: tuple
+    wide: bool = True
 
 
 class Gemm(NamedTuple):
@@ -56,6 +70,8 @@ class Gemm(NamedTuple):
 
     ``op(A)`` is ``A`` (stored ``m x k``) or, with ``transa``, ``A.T`` (stored ``k x m``);
     likewise ``B``. Element ``(r, c)`` of a stored matrix is ``array.flat[off + r*ld + c]``.
+    With ``batch`` > 1 it is ``batch`` products: product ``i`` starts ``i * stride_a``
+    elements after ``a_off`` (likewise B and C).
     """
 
     transa: bool
@@ -74,6 +90,10 @@ class Gemm(NamedTuple):
     c: Any
     c_off: int
     ldc: int
+    batch: int = 1
+    stride_a: int = 0
+    stride_b: int = 0
+    stride_c: int = 0
 
 
 def grid_for(total: int) -> int:
@@ -81,8 +101,31 @@ def grid_for(total: int) -> int:
     return max(1, min(-(-total // THREADS), MAX_BLOCKS))
 
 
-def elementwise(file: str, kernel: str, dtype: Any, total: int, *args: Any) -> Launch:
-    return Launch(file, kernel, dtype, grid_for(total), THREADS, args)
+def narrow(largest: int, threads: int) -> bool:
+    """True when 32-bit indices are safe for a launch of ``threads`` threads whose largest
+    array has ``largest`` elements: every index a kernel forms is below the size of one of
+    its arrays (the kernels are written so), and a grid-stride loop adds the grid's thread
+    count to an index below that size before it stops."""
+    return largest + threads <= INDEX_MAX
+
+
+def launch(file: str, kernel: str, dtype: Any, grid: int, block: int, *args: Any,
+           largest: int) -> Launch:
+    """A :class:`Launch`; the plain Python ints among ``args`` are ``index_t``: they become
+    ``np.int32`` if :func:`narrow` allows, ``np.int64`` otherwise. ``largest`` is the size
+    of the largest array in ``args`` (the plan knows it; the emulator checks it)."""
+    wide = not narrow(largest, grid * block)
+    index = i64 if wide else i32
+    return Launch(file, kernel, dtype, grid, block,
+                  tuple([index(a) if type(a) is int else a for a in args]), wide)
+
+
+def elementwise(file: str, kernel: str, dtype: Any, total: int, *args: Any,
+                largest: int = 0) -> Launch:
+    """A launch of ``THREADS``-thread blocks over ``total`` elements; ``largest``: the size of
+    the largest array in ``args`` when it exceeds ``total``."""
+    return launch(file, kernel, dtype, grid_for(total), THREADS, *args,
+                  largest=max(total, largest))
 
 
 def check_float(op: str, *arrays: Any) -> Any:
@@ -111,19 +154,47 @@ def check_gemm(g: Gemm) -> Gemm:
 # --------------------------------------------------------------------------- convolution
 
 
-def conv_chunks(meta: Conv2dMeta, itemsize: int) -> list[tuple[int, int]]:
-    """``[(n0, nb), ...]``: the images of each chunk, whose column buffer fits COL_BYTES."""
-    per_image = meta.kernel_elems * meta.patches * itemsize
+def conv_chunks(meta: Conv2dMeta, itemsize: int, extra_rows: int = 0) -> list[tuple[int, int]]:
+    """``[(n0, nb), ...]``: the images of each chunk, whose column buffer (``K +
+    extra_rows`` rows) fits COL_BYTES."""
+    per_image = (meta.kernel_elems + extra_rows) * meta.patches * itemsize
     nb = max(1, min(meta.batch, COL_BYTES // per_image))
     return [(n0, min(nb, meta.batch - n0)) for n0 in range(0, meta.batch, nb)]
 
 
+def dw_slices(nb: int, patches: int) -> int:
+    """How many slices the dW GEMM of a chunk of ``nb`` images is cut into: the largest
+    divisor of ``nb`` (slices hold whole images, all of one size) up to MAX_SLICES whose
+    slices keep at least SLICE_COLS columns; 1 (no slicing) when no such divisor exists."""
+    return _dw_slices(nb, patches, SLICE_COLS, MAX_SLICES)
+
+
+@functools.lru_cache(maxsize=256)  # a layer's sizes repeat every step
+def _dw_slices(nb: int, patches: int, slice_cols: int, max_slices: int) -> int:
+    best = 1
+    for s in range(2, min(nb, max_slices) + 1):
+        if nb % s == 0 and (nb // s) * patches >= slice_cols:
+            best = s
+    return best
+
+
 @functools.lru_cache(maxsize=256)  # a layer's meta repeats every step
-def _sizes(meta: Conv2dMeta) -> tuple:
-    """The size arguments of im2col/col2im after (n0, nb), as np.int64."""
-    m = meta
-    return tuple(i64(v) for v in (m.in_channels, m.in_h, m.in_w, m.kernel_h, m.kernel_w,
-                                  m.stride_h, m.stride_w, m.pad_h, m.pad_w, m.out_h, m.out_w))
+def _sizes(meta: Conv2dMeta, wide: bool = True) -> tuple:
+    """The size arguments of im2col/col2im after (n0, nb): np.int64 (``wide``) or np.int32."""
+    m, index = meta, i64 if wide else i32
+    return tuple(index(v) for v in (m.in_channels, m.in_h, m.in_w, m.kernel_h, m.kernel_w,
+                                     m.stride_h, m.stride_w, m.pad_h, m.pad_w, m.out_h,
+                                     m.out_w))
+
+
+def _im2col(x: Any, col: Any, n0: int, nb: int, meta: Conv2dMeta, ones_row: bool) -> Launch:
+    """im2col of images ``n0 .. n0+nb-1`` into ``col`` (plus a row of ones if asked)."""
+    threads = meta.in_channels * nb * meta.patches  # one per (channel, column)
+    grid = grid_for(threads)
+    wide = not narrow(max(x.size, col.size), grid * THREADS)
+    index = i64 if wide else i32
+    return Launch("conv2d", "im2col", col.dtype, grid, THREADS,
+                  (x, col, index(n0), index(nb), *_sizes(meta, wide), i32(ones_row)), wide)
 
 
 def conv2d_forward(xp: Any, x: Any, w: Any, b: Any | None, meta: Conv2dMeta) -> tuple:
@@ -139,78 +210,99 @@ def conv2d_forward(xp: Any, x: Any, w: Any, b: Any | None, meta: Conv2dMeta) -> 
     out = xp.empty(meta.output_shape, dtype)
     steps: list = []
     for n0, nb in chunks:
-        steps.append(elementwise("conv2d", "im2col", dtype, k * nb * p, x, col, i64(n0),
-                                 i64(nb), *_sizes(meta)))
+        steps.append(_im2col(x, col, n0, nb, meta, False))
         steps.append(check_gemm(Gemm(False, False, cout, nb * p, k, 1.0, w, 0, k, col, 0,
                                      nb * p, 0.0, y_rows, n0 * p, n * p)))
     bias = y_rows if b is None else xp.ascontiguousarray(b)
-    steps.append(elementwise("conv2d", "rows_to_nchw", dtype, n * cout * p, y_rows, bias, out,
-                             i64(n), i64(cout), i64(p), i32(b is not None)))
+    steps.append(elementwise("conv2d", "rows_to_nchw", dtype, out.size, y_rows, bias, out, n,
+                             cout, p, i32(b is not None)))
     return out, steps
 
 
-def rows_and_bias_sum(xp: Any, dy: Any, channels: int, inner: int, rows: bool, total: bool,
-                      dtype: Any) -> tuple:
-    """``dy [outer, channels, inner]`` -> ``(rows [channels, outer*inner] or None,
-    sums [channels] or None, launch)``: one block per channel (``nchw_to_rows``)."""
+def channel_sum(xp: Any, dy: Any, channels: int, inner: int, dtype: Any) -> tuple:
+    """``dy [outer, channels, inner]`` -> ``(sums [channels], launch)``: one block per
+    channel (``channel_sum``), for a bias gradient."""
     outer = dy.size // (channels * inner)
-    out_rows = xp.empty(dy.size, dtype) if rows else None
-    sums = xp.empty(channels, dtype) if total else None
-    launch = Launch("conv2d", "nchw_to_rows", dtype, min(channels, MAX_BLOCKS), REDUCE_THREADS,
-                    (dy, dy if out_rows is None else out_rows, dy if sums is None else sums,
-                     i64(outer), i64(channels), i64(inner), i32(rows), i32(total)))
-    return out_rows, sums, launch
+    sums = xp.empty(channels, dtype)
+    return sums, launch("conv2d", "channel_sum", dtype, min(channels, MAX_BLOCKS),
+                        REDUCE_THREADS, dy, sums, outer, channels, inner, largest=dy.size)
 
 
 def conv2d_backward(xp: Any, dy: Any, x: Any | None, w: Any | None, meta: Conv2dMeta,
                     needs: tuple[bool, bool, bool]) -> tuple:
     """``(dx, dw, db)`` (None where not needed) from ``dy [N, Cout, Ho, Wo]``.
 
-    One kernel lays ``dy`` out as ``dy_rows [Cout, N*P]`` and sums it per channel (db).
-    Then per chunk: dW += ``dy_rows[:, chunk] @ col^T`` (im2col recomputed from x; summed
-    over chunks by the GEMM's beta), and ``dcol = W^T @ dy_rows[:, chunk]`` gathered into dx
-    by col2im.
+    One kernel lays ``dy`` out as ``dy_rows [Cout, N*P]``. Then per chunk of images:
+    dW = ``dy_rows[:, chunk] @ col^T`` with im2col recomputed from x, and ``dcol = W^T @
+    dy_rows[:, chunk]`` gathered into dx by col2im. When db is needed too, col gets a row of
+    ones and db comes out of the dW GEMM as its last column. A large chunk's dW GEMM is cut
+    into slices (:func:`dw_slices`), one batched GEMM into ``part [S, Cout, K(+1)]``, that
+    ``sum_slices`` adds up (and splits into dw and db); chunks accumulate into dw and db.
     """
     need_x, need_w, need_b = needs
     dtype = check_float("conv2d backward", dy, x if need_w else None, w if need_x else None)
     dy = xp.ascontiguousarray(dy)
     n, cout, k, p = meta.batch, meta.out_channels, meta.kernel_elems, meta.patches
-    dy_rows, db, first = rows_and_bias_sum(xp, dy, cout, p, need_x or need_w, need_b, dtype)
-    steps: list = [first]
-    chunks = conv_chunks(meta, dtype.itemsize)
-    dx = dw = col = dcol = None
+    steps: list = []
+    dx = dw = db = col = dcol = part = dy_rows = None
+    if need_x or need_w:
+        dy_rows = xp.empty(dy.size, dtype)
+        steps.append(elementwise("conv2d", "nchw_to_rows", dtype, dy.size, dy, dy_rows, n,
+                                 cout, p))
+    if need_b and not need_w:
+        db, first = channel_sum(xp, dy, cout, p, dtype)
+        steps.append(first)
+    ones = need_w and need_b  # db from the dW GEMM
+    kb = k + ones  # the rows of col (and columns of dW's GEMM)
+    chunks = conv_chunks(meta, dtype.itemsize, int(ones))
     if need_w:
         x = xp.ascontiguousarray(x)
         dw = xp.empty(meta.weight_shape, dtype)
-        col = xp.empty(k * chunks[0][1] * p, dtype)
+        db = xp.empty(cout, dtype) if ones else None
+        col = xp.empty(kb * chunks[0][1] * p, dtype)
+        slices = max(dw_slices(nb, p) for _, nb in chunks)
+        if ones or slices > 1:
+            part = xp.empty(slices * cout * kb, dtype)
     if need_x:
         w = xp.ascontiguousarray(w)
         dx = xp.empty(meta.input_shape, dtype)
         dcol = xp.empty(k * chunks[0][1] * p, dtype)
     for n0, nb in chunks:
+        cols = nb * p
         if need_w:
-            steps.append(elementwise("conv2d", "im2col", dtype, k * nb * p, x, col, i64(n0),
-                                     i64(nb), *_sizes(meta)))
-            steps.append(check_gemm(Gemm(False, True, cout, k, nb * p, 1.0, dy_rows, n0 * p,
-                                         n * p, col, 0, nb * p, 0.0 if n0 == 0 else 1.0, dw,
-                                         0, k)))
+            steps.append(_im2col(x, col, n0, nb, meta, ones))
+            if part is None:  # one GEMM into dw; the chunks add up through beta
+                steps.append(check_gemm(Gemm(False, True, cout, k, cols, 1.0, dy_rows, n0 * p,
+                                             n * p, col, 0, cols, 0.0 if n0 == 0 else 1.0, dw,
+                                             0, k)))
+            else:
+                s = dw_slices(nb, p)
+                length = cols // s
+                steps.append(check_gemm(Gemm(False, True, cout, kb, length, 1.0, dy_rows,
+                                             n0 * p, n * p, col, 0, cols, 0.0, part, 0, kb,
+                                             s, length, length, cout * kb)))
+                steps.append(elementwise("conv2d", "sum_slices", dtype, cout * kb, part, dw,
+                                         dw if db is None else db, s, cout, k, kb,
+                                         i32(n0 > 0), largest=part.size))
         if need_x:
-            steps.append(check_gemm(Gemm(True, False, k, nb * p, cout, 1.0, w, 0, k, dy_rows,
-                                         n0 * p, n * p, 0.0, dcol, 0, nb * p)))
-            steps.append(elementwise("conv2d", "col2im", dtype,
-                                     nb * meta.in_channels * meta.in_h * meta.in_w, dcol, dx,
-                                     i64(n0), i64(nb), *_sizes(meta)))
+            steps.append(check_gemm(Gemm(True, False, k, cols, cout, 1.0, w, 0, k, dy_rows,
+                                         n0 * p, n * p, 0.0, dcol, 0, cols)))
+            col2im_threads = nb * meta.in_channels * meta.in_h * meta.in_w
+            grid = grid_for(col2im_threads)
+            wide = not narrow(max(dcol.size, dx.size), grid * THREADS)
+            index = i64 if wide else i32
+            steps.append(Launch("conv2d", "col2im", dtype, grid, THREADS,
+                                (dcol, dx, index(n0), index(nb), *_sizes(meta, wide)), wide))
     return (dx, dw, db), steps
 
 
 # --------------------------------------------------------------------------- pooling
 
 
-@functools.lru_cache(maxsize=256)
 def _pool_sizes(meta: Pool2dMeta) -> tuple:
     m = meta
-    return tuple(i64(v) for v in (m.batch, m.channels, m.in_h, m.in_w, m.kernel_h, m.kernel_w,
-                                  m.stride_h, m.stride_w, m.pad_h, m.pad_w, m.out_h, m.out_w))
+    return (m.batch, m.channels, m.in_h, m.in_w, m.kernel_h, m.kernel_w, m.stride_h,
+            m.stride_w, m.pad_h, m.pad_w, m.out_h, m.out_w)
 
 
 def max_pool2d_forward(xp: Any, x: Any, meta: Pool2dMeta) -> tuple:
@@ -220,7 +312,7 @@ def max_pool2d_forward(xp: Any, x: Any, meta: Pool2dMeta) -> tuple:
     out = xp.empty(meta.output_shape, dtype)
     argmax = xp.empty(meta.output_shape, np.int16)
     return (out, argmax), [elementwise("pool", "max_pool_forward", dtype, out.size, x, out,
-                                       argmax, *_pool_sizes(meta))]
+                                       argmax, *_pool_sizes(meta), largest=x.size)]
 
 
 def max_pool2d_backward(xp: Any, dy: Any, x: Any, meta: Pool2dMeta) -> tuple:
@@ -237,7 +329,7 @@ def avg_pool2d_forward(xp: Any, x: Any, meta: Pool2dMeta, count_include_pad: boo
     x = xp.ascontiguousarray(x)
     out = xp.empty(meta.output_shape, dtype)
     return out, [elementwise("pool", "avg_pool_forward", dtype, out.size, x, out,
-                             *_pool_sizes(meta), i32(count_include_pad))]
+                             *_pool_sizes(meta), i32(count_include_pad), largest=x.size)]
 
 
 def avg_pool2d_backward(xp: Any, dy: Any, meta: Pool2dMeta, count_include_pad: bool) -> tuple:
@@ -258,14 +350,14 @@ def relu_forward(xp: Any, x: Any) -> tuple:
     dtype = check_float("relu", x)
     y = xp.empty(x.shape, dtype)
     x = xp.ascontiguousarray(x)
-    return y, [elementwise("layers", "relu_forward", dtype, x.size, x, y, i64(x.size))]
+    return y, [elementwise("layers", "relu_forward", dtype, x.size, x, y, x.size)]
 
 
 def relu_backward(xp: Any, g: Any, out: Any) -> tuple:
     dtype = check_float("relu backward", g, out)
     dx = xp.empty(g.shape, dtype)
     g, out = xp.ascontiguousarray(g), xp.ascontiguousarray(out)
-    return dx, [elementwise("layers", "relu_backward", dtype, g.size, g, out, dx, i64(g.size))]
+    return dx, [elementwise("layers", "relu_backward", dtype, g.size, g, out, dx, g.size)]
 
 
 def dropout(xp: Any, x: Any, p: float, seed: int, threshold: int) -> tuple:
@@ -273,7 +365,7 @@ def dropout(xp: Any, x: Any, p: float, seed: int, threshold: int) -> tuple:
     dtype = check_float("dropout", x)
     y = xp.empty(x.shape, dtype)
     x = xp.ascontiguousarray(x)
-    return y, [elementwise("layers", "dropout", dtype, x.size, x, y, i64(x.size),
+    return y, [elementwise("layers", "dropout", dtype, x.size, x, y, x.size,
                            u32(seed & 0xFFFFFFFF), u32(seed >> 32), u32(threshold),
                            dtype.type(1.0 / (1.0 - p)))]
 
@@ -289,7 +381,7 @@ def linear_forward(xp: Any, x: Any, w: Any, b: Any | None) -> tuple:
                                    in_f, 0.0, out, 0, out_f))]
     if b is not None:
         steps.append(elementwise("conv2d", "add_bias", dtype, out.size, out,
-                                 xp.ascontiguousarray(b), i64(out.size), i64(out_f), i64(1)))
+                                 xp.ascontiguousarray(b), out.size, out_f, 1))
     return out, steps
 
 
@@ -316,8 +408,8 @@ def linear_backward(xp: Any, g: Any, x: Any | None, w: Any | None,
         steps.append(check_gemm(Gemm(True, False, out_f, in_f, rows, 1.0, g, 0, out_f, x, 0,
                                      in_f, 0.0, dw, 0, in_f)))
     if need_b:
-        _, db, launch = rows_and_bias_sum(xp, g, out_f, 1, False, True, dtype)
-        steps.append(launch)
+        db, reduce = channel_sum(xp, g, out_f, 1, dtype)
+        steps.append(reduce)
     return (dx, dw, db), steps
 
 
@@ -334,9 +426,9 @@ def cross_entropy_forward(xp: Any, logits: Any, targets: Any, reduction: str, er
     targets = xp.ascontiguousarray(targets.astype(np.int64, copy=False))
     n, c = logits.shape
     out = xp.empty((n,) if reduction == "none" else (), dtype)
-    return out, [Launch("loss", "cross_entropy_forward", dtype, 1, REDUCE_THREADS,
-                                   (logits, targets, out, err, i64(n), i64(c),
-                                    i32(REDUCTIONS[reduction])))]
+    return out, [launch("loss", "cross_entropy_forward", dtype, 1, REDUCE_THREADS, logits,
+                        targets, out, err, n, c, i32(REDUCTIONS[reduction]),
+                        largest=logits.size)]
 
 
 def cross_entropy_backward(xp: Any, logits: Any, targets: Any, g: Any, reduction: str) -> tuple:
@@ -346,7 +438,8 @@ def cross_entropy_backward(xp: Any, logits: Any, targets: Any, g: Any, reduction
     n, c = logits.shape
     dlogits = xp.empty((n, c), dtype)
     return dlogits, [elementwise("loss", "cross_entropy_backward", dtype, n, logits, targets,
-                                 g, dlogits, i64(n), i64(c), i32(REDUCTIONS[reduction]))]
+                                 g, dlogits, n, c, i32(REDUCTIONS[reduction]),
+                                 largest=logits.size)]
 
 
 # --------------------------------------------------------------------------- optimizers
@@ -360,16 +453,23 @@ def _in_place(op: str, xp: Any, *arrays: Any) -> Any:
     return dtype
 
 
+@functools.lru_cache(maxsize=16)
+def _adam_scalars(dtype: Any, step: int, lr: float, b1: float, b2: float, eps: float,
+                  wd: float) -> tuple:
+    """Adam's per-step scalars in ``dtype`` (the same for every parameter of a step: cached,
+    so a model's parameters after the first reuse them)."""
+    t = dtype.type
+    return (t(lr / (1 - b1**step)), t(b1), t(1 - b1), t(b2), t(1 - b2), t(eps), t(wd),
+            t(math.sqrt(1 - b2**step)))
+
+
 def adam_step(xp: Any, p: Any, g: Any, m: Any, v: Any, step: int, lr: float,
               betas: tuple[float, float], eps: float, wd: float) -> tuple:
     """The host computes Adam's per-step scalars; one kernel updates p, m and v."""
     dtype = _in_place("adam", xp, p, m, v)
     g = xp.ascontiguousarray(g.astype(dtype, copy=False))
-    b1, b2 = betas
-    t = dtype.type
-    args = (p, g, m, v, i64(p.size), t(lr / (1 - b1**step)), t(b1), t(1 - b1), t(b2),
-            t(1 - b2), t(eps), t(wd), t(math.sqrt(1 - b2**step)))
-    return None, [elementwise("optim", "adam_step", dtype, p.size, *args)]
+    return None, [elementwise("optim", "adam_step", dtype, p.size, p, g, m, v, p.size,
+                              *_adam_scalars(dtype, step, lr, *betas, eps, wd))]
 
 
 def sgd_step(xp: Any, p: Any, g: Any, buf: Any | None, lr: float, momentum: float,
@@ -377,6 +477,6 @@ def sgd_step(xp: Any, p: Any, g: Any, buf: Any | None, lr: float, momentum: floa
     dtype = _in_place("sgd", xp, p, buf)
     g = xp.ascontiguousarray(g.astype(dtype, copy=False))
     t = dtype.type
-    args = (p, g, p if buf is None else buf, i64(p.size), t(lr), t(momentum),
+    args = (p, g, p if buf is None else buf, p.size, t(lr), t(momentum),
             t(1 - dampening), t(wd), i32(nesterov), i32(first), i32(bool(momentum)))
     return None, [elementwise("optim", "sgd_step", dtype, p.size, *args)]

@@ -4,22 +4,23 @@
 // likewise); positions outside the input are padding. Forward: one thread per output.
 // Backward: one thread per *input* element, which gathers from every window containing it
 // (the same index map as col2im in conv2d.cu): no atomics, reproducible sums.
+// `real` is float or double, `index_t` int or long long (see conv2d.cu).
 
 // The window offset k = i*Kw + j of the maximum of one window, by PyTorch's scan: row-major,
 // take a value greater than the best so far, or a NaN; padding is never taken.
-__device__ long long window_argmax(const real* __restrict__ x, long long plane, long long H,
-                                   long long W, long long h0, long long w0, long long Kh,
-                                   long long Kw)
+__device__ index_t window_argmax(const real* __restrict__ x, index_t plane, index_t H,
+                                   index_t W, index_t h0, index_t w0, index_t Kh,
+                                   index_t Kw)
 {
-    long long best_k = -1;
+    index_t best_k = -1;
     real best = 0;
-    for (long long i = 0; i < Kh; i++) {
-        long long h = h0 + i;
+    for (index_t i = 0; i < Kh; i++) {
+        index_t h = h0 + i;
         if (h < 0 || h >= H) {
             continue;
         }
-        for (long long j = 0; j < Kw; j++) {
-            long long w = w0 + j;
+        for (index_t j = 0; j < Kw; j++) {
+            index_t w = w0 + j;
             if (w < 0 || w >= W) {
                 continue;
             }
@@ -34,33 +35,35 @@ __device__ long long window_argmax(const real* __restrict__ x, long long plane, 
 }
 
 // What an average is divided by: Kh*Kw, or (count_include_pad == 0) the real inputs only.
-__device__ real avg_divisor(long long H, long long W, long long h0, long long w0,
-                            long long Kh, long long Kw, int count_include_pad)
+__device__ real avg_divisor(index_t H, index_t W, index_t h0, index_t w0,
+                            index_t Kh, index_t Kw, int count_include_pad)
 {
     if (count_include_pad) {
         return (real)(Kh * Kw);
     }
-    long long rows = min(h0 + Kh, H) - max(h0, 0LL);
-    long long cols = min(w0 + Kw, W) - max(w0, 0LL);
+    index_t rows = min(h0 + Kh, H) - max(h0, (index_t)0);
+    index_t cols = min(w0 + Kw, W) - max(w0, (index_t)0);
     return (real)(rows * cols);
 }
 
 extern "C" __global__ void max_pool_forward(const real* __restrict__ x, real* __restrict__ out,
-                                            short* __restrict__ argmax, long long N,
-                                            long long C, long long H, long long W,
-                                            long long Kh, long long Kw, long long sh,
-                                            long long sw, long long ph, long long pw,
-                                            long long Ho, long long Wo)
+                                            short* __restrict__ argmax, index_t N,
+                                            index_t C, index_t H, index_t W,
+                                            index_t Kh, index_t Kw, index_t sh,
+                                            index_t sw, index_t ph, index_t pw,
+                                            index_t Ho, index_t Wo)
 {
-    long long total = N * C * Ho * Wo;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (long long)blockDim.x * gridDim.x) {
-        long long ow = i % Wo;
-        long long oh = (i / Wo) % Ho;
-        long long plane = (i / (Ho * Wo)) * H * W;
-        long long h0 = oh * sh - ph;
-        long long w0 = ow * sw - pw;
-        long long k = window_argmax(x, plane, H, W, h0, w0, Kh, Kw);
+    index_t total = N * C * Ho * Wo;
+    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (index_t)blockDim.x * gridDim.x) {
+        index_t row = i / Wo;  // (n, c, oh)
+        index_t ow = i - row * Wo;
+        index_t nc = row / Ho;
+        index_t oh = row - nc * Ho;
+        index_t plane = nc * H * W;
+        index_t h0 = oh * sh - ph;
+        index_t w0 = ow * sw - pw;
+        index_t k = window_argmax(x, plane, H, W, h0, w0, Kh, Kw);
         out[i] = x[plane + (h0 + k / Kw) * W + w0 + k % Kw];
         argmax[i] = (short)k;
     }
@@ -70,29 +73,30 @@ extern "C" __global__ void max_pool_forward(const real* __restrict__ x, real* __
 // found again from x (the same scan as forward), so nothing but x is kept for backward.
 extern "C" __global__ void max_pool_backward(const real* __restrict__ dy,
                                              const real* __restrict__ x, real* __restrict__ dx,
-                                             long long N, long long C, long long H,
-                                             long long W, long long Kh, long long Kw,
-                                             long long sh, long long sw, long long ph,
-                                             long long pw, long long Ho, long long Wo)
+                                             index_t N, index_t C, index_t H,
+                                             index_t W, index_t Kh, index_t Kw,
+                                             index_t sh, index_t sw, index_t ph,
+                                             index_t pw, index_t Ho, index_t Wo)
 {
-    long long total = N * C * H * W;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (long long)blockDim.x * gridDim.x) {
-        long long w = i % W;
-        long long h = (i / W) % H;
-        long long nc = i / (H * W);
+    index_t total = N * C * H * W;
+    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (index_t)blockDim.x * gridDim.x) {
+        index_t row = i / W;  // (n, c, h)
+        index_t w = i - row * W;
+        index_t nc = row / H;
+        index_t h = row - nc * H;
         real sum = 0;
-        for (long long ki = (h + ph) % sh; ki < Kh && ki <= h + ph; ki += sh) {
-            long long oh = (h + ph - ki) / sh;
+        for (index_t ki = (h + ph) % sh; ki < Kh && ki <= h + ph; ki += sh) {
+            index_t oh = (h + ph - ki) / sh;
             if (oh >= Ho) {
                 continue;
             }
-            for (long long kj = (w + pw) % sw; kj < Kw && kj <= w + pw; kj += sw) {
-                long long ow = (w + pw - kj) / sw;
+            for (index_t kj = (w + pw) % sw; kj < Kw && kj <= w + pw; kj += sw) {
+                index_t ow = (w + pw - kj) / sw;
                 if (ow >= Wo) {
                     continue;
                 }
-                long long k = window_argmax(x, nc * H * W, H, W, oh * sh - ph, ow * sw - pw,
+                index_t k = window_argmax(x, nc * H * W, H, W, oh * sh - ph, ow * sw - pw,
                                             Kh, Kw);
                 if (k == ki * Kw + kj) {
                     sum += dy[(nc * Ho + oh) * Wo + ow];
@@ -104,23 +108,25 @@ extern "C" __global__ void max_pool_backward(const real* __restrict__ dy,
 }
 
 extern "C" __global__ void avg_pool_forward(const real* __restrict__ x, real* __restrict__ out,
-                                            long long N, long long C, long long H,
-                                            long long W, long long Kh, long long Kw,
-                                            long long sh, long long sw, long long ph,
-                                            long long pw, long long Ho, long long Wo,
+                                            index_t N, index_t C, index_t H,
+                                            index_t W, index_t Kh, index_t Kw,
+                                            index_t sh, index_t sw, index_t ph,
+                                            index_t pw, index_t Ho, index_t Wo,
                                             int count_include_pad)
 {
-    long long total = N * C * Ho * Wo;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (long long)blockDim.x * gridDim.x) {
-        long long ow = i % Wo;
-        long long oh = (i / Wo) % Ho;
-        long long plane = (i / (Ho * Wo)) * H * W;
-        long long h0 = oh * sh - ph;
-        long long w0 = ow * sw - pw;
+    index_t total = N * C * Ho * Wo;
+    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (index_t)blockDim.x * gridDim.x) {
+        index_t row = i / Wo;  // (n, c, oh)
+        index_t ow = i - row * Wo;
+        index_t nc = row / Ho;
+        index_t oh = row - nc * Ho;
+        index_t plane = nc * H * W;
+        index_t h0 = oh * sh - ph;
+        index_t w0 = ow * sw - pw;
         real sum = 0;
-        for (long long h = max(h0, 0LL); h < min(h0 + Kh, H); h++) {
-            for (long long w = max(w0, 0LL); w < min(w0 + Kw, W); w++) {
+        for (index_t h = max(h0, (index_t)0); h < min(h0 + Kh, H); h++) {
+            for (index_t w = max(w0, (index_t)0); w < min(w0 + Kw, W); w++) {
                 sum += x[plane + h * W + w];
             }
         }
@@ -129,26 +135,27 @@ extern "C" __global__ void avg_pool_forward(const real* __restrict__ x, real* __
 }
 
 extern "C" __global__ void avg_pool_backward(const real* __restrict__ dy, real* __restrict__ dx,
-                                             long long N, long long C, long long H,
-                                             long long W, long long Kh, long long Kw,
-                                             long long sh, long long sw, long long ph,
-                                             long long pw, long long Ho, long long Wo,
+                                             index_t N, index_t C, index_t H,
+                                             index_t W, index_t Kh, index_t Kw,
+                                             index_t sh, index_t sw, index_t ph,
+                                             index_t pw, index_t Ho, index_t Wo,
                                              int count_include_pad)
 {
-    long long total = N * C * H * W;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (long long)blockDim.x * gridDim.x) {
-        long long w = i % W;
-        long long h = (i / W) % H;
-        long long nc = i / (H * W);
+    index_t total = N * C * H * W;
+    for (index_t i = (index_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (index_t)blockDim.x * gridDim.x) {
+        index_t row = i / W;  // (n, c, h)
+        index_t w = i - row * W;
+        index_t nc = row / H;
+        index_t h = row - nc * H;
         real sum = 0;
-        for (long long ki = (h + ph) % sh; ki < Kh && ki <= h + ph; ki += sh) {
-            long long oh = (h + ph - ki) / sh;
+        for (index_t ki = (h + ph) % sh; ki < Kh && ki <= h + ph; ki += sh) {
+            index_t oh = (h + ph - ki) / sh;
             if (oh >= Ho) {
                 continue;
             }
-            for (long long kj = (w + pw) % sw; kj < Kw && kj <= w + pw; kj += sw) {
-                long long ow = (w + pw - kj) / sw;
+            for (index_t kj = (w + pw) % sw; kj < Kw && kj <= w + pw; kj += sw) {
+                index_t ow = (w + pw - kj) / sw;
                 if (ow >= Wo) {
                     continue;
                 }

@@ -1,8 +1,10 @@
 """The only code that touches the GPU: compile the ``.cu`` files, launch plans, call cuBLAS.
 
-* :func:`kernel` compiles a ``.cu`` file once per process and dtype (``cupy.RawModule``,
-  with ``typedef float real;`` or ``typedef double real;`` in front; CuPy also caches
-  the binary on disk) and returns one of its kernels.
+* :func:`kernel` compiles the ``.cu`` files once per process, dtype and index width: all of
+  them as one ``cupy.RawModule``, with ``typedef float real;`` (or ``double``) and
+  ``typedef int index_t;`` (or ``long long``) in front, and returns one of its kernels.
+  One module, not one per file: each NVRTC call has a fixed cost, and a cold process
+  (CuPy caches binaries on disk, but a fresh machine has none) pays it once.
 * :func:`run` executes a plan from :mod:`tinytrain.kernels.cuda.plans`: a ``Launch`` is
   one kernel call, a ``Gemm`` one cuBLAS call (:func:`cublas_call`). Nothing here waits
   for the GPU: every call is queued on the current stream.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -35,43 +38,95 @@ SOURCE_DIR = Path(__file__).resolve().parent
 OPTIONS = ("--std=c++17", "--fmad=false")
 CHECK = os.environ.get("TINYTRAIN_CUDA_CHECK", "") not in ("", "0")
 
-_modules: dict[tuple[str, str], Any] = {}
-_kernels: dict[tuple[str, str, str], Any] = {}
+_modules: dict[tuple[str, bool], Any] = {}
+_kernels: dict[tuple[str, Any, bool], Any] = {}
 _scalars: dict[tuple[str, float], np.ndarray] = {}
 
 
+_cupy: Any = None
+
+
 def cupy() -> Any:
-    from tinytrain.backend import cupy_module
+    """The ``cupy`` module (looked up once: every plan asks for it)."""
+    global _cupy
+    if _cupy is None:
+        from tinytrain.backend import cupy_module
 
-    return cupy_module()
+        _cupy = cupy_module()
+    return _cupy
 
 
-def source(file: str, dtype: Any) -> str:
-    """The text compiled for ``file.cu`` with ``real`` = ``dtype``."""
+def _typedefs(dtype: Any, wide: bool) -> str:
     real = {"float32": "float", "float64": "double"}[np.dtype(dtype).name]
-    return f"typedef {real} real;\n" + (SOURCE_DIR / f"{file}.cu").read_text()
+    return f"typedef {real} real;\ntypedef {'long long' if wide else 'int'} index_t;\n"
 
 
-def kernel(file: str, name: str, dtype: Any) -> Any:
-    """The compiled kernel ``name`` of ``file.cu`` for ``dtype`` (compiled once, cached)."""
-    key = (file, name, np.dtype(dtype).name)
+def source(file: str, dtype: Any, wide: bool = True) -> str:
+    """The text compiled for ``file.cu`` with ``real`` = ``dtype`` and ``index_t`` = ``long
+    long`` (``wide``) or ``int``."""
+    return _typedefs(dtype, wide) + (SOURCE_DIR / f"{file}.cu").read_text()
+
+
+def module_source(dtype: Any, wide: bool) -> str:
+    """Every ``.cu`` file in one text (their kernel and helper names are distinct)."""
+    return _typedefs(dtype, wide) + "\n".join(
+        f"// ---- {path.name}\n{path.read_text()}" for path in sorted(SOURCE_DIR.glob("*.cu")))
+
+
+def kernel(file: str, name: str, dtype: Any, wide: bool = True) -> Any:
+    """The compiled kernel ``name`` of ``file.cu`` for ``dtype`` and index width (compiled
+    once, cached)."""
+    key = (name, dtype, wide)
     k = _kernels.get(key)
     if k is None:
-        mkey = (file, key[2])
-        if mkey not in _modules:
-            _modules[mkey] = cupy().RawModule(code=source(file, dtype), options=OPTIONS)
-        k = _kernels[key] = _modules[mkey].get_function(name)
+        k = _kernels[key] = _module(dtype, wide).get_function(name)
     return k
 
 
+_compiling = threading.Lock()
+
+
+def _module(dtype: Any, wide: bool) -> Any:
+    """The module of every kernel for ``dtype`` and index width, compiled on first use (by
+    one thread: a launch waits for a compilation that :func:`compile_in_background` began)."""
+    mkey = (np.dtype(dtype).name, wide)
+    module = _modules.get(mkey)
+    if module is None:
+        with _compiling:
+            module = _modules.get(mkey)
+            if module is None:
+                module = cupy().RawModule(code=module_source(dtype, wide), options=OPTIONS)
+                module.get_function("relu_forward")  # CuPy compiles (and loads) lazily: now
+                _modules[mkey] = module
+    return module
+
+
+def compile_in_background(dtype: Any = np.float32, wide: bool = False) -> threading.Thread:
+    """Start compiling the module a training run will launch from, in a thread, so that a cold
+    process (no binary in CuPy's disk cache: NVRTC takes about a second) compiles while it
+    loads its data and builds its model. A failure is left for the first launch to raise."""
+
+    def work() -> None:
+        try:
+            _module(dtype, wide)
+        except Exception:  # noqa: S110 (the launch that needs the module raises it)
+            pass
+
+    thread = threading.Thread(target=work, name="tinytrain-nvrtc", daemon=True)
+    thread.start()
+    return thread
+
+
 def compile_all() -> list[str]:
-    """Compile and load every kernel for float32 and float64 (``doctor`` uses this)."""
+    """Compile and load every kernel for float32 and float64, both index widths (``doctor``
+    uses this)."""
     names = []
     for path in sorted(SOURCE_DIR.glob("*.cu")):
         for dtype in (np.float32, np.float64):
-            for name in emulator.load(path.stem, dtype).kernels:
-                kernel(path.stem, name, dtype)
-                names.append(f"{path.stem}.{name}")
+            for wide in (False, True):
+                for name in emulator.load(path.stem, dtype, wide).kernels:
+                    kernel(path.stem, name, dtype, wide)
+                    names.append(f"{path.stem}.{name}")
     return sorted(set(names))
 
 
@@ -85,33 +140,54 @@ def cublas_call(g: Gemm) -> tuple:
     ``ld`` *is* the column-major ``c x r`` matrix (its transpose) with the same ``ld``, so
     ``C = op(A) op(B)`` (row-major) is computed as ``C^T = op(B)^T op(A)^T`` (column-major):
     swap the operands and ``m``/``n``, keep the transpose flags. Returns
-    ``(transa, transb, m, n, k, alpha, (A, off), lda, (B, off), ldb, beta, (C, off), ldc)``
-    in cuBLAS's terms; ``emulator.gemm_colmajor`` runs such a call in NumPy.
+    ``(transa, transb, m, n, k, alpha, (A, off), lda, (B, off), ldb, beta, (C, off), ldc,
+    strideA, strideB, strideC, batch)`` in cuBLAS's terms; ``emulator.gemm_colmajor`` runs
+    such a call in NumPy.
     """
     return (g.transb, g.transa, g.n, g.m, g.k, g.alpha, (g.b, g.b_off), g.ldb,
-            (g.a, g.a_off), g.lda, g.beta, (g.c, g.c_off), g.ldc)
+            (g.a, g.a_off), g.lda, g.beta, (g.c, g.c_off), g.ldc, g.stride_b, g.stride_a,
+            g.stride_c, g.batch)
 
 
 def _scalar_ptr(dtype: Any, value: float) -> int:
     """A host pointer to ``value`` (cuBLAS's alpha/beta in host pointer mode), kept alive."""
-    key = (np.dtype(dtype).name, value)
-    arr = _scalars.get(key)
-    if arr is None:
-        arr = _scalars[key] = np.array([value], dtype=dtype)
-    return arr.ctypes.data
+    key = (dtype.char, value)
+    ptr = _scalars.get(key)
+    if ptr is None:
+        arr = np.array([value], dtype=dtype)
+        _keep.append(arr)
+        ptr = _scalars[key] = arr.ctypes.data
+    return ptr
+
+
+_keep: list[np.ndarray] = []  # the arrays behind the pointers of _scalars
+_cublas: Any = None
 
 
 def gemm(g: Gemm) -> None:
-    from cupy_backends.cuda.libs import cublas
+    """One cuBLAS call (``gemmStridedBatched`` for a batch) on the current stream."""
+    global _cublas
+    if _cublas is None:
+        from cupy_backends.cuda.libs import cublas
 
-    ta, tb, m, n, k, alpha, (a, a_off), lda, (b, b_off), ldb, beta, (c, c_off), ldc = cublas_call(g)
-    item = c.dtype.itemsize
-    fn = cublas.sgemm if c.dtype == np.float32 else cublas.dgemm
-    handle = cupy().cuda.device.get_cublas_handle()
-    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
-    fn(handle, int(ta), int(tb), m, n, k, _scalar_ptr(c.dtype, alpha),
-       a.data.ptr + a_off * item, lda, b.data.ptr + b_off * item, ldb,
-       _scalar_ptr(c.dtype, beta), c.data.ptr + c_off * item, ldc)
+        _cublas = cublas
+    (ta, tb, m, n, k, alpha, (a, a_off), lda, (b, b_off), ldb, beta, (c, c_off), ldc,
+     stride_a, stride_b, stride_c, batch) = cublas_call(g)
+    dtype = c.dtype
+    item = dtype.itemsize
+    single = dtype == np.float32
+    handle = cupy().cuda.device.get_cublas_handle()  # CuPy's, per thread and device
+    _cublas.setPointerMode(handle, _cublas.CUBLAS_POINTER_MODE_HOST)
+    pa, pb, pc = (a.data.ptr + a_off * item, b.data.ptr + b_off * item,
+                  c.data.ptr + c_off * item)
+    alpha, beta = _scalar_ptr(dtype, alpha), _scalar_ptr(dtype, beta)
+    if batch == 1:
+        fn = _cublas.sgemm if single else _cublas.dgemm
+        fn(handle, int(ta), int(tb), m, n, k, alpha, pa, lda, pb, ldb, beta, pc, ldc)
+    else:
+        fn = _cublas.sgemmStridedBatched if single else _cublas.dgemmStridedBatched
+        fn(handle, int(ta), int(tb), m, n, k, alpha, pa, lda, stride_a, pb, ldb, stride_b,
+           beta, pc, ldc, stride_c, batch)
 
 
 # --------------------------------------------------------------------------- plans
@@ -122,8 +198,10 @@ def run(steps: list) -> None:
     for step in steps:
         if type(step) is Launch:
             if CHECK:
-                emulator.check_args(emulator.load(step.file, step.dtype)[step.kernel], step.args)
-            kernel(step.file, step.kernel, step.dtype)((step.grid,), (step.block,), step.args)
+                emulator.check_args(emulator.load(step.file, step.dtype, step.wide)[step.kernel],
+                                    step.args)
+            kernel(step.file, step.kernel, step.dtype, step.wide)((step.grid,), (step.block,),
+                                                                  step.args)
         else:
             gemm(step)
         if CHECK:
