@@ -190,4 +190,16 @@ def run_sharded(fn: Callable[[int, int], T], batch: int, min_shard: int = 2) -> 
         return [f.result() for f in futures]
 
 
+#: Element-wise kernels split an array over the threads only when every thread gets at
+#: least this many elements: handing a shard to a worker costs 30-50 us, about one pass
+#: over 64K float32.
+MIN_ELEMENTS = 1 << 16
+
+
+def shard_elements(fn: Callable[[int, int], T], size: int) -> list[T]:
+    """``fn(a, b)`` for each shard ``[a, b)`` of ``range(size)`` (flat element indices),
+    in parallel when the array is large enough (:data:`MIN_ELEMENTS` per thread)."""
+    return run_sharded(fn, size, min_shard=MIN_ELEMENTS)
+
+
 _blas_libraries()
