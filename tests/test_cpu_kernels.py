@@ -1,15 +1,17 @@
-"""The CPU kernels of the layers (``tinytrain/kernels/cpu/layers.py``) on large arrays: the
-element-wise ones run in pieces and shards over threads, Linear's GEMMs in shards with
-the BLAS at one thread. None of it may change a result."""
+"""The CPU kernels of the layers and of Adam (``tinytrain/kernels/cpu/layers.py``,
+``optim.py``) on large arrays: the element-wise ones run in pieces and shards over threads,
+Linear's GEMMs in shards with the BLAS at one thread. None of it may change a result."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import tinytrain as tt
-from tinytrain.kernels.cpu import layers, parallel
+from tinytrain.kernels.cpu import layers, optim, parallel
 
 
 @pytest.fixture(params=[1, 2, 3], ids=lambda n: f"{n}threads")
@@ -106,3 +108,26 @@ def test_linear_runs_its_gemms_with_one_blas_thread_and_restores_it(monkeypatch)
         monkeypatch.undo()
         assert set(blas_threads()) == {2}
     assert len(seen) >= 3 and all(set(s) == {1} for s in seen)  # forward, dx, dw (in shards)
+
+
+def reference_adam(p, g, m, v, step, lr, betas, eps):
+    """The update as one expression per line, on whole arrays (bit for bit the same order)."""
+    b1, b2 = betas
+    m = m * b1 + (1 - b1) * g
+    v = v * b2 + (1 - b2) * g * g
+    denom = np.sqrt(v) / math.sqrt(1 - b2**step) + eps  # Python floats: float32 arithmetic
+    return p - lr / (1 - b1**step) * m / denom, m, v
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_adam_in_pieces_and_shards_is_the_formula_bit_for_bit(workers, layout):
+    rng = np.random.default_rng(4)
+    shape = (3 * optim.ADAM_PIECE + 77, 3)
+    p, g, m = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
+    v = rng.random(shape).astype(np.float32)
+    if layout == "transposed":  # not C-contiguous: updated in place all the same
+        p, g, m, v = (np.asfortranarray(a) for a in (p, g, m, v))
+    expected = reference_adam(p, g, m, v, 7, 1e-3, (0.9, 0.999), 1e-8)
+    optim.adam_step(p, g, m, v, 7, 1e-3, (0.9, 0.999), 1e-8, 0.0)
+    for got, want in zip((p, m, v), expected):
+        np.testing.assert_array_equal(got, want)
