@@ -573,7 +573,7 @@ assert np.shares_memory(X_demo[:, 2 * 26 + 2:], X_demo)
 #
 # * **Blocks of images.** With the whole batch at once, `grid` (`[Cout, N*Hp*Wp]`) and the
 #   product of each offset are many megabytes: each of the `Kh*Kw` passes streams them through
-#   main memory. The package runs the offsets over a few images at a time (about 2 MiB of
+#   main memory. The package runs the offsets over a few images at a time (a few MiB of
 #   operands, `BLOCK_BYTES`), so a block's input columns, accumulator and product stay in the
 #   CPU caches, and writes each block's outputs (plus bias) to the NCHW result once. It also
 #   multiplies into a reused buffer (`np.matmul(..., out=tmp)`) instead of a new array.
@@ -601,7 +601,7 @@ assert np.shares_memory(X_demo[:, 2 * 26 + 2:], X_demo)
 # %%
 from tinytrain.kernels.cpu.conv2d import BLOCK_BYTES
 
-assert BLOCK_BYTES == 2 * 2**20                                  # the package's block size
+assert BLOCK_BYTES == 4 * 2**20                                  # the package's block size
 
 
 def conv2d_blocked(x, w, b=None, padding=0, pack=False, block_bytes=BLOCK_BYTES):

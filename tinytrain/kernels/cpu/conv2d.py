@@ -26,19 +26,19 @@ each (:mod:`tinytrain.kernels.cpu.parallel` says why).
   dW sums ``col @ dy[n].T`` over the images.
 * **dX writes windows: column shifts.** ``dx_pad[:, window(i, j)] += w[:, :, i, j].T @ dy``
   is a scatter-add per offset (written as a gather this is a "full" convolution of
-  ``dy`` with the flipped kernel). The padded input gradient is kept channels first,
-  ``[Cin, N, Hp, Wp]``, and seen as a matrix ``[Cin, N*Hp*Wp]``; with stride 1 the
+  ``dy`` with the flipped kernel). A block's padded input gradient is kept channels
+  first, ``[Cin, n, Hp, Wp]``, and seen as a matrix ``[Cin, n*Hp*Wp]``; with stride 1 the
   pixels offset ``(i, j)`` touches are its columns shifted by ``i * Wp + j``, a 2-D view,
-  so each offset is one GEMM added into long contiguous rows. The price is that ``dy``
-  is laid out on the whole padded grid, with zeros past ``Ho``/``Wo``. With a stride,
-  each offset's window is a strided view.
+  so each offset's product (all of them from one GEMM) is added into long contiguous
+  rows. The price is that ``dy`` is laid out on the whole padded grid, with zeros past
+  ``Ho``/``Wo``. With a stride, each offset's window is a strided view.
 * ``conv2d_backward_bias``: ``db = dy.sum((0, 2, 3))``.
 
 Why two layouts: measured on one core (``bench/NOTES_cpu.md``), packing made forward and
-dW 1.3-1.7x faster than column shifts at every size tried (``K`` from 9 to 1152; 30-50x
+dW 1.1-1.7x faster than column shifts at every size tried (``K`` from 9 to 1152; 30-50x
 for ``Cin = 1``, whose shifted GEMMs are rank-1 updates), while for dX the column
-shifts' contiguous adds beat scattering the packed product back (col2im) as soon as
-``Cin >= 16``.
+shifts' contiguous adds beat scattering the packed product back (col2im, strided adds
+of ``Wo``-long rows) by 1.1-1.6x from ``Cin = 16`` on.
 
 These kernels run on NumPy arrays; the GPU has its own algorithm (im2col + cuBLAS,
 chapter 4) with the same functions in :mod:`tinytrain.kernels.cuda`. ``Conv2dMeta``
@@ -66,8 +66,10 @@ __all__ = [
 ]
 
 #: How many bytes of operands one block of images has (its images' im2col matrices and
-#: outputs, or their dX grids): small enough to stay in a core's caches.
-BLOCK_BYTES = 2 << 20
+#: outputs, or their dX products and gradients): a few MiB, in the caches of one core.
+#: Larger blocks mean fewer NumPy calls per op: 4 MiB made dX 10-20% faster than 2 MiB
+#: (8 MiB: a little more, for twice the scratch memory); forward and dW did not change.
+BLOCK_BYTES = 4 << 20
 
 
 def _image_blocks(meta: Conv2dMeta, bytes_per_image: int) -> list[tuple[int, int]]:
@@ -186,16 +188,19 @@ def _backward_weight(grad_out: Any, x: Any, meta: Conv2dMeta) -> Any:
 # --------------------------------------------------------------------------- dX: column shifts
 #
 # dX works on *grids*: the positions (n, h, w) at which outputs were computed,
-# flattened into the columns of a [C, cols] matrix, one block of images [n0, n1) at
-# a time.
+# flattened into the columns of a [C, cols] matrix, one block of images at a time.
 #
-# * stride 1 ("dense"): the grid is the padded input grid [N, Hp, Wp]. The input
-#   pixels that offset (i, j) touches are the columns [c0 + off, c1 + off) of the
-#   padded input-gradient matrix [Cin, N*Hp*Wp], off = i*Wp + j: a 2-D view, no copy.
-#   Grid columns past L = N*Hp*Wp - off_max are never computed (they are not real
-#   outputs, and offsets would reach past the end of the input there).
-# * stride > 1: the grid is the output grid [N, Ho, Wo]; the window of offset (i, j)
-#   is the strided 4-D view dx_pad[:, n0:n1, i::sh, j::sw] (cut to Ho x Wo).
+# * stride 1 ("dense"): the grid is the padded input grid [n, Hp, Wp]. The input
+#   pixels that offset (i, j) touches are the columns [off, off + cols) of the block's
+#   padded input-gradient matrix [Cin, n*Hp*Wp], off = i*Wp + j: a 2-D view, no copy.
+#   Grid positions that are not outputs hold zeros in dy; the last ones' windows reach
+#   `spill` = (Kh-1)*Wp + Kw-1 columns past the block, so its matrix is that much wider.
+# * stride > 1: the grid is the output grid [n, Ho, Wo]; the window of offset (i, j) is
+#   the strided 4-D view dx_pad[:, :, i::sh, j::sw] (cut to Ho x Wo).
+#
+# The products of all Kh*Kw offsets come from one GEMM, w_all [Kh*Kw*Cin, Cout] @ dy
+# [Cout, cols] (a long M: 1.3x faster in OpenBLAS than Kh*Kw GEMMs with M = Cin), and
+# each block's padded gradient lives in a small buffer that is cropped into dx at once.
 
 
 def _dense(meta: Conv2dMeta) -> bool:
@@ -208,34 +213,24 @@ def _grid_hw(meta: Conv2dMeta) -> tuple[int, int]:
     return (meta.padded_h, meta.padded_w) if _dense(meta) else (meta.out_h, meta.out_w)
 
 
-def _grid_cols(meta: Conv2dMeta, n0: int, n1: int) -> int:
-    """How many grid columns of images [n0, n1) are computed."""
-    gh, gw = _grid_hw(meta)
-    if not _dense(meta):
-        return (n1 - n0) * gh * gw
-    off_max = (meta.kernel_h - 1) * meta.padded_w + (meta.kernel_w - 1)
-    return min(n1 * gh * gw, meta.batch * gh * gw - off_max) - n0 * gh * gw
-
-
-def _window(buf: Any, i: int, j: int, meta: Conv2dMeta, n0: int, n1: int) -> Any:
-    """What kernel offset (i, j) touches of a padded ``[C, N, Hp, Wp]`` buffer, images [n0, n1).
-
-    A writable view: ``[C, cols]`` on the dense path, ``[C, n1-n0, Ho, Wo]`` otherwise.
-    """
+def _window(acc: Any, i: int, j: int, meta: Conv2dMeta, n: int) -> Any:
+    """What kernel offset (i, j) touches of a block's padded gradient ``acc`` (``[C, ...]``,
+    ``n`` images): ``[C, n*Hp*Wp]`` on the dense path, ``[C, n, Ho, Wo]`` otherwise."""
+    hp, wp = meta.padded_h, meta.padded_w
     if _dense(meta):
-        start = n0 * meta.padded_h * meta.padded_w + i * meta.padded_w + j
-        return buf.reshape(buf.shape[0], -1)[:, start : start + _grid_cols(meta, n0, n1)]
+        return acc[:, i * wp + j : i * wp + j + n * hp * wp]
     h_end = i + meta.stride_h * (meta.out_h - 1) + 1
     w_end = j + meta.stride_w * (meta.out_w - 1) + 1
-    return buf[:, n0:n1, i : h_end : meta.stride_h, j : w_end : meta.stride_w]
+    padded = acc[:, : n * hp * wp].reshape(acc.shape[0], n, hp, wp)
+    return padded[:, :, i : h_end : meta.stride_h, j : w_end : meta.stride_w]
 
 
 class _GradGrid:
     """``dy [N, Cout, Ho, Wo]`` laid out on the grid, one block of images at a time.
 
-    ``block(n0, n1)`` returns ``[Cout, cols]`` with zeros at the grid positions that
-    are not real outputs (they must not contribute to dX). One buffer is
-    reused for every block; its zeros are written once.
+    ``block(n0, n1)`` returns ``[Cout, (n1-n0) * grid]`` with zeros at the grid positions
+    that are not real outputs (they must not contribute to dX). One buffer is reused for
+    every block; its zeros are written once.
     """
 
     def __init__(self, grad_out: Any, meta: Conv2dMeta, max_images: int) -> None:
@@ -246,19 +241,16 @@ class _GradGrid:
     def block(self, n0: int, n1: int) -> Any:
         meta, buf = self.meta, self.buf[:, : n1 - n0]
         buf[:, :, : meta.out_h, : meta.out_w] = self.dy[n0:n1].transpose(1, 0, 2, 3)
-        return buf.reshape(meta.out_channels, -1)[:, : _grid_cols(meta, n0, n1)]
-
-
-# --------------------------------------------------------------------------- dX
+        return buf.reshape(meta.out_channels, -1)
 
 
 def conv2d_backward_input(grad_out: Any, w: Any, meta: Conv2dMeta) -> Any:
     """``dx [N, Cin, H, W]`` from ``dy [N, Cout, Ho, Wo]`` and ``w [Cout, Cin, Kh, Kw]``.
 
-    Per offset, ``w[:, :, i, j].T @ dy`` (``[Cin, Cout] @ [Cout, cols]``) is added
-    into the window of the padded input gradient that this offset read in
-    forward; the padding border is cut off at the end. Needs ``w`` only. Shards of
-    the batch run in parallel, each into its own padded buffer.
+    Per offset, ``w[:, :, i, j].T @ dy`` (``[Cin, Cout] @ [Cout, cols]``, all offsets in one
+    GEMM) is added into the window of the padded input gradient that this offset read in
+    forward; the padding border is cut off at the end. Needs ``w`` only. Shards of the
+    batch run in parallel.
     """
     dx = np.empty(meta.input_shape, dtype=np.result_type(grad_out, w))
     shard_batch(lambda dys, dxs, a, b: _backward_input(dys, w, meta.with_batch(b - a), dxs),
@@ -267,26 +259,30 @@ def conv2d_backward_input(grad_out: Any, w: Any, meta: Conv2dMeta) -> Any:
 
 
 def _backward_input(grad_out: Any, w: Any, meta: Conv2dMeta, dx: Any) -> None:
-    """:func:`conv2d_backward_input` of one shard, written into ``dx`` (column shifts)."""
+    """:func:`conv2d_backward_input` of one shard, written into ``dx``."""
     dtype = dx.dtype
-    grad_out = grad_out.astype(dtype, copy=False)
-    w_t = np.ascontiguousarray(w.astype(dtype, copy=False).transpose(2, 3, 1, 0))  # [Kh,Kw,I,O]
-    shape = (meta.in_channels, meta.batch, meta.padded_h, meta.padded_w)
-    dx_pad = np.zeros(shape, dtype=dtype)
-    gh, gw = _grid_hw(meta)  # per image: its grid's columns of dy, product and dx
-    col_bytes = (meta.in_channels + 2 * meta.out_channels) * dx_pad.itemsize
-    blocks = _image_blocks(meta, gh * gw * col_bytes)
-    dy_grid = _GradGrid(grad_out, meta, blocks[0][1] - blocks[0][0])
-    tmp_buf = np.empty((meta.in_channels, dy_grid.buf[0].size), dtype=dtype)
+    c_in, hp, wp, ph, pw = meta.in_channels, meta.padded_h, meta.padded_w, meta.pad_h, meta.pad_w
+    w_all = np.ascontiguousarray(w.astype(dtype, copy=False).transpose(2, 3, 1, 0))
+    w_all = w_all.reshape(meta.kernel_elems, meta.out_channels)  # rows (i, j, c)
+    gh, gw = _grid_hw(meta)
+    spill = (meta.kernel_h - 1) * wp + meta.kernel_w - 1 if _dense(meta) else 0
+    per_image = gh * gw * (meta.out_channels + meta.kernel_elems) + hp * wp * c_in
+    blocks = _image_blocks(meta, per_image * dx.itemsize)
+    per_block = blocks[0][1] - blocks[0][0]
+    dy_grid = _GradGrid(grad_out.astype(dtype, copy=False), meta, per_block)
+    prod_buf = np.empty((meta.kernel_elems, per_block * gh * gw), dtype=dtype)
+    acc_buf = np.empty((c_in, per_block * hp * wp + spill), dtype=dtype)
     for n0, n1 in blocks:
-        dy = dy_grid.block(n0, n1)
-        tmp = tmp_buf[:, : dy.shape[1]]
-        for i, j in meta.offsets():
-            np.matmul(w_t[i, j], dy, out=tmp)
-            window = _window(dx_pad, i, j, meta, n0, n1)
-            window += tmp.reshape(window.shape)
-    ph, pw = meta.pad_h, meta.pad_w
-    dx[...] = dx_pad[:, :, ph : ph + meta.in_h, pw : pw + meta.in_w].transpose(1, 0, 2, 3)
+        n = n1 - n0
+        prod = prod_buf[:, : n * gh * gw]
+        np.matmul(w_all, dy_grid.block(n0, n1), out=prod)
+        acc = acc_buf[:, : n * hp * wp + spill]
+        acc[...] = 0
+        for k, (i, j) in enumerate(meta.offsets()):
+            window = _window(acc, i, j, meta, n)
+            window += prod[k * c_in : (k + 1) * c_in].reshape(window.shape)
+        padded = acc[:, : n * hp * wp].reshape(c_in, n, hp, wp)
+        dx[n0:n1] = padded[:, :, ph : ph + meta.in_h, pw : pw + meta.in_w].transpose(1, 0, 2, 3)
 
 
 # --------------------------------------------------------------------------- db, all three
