@@ -174,8 +174,9 @@ def run_sharded(fn: Callable[[int, int], T], batch: int, min_shard: int = 2) -> 
 
     ``fn`` must only write to the part of its outputs that belongs to its shard.
     Shards have at least ``min_shard`` images; a batch too small to split (or one
-    worker) runs as a single call on the calling thread. The BLAS runs on one thread
-    until every shard has finished, also when one raises.
+    worker) runs as a single call on the calling thread. The calling thread runs the first
+    shard itself, the pool's threads the others. The BLAS runs on one thread until every
+    shard has finished, also when one raises.
     """
     if getattr(_local, "inside", False):
         return [fn(0, batch)]
@@ -184,10 +185,13 @@ def run_sharded(fn: Callable[[int, int], T], batch: int, min_shard: int = 2) -> 
         if workers == 1:
             return [fn(0, batch)]
         bounds = [batch * k // workers for k in range(workers + 1)]
-        pool = _executor(workers)
-        futures = [pool.submit(_run, fn, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
-        wait(futures)  # every shard is done before the BLAS is restored or an error leaves
-        return [f.result() for f in futures]
+        pool = _executor(workers - 1)
+        futures = [pool.submit(_run, fn, a, b) for a, b in zip(bounds[1:-1], bounds[2:])]
+        try:
+            first = _run(fn, bounds[0], bounds[1])
+        finally:
+            wait(futures)  # every shard is done before the BLAS is restored or an error leaves
+        return [first] + [f.result() for f in futures]
 
 
 #: Element-wise kernels split an array over the threads only when every thread gets at
