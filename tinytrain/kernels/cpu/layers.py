@@ -139,11 +139,10 @@ def dropout_forward(x: Any, p: float, seed: int) -> Any:
     in place on pieces of :data:`DROPOUT_PIECE` elements (in cache), over the threads.
     """
     scale = x.dtype.type(1.0 / (1.0 - p))
-    out = np.empty(x.shape, dtype=x.dtype)
-    if x.size >= 2**32 or x.dtype.itemsize % 4:  # the general (slower) formula
+    if x.dtype.kind != "f" or x.dtype.itemsize % 4 or x.size >= 2**32:  # the plain formula
         keep = dropout_keep_mask(seed, x.size, p).reshape(x.shape)
-        out[...] = np.where(keep, x * scale, x.dtype.type(0))
-        return out
+        return np.where(keep, x * scale, x.dtype.type(0))
+    out = np.empty(x.shape, dtype=x.dtype)
     src, dst = _flat(x), out.reshape(-1)
     words = x.dtype.itemsize // 4  # uint32 words per element
     threshold = dropout_threshold(p)
