@@ -519,8 +519,8 @@ plt.show()
 
 # %% [markdown]
 # The kernel is about thirty lines. It works for stride 1 only: with a stride, the pixels one
-# offset reads are no longer evenly spaced columns of `X`, and the package copies each
-# offset's strided window into a small matrix instead.
+# offset reads are no longer evenly spaced columns of `X` (packing the windows, section 7,
+# handles strides too).
 
 # %%
 def conv2d_shift(x, w, b=None, padding=0):
@@ -568,20 +568,19 @@ assert np.shares_memory(X_demo[:, 2 * 26 + 2:], X_demo)
 #
 # ## 7. What blocks, packing and sharding add
 #
-# `conv2d_shift` is the package kernel's idea. The package adds three refinements, each aimed
-# at memory traffic or at the cores:
+# `conv2d_shift` reads every window in place. Three refinements, each aimed at memory traffic
+# or at the cores, lead to the package's kernels:
 #
 # * **Blocks of images.** With the whole batch at once, `grid` (`[Cout, N*Hp*Wp]`) and the
 #   product of each offset are many megabytes: each of the `Kh*Kw` passes streams them through
-#   main memory. The package runs the offsets over a few images at a time (about 2 MiB of
+#   main memory. The package runs the offsets over a few images at a time (a few MiB of
 #   operands, `BLOCK_BYTES`), so a block's input columns, accumulator and product stay in the
 #   CPU caches, and writes each block's outputs (plus bias) to the NCHW result once. It also
 #   multiplies into a reused buffer (`np.matmul(..., out=tmp)`) instead of a new array.
-# * **Packing.** When `Cin*Kh*Kw` is small (a first layer: `Cin = 1`), each offset's GEMM is a
-#   rank-`Cin` update that reads and writes the whole accumulator for very little arithmetic.
-#   Then the package copies the `Kh*Kw` shifted views of one block into one
-#   `[Kh*Kw*Cin, cols]` matrix (a cache-sized im2col of that block only) and does *one* GEMM
-#   with `K = Cin*Kh*Kw` (up to `PACK_MAX_ELEMS = 320`).
+# * **Packing.** Each offset's GEMM has `K = Cin`: with few channels (a first layer: `Cin = 1`)
+#   it is a rank-`Cin` update that reads and writes the whole accumulator for very little
+#   arithmetic. Copying the `Kh*Kw` shifted views of one block into one `[Kh*Kw*Cin, cols]`
+#   matrix (a cache-sized im2col of that block only) gives *one* GEMM with `K = Cin*Kh*Kw`.
 # * **Sharding.** The batch is split into one shard per core, each shard run on its own
 #   thread with the BLAS at *one* thread. A multi-threaded BLAS would wake and synchronise
 #   its threads for every one of the many medium-sized GEMMs;
@@ -589,12 +588,20 @@ assert np.shares_memory(X_demo[:, 2 * 26 + 2:], X_demo)
 #   (two BLAS threads were slower than one, and much slower when another process held the
 #   second core) and holds the BLAS at one thread while a kernel runs.
 #
+# Once every block is packed, the shift has one more cost to drop: the padded grid's extra
+# columns, and the copy of the real outputs into NCHW at the end. The package's forward
+# (and its dW) pack the **exact windows** instead: `sliding_window_view` of the block, copied
+# once, is `[K, Ho*Wo]` per image, only real outputs, so one GEMM per image writes the NCHW
+# output directly. Measured on one core, packing that way beat the column shifts for forward
+# and dW at every size tried (`K` from 9 to 1,152); the package's dX keeps the column shifts
+# (exercise 3.4), whose adds run over long contiguous rows.
+#
 # Blocks and packing, added to `conv2d_shift` (the same three steps, one block at a time):
 
 # %%
-from tinytrain.kernels.cpu.conv2d import BLOCK_BYTES, PACK_MAX_ELEMS
+from tinytrain.kernels.cpu.conv2d import BLOCK_BYTES
 
-assert (BLOCK_BYTES, PACK_MAX_ELEMS) == (2 * 2**20, 320)        # the package's settings
+assert BLOCK_BYTES == 4 * 2**20                                  # the package's block size
 
 
 def conv2d_blocked(x, w, b=None, padding=0, pack=False, block_bytes=BLOCK_BYTES):
@@ -743,16 +750,17 @@ print(f"conv1 (Cin = 1): packing {c1['+ blocks'][1] / c1['+ packing'][1]:.0f}x f
 #   blocks of work and synchronises once, at the end. Any version that splits its work over
 #   two threads, PyTorch's included, needs both cores: on a machine busy with other work it
 #   waits for the slower thread, and its two-thread bar can be longer than its one-thread bar.
-# * "+ sharding" and `conv2d_forward` are the same algorithm; the package also skips the
-#   copies this notebook's version makes (it writes each shard's output in place).
+# * "+ sharding" and `conv2d_forward` differ in what they pack: this notebook's version packs
+#   shifted rows and copies its outputs out of the padded grid; the package packs the exact
+#   windows and its GEMMs write each shard's output in place.
 #
 # Lessons, in the order they cost time:
 #
 # * the **copies** (im2col's matrix, a window copy per offset, the `y += ...` pass, layout
 #   changes) matter as much as the flops — count bytes moved, not only multiplies;
 # * a GEMM with a short inner dimension (`K = Cin`) is itself memory-bound, so keep its operands
-#   in cache (blocks of images), let it read views in place (the column shift), and when `K`
-#   is tiny, pack several offsets into one longer `K`;
+#   in cache (blocks of images), let it read views in place (the column shift), or pack the
+#   offsets into one longer `K` — a copy, but one that stays in cache and buys one long GEMM;
 # * one layout change in (NCHW to padded channels-first) and one out (back to NCHW, with the bias
 #   added on the way) is the whole price of the layout — do it once, not per offset;
 # * on a few cores, split the batch over the cores and give each one single-threaded BLAS
@@ -1241,7 +1249,10 @@ assert flat_img.grad.numpy()[0, 0].tolist() == [[1, 0, 1, 0], [0, 0, 0, 0]]
 # The package's kernels ([`tinytrain/kernels/cpu/pool.py`](../tinytrain/kernels/cpu/pool.py))
 # are these two scans, plus padding (with `-inf`, never chosen), NaN (it wins, as in
 # PyTorch) and shards of the batch over the cores; `MaxPool2dFunction` in `nn/conv.py` is
-# `MaxPool2dFn`.
+# `MaxPool2dFn`. One difference is about speed, not results: the package moves the arg-max
+# with arithmetic, `arg += take * (o - arg)`, instead of `np.where`. `np.where` branches on
+# every element, and on a ReLU's output, where half the values are zeros at random, the
+# processor guesses half of those branches wrong: several times slower than a comparison.
 #
 # ### Exercise 3.5 — the backward pass of average pooling
 #
@@ -1367,8 +1378,9 @@ assert np.abs(inner[1]).max() == 0                     # no horizontal edge insi
 #   optimise.
 # * The **column shift** makes each offset one GEMM on a view: channels first and padded, the
 #   input is a matrix `[Cin, N*Hp*Wp]`, outputs are computed on the whole padded grid, and
-#   offset `(i, j)` reads the columns shifted by `i*Wp + j`. The package adds blocks of images
-#   (cache), packing (one GEMM when `Cin*Kh*Kw` is small) and shards of the batch over the
+#   offset `(i, j)` reads the columns shifted by `i*Wp + j`. Blocks of images keep the work in
+#   cache; packing a block's windows (a cache-sized im2col) makes one long GEMM, which the
+#   package does for forward and dW (dX keeps the shifts); shards of the batch run over the
 #   cores with a one-thread BLAS each.
 # * The backward pass is three ops, each run only when `needs_input_grad` asks: `dX` is a full
 #   convolution of `dY` with the flipped kernel (scatter-adds into shifted columns), `dW` a

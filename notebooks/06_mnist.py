@@ -55,7 +55,7 @@ from collections import defaultdict
 
 import matplotlib.pyplot as plt
 import numpy as np
-from threadpoolctl import threadpool_info, threadpool_limits
+from threadpoolctl import threadpool_info
 
 import figures  # the course's plotting helpers, notebooks/figures.py
 import tinytrain as tt
@@ -67,27 +67,31 @@ from tinytrain.models import MNIST_MEAN, MNIST_STD, ConvNet, build_model
 np.set_printoptions(precision=4, suppress=True)
 SEED = 0
 tt.manual_seed(SEED)   # initialisation and dropout draw from this generator
-blas_one_thread = threadpool_limits(1, user_api="blas")   # for the whole chapter: see below
 
 # %% [markdown]
-# A note on threads. Our CPU convolution (chapter 3) is a sum of many matrix products, one per
-# kernel offset (and block of images). A multi-threaded BLAS would wake and synchronise all
-# its threads for each of them, so the convolution and pooling kernels split the *batch*
-# across the cores instead, each shard running its products on one BLAS thread; they hold
-# the BLAS at one thread while they run, and give it back its own setting when they return.
-# Between the kernels, though, the linear layers would call a multi-threaded BLAS, whose
-# threads then keep spinning on the cores the next kernel's shards need.
-# [tinytrain/kernels/cpu/parallel.py](../tinytrain/kernels/cpu/parallel.py) measured that cost
-# and explains it; `python -m tinytrain.train` therefore holds the BLAS at one thread for its
-# whole run, and so does this chapter (the last line of the cell above, with `threadpoolctl`,
-# the advice `parallel.py` gives for a hand-written loop). The kernels still use every core:
-# `tt.get_num_threads()` shards.
+# A note on threads. Our CPU convolution (chapter 3) is a sum of many matrix products, a few
+# per block of images. A multi-threaded BLAS would wake and synchronise all its threads for
+# each of them, and its threads keep spinning after each call, on the cores the next op
+# needs. So, like PyTorch's intra-op thread pool, every tinytrain op that calls the BLAS (the
+# convolutions, the linear layers) or makes a pass over a large array (pooling, ReLU,
+# dropout) splits its work over tinytrain's own threads, `tt.get_num_threads()` of them, each
+# calling a one-thread BLAS; the op holds the BLAS at one thread while it runs and gives it
+# back its setting when it returns.
+# [tinytrain/kernels/cpu/parallel.py](../tinytrain/kernels/cpu/parallel.py) measured why. So a
+# training loop needs no thread setting of its own, and your own NumPy keeps its threads.
 
 # %%
-blas_threads = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
-print(f"{os.cpu_count()} cores: tinytrain's kernels split a batch into {tt.get_num_threads()}",
-      f"shard(s); the BLAS runs on {blas_threads} thread(s) (one entry per BLAS library)")
-assert all(n == 1 for n in blas_threads)
+def blas_threads():
+    return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+
+before = blas_threads()
+F.linear(F.conv2d(tt.randn(64, 1, 28, 28), tt.randn(8, 1, 3, 3)).flatten(1),
+         tt.randn(10, 8 * 26 * 26))
+print(f"{os.cpu_count()} cores: tinytrain's ops split their work over {tt.get_num_threads()}",
+      f"thread(s); the BLAS runs on {before} thread(s) (one entry per BLAS library),",
+      f"and on {blas_threads()} after a convolution and a linear layer")
+assert blas_threads() == before
 
 # %% [markdown]
 # ## 1. The data: training, validation and test
@@ -580,7 +584,7 @@ def profile_step(model, opt, x, y):
     # One training step; returns {layer call: [forward ms, backward ms]} and the step's totals.
     times = defaultdict(lambda: [0.0, 0.0])
     names = {id(m): name for name, m in model.named_modules() if name and not list(m.children())}
-    calls, started, handles = defaultdict(int), {}, []
+    calls, started, handles, wrapped = defaultdict(int), {}, [], []
 
     def timed(label, apply):
         def run(*args):  # the gradient (and, for a leaf, whether it may keep it)
@@ -600,6 +604,7 @@ def profile_step(model, opt, x, y):
                 continue
             seen.add(id(node))
             node.apply = timed(label, node.apply)
+            wrapped.append(node)
             stack.extend(node.next_functions)
 
     def pre_hook(module, args):
@@ -632,6 +637,8 @@ def profile_step(model, opt, x, y):
     finally:
         for h in handles:
             h.remove()
+        for node in wrapped:              # a parameter's AccumulateGrad node outlives the step:
+            vars(node).pop("apply", None)  # unwrap it, or the next step would time it twice
     totals = {"forward": t2 - t0, "backward": t3 - t2, "optimizer step": t4 - t3}
     return dict(times), {k: 1e3 * v for k, v in totals.items()}
 
@@ -672,8 +679,9 @@ assert (fwd > 0).all() and (bwd[[0, 2, 3, 5, 7, 10]] > 0).all()
 # Read the table from the top. The convolutions and the max poolings work on the image-sized
 # activations (conv1's output alone is `[64, 16, 28, 28]`) and take most of the step; the
 # printout gives their share. The linear layers see 1,568 and 128 numbers per image and are
-# cheap, and so are the ReLUs, the loss and Adam's step over 215,370 parameters. (`flatten`'s
-# backward is a reshape of a gradient: close to nothing.)
+# cheap, and so are the loss and Adam's step over 215,370 parameters; the first ReLU is not
+# free, as it too passes over conv1's whole output. (`flatten`'s backward is a reshape of a
+# gradient: close to nothing.)
 #
 # Notice what max pooling costs next to the convolutions, for an op without a single
 # multiplication: forward scans the `2 * 2` window offsets, each a pass over an image-sized
@@ -1112,7 +1120,8 @@ else:
 # * From the same initial weights, on the same batches, tinytrain and PyTorch trace the same
 #   loss curve: equal at first, then apart by float32 rounding only.
 # * A profile of one step, from module hooks (forward) and timers around each node the engine
-#   runs (backward), puts the convolutions and the poolings at the top.
+#   runs (backward), puts the convolutions at the top, then the passes over image-sized
+#   activations that do no multiplication at all (max pooling, ReLU).
 # * The confusion matrix and the confident mistakes show *where* the errors are; the conv1
 #   filters become edge detectors, and a hook shows their feature maps.
 # * `model.forward(x)` gives the same numbers as `model(x)` but silently skips that module's

@@ -171,16 +171,9 @@ def _close(name: str, ours: np.ndarray, ref: np.ndarray, case: str) -> None:
     np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=atol, err_msg=f"{name} differs: {case}")
 
 
-@pytest.fixture(params=["packed", "per-offset"])
-def pack_mode(request, monkeypatch):
-    """Both kernel strategies: the few-channel packed block, and one GEMM per offset."""
-    monkeypatch.setattr(kernels, "PACK_MAX_ELEMS", 10**9 if request.param == "packed" else 0)
-    return request.param
-
-
 @pytest.mark.parametrize("stride", STRIDES, ids=str)
 @pytest.mark.parametrize("kernel", KERNELS, ids=str)
-def test_pytorch_parity_grid(kernel, stride, device, pack_mode):
+def test_pytorch_parity_grid(kernel, stride, device):
     """batch x Cin x Cout x padding x bias x (odd, even H/W) for one kernel and stride."""
     torch = pytest.importorskip("torch")
     kh, kw = kernel if isinstance(kernel, tuple) else (kernel, kernel)
@@ -205,7 +198,7 @@ def test_pytorch_parity_grid(kernel, stride, device, pack_mode):
 
 
 @pytest.mark.parametrize("stride, padding", [(1, 0), (1, 1), (2, 1)])
-def test_many_image_blocks_match_one_block(monkeypatch, stride, padding, pack_mode):
+def test_many_image_blocks_match_one_block(monkeypatch, stride, padding):
     """The kernels work one block of images at a time; block edges must not show."""
     rng = np.random.default_rng(1)
     x = rng.standard_normal((5, 3, 7, 6))
@@ -389,7 +382,7 @@ def test_module_rejects_bad_arguments():
 
 @pytest.mark.parametrize("workers", [2, 3])
 @pytest.mark.parametrize("stride,padding", [(1, 1), (2, 0)])
-def test_batch_shards_in_parallel_give_the_serial_result(workers, stride, padding, pack_mode):
+def test_batch_shards_in_parallel_give_the_serial_result(workers, stride, padding):
     """Sharding the batch over threads (kernels/cpu/parallel.py) changes nothing but speed."""
     from tinytrain.kernels.cpu import parallel
     from tinytrain.kernels.cpu.conv2d import (

@@ -123,6 +123,27 @@ def test_max_pool_infinities_and_nan_like_pytorch():
     np.testing.assert_array_equal(dx, tdx)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_max_pool_nan_and_inf_among_finite_images_like_pytorch(workers):
+    """The CPU kernel scans finite windows arithmetically and re-scans a shard exactly when a
+    maximum is NaN or infinite: the images next to a NaN or an inf must not change."""
+    rng = np.random.default_rng(5)
+    x = np.maximum(rng.standard_normal((6, 3, 6, 6)), 0).astype(np.float32)  # ReLU ties
+    x[1, 2, 3, 4] = np.nan
+    x[4, 0, 0, 1] = np.inf
+    x[5, 1, :2, :2] = -np.inf
+    grad = rng.standard_normal((6, 3, 3, 3)).astype(np.float32)
+    before = tt.get_num_threads()
+    tt.set_num_threads(workers)
+    try:
+        y, dx = run_pool(max_pool2d, x, grad, kernel_size=2)
+    finally:
+        tt.set_num_threads(before)
+    ty, tdx = torch_pool("max_pool2d", x, grad, kernel_size=2)
+    np.testing.assert_array_equal(y, ty)
+    np.testing.assert_array_equal(dx, tdx)
+
+
 # --------------------------------------------------------------------------- PyTorch parity
 
 

@@ -154,18 +154,28 @@ def test_the_default_worker_count_is_the_blas_setting_at_import(limit):
     assert out.split() == [str(min(2, os.cpu_count() or 1))]
 
 
-def test_the_training_command_runs_with_one_blas_thread_and_restores_it(two_blas_threads,
-                                                                       monkeypatch, capsys):
+def test_the_training_command_leaves_the_blas_alone_and_its_kernels_hold_it(
+        two_blas_threads, blas_inside_kernels, monkeypatch):
+    """No process-wide limit, not even for the run: between kernels the BLAS keeps the user's
+    setting, and tinytrain's own ops (conv, linear) run it at one thread on its threads."""
     from tinytrain import train
 
-    seen = []
-    real = train.train_one_epoch
+    seen, inside_linear = [], []
+    real, real_matmul = train.train_one_epoch, np.matmul
 
     def spy(*args, **kwargs):
         seen.append(blas_threads())
         return real(*args, **kwargs)
 
+    def matmul_spy(*args, **kwargs):
+        inside_linear.append(blas_threads())
+        return real_matmul(*args, **kwargs)
+
     monkeypatch.setattr(train, "train_one_epoch", spy)
-    assert train.main(["--model", "mlp", "--dataset", "mnist-mini", "--no-download"]) == 0
-    assert seen == [[1]]
+    monkeypatch.setattr(np, "matmul", matmul_spy)
+    assert train.main(["--model", "cnn", "--dataset", "mnist-mini", "--no-download",
+                       "--epochs", "1", "--batch-size", "500"]) == 0
+    assert seen == [[2]]
+    assert blas_inside_kernels and all(set(s) == {1} for s in blas_inside_kernels)
+    assert inside_linear and all(set(s) == {1} for s in inside_linear)
     assert set(blas_threads()) == {2}

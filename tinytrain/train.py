@@ -86,7 +86,6 @@ from tinytrain.data.datasets import (
 )
 from tinytrain.data.idx import temp_path_for
 from tinytrain.distributed import launch
-from tinytrain.kernels.cpu.parallel import blas_single_threaded
 from tinytrain.models import MODELS, build_model
 
 # InfiniTrain's own MNIST run: plain SGD, lr 0.01, batch 64, one epoch.
@@ -766,15 +765,9 @@ def _exit_code(code: int) -> int:
 
 
 def run(args: argparse.Namespace) -> EvalResult:
-    """Train as configured by ``args`` (from :func:`resolve_config`); return the test result.
-
-    NumPy's BLAS runs on one thread until it returns (then gets its setting back): the CPU
-    kernels use the cores themselves, and a multi-threaded BLAS between them (in the linear
-    layers) made a training step 1.3x slower on 2 idle cores, 2-4x on busy ones
-    (:mod:`tinytrain.kernels.cpu.parallel` says why)."""
+    """Train as configured by ``args`` (from :func:`resolve_config`); return the test result."""
     try:
-        with blas_single_threaded():
-            return _run(args)
+        return _run(args)
     finally:
         gc.unfreeze()  # _run froze what existed before training (see there)
 

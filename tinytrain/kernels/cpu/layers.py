@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from tinytrain.kernels.cpu.parallel import run_sharded, shard_elements
+
 __all__ = [
     "cross_entropy_backward",
     "cross_entropy_forward",
@@ -34,31 +36,64 @@ __all__ = [
     "relu_forward",
 ]
 
-# --------------------------------------------------------------------------- ReLU
+# --------------------------------------------------------------------------- element-wise
+#
+# One pass each, written into a fresh output, over flat shards of the arrays: large arrays
+# (a conv layer's activations) are split over the threads (parallel.shard_elements).
+
+
+def _flat(a: Any) -> Any:
+    """``a`` as a flat C-ordered array (a view when ``a`` is C-contiguous)."""
+    return np.asarray(a, order="C").reshape(-1)
 
 
 def relu_forward(a: Any) -> Any:
     """``max(a, 0)``, same shape (NaN stays NaN)."""
-    return np.maximum(a, 0)
+    out = np.empty(a.shape, dtype=a.dtype)
+    src, dst = _flat(a), out.reshape(-1)
+    zero = a.dtype.type(0)
+    shard_elements(lambda lo, hi: np.maximum(src[lo:hi], zero, out=dst[lo:hi]), a.size)
+    return out
 
 
 def relu_backward(grad: Any, out: Any) -> Any:
-    """The gradient where the forward output ``out`` is positive, 0 elsewhere."""
-    return grad * (out > 0)
+    """The gradient where the forward output ``out`` is positive, 0 elsewhere.
+
+    ``grad * (out > 0)``: a product with the mask, not ``np.where``, which branches on every
+    element and on a ReLU's output (half zeros, at random) mispredicts half the time.
+    """
+    dx = np.empty(grad.shape, dtype=grad.dtype)
+    g, y, d = _flat(grad), _flat(out), dx.reshape(-1)
+    zero = out.dtype.type(0)
+    shard_elements(lambda lo, hi: np.multiply(g[lo:hi], y[lo:hi] > zero, out=d[lo:hi]),
+                   grad.size)
+    return dx
 
 
 # --------------------------------------------------------------------------- dropout
 
-_M32 = np.uint32(0xFFFFFFFF)
+_MUL1, _MUL2 = np.uint32(0x85EBCA6B), np.uint32(0xC2B2AE35)
+
+#: Dropout hashes this many elements at a time: its few uint32 scratch arrays stay in cache.
+DROPOUT_PIECE = 1 << 15
 
 
 def _mix32(h: np.ndarray) -> np.ndarray:
     """MurmurHash3's finaliser on uint32 arrays (wrapping arithmetic, as in C)."""
     h = h ^ (h >> np.uint32(16))
-    h = h * np.uint32(0x85EBCA6B)
+    h = h * _MUL1
     h = h ^ (h >> np.uint32(13))
-    h = h * np.uint32(0xC2B2AE35)
+    h = h * _MUL2
     return h ^ (h >> np.uint32(16))
+
+
+def _mix32_inplace(h: np.ndarray, tmp: np.ndarray) -> None:
+    """:func:`_mix32` written over ``h`` (``tmp``: scratch of ``h``'s size): no allocation."""
+    for shift, mul in ((16, _MUL1), (13, _MUL2), (16, None)):
+        np.right_shift(h, np.uint32(shift), out=tmp)
+        h ^= tmp
+        if mul is not None:
+            h *= mul
 
 
 def dropout_threshold(p: float) -> int:
@@ -80,11 +115,51 @@ def dropout_keep(seed: int, i: np.ndarray, p: float) -> np.ndarray:
     return (h >> np.uint32(8)) >= dropout_threshold(p)
 
 
+def _keep_words(seed: int, start: int, h: np.ndarray, tmp: np.ndarray, threshold: int) -> None:
+    """Overwrite ``h`` (uint32 ``[m]``) with an all-ones word for each element
+    ``start .. start+m-1`` that dropout keeps and 0 for each it drops: :func:`dropout_keep`
+    computed in place, for indices below 2**32 (high half 0)."""
+    np.add(np.arange(h.size, dtype=np.uint32), np.uint32(start), out=h)
+    h ^= np.uint32(seed & 0xFFFFFFFF)
+    _mix32_inplace(h, tmp)
+    h ^= np.uint32(seed >> 32)
+    _mix32_inplace(h, tmp)
+    h >>= np.uint32(8)
+    h -= np.uint32(threshold)  # wraps to >= 2**31 where the draw is below the threshold
+    h >>= np.uint32(31)        # 1 where dropped, 0 where kept
+    h -= np.uint32(1)          # 0 where dropped, all ones where kept
+
+
 def dropout_forward(x: Any, p: float, seed: int) -> Any:
-    """``x * mask / (1 - p)``, the mask from ``(seed, flat index)``; same shape as ``x``."""
+    """``x * mask / (1 - p)``, the mask from ``(seed, flat index)``; same shape as ``x``.
+
+    Dropped elements are exactly 0, also where ``x`` is NaN or inf (as the CUDA kernel's
+    ``keep ? x * scale : 0``): the scaled values' bits are and-ed with an all-ones word
+    where kept and 0 where dropped, a product of bits without a branch. The hash runs
+    in place on pieces of :data:`DROPOUT_PIECE` elements (in cache), over the threads.
+    """
     scale = x.dtype.type(1.0 / (1.0 - p))
-    keep = dropout_keep_mask(seed, x.size, p).reshape(x.shape)
-    return np.where(keep, x * scale, x.dtype.type(0))
+    if x.dtype.kind != "f" or x.dtype.itemsize % 4 or x.size >= 2**32:  # the plain formula
+        keep = dropout_keep_mask(seed, x.size, p).reshape(x.shape)
+        return np.where(keep, x * scale, x.dtype.type(0))
+    out = np.empty(x.shape, dtype=x.dtype)
+    src, dst = _flat(x), out.reshape(-1)
+    words = x.dtype.itemsize // 4  # uint32 words per element
+    threshold = dropout_threshold(p)
+
+    def shard(lo: int, hi: int) -> None:
+        h = np.empty(min(DROPOUT_PIECE, hi - lo), dtype=np.uint32)
+        tmp = np.empty_like(h)
+        for a in range(lo, hi, DROPOUT_PIECE):
+            b = min(a + DROPOUT_PIECE, hi)
+            mask = h[: b - a]
+            _keep_words(seed, a, mask, tmp[: b - a], threshold)
+            np.multiply(src[a:b], scale, out=dst[a:b])
+            bits = dst[a:b].view(np.uint32).reshape(b - a, words)
+            bits &= mask[:, None]
+
+    shard_elements(shard, x.size)
+    return out
 
 
 def dropout_backward(grad: Any, p: float, seed: int) -> Any:
@@ -93,14 +168,33 @@ def dropout_backward(grad: Any, p: float, seed: int) -> Any:
 
 
 # --------------------------------------------------------------------------- Linear
+#
+# The GEMMs of a linear layer run on tinytrain's threads, each on a shard of the rows (or,
+# for dW, of the columns) with the BLAS at one thread, as the convolutions do: OpenBLAS's
+# own threads would keep spinning after the call on the cores the next kernel's shards
+# need (see parallel.py). A shard gets at least MIN_SHARD_MACS multiply-adds.
+
+#: Below this many multiply-adds a GEMM shard is not worth a thread (~40 us of work).
+MIN_SHARD_MACS = 1 << 22
+
+
+def _min_shard(macs_per_row: int) -> int:
+    return max(1, MIN_SHARD_MACS // max(macs_per_row, 1))
 
 
 def linear_forward(x: Any, w: Any, b: Any | None) -> Any:
     """``x [*, in] @ w.T [in, out] (+ b [out]) -> [*, out]``."""
-    out = x @ w.T
-    if b is not None:
-        out += b
-    return out
+    n_in, n_out = w.shape[1], w.shape[0]
+    x2 = x.reshape(-1, n_in)
+    out = np.empty((x2.shape[0], n_out), dtype=np.result_type(x, w))
+
+    def rows(lo: int, hi: int) -> None:
+        np.matmul(x2[lo:hi], w.T, out=out[lo:hi])
+        if b is not None:
+            out[lo:hi] += b
+
+    run_sharded(rows, x2.shape[0], min_shard=_min_shard(n_in * n_out))
+    return out.reshape(*x.shape[:-1], n_out)
 
 
 def linear_backward(
@@ -109,12 +203,25 @@ def linear_backward(
     """``(dx [*, in], dw [out, in], db [out])`` from ``grad [*, out]``, each only if needed.
 
     ``w`` is needed only for dx and ``x`` only for dw (the layer saves just those).
+    dx is sharded over the rows, dw over its columns (the input features).
     """
     need_x, need_w, need_b = needs
     g2 = grad.reshape(-1, grad.shape[-1])
-    gx = grad @ w if need_x else None
-    gw = g2.T @ x.reshape(-1, x.shape[-1]) if need_w else None
-    gb = g2.sum(axis=0) if need_b else None
+    n_rows, n_out = g2.shape
+    gx = gw = gb = None
+    if need_x:
+        n_in = w.shape[1]
+        gx = np.empty((n_rows, n_in), dtype=np.result_type(grad, w))
+        run_sharded(lambda lo, hi: np.matmul(g2[lo:hi], w, out=gx[lo:hi]), n_rows,
+                    min_shard=_min_shard(n_in * n_out))
+        gx = gx.reshape(*grad.shape[:-1], n_in)
+    if need_w:
+        x2 = x.reshape(-1, x.shape[-1])
+        gw = np.empty((n_out, x2.shape[1]), dtype=np.result_type(grad, x))
+        run_sharded(lambda lo, hi: np.matmul(g2.T, x2[:, lo:hi], out=gw[:, lo:hi]),
+                    x2.shape[1], min_shard=_min_shard(n_rows * n_out))
+    if need_b:
+        gb = g2.sum(axis=0)
     return gx, gw, gb
 
 

@@ -1,38 +1,38 @@
-"""Run a CPU kernel on shards of the batch, one thread per core, with BLAS single-threaded.
+"""Run a CPU kernel on shards of its work, one thread per core, with BLAS single-threaded.
 
-Why not let the BLAS use the cores? The direct convolution makes many small GEMMs
-(one per kernel offset and block of images, ~100 per op). A multi-threaded BLAS
-wakes and synchronises its threads on every call, and on GEMMs this small that costs
-more than it saves: measured on 2 cores, two BLAS threads made the convolutions of
-the ``convnet`` model 1.5-2.4x *slower* than one, and 10-25x slower while another
-process was busy on the second core (each call waits for a time slice).
+Like PyTorch's intra-op thread pool, tinytrain's CPU kernels bring their own threads:
+every op that calls the BLAS (convolution, the linear layers) or makes a pass over a
+large array (pooling, ReLU, dropout) splits its work into one contiguous shard per
+worker (images of the batch, rows of a matrix, or a range of elements), and *while
+the kernel runs* the BLAS is set to one thread; when it returns (or raises) the BLAS
+gets back the thread count it had, so the rest of the process (the user's own NumPy)
+is left as it was. NumPy releases the GIL inside matmul and large ufuncs, so the
+shards really run in parallel, each on its own core with its own block of work in
+cache.
 
-So, like PyTorch's intra-op thread pool, tinytrain's kernels bring their own threads:
-each kernel call splits the batch into one contiguous shard per worker, and *while
-the kernel runs* the BLAS is set to one thread; when it returns (or raises) the
-BLAS gets back the thread count it had, so the rest of the process (the user's own
-NumPy, tinytrain's ``Linear``) is left as it was. NumPy releases the GIL inside
-matmul and large ufuncs, so the shards really run in parallel, each on its own core
-with its own block of images in cache.
+Why not let the BLAS use the cores?
+
+* The direct convolution makes many medium-sized GEMMs (one per block of images, tens
+  per op). A multi-threaded BLAS wakes and synchronises its threads on every call, and
+  on GEMMs this size that costs more than it saves: measured on 2 cores, two BLAS
+  threads made the convolutions of the ``convnet`` model 1.5-2.4x *slower* than one,
+  and 10-25x slower while another process was busy on the second core.
+* After a multi-threaded GEMM, OpenBLAS's worker threads keep spinning for a while,
+  waiting for more work, on the cores the next kernel's shards need. When the linear
+  layers still called a two-thread BLAS between the sharded kernels, a ``convnet`` + Adam
+  training step on 2 cores took 41-46 ms against 28 ms with the BLAS held at one thread
+  around the whole loop. With every BLAS call inside a kernel, OpenBLAS never starts its
+  threads for tinytrain's work: 21-27 ms, held or not. So no training loop needs a
+  process-wide limit (``python -m tinytrain.train`` sets none).
 
 The switch must be cheap: it happens around every kernel call. ``threadpoolctl``'s
 ``threadpool_limits`` looks the libraries up again each time (0.2-0.7 ms); here they
 are looked up once, and the switch calls the BLAS's own ``openblas_set_num_threads``
 (or MKL's, BLIS's) through threadpoolctl's controller: a set-and-restore around a
-kernel costs about 4 microseconds. The BLAS setting is process-wide, so the first
-kernel to start (in any thread) saves it and the last one to finish restores it; a
-NumPy call made by another thread while a kernel runs also gets one BLAS thread.
-
-What does cost is a multi-threaded BLAS *between* the kernels: after each
-multi-threaded GEMM (the linear layers) OpenBLAS's worker threads spin for a while,
-waiting for more work, on the cores the next kernel's shards need. Measured on 2
-idle cores, a training step of PyTorch's example net / the ``convnet`` (Adam) took
-70 / 35 ms with the BLAS at one thread around the loop and 90 / 46 ms with two
-threads between the kernels; ``OPENBLAS_THREAD_TIMEOUT=4`` (no spinning) gave 70 ms
-again. So ``python -m tinytrain.train`` holds the BLAS at one thread for its whole
-run (:func:`blas_single_threaded` is counted: kernels inside it switch nothing), and
-a hand-written loop on few cores is fastest inside
-``threadpoolctl.threadpool_limits(1, user_api="blas")``.
+kernel costs about 4 microseconds (handing a shard to a worker, 30-50). The BLAS
+setting is process-wide, so the first kernel to start (in any thread) saves it and the
+last one to finish restores it; a NumPy call made by another thread while a kernel
+runs also gets one BLAS thread.
 
 The number of workers is decided when tinytrain is imported: as many as the BLAS is
 allowed then (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` or the core count decide
@@ -174,8 +174,9 @@ def run_sharded(fn: Callable[[int, int], T], batch: int, min_shard: int = 2) -> 
 
     ``fn`` must only write to the part of its outputs that belongs to its shard.
     Shards have at least ``min_shard`` images; a batch too small to split (or one
-    worker) runs as a single call on the calling thread. The BLAS runs on one thread
-    until every shard has finished, also when one raises.
+    worker) runs as a single call on the calling thread. The calling thread runs the first
+    shard itself, the pool's threads the others. The BLAS runs on one thread until every
+    shard has finished, also when one raises.
     """
     if getattr(_local, "inside", False):
         return [fn(0, batch)]
@@ -184,10 +185,25 @@ def run_sharded(fn: Callable[[int, int], T], batch: int, min_shard: int = 2) -> 
         if workers == 1:
             return [fn(0, batch)]
         bounds = [batch * k // workers for k in range(workers + 1)]
-        pool = _executor(workers)
-        futures = [pool.submit(_run, fn, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
-        wait(futures)  # every shard is done before the BLAS is restored or an error leaves
-        return [f.result() for f in futures]
+        pool = _executor(workers - 1)
+        futures = [pool.submit(_run, fn, a, b) for a, b in zip(bounds[1:-1], bounds[2:])]
+        try:
+            first = _run(fn, bounds[0], bounds[1])
+        finally:
+            wait(futures)  # every shard is done before the BLAS is restored or an error leaves
+        return [first] + [f.result() for f in futures]
+
+
+#: Element-wise kernels split an array over the threads only when every thread gets at
+#: least this many elements: handing a shard to a worker costs 30-50 us, about one pass
+#: over 64K float32.
+MIN_ELEMENTS = 1 << 16
+
+
+def shard_elements(fn: Callable[[int, int], T], size: int) -> list[T]:
+    """``fn(a, b)`` for each shard ``[a, b)`` of ``range(size)`` (flat element indices),
+    in parallel when the array is large enough (:data:`MIN_ELEMENTS` per thread)."""
+    return run_sharded(fn, size, min_shard=MIN_ELEMENTS)
 
 
 _blas_libraries()

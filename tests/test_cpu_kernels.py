@@ -1,0 +1,133 @@
+"""The CPU kernels of the layers and of Adam (``tinytrain/kernels/cpu/layers.py``,
+``optim.py``) on large arrays: the element-wise ones run in pieces and shards over threads,
+Linear's GEMMs in shards with the BLAS at one thread. None of it may change a result."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
+
+import tinytrain as tt
+from tinytrain.kernels.cpu import layers, optim, parallel
+
+
+@pytest.fixture(params=[1, 2, 3], ids=lambda n: f"{n}threads")
+def workers(request):
+    before = tt.get_num_threads()
+    tt.set_num_threads(request.param)
+    yield request.param
+    tt.set_num_threads(before)
+
+
+def reference_dropout(x: np.ndarray, p: float, seed: int) -> np.ndarray:
+    """The definition, element by element index: the hash of (seed, flat index)."""
+    keep = layers.dropout_keep_mask(seed, x.size, p).reshape(x.shape)
+    return np.where(keep, x * x.dtype.type(1 / (1 - p)), x.dtype.type(0))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("p", [0.25, 0.5, 0.9])
+def test_dropout_in_pieces_and_shards_is_the_hash_of_each_index(workers, dtype, p):
+    # Several pieces per shard, a last piece that is not full, and a seed with both halves.
+    n = 3 * layers.DROPOUT_PIECE * max(workers, 1) + 1234
+    x = np.random.default_rng(0).standard_normal(n).astype(dtype).reshape(-1, 2)
+    seed = 0x9E37_79B9_7F4A_7C15
+    y = layers.dropout_forward(x, p, seed)
+    np.testing.assert_array_equal(y, reference_dropout(x, p, seed))
+    assert y.dtype == dtype and y.shape == x.shape
+    assert abs((y != 0).mean() - (1 - p)) < 0.01
+
+
+def test_dropout_zeroes_dropped_nan_and_inf_and_keeps_the_others():
+    x = np.full(10_000, np.nan, np.float32)
+    x[::2] = np.inf
+    y = layers.dropout_forward(x, 0.5, 7)
+    keep = layers.dropout_keep_mask(7, x.size, 0.5)
+    assert (y[~keep] == 0).all() and not np.signbit(y[~keep]).any()
+    np.testing.assert_array_equal(y[keep], x[keep] * 2)
+
+
+def test_dropout_of_a_strided_input_uses_its_logical_order():
+    x = np.arange(200_000, dtype=np.float32).reshape(400, 500).T  # not C-contiguous
+    np.testing.assert_array_equal(layers.dropout_forward(x, 0.3, 11),
+                                  reference_dropout(np.ascontiguousarray(x), 0.3, 11))
+
+
+def test_relu_in_shards(workers):
+    x = np.random.default_rng(1).standard_normal((3, 5 * parallel.MIN_ELEMENTS + 7))
+    x = x.astype(np.float32)
+    x[0, :3] = [np.nan, -0.0, 0.0]
+    g = np.random.default_rng(2).standard_normal(x.shape).astype(np.float32)
+    y = layers.relu_forward(x)
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+    np.testing.assert_array_equal(layers.relu_backward(g, y), g * (y > 0))
+    strided = x[:, ::2]
+    np.testing.assert_array_equal(layers.relu_forward(strided), np.maximum(strided, 0))
+
+
+@pytest.mark.parametrize("x_shape", [(64, 9216), (4, 16, 9216), (9216,)])
+def test_linear_in_shards_matches_one_gemm(workers, x_shape):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal((128, 9216)).astype(np.float32) * 0.01
+    b = rng.standard_normal(128).astype(np.float32)
+    g = rng.standard_normal((*x_shape[:-1], 128)).astype(np.float32)
+    y = layers.linear_forward(x, w, b)
+    np.testing.assert_allclose(y, x @ w.T + b, rtol=1e-5, atol=1e-4)
+    gx, gw, gb = layers.linear_backward(g, x, w, (True, True, True))
+    g2, x2 = g.reshape(-1, 128), x.reshape(-1, 9216)
+    np.testing.assert_allclose(gx, g @ w, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(gw, g2.T @ x2, rtol=1e-5, atol=1e-3)
+    np.testing.assert_allclose(gb, g2.sum(0), rtol=1e-5, atol=1e-4)
+    assert (y.shape, gx.shape, gw.shape) == ((*x_shape[:-1], 128), x_shape, w.shape)
+    assert layers.linear_backward(g, None, w, (True, False, False))[1:] == (None, None)
+
+
+def blas_threads() -> list[int]:
+    return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+
+
+def test_linear_runs_its_gemms_with_one_blas_thread_and_restores_it(monkeypatch):
+    """OpenBLAS's own threads never start for tinytrain's Linear, and the user's setting
+    is back afterwards."""
+    seen = []
+    real = np.matmul
+
+    def spy(*args, **kwargs):
+        seen.append(blas_threads())
+        return real(*args, **kwargs)
+
+    x = tt.randn(64, 9216, requires_grad=True)
+    fc = tt.nn.Linear(9216, 128)
+    with threadpool_limits(2, user_api="blas"):
+        monkeypatch.setattr(np, "matmul", spy)
+        fc(x).sum().backward()
+        monkeypatch.undo()
+        assert set(blas_threads()) == {2}
+    assert len(seen) >= 3 and all(set(s) == {1} for s in seen)  # forward, dx, dw (in shards)
+
+
+def reference_adam(p, g, m, v, step, lr, betas, eps):
+    """The update as one expression per line, on whole arrays (bit for bit the same order)."""
+    b1, b2 = betas
+    m = m * b1 + (1 - b1) * g
+    v = v * b2 + (1 - b2) * g * g
+    denom = np.sqrt(v) / math.sqrt(1 - b2**step) + eps  # Python floats: float32 arithmetic
+    return p - lr / (1 - b1**step) * m / denom, m, v
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_adam_in_pieces_and_shards_is_the_formula_bit_for_bit(workers, layout):
+    rng = np.random.default_rng(4)
+    shape = (3 * optim.ADAM_PIECE + 77, 3)
+    p, g, m = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
+    v = rng.random(shape).astype(np.float32)
+    if layout == "transposed":  # not C-contiguous: updated in place all the same
+        p, g, m, v = (np.asfortranarray(a) for a in (p, g, m, v))
+    expected = reference_adam(p, g, m, v, 7, 1e-3, (0.9, 0.999), 1e-8)
+    optim.adam_step(p, g, m, v, 7, 1e-3, (0.9, 0.999), 1e-8, 0.0)
+    for got, want in zip((p, m, v), expected):
+        np.testing.assert_array_equal(got, want)
