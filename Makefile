@@ -14,7 +14,7 @@ SHARED_DATA := $(abspath ../shared/data)
 export TINYTRAIN_DATA ?= $(if $(wildcard $(SHARED_DATA)/mnist),$(SHARED_DATA),)
 export MPLBACKEND ?= Agg
 
-.PHONY: help train test lint lab notebooks check-exercises book book-check bench doctor clean
+.PHONY: help train test lint lab notebooks check-exercises book book-check bench bench-gpu doctor clean
 
 help:
 	@echo "make train   train the default MNIST CNN (creates .venv on first use)"
@@ -24,7 +24,7 @@ help:
 	@echo "make check-exercises [CH=03]  run your exercise copies and report each answer"
 	@echo "make book [CH=\"0 3\"]  execute every chapter into a web site: build/book/index.html"
 	@echo "make book-check  check build/book (the whole book): every chapter ran, figures, links"
-	@echo "make bench   run the benchmarks against PyTorch"
+	@echo "make bench   run the CPU benchmarks against PyTorch (make bench-gpu: the GPU ones)"
 	@echo "make doctor  what this machine can run"
 
 $(RUNTIME): pyproject.toml
@@ -68,8 +68,17 @@ book: $(STAMP)
 book-check: $(STAMP)
 	$(PY) tools/make_book.py --check
 
+# The GPU benchmarks need CuPy, a GPU and a CUDA build of PyTorch; bench/ddp.py needs mpiexec
+# (bench/ddp.py --backend nccl for GPUs). tools/gpu_session.sh runs the GPU ones on a GPU machine.
+CPU_BENCH := bench/conv_cpu.py bench/mnist_cpu.py bench/dataloader.py bench/op_overhead.py \
+	bench/ddp.py
+GPU_BENCH := bench/conv_gpu.py bench/mnist_gpu.py
+
 bench: $(STAMP)
-	for b in bench/*.py; do $(PY) $$b || exit 1; done
+	for b in $(CPU_BENCH); do $(PY) $$b || exit 1; done
+
+bench-gpu: $(STAMP)
+	for b in $(GPU_BENCH); do $(PY) $$b || exit 1; done
 
 doctor: $(RUNTIME)
 	$(PY) -m tinytrain.doctor
