@@ -33,7 +33,7 @@ part() {  # part NAME SECONDS COMMAND...: run it time-boxed, log to $OUT/NAME.lo
 }
 
 part gpu 20 nvidia-smi -L
-part cuda-tests 200 "$PY" -m pytest -m cuda -x -q -p no:cacheprovider --timeout=90 tests
+part cuda-tests 200 "$PY" -m pytest -m cuda --maxfail=20 -q -p no:cacheprovider --timeout=90 tests
 part chapter4 60 "$PY" notebooks/04_cuda_im2col.py
 part conv-bench 60 "$PY" bench/conv_gpu.py
 part mnist-bench 120 "$PY" bench/mnist_gpu.py
