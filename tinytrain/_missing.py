@@ -52,3 +52,31 @@ TORCH_HINTS = {
               "path)",
     "multiprocessing": "tinytrain starts one process per GPU with MPI (see tinytrain.distributed)",
 }
+
+#: What a missing Tensor method's AttributeError says (``Tensor.__getattr__``).
+TENSOR_OFFER = ("tinytrain's Tensor has the methods its course uses (README: 'Differences from "
+                "PyTorch'); for anything else compute on t.numpy() with NumPy and wrap the "
+                "result with tt.tensor(...)")
+_HOOKS = ("tinytrain has no tensor hooks; use register_post_accumulate_grad_hook on a leaf, or "
+          "a module's register_forward_hook")
+_STORAGE = "a tinytrain Tensor wraps one NumPy/CuPy array: use t.data (the array) or t.numpy()"
+TENSOR_HINTS = {
+    "register_hook": _HOOKS, "retain_grad": "tinytrain keeps .grad for leaves only; to see a "
+    "non-leaf's gradient make it a leaf: y = y.detach().requires_grad_()",
+    "storage": _STORAGE, "untyped_storage": _STORAGE, "storage_offset": _STORAGE,
+    "as_strided": _STORAGE,
+    "pin_memory": "tinytrain does not pin CPU memory; .to('cuda') copies directly",
+    "is_pinned": "tinytrain does not pin CPU memory; .to('cuda') copies directly",
+    "share_memory_": "tinytrain has no worker processes to share memory with",
+    "to_sparse": "tinytrain has dense tensors only",
+    "is_sparse": "tinytrain has dense tensors only",
+    "bfloat16": _DTYPES, "cfloat": _DTYPES, "cdouble": _DTYPES, "complex": _DTYPES,
+    "prod": "not in tinytrain; for a constant, t.numpy().prod(); for a gradient, "
+            "x.log().sum().exp() of positive x",
+    "cumprod": _NUMPY, "bincount": _NUMPY, "histc": _NUMPY, "kthvalue": _NUMPY,
+    "median": _NUMPY, "mode": _NUMPY, "unfold": _NUMPY, "roll": _NUMPY, "flip": _NUMPY,
+    "index_add_": "not in tinytrain; under tt.no_grad(), np.add.at(t.data, index, values)",
+    "scatter_add_": "not in tinytrain; under tt.no_grad(), np.add.at(t.data, index, values)",
+    "bernoulli_": "not in tinytrain; (tt.rand(*t.shape) < p).float() draws the same",
+    "multinomial": "not in tinytrain; sample with NumPy: np.random.default_rng().choice(n, p=...)",
+}
