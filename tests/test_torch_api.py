@@ -40,7 +40,8 @@ def test_nll_loss_of_log_softmax_matches_torch_and_cross_entropy(reduction):
     ref = TF.nll_loss(TF.log_softmax(t, dim=1), torch.tensor(TARGETS), reduction=reduction)
     check(out, ref, [(x, t)])
     np.testing.assert_allclose(
-        out.numpy(), F.cross_entropy(tt.tensor(LOGITS), TARGETS, reduction).numpy(), rtol=1e-6)
+        out.numpy(), F.cross_entropy(tt.tensor(LOGITS), TARGETS, reduction=reduction).numpy(),
+        rtol=1e-6)
     module = nn.NLLLoss(reduction=reduction)(tt.tensor(LOGITS), tt.tensor(TARGETS))
     np.testing.assert_allclose(module.numpy(), TF.nll_loss(
         torch.tensor(LOGITS), torch.tensor(TARGETS), reduction=reduction).numpy(), rtol=1e-6)

@@ -80,3 +80,19 @@ TENSOR_HINTS = {
     "bernoulli_": "not in tinytrain; (tt.rand(*t.shape) < p).float() draws the same",
     "multinomial": "not in tinytrain; sample with NumPy: np.random.default_rng().choice(n, p=...)",
 }
+
+#: Methods of PyTorch's ``nn.Module`` that tinytrain's lacks (``Module.__getattr__``).
+_BACKWARD_HOOKS = ("tinytrain modules have forward hooks (register_forward_hook, "
+                   "register_forward_pre_hook); for gradients, a parameter's "
+                   "register_post_accumulate_grad_hook")
+MODULE_HINTS = {
+    "register_full_backward_hook": _BACKWARD_HOOKS, "register_backward_hook": _BACKWARD_HOOKS,
+    "register_full_backward_pre_hook": _BACKWARD_HOOKS,
+    "compile": TORCH_HINTS["compile"],
+    "bfloat16": _DTYPES,
+    "share_memory": "tinytrain has no worker processes to share memory with",
+    "to_empty": "tinytrain creates parameters with their values; use model.to(device)",
+    "register_load_state_dict_post_hook": "not in tinytrain; change the state dict before "
+                                          "load_state_dict",
+    "register_state_dict_pre_hook": "not in tinytrain; change the state dict after state_dict()",
+}
