@@ -163,7 +163,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0, *, out: Tensor | None = None) -
     """Join tensors along an existing ``dim`` (other dims must match); dtypes promote."""
     tensors = [_t(t) for t in tensors]
     if not tensors:
-        raise ValueError("cat: expected a non-empty sequence of tensors")
+        raise O.InvalidArgument("cat: expected a non-empty sequence of tensors")
     (axis,) = O._normalize_axis(dim, tensors[0].ndim)
     for i, t in enumerate(tensors):
         if t.ndim != tensors[0].ndim or builtins.any(
@@ -183,7 +183,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0, *, out: Tensor | None = None)
     """Join same-shape tensors along a new ``dim``: N of ``[*s]`` -> ``[N, *s]`` for dim 0."""
     tensors = [_t(t) for t in tensors]
     if not tensors:
-        raise ValueError("stack: expected a non-empty sequence of tensors")
+        raise O.InvalidArgument("stack: expected a non-empty sequence of tensors")
     for i, t in enumerate(tensors):
         if t.shape != tensors[0].shape:
             raise O.ShapeError(f"stack: expects each tensor to be equal size, but got "

@@ -39,7 +39,7 @@ from tinytrain.autograd import engine, function
 from tinytrain.autograd import ops as O
 from tinytrain.autograd.function import AccumulateGrad, Function, Node
 from tinytrain.autograd.grad_mode import is_grad_enabled, no_grad
-from tinytrain.autograd.ops import ShapeError
+from tinytrain.autograd.ops import IndexRangeError, InvalidArgument, ShapeError
 from tinytrain.dtypes import (
     DEFAULT_FLOAT,
     DTypeError,
@@ -63,11 +63,6 @@ SortResult = namedtuple("sort", ["values", "indices"])
 TopkResult = namedtuple("topk", ["values", "indices"])
 
 _LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
-
-
-class _ItemError(RuntimeError, ValueError):
-    """``item()`` of a tensor without exactly one element: PyTorch raises a RuntimeError;
-    tinytrain used to raise a ValueError, and this is both."""
 
 
 class RemovableHandle:
@@ -222,7 +217,7 @@ class Tensor:
 
     def item(self) -> float | int | bool:
         if self._data.size != 1:
-            raise _ItemError(
+            raise InvalidArgument(
                 f"item(): a Tensor with {self._data.size} elements cannot be converted to "
                 f"Scalar (shape {self.shape}); only one element tensors can be"
             )
@@ -256,7 +251,7 @@ class Tensor:
 
     def _scalar(self, what: str) -> Any:
         if self._data.size != 1:
-            raise ValueError(
+            raise InvalidArgument(
                 f"{what}(): only one element tensors can be converted to Python scalars, got "
                 f"shape {self.shape}"
             )
@@ -530,8 +525,8 @@ class Tensor:
         if rounding_mode is None:
             return self / other
         if rounding_mode not in ("trunc", "floor"):
-            raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
-                             f"but found {rounding_mode!r}")
+            raise InvalidArgument(f"div expected rounding_mode to be one of None, 'trunc', or "
+                                  f"'floor' but found {rounding_mode!r}")
         a, b = self._promote(other)
         if b is NotImplemented:
             raise TypeError(f"div: expected a Tensor or a number, got {type(other).__name__}")
@@ -558,7 +553,7 @@ class Tensor:
     def clamp(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 (torch's names)
         """Values limited to ``[min, max]`` (either may be None); ``clip`` is the same."""
         if min is None and max is None:
-            raise ValueError("clamp: at least one of min and max must not be None")
+            raise InvalidArgument("clamp: at least one of min and max must not be None")
         dtype = result_type(self, *(b for b in (min, max) if b is not None))
         lo, hi = (None if b is None else scalar_array(b, dtype) for b in (min, max))
         return O.Clamp.apply(self._cast(dtype), lo, hi)
@@ -1067,8 +1062,8 @@ class Tensor:
         n = self.shape[axis]
         if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
             bad = int(idx.min()) if int(idx.min()) < 0 else int(idx.max())
-            raise IndexError(f"{name}(): index {bad} is out of bounds for dimension {axis} with "
-                             f"size {n}")
+            raise IndexRangeError(f"{name}(): index {bad} is out of bounds for dimension {axis} "
+                                  f"with size {n}")
 
     def gather(self, dim: int, index: Tensor) -> Tensor:
         """``out[i][j] = self[i][index[i][j]]`` for ``dim=1`` (likewise for any dim): ``out``
@@ -1241,7 +1236,7 @@ class Tensor:
         if p == 0:
             return (x != 0).sum(axes, keepdim).to(dtype=x.dtype)
         if isinstance(p, str):
-            raise ValueError(f"norm: unknown p {p!r}; use a number or 'fro'")
+            raise InvalidArgument(f"norm: unknown p {p!r}; use a number or 'fro'")
         return (x.abs() ** p).sum(axes, keepdim) ** (1 / p)
 
     def isclose(self, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
@@ -1673,6 +1668,6 @@ __all__ = [
     "arange", "as_tensor", "bool_", "empty", "eye", "float16", "float32", "float64",
     "from_numpy", "full", "full_like", "int32", "int64", "linspace", "MaxResult", "MinResult",
     "no_grad", "ones", "ones_like", "rand", "rand_like", "randint", "randn", "randn_like",
-    "randperm", "ShapeError", "SortResult", "Tensor", "tensor", "TopkResult", "uint8", "where",
-    "zeros", "zeros_like",
+    "randperm", "IndexRangeError", "InvalidArgument", "ShapeError", "SortResult", "Tensor",
+    "tensor", "TopkResult", "uint8", "where", "zeros", "zeros_like",
 ]

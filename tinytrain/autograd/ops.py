@@ -20,9 +20,17 @@ from tinytrain.backend import get_array_module, index_add
 # --------------------------------------------------------------------- helpers
 
 
-class ShapeError(RuntimeError, ValueError):
-    """Operand shapes that do not go together: a RuntimeError, as PyTorch raises, and a
-    ValueError, as tinytrain always did (so ``except`` of either catches it)."""
+class InvalidArgument(RuntimeError, ValueError):
+    """An argument that does not fit (a size, a mode, a value): a RuntimeError, as PyTorch
+    raises, and a ValueError, as tinytrain always did, so ``except`` of either catches it."""
+
+
+class ShapeError(InvalidArgument):
+    """Operand shapes that do not go together."""
+
+
+class IndexRangeError(IndexError, InvalidArgument):
+    """An index or a class number out of range: an IndexError, and PyTorch's RuntimeError."""
 
 
 def unbroadcast(grad: Any, shape: tuple[int, ...]) -> Any:

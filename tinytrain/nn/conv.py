@@ -25,7 +25,7 @@ from tinytrain.functions import stack
 from tinytrain.kernels.shapes import Conv2dMeta, IntOrPair, Pool2dMeta, pair
 from tinytrain.nn import init
 from tinytrain.nn.module import Module, Parameter
-from tinytrain.tensor import Tensor, check_same_dtype
+from tinytrain.tensor import ShapeError, Tensor, check_same_dtype
 
 __all__ = [
     "AdaptiveAvgPool2d",
@@ -42,6 +42,15 @@ __all__ = [
 
 def _shape(t: Any) -> tuple[int, ...]:
     return tuple(t.shape)
+
+
+def _checked(build: Any, *args: Any) -> Any:
+    """``build(*args)`` (a shape record that validates), its ValueError raised as a
+    ShapeError: PyTorch raises a RuntimeError for sizes that do not fit."""
+    try:
+        return build(*args)
+    except ValueError as exc:
+        raise ShapeError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- conv2d
@@ -87,8 +96,8 @@ def conv2d(
     -> ``[N, Cout, Ho, Wo]`` with ``Ho = (H + 2*ph - Kh) // sh + 1`` (same for W).
     Raises a ValueError naming the sizes when the shapes do not fit together.
     """
-    meta = Conv2dMeta(_shape(x), _shape(weight), stride, padding,
-                      None if bias is None else _shape(bias))
+    meta = _checked(Conv2dMeta, _shape(x), _shape(weight), stride, padding,
+                    None if bias is None else _shape(bias))
     check_same_dtype("conv2d", x, weight, bias)
     return Conv2dFunction.apply(x, weight, bias, meta)
 
@@ -182,7 +191,7 @@ def max_pool2d(
     ``x [N, C, H, W] -> [N, C, Ho, Wo]``; ``stride`` defaults to ``kernel_size``.
     The gradient goes to the first maximum of each window (PyTorch's tie rule).
     """
-    meta = Pool2dMeta.from_shape(_shape(x), kernel_size, stride, padding, "max_pool2d")
+    meta = _checked(Pool2dMeta.from_shape, _shape(x), kernel_size, stride, padding, "max_pool2d")
     return MaxPool2dFunction.apply(x, meta)
 
 
@@ -214,7 +223,7 @@ def avg_pool2d(
 
     ``x [N, C, H, W] -> [N, C, Ho, Wo]``; ``stride`` defaults to ``kernel_size``.
     """
-    meta = Pool2dMeta.from_shape(_shape(x), kernel_size, stride, padding, "avg_pool2d")
+    meta = _checked(Pool2dMeta.from_shape, _shape(x), kernel_size, stride, padding, "avg_pool2d")
     return AvgPool2dFunction.apply(x, meta, count_include_pad)
 
 
@@ -265,7 +274,7 @@ def adaptive_avg_pool2d(x: Tensor, output_size: Any) -> Tensor:
     stride ``(H / oh, W / ow)``, the kernel; other sizes average each window separately.
     """
     if x.ndim != 4:
-        raise ValueError(f"adaptive_avg_pool2d: expected input [N, C, H, W], got shape "
+        raise ShapeError(f"adaptive_avg_pool2d: expected input [N, C, H, W], got shape "
                          f"{tuple(x.shape)}")
     h, w = x.shape[2:]
     sizes = output_size if isinstance(output_size, tuple | list) else (output_size,) * 2

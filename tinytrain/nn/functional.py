@@ -14,7 +14,14 @@ from tinytrain.autograd import ops as O
 from tinytrain.dtypes import DTypeError, int64
 from tinytrain.nn.conv import adaptive_avg_pool2d, avg_pool2d, conv2d, max_pool2d
 from tinytrain.random import default_generator
-from tinytrain.tensor import ShapeError, Tensor, check_same_dtype, where
+from tinytrain.tensor import (
+    IndexRangeError,
+    InvalidArgument,
+    ShapeError,
+    Tensor,
+    check_same_dtype,
+    where,
+)
 
 __all__ = [
     "adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
@@ -94,12 +101,12 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     Returns ``[*, out]``.
     """
     if x.ndim < 1 or weight.ndim != 2 or x.shape[-1] != weight.shape[1]:
-        raise ValueError(
+        raise ShapeError(
             f"linear: input of shape {x.shape} does not fit weight of shape {weight.shape} "
             f"(expected input [..., {weight.shape[1] if weight.ndim == 2 else '?'}])"
         )
     if bias is not None and bias.shape != (weight.shape[0],):
-        raise ValueError(f"linear: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
+        raise ShapeError(f"linear: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
     check_same_dtype("linear", x, weight, bias)
     return O.Linear.apply(x, weight, bias)
 
@@ -125,12 +132,12 @@ def _class_targets(name: str, scores: Tensor, targets: Any, reduction: str,
             f"{tuple(t.shape)}"
         )
     if t.dtype.kind not in "iu":
-        raise TypeError(f"{name}: targets must be integer class indices, not {t.dtype}")
+        raise DTypeError(f"{name}: targets must be integer class indices, not {t.dtype}")
     if t.size and (on_host or not checked_by_kernel):
         kept = t if ignore_index is None else t[t != ignore_index]
         lo, hi = (int(kept.min()), int(kept.max())) if kept.size else (0, 0)
         if lo < 0 or hi >= scores.shape[1]:
-            raise ValueError(f"{name}: targets must lie in [0, {scores.shape[1]}), got values "
+            raise IndexRangeError(f"{name}: targets must lie in [0, {scores.shape[1]}), got values "
                              f"from {lo} to {hi}")
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{name}: unknown reduction {reduction!r}; use one of {_REDUCTIONS}")
@@ -292,7 +299,7 @@ def _reduce(loss: Tensor, reduction: str, name: str) -> Tensor:
 
 def _same_shape(name: str, input: Tensor, target: Tensor) -> None:  # noqa: A002
     if not isinstance(target, Tensor) or target.shape != input.shape:
-        raise ValueError(f"{name}: target must be a Tensor of the input's shape {input.shape}, "
+        raise ShapeError(f"{name}: target must be a Tensor of the input's shape {input.shape}, "
                          f"got {getattr(target, 'shape', type(target).__name__)}")
 
 
@@ -355,12 +362,12 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
         raise DTypeError(f"one_hot is only applicable to index tensor of integer type, got "
                          f"{t.dtype}")
     if t.size and int(t.min()) < 0:
-        raise ValueError("one_hot: Class values must be non-negative.")
+        raise InvalidArgument("one_hot: Class values must be non-negative.")
     top = int(t.max()) + 1 if t.size else 0
     if num_classes == -1:
         num_classes = top
     elif top > num_classes:
-        raise ValueError(f"one_hot: Class values must be smaller than num_classes "
+        raise InvalidArgument(f"one_hot: Class values must be smaller than num_classes "
                          f"({num_classes}), got {top - 1}")
     xp = backend.get_array_module(t)
     return Tensor((t[..., None] == xp.arange(num_classes)).astype(int64))
@@ -406,8 +413,8 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> 
         raise DTypeError(f"embedding: indices must be integers, got {idx.dtype}")
     n = weight.shape[0]
     if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
-        raise IndexError(f"embedding: index out of range in self: indices from {int(idx.min())} "
-                         f"to {int(idx.max())} for {n} embeddings")
+        raise IndexRangeError(f"embedding: index out of range in self: indices from "
+                              f"{int(idx.min())} to {int(idx.max())} for {n} embeddings")
     idx = backend.to_device(idx, weight.device)
     return O.Embedding.apply(weight, idx, None if padding_idx is None else padding_idx % n)
 
