@@ -1469,11 +1469,14 @@ def _shape_arg(shape: tuple) -> tuple[int, ...]:
 
 
 def _raw_index(index: Any) -> Any:
+    """An index with Tensors replaced by their arrays (and ``range`` by an array:
+    ``x[range(n), y]`` picks one entry per row, as in PyTorch's tutorials)."""
     if isinstance(index, Tensor):
         return index._data
     if isinstance(index, tuple):
-        return tuple(i._data if isinstance(i, Tensor) else i for i in index)
-    return index
+        return tuple(i._data if isinstance(i, Tensor) else np.asarray(i)
+                     if isinstance(i, range) else i for i in index)
+    return np.asarray(index) if isinstance(index, range) else index
 
 
 def _bool_condition(name: str, condition: Any) -> Tensor:

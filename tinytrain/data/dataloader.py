@@ -49,11 +49,14 @@ class TensorDataset(Dataset):
             shape ``a.shape[1:]``.
 
     ``get_batch(indices)`` returns ``(a[indices], b[indices], ...)``: shapes ``[B, *a.shape[1:]]``.
+    Made from Tensors, ``ds[i]`` and ``ds[i:j]`` give Tensors (views), as PyTorch's does;
+    made from arrays, arrays.
     """
 
     def __init__(self, *arrays: Any) -> None:
         if not arrays:
             raise ValueError("TensorDataset needs at least one array")
+        self._as_tensors = all(hasattr(a, "requires_grad") for a in arrays)  # Tensors
         self.arrays = tuple(_as_numpy(a) for a in arrays)
         lengths = [a.shape[0] if a.ndim else None for a in self.arrays]
         if any(n is None or n != lengths[0] for n in lengths):
@@ -65,7 +68,9 @@ class TensorDataset(Dataset):
     def __len__(self) -> int:
         return self.arrays[0].shape[0]
 
-    def __getitem__(self, index: int) -> tuple[np.ndarray, ...]:
+    def __getitem__(self, index: int | slice) -> tuple[Any, ...]:
+        if self._as_tensors:
+            return tuple(_to_tensor(np.asarray(a[index])) for a in self.arrays)
         return tuple(a[index] for a in self.arrays)
 
     def get_batch(self, indices: np.ndarray) -> tuple[np.ndarray, ...]:
