@@ -195,7 +195,8 @@ def test_torch_utils_data_names():
 
 @pytest.mark.parametrize("module,name,hint", [
     (tt, "compile", "call the model directly"),
-    (tt, "inference_mode", "tt.no_grad()"),
+    (tt, "einsum", "write it with @"),
+    (tt, "LongTensor", "dtype=tt.int64"),
     (tt, "bfloat16", "no bfloat16"),
     (tt, "no_such_thing", "the part of PyTorch"),
     (nn, "ConvTranspose2d", "2-D convolution and pooling only"),

@@ -166,6 +166,11 @@ CASES = {
     "mm / bmm": (lambda L, x, s: (L.mm(x, x.T), L.bmm(s, s.transpose(1, 2))), X, SEQ),
     "tensor @ tensor.T, tensor.matmul": (lambda L, x: (x @ x.T, x.matmul(x.T)), X),
     "einsum-free outer product": (lambda L, v: v.unsqueeze(1) * v.unsqueeze(0), V),
+    "dot / outer / clone": (lambda L, v: (L.dot(v, v * 2), L.outer(v, v[:3]), L.clone(v)), V),
+    "tril / triu (causal mask)": (
+        lambda L, x: (L.tril(x), x.triu(1), x.tril(-1), L.triu(x, diagonal=-2),
+                      x[:4, :4].masked_fill(L.tril(L.ones(4, 4)) == 0, float("-inf")).softmax(
+                          -1)), X),
     # statistics
     "var / std": (lambda L, x: (x.var(), x.std(), x.var(1), x.std(0, keepdim=True)), X),
     "var unbiased=False": (lambda L, x: (x.var(unbiased=False), x.var(False),
@@ -586,3 +591,72 @@ def test_same_results_through_module_functions_and_methods():
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert F.silu is tt.nn.functional.silu and not tt.is_tensor(X)
     assert TF.gelu(torch.tensor(0.0)).item() == F.gelu(tt.tensor(0.0)).item() == 0.0
+
+
+def test_grad_mode_spellings_of_pytorch():
+    x = tt.ones(2, requires_grad=True)
+
+    @tt.no_grad
+    def bare(t):
+        return t * 2
+
+    @tt.inference_mode()
+    def called(t):
+        return t * 2
+
+    assert not bare(x).requires_grad and not called(x).requires_grad
+    with tt.inference_mode():
+        assert not (x * 2).requires_grad
+    with tt.inference_mode(False):
+        assert (x * 2).requires_grad
+    assert tt.is_grad_enabled()
+
+
+def test_module_level_settings_of_pytorch():
+    tt.use_deterministic_algorithms(True)
+    assert tt.are_deterministic_algorithms_enabled()
+    tt.use_deterministic_algorithms(False)
+    assert tt.get_default_dtype() == tt.float32 and tt.ones(2).shape == tt.Size([2])
+    tt.set_default_dtype(tt.float32)
+    with pytest.raises(TypeError, match="default float dtype is float32"):
+        tt.set_default_dtype(tt.float64)
+    try:
+        tt.set_printoptions(precision=2)
+        assert repr(tt.tensor([1.23456])) == "tensor([1.23])"
+        tt.set_printoptions(profile="full")
+        assert "..." not in repr(tt.zeros(2000))
+    finally:
+        tt.set_printoptions(profile="default")
+    assert "..." in repr(tt.zeros(2000)) and repr(tt.tensor([1.23456])) == "tensor([1.23456])"
+
+
+def test_multinomial_draws_by_weight():
+    tt.manual_seed(0)
+    draws = tt.multinomial(tt.tensor([0.1, 0.0, 0.9]), 2000, replacement=True)
+    counts = np.bincount(draws.numpy(), minlength=3)
+    assert draws.dtype == tt.int64 and counts[1] == 0 and 0.85 < counts[2] / 2000 < 0.95
+    rows = tt.tensor([[1.0, 1.0, 0.0, 1.0], [0.0, 5.0, 5.0, 0.0]]).multinomial(2)
+    assert rows.shape == (2, 2) and sorted(rows[1].tolist()) == [1, 2]  # no repeats
+    assert len(set(rows[0].tolist())) == 2 and 2 not in rows[0].tolist()
+    with pytest.raises(RuntimeError, match="without replacement"):
+        tt.multinomial(tt.tensor([1.0, 0.0]), 2)
+    with pytest.raises(TypeError, match="one generator"):
+        tt.multinomial(tt.tensor([1.0]), 1, generator=object())
+
+
+def test_random_split_by_fractions_as_pytorch():
+    for fractions in ([0.8, 0.2], [0.34, 0.33, 0.33], [0.5, 0.5]):
+        ours = tt.utils.data.random_split(list(range(11)), fractions, seed=0)
+        theirs = torch.utils.data.random_split(list(range(11)), fractions)
+        assert [len(s) for s in ours] == [len(s) for s in theirs]
+        assert sorted(i for s in ours for i in s) == list(range(11))
+
+
+def test_saving_a_whole_model_says_to_save_its_state_dict(tmp_path):
+    model = tt.nn.Linear(2, 2)
+    with pytest.raises(TypeError, match=r"whole Linear .*tt.save\(obj.state_dict\(\), path\)"):
+        tt.save(model, tmp_path / "model.pth")
+    tt.save(model.state_dict(), tmp_path / "weights.pth")
+    fresh = tt.nn.Linear(2, 2)
+    fresh.load_state_dict(tt.load(tmp_path / "weights.pth", weights_only=True))
+    assert fresh.weight.tolist() == model.weight.tolist()

@@ -11,11 +11,19 @@ raise an AttributeError that says what to use instead.
 
 import importlib as _importlib
 
+import numpy as _np
+
 # the subpackages too, as `torch.nn` and `torch.optim` are reachable from `import torch`
 from tinytrain import accelerator, backends, cuda, data, nn, optim, utils
 from tinytrain._missing import TORCH_HINTS as _HINTS
 from tinytrain._missing import module_getattr as _module_getattr
-from tinytrain.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from tinytrain.autograd import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from tinytrain.backend import Device as device
 from tinytrain.backend import cuda_is_available, set_default_device
 from tinytrain.backend import default_device as get_default_device
@@ -37,11 +45,13 @@ from tinytrain.functions import (
     chunk,
     clamp,
     clip,
+    clone,
     concat,
     concatenate,
     cos,
     cumsum,
     div,
+    dot,
     eq,
     equal,
     exp,
@@ -76,6 +86,7 @@ from tinytrain.functions import (
     nonzero,
     norm,
     numel,
+    outer,
     permute,
     pow,
     relu,
@@ -98,6 +109,8 @@ from tinytrain.functions import (
     tanh,
     topk,
     transpose,
+    tril,
+    triu,
     trunc,
     unbind,
     unique,
@@ -124,6 +137,7 @@ from tinytrain.tensor import (
     int32,
     int64,
     linspace,
+    multinomial,
     ones,
     ones_like,
     rand,
@@ -132,6 +146,7 @@ from tinytrain.tensor import (
     randn,
     randn_like,
     randperm,
+    set_printoptions,
     tensor,
     uint8,
     zeros,
@@ -141,7 +156,35 @@ from tinytrain.tensor import (
 # PyTorch's other names for the dtypes (these shadow the builtins only inside this module)
 bool, half, float, double, int, long = bool_, float16, float32, float64, int32, int64  # noqa: A001
 
+#: ``torch.Size``: tinytrain's shapes are plain tuples.
+Size = tuple
+
 __version__ = "0.1.0"
+
+_deterministic = False
+
+
+def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
+    """Accepted for PyTorch's scripts: tinytrain's kernels are deterministic already (the
+    GPU's col2im gathers instead of adding atomically; see docs/design.md)."""
+    global _deterministic
+    _deterministic = True if mode else False  # (bool is the dtype in this module)
+
+
+def are_deterministic_algorithms_enabled() -> bool:
+    return _deterministic
+
+
+def get_default_dtype() -> _np.dtype:
+    """The dtype Python floats become: float32 (fixed in tinytrain)."""
+    return float32
+
+
+def set_default_dtype(dtype: _np.dtype) -> None:
+    """Only float32 is accepted: tinytrain's default float dtype is fixed."""
+    if dtype != float32:
+        raise TypeError(f"set_default_dtype({dtype}): tinytrain's default float dtype is "
+                        f"float32; pass dtype= to the functions that make tensors instead")
 
 _LAZY_SUBMODULES = ("distributed", "models")
 
@@ -158,22 +201,25 @@ def __getattr__(name: str):
 
 # as torch's, this includes names that shadow builtins (max, float, ...)
 __all__ = [
-    "abs", "accelerator", "add", "all", "allclose", "amax", "amin", "any", "arange", "argmax",
-    "argmin", "argsort", "as_tensor", "autograd", "backends", "bmm", "bool", "bool_",
-    "can_cast", "cat", "ceil", "chunk", "clamp", "clip", "concat", "concatenate", "cos",
-    "cuda", "cuda_is_available", "cumsum", "data", "device", "div", "double", "empty",
-    "enable_grad", "eq", "equal", "exp", "eye", "flatten", "float", "float16", "float32",
-    "float64", "floor", "floor_divide", "from_numpy", "full", "full_like", "gather", "ge",
-    "get_default_device", "get_num_threads", "get_rng_state", "gt", "half", "index_select",
-    "int", "int32", "int64", "is_floating_point", "is_grad_enabled", "is_tensor", "isclose",
-    "le", "linspace", "load", "log", "log_softmax", "logical_and", "logical_not", "logical_or",
-    "logsumexp", "long", "lt", "manual_seed", "masked_fill", "matmul", "max", "maximum",
-    "mean", "min", "minimum", "mm", "mul", "ne", "nn", "no_grad", "nonzero", "norm", "numel",
-    "ones", "ones_like", "optim", "permute", "pow", "promote_types", "rand", "rand_like",
-    "randint", "randn", "randn_like", "randperm", "relu", "reshape", "result_type", "round",
-    "save", "scatter", "set_default_device", "set_grad_enabled", "set_num_threads",
-    "set_rng_state", "sigmoid", "sign", "sin", "softmax", "sort", "split", "sqrt", "square",
-    "squeeze", "stack", "std", "sub", "sum", "tanh", "Tensor", "tensor", "topk", "transpose",
-    "trunc", "uint8", "unbind", "unique", "unsqueeze", "utils", "var", "where", "zeros",
+    "abs", "accelerator", "add", "all", "allclose", "amax", "amin", "any", "arange",
+    "are_deterministic_algorithms_enabled", "argmax", "argmin", "argsort", "as_tensor",
+    "autograd", "backends", "bmm", "bool", "bool_", "can_cast", "cat", "ceil", "chunk",
+    "clamp", "clip", "clone", "concat", "concatenate", "cos", "cuda", "cuda_is_available",
+    "cumsum", "data", "device", "div", "dot", "double", "empty", "enable_grad", "eq", "equal",
+    "exp", "eye", "flatten", "float", "float16", "float32", "float64", "floor", "floor_divide",
+    "from_numpy", "full", "full_like", "gather", "ge", "get_default_device",
+    "get_default_dtype", "get_num_threads", "get_rng_state", "gt", "half", "index_select",
+    "inference_mode", "int", "int32", "int64", "is_floating_point", "is_grad_enabled",
+    "is_tensor", "isclose", "le", "linspace", "load", "log", "log_softmax", "logical_and",
+    "logical_not", "logical_or", "logsumexp", "long", "lt", "manual_seed", "masked_fill",
+    "matmul", "max", "maximum", "mean", "min", "minimum", "mm", "mul", "multinomial", "ne",
+    "nn", "no_grad", "nonzero", "norm", "numel", "ones", "ones_like", "optim", "outer",
+    "permute", "pow", "promote_types", "rand", "rand_like", "randint", "randn", "randn_like",
+    "randperm", "relu", "reshape", "result_type", "round", "save", "scatter",
+    "set_default_device", "set_default_dtype", "set_grad_enabled", "set_num_threads",
+    "set_printoptions", "set_rng_state", "sigmoid", "sign", "sin", "Size", "softmax", "sort",
+    "split", "sqrt", "square", "squeeze", "stack", "std", "sub", "sum", "tanh", "Tensor",
+    "tensor", "topk", "transpose", "tril", "triu", "trunc", "uint8", "unbind", "unique",
+    "unsqueeze", "use_deterministic_algorithms", "utils", "var", "where", "zeros",
     "zeros_like",
 ]

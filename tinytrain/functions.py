@@ -311,6 +311,32 @@ def logical_or(input: Any, other: Any) -> Tensor:  # noqa: A002
     return _t(input).logical_or(other)
 
 
+def dot(input: Any, tensor: Any) -> Tensor:  # noqa: A002
+    """The inner product of two 1-D tensors of one size."""
+    a, b = _t(input), _t(tensor)
+    if a.ndim != 1 or b.ndim != 1 or a.shape != b.shape:
+        raise O.ShapeError(f"dot: expected two 1-D tensors of the same size, got shapes "
+                           f"{a.shape} and {b.shape}")
+    return a @ b
+
+
+def outer(input: Any, vec2: Any) -> Tensor:  # noqa: A002
+    """``[n]`` and ``[m]`` -> ``[n, m]`` of all products."""
+    return _t(input).unsqueeze(1) * _t(vec2).unsqueeze(0)
+
+
+def tril(input: Any, diagonal: int = 0) -> Tensor:  # noqa: A002
+    return _t(input).tril(diagonal)
+
+
+def triu(input: Any, diagonal: int = 0) -> Tensor:  # noqa: A002
+    return _t(input).triu(diagonal)
+
+
+def clone(input: Any) -> Tensor:  # noqa: A002
+    return _t(input).clone()
+
+
 def numel(input: Any) -> int:  # noqa: A002
     return _t(input).numel()
 
@@ -348,13 +374,14 @@ def equal(input: Any, other: Any) -> bool:  # noqa: A002
 
 
 __all__ = [
-    "abs", "add", "all", "allclose", "amax", "amin", "any", "argmax", "argmin", "argsort", "bmm",
-    "cat", "ceil", "chunk", "clamp", "clip", "concat", "concatenate", "cos", "cumsum", "div",
-    "eq", "equal", "exp", "flatten", "floor", "floor_divide", "gather", "ge", "gt",
-    "index_select", "is_floating_point", "is_tensor", "isclose", "le", "log", "log_softmax",
-    "logical_and", "logical_not", "logical_or", "logsumexp", "lt", "masked_fill", "matmul",
-    "max", "maximum", "mean", "min", "minimum", "mm", "mul", "ne", "nonzero", "norm", "numel",
-    "permute", "pow", "relu", "reshape", "round", "scatter", "sigmoid", "sign", "sin", "softmax",
-    "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "sub", "sum", "tanh", "topk",
-    "transpose", "trunc", "unbind", "unique", "unsqueeze", "var", "where",
+    "abs", "add", "all", "allclose", "amax", "amin", "any", "argmax", "argmin", "argsort",
+    "bmm", "cat", "ceil", "chunk", "clamp", "clip", "clone", "concat", "concatenate", "cos",
+    "cumsum", "div", "dot", "eq", "equal", "exp", "flatten", "floor", "floor_divide", "gather",
+    "ge", "gt", "index_select", "is_floating_point", "is_tensor", "isclose", "le", "log",
+    "log_softmax", "logical_and", "logical_not", "logical_or", "logsumexp", "lt",
+    "masked_fill", "matmul", "max", "maximum", "mean", "min", "minimum", "mm", "mul", "ne",
+    "nonzero", "norm", "numel", "outer", "permute", "pow", "relu", "reshape", "round",
+    "scatter", "sigmoid", "sign", "sin", "softmax", "sort", "split", "sqrt", "square",
+    "squeeze", "stack", "std", "sub", "sum", "tanh", "topk", "transpose", "tril", "triu",
+    "trunc", "unbind", "unique", "unsqueeze", "var", "where",
 ]

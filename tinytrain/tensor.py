@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import builtins
 import numbers
+import sys
 from collections import namedtuple
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
@@ -61,6 +62,9 @@ MaxResult = namedtuple("max", ["values", "indices"])
 MinResult = namedtuple("min", ["values", "indices"])
 SortResult = namedtuple("sort", ["values", "indices"])
 TopkResult = namedtuple("topk", ["values", "indices"])
+
+#: How tensors print (``set_printoptions``): keyword arguments of ``np.array2string``.
+_PRINT_OPTIONS: dict[str, Any] = {}
 
 _LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
 
@@ -192,7 +196,7 @@ class Tensor:
         return bool((self == element).any())
 
     def __repr__(self) -> str:
-        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(", **_PRINT_OPTIONS)
         extra = "" if self.device == "cpu" else f", device='{self.device}'"
         if self.dtype not in (float32, int64, bool_):
             extra += f", dtype={self.dtype}"
@@ -1293,6 +1297,28 @@ class Tensor:
             return (self * scale)._rounding("round") / scale
         return self._rounding("round")
 
+    def tril(self, diagonal: int = 0) -> Tensor:
+        """The lower triangle of the last two dims (entries above ``diagonal`` set to 0)."""
+        return self._triangle(diagonal, lower=True)
+
+    def triu(self, diagonal: int = 0) -> Tensor:
+        """The upper triangle of the last two dims (entries below ``diagonal`` set to 0)."""
+        return self._triangle(diagonal, lower=False)
+
+    def _triangle(self, diagonal: int, lower: bool) -> Tensor:
+        if self.ndim < 2:
+            raise ShapeError(f"tril/triu: input tensor must have at least 2 dimensions, got "
+                             f"shape {self.shape}")
+        xp = backend.get_array_module(self._data)
+        n, m = self.shape[-2:]
+        keep = xp.tri(n, m, k=diagonal, dtype=bool)
+        keep = keep if lower else ~xp.tri(n, m, k=diagonal - 1, dtype=bool)
+        return O.Where.apply(Tensor(keep), self, scalar_array(0, self.dtype))
+
+    def multinomial(self, num_samples: int, replacement: bool = False) -> Tensor:
+        """``tt.multinomial(self, ...)``."""
+        return multinomial(self, num_samples, replacement)
+
     def clamp_min(self, min: Any) -> Tensor:  # noqa: A002
         return self.clamp(min=min)
 
@@ -1650,6 +1676,49 @@ def randint(low: int, high: int | None = None, size: Sequence[int] = (), dtype: 
     return Tensor(backend.to_device(np.asarray(arr), _device(device)))
 
 
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False,  # noqa: A002
+                generator: Any = None) -> Tensor:
+    """Draw ``num_samples`` category indices from the weights ``input`` (``[C]``, or
+    ``[N, C]`` for one draw per row; non-negative, normalised here), from the package
+    generator: int64 ``[num_samples]`` or ``[N, num_samples]``."""
+    if generator is not None:
+        raise TypeError("multinomial: tinytrain has one generator; seed it with "
+                        "tt.manual_seed(...) and leave generator=None")
+    weights = np.asarray(input.numpy(), dtype=np.float64)
+    if weights.ndim not in (1, 2) or not weights.shape[-1]:
+        raise ShapeError(f"multinomial: prob_dist must be 1 or 2 dim with a category, got "
+                         f"shape {weights.shape}")
+    rows = weights.reshape(-1, weights.shape[-1])
+    if (rows < 0).any() or not np.isfinite(rows).all() or (rows.sum(1) <= 0).any():
+        raise InvalidArgument("multinomial: probabilities must be finite, non-negative, and "
+                              "not all zero in a row")
+    if not replacement and num_samples > int((rows > 0).sum(1).min()):
+        raise InvalidArgument(f"multinomial: cannot sample {num_samples} > number of "
+                              f"categories with non-zero weight without replacement")
+    rng = default_generator()
+    drawn = np.stack([rng.choice(rows.shape[1], size=num_samples, replace=replacement,
+                                 p=row / row.sum()) for row in rows])
+    out = drawn.reshape(weights.shape[:-1] + (num_samples,)).astype(int64)
+    return Tensor(backend.to_device(out, input.device))
+
+
+def set_printoptions(precision: int | None = None, threshold: int | None = None,
+                     edgeitems: int | None = None, linewidth: int | None = None,
+                     profile: str | None = None, sci_mode: bool | None = None) -> None:
+    """How tensors print, as ``torch.set_printoptions`` (``profile``: ``"default"``,
+    ``"short"`` or ``"full"``; ``sci_mode=False`` never uses scientific notation)."""
+    if profile is not None:
+        _PRINT_OPTIONS.clear()
+        _PRINT_OPTIONS.update({"default": {}, "short": {"precision": 2, "edgeitems": 2},
+                               "full": {"threshold": sys.maxsize}}[profile])
+    for key, value in (("precision", precision), ("threshold", threshold),
+                       ("edgeitems", edgeitems), ("max_line_width", linewidth)):
+        if value is not None:
+            _PRINT_OPTIONS[key] = value
+    if sci_mode is not None:
+        _PRINT_OPTIONS["suppress_small"] = not sci_mode
+
+
 def randperm(n: int, dtype: Any = int64, device: Any = None) -> Tensor:
     """A random permutation of ``0 .. n-1`` from the package generator."""
     arr = default_generator().permutation(int(n)).astype(dtype)
@@ -1669,8 +1738,9 @@ def arange(start: float, end: float | None = None, step: float = 1, dtype: Any =
 
 __all__ = [
     "arange", "as_tensor", "bool_", "empty", "eye", "float16", "float32", "float64",
-    "from_numpy", "full", "full_like", "int32", "int64", "linspace", "MaxResult", "MinResult",
-    "no_grad", "ones", "ones_like", "rand", "rand_like", "randint", "randn", "randn_like",
-    "randperm", "IndexRangeError", "InvalidArgument", "ShapeError", "SortResult", "Tensor",
-    "tensor", "TopkResult", "uint8", "where", "zeros", "zeros_like",
+    "from_numpy", "full", "full_like", "IndexRangeError", "int32", "int64", "InvalidArgument",
+    "linspace", "MaxResult", "MinResult", "multinomial", "no_grad", "ones", "ones_like",
+    "rand", "rand_like", "randint", "randn", "randn_like", "randperm", "set_printoptions",
+    "ShapeError", "SortResult", "Tensor", "tensor", "TopkResult", "uint8", "where", "zeros",
+    "zeros_like",
 ]

@@ -2,7 +2,13 @@
 
 from tinytrain.autograd.engine import queue_callback, run_backward
 from tinytrain.autograd.function import AccumulateGrad, Context, Function, Node
-from tinytrain.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from tinytrain.autograd.grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 
 __all__ = [
     "AccumulateGrad",
@@ -10,6 +16,7 @@ __all__ = [
     "Function",
     "Node",
     "enable_grad",
+    "inference_mode",
     "is_grad_enabled",
     "no_grad",
     "queue_callback",

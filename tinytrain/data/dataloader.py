@@ -17,6 +17,7 @@ It must return exactly what stacking the samples would.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -104,13 +105,21 @@ class Subset(Dataset):
         return collate([self.dataset[int(i)] for i in inner], inner)
 
 
-def random_split(dataset: Any, lengths: Sequence[int], seed: int | None = None) -> list[Subset]:
+def random_split(dataset: Any, lengths: Sequence[float], seed: int | None = None
+                 ) -> list[Subset]:
     """Split ``dataset`` into non-overlapping random :class:`Subset` s of the given lengths.
 
-    ``lengths`` must sum to ``len(dataset)``. With a seed the split is reproducible; without,
-    it draws from tinytrain's global generator.
+    ``lengths`` must sum to ``len(dataset)``, or be fractions that sum to 1 (``[0.8, 0.2]``:
+    each gets ``floor(n * fraction)`` and the rest is dealt out one by one, as PyTorch
+    does). With a seed the split is reproducible; without, it draws from tinytrain's global
+    generator.
     """
     n = len(dataset)
+    if all(0 <= k <= 1 for k in lengths) and math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
+        counts = [math.floor(n * k) for k in lengths]
+        for i in range(n - sum(counts)):
+            counts[i % len(counts)] += 1
+        lengths = counts
     if sum(lengths) != n or any(k < 0 for k in lengths):
         raise ValueError(f"random_split: lengths {list(lengths)} do not sum to len(dataset) = {n}")
     perm = RandomSampler(range(n), seed=seed).indices()
