@@ -197,6 +197,8 @@ def test_torch_utils_data_names():
     (tt, "compile", "call the model directly"),
     (tt, "einsum", "write it with @"),
     (tt, "LongTensor", "dtype=tt.int64"),
+    (tt.autograd, "Variable", "requires_grad=True"),
+    (tt.autograd, "grad", "backward()"),
     (tt, "bfloat16", "no bfloat16"),
     (tt, "no_such_thing", "the part of PyTorch"),
     (nn, "ConvTranspose2d", "2-D convolution and pooling only"),

@@ -408,7 +408,8 @@ def test_expand_repeat_split_and_where_match_pytorch(shape, data):
     dim = data.draw(st.integers(0, len(shape) - 1))
     piece = data.draw(st.integers(1, shape[dim]))
     compare(lambda L, x: (x.expand(*size) * 1, x.repeat(*reps), x.split(piece, dim),
-                          x.chunk(piece, dim), L.where(x > 0, x, x * 2)), a)
+                          x.chunk(piece, dim), L.where(x > 0, x, x * 2)), a,
+            rtol=1e-4, atol=1e-5)  # gradients summed over copies, in another order
 
 
 @settings(max_examples=30, deadline=None)

@@ -953,10 +953,11 @@ class Where(Function):
     def backward(ctx, g):
         (cond,) = ctx.saved_tensors
         xp, zero = get_array_module(g), g.dtype.type(0)
-        ga = unbroadcast(xp.where(cond, g, zero), ctx.shapes[0]) if ctx.needs_input_grad[1] \
-            else None
-        gb = unbroadcast(xp.where(cond, zero, g), ctx.shapes[1]) if ctx.needs_input_grad[2] \
-            else None
+        ga = gb = None
+        if ctx.needs_input_grad[1]:
+            ga = unbroadcast(xp.where(cond, g, zero), ctx.shapes[0])
+        if ctx.needs_input_grad[2]:
+            gb = unbroadcast(xp.where(cond, zero, g), ctx.shapes[1])
         return None, ga, gb
 
 
