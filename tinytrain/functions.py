@@ -206,6 +206,26 @@ sin, cos, square, floor, ceil, trunc, sign, logical_not = (
     _unary(n) for n in ("sin", "cos", "square", "floor", "ceil", "trunc", "sign", "logical_not"))
 
 
+def _method(name: str):
+    def fn(input: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002
+        return getattr(_t(input), name)(*args, **kwargs)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``tt.{name}(x, ...)`` is ``x.{name}(...)``."
+    return fn
+
+
+(isnan, isinf, isfinite, neg, negative, reciprocal, rsqrt, log1p, expm1, log2, log10, flip,
+ ravel, narrow, select, movedim, moveaxis, swapaxes, swapdims, broadcast_to, tile,
+ masked_select, logical_xor, count_nonzero, remainder, subtract, multiply, true_divide,
+ greater, greater_equal, less, less_equal, not_equal) = (_method(n) for n in (
+    "isnan", "isinf", "isfinite", "neg", "negative", "reciprocal", "rsqrt", "log1p", "expm1",
+    "log2", "log10", "flip", "ravel", "narrow", "select", "movedim", "moveaxis", "swapaxes",
+    "swapdims", "broadcast_to", "tile", "masked_select", "logical_xor", "count_nonzero",
+    "remainder", "subtract", "multiply", "true_divide", "greater", "greater_equal", "less",
+    "less_equal", "not_equal"))
+
+
 def round(input: Any, decimals: int = 0) -> Tensor:  # noqa: A001, A002
     return _t(input).round(decimals)
 
@@ -375,13 +395,17 @@ def equal(input: Any, other: Any) -> bool:  # noqa: A002
 
 __all__ = [
     "abs", "add", "all", "allclose", "amax", "amin", "any", "argmax", "argmin", "argsort",
-    "bmm", "cat", "ceil", "chunk", "clamp", "clip", "clone", "concat", "concatenate", "cos",
-    "cumsum", "div", "dot", "eq", "equal", "exp", "flatten", "floor", "floor_divide", "gather",
-    "ge", "gt", "index_select", "is_floating_point", "is_tensor", "isclose", "le", "log",
-    "log_softmax", "logical_and", "logical_not", "logical_or", "logsumexp", "lt",
-    "masked_fill", "matmul", "max", "maximum", "mean", "min", "minimum", "mm", "mul", "ne",
-    "nonzero", "norm", "numel", "outer", "permute", "pow", "relu", "reshape", "round",
-    "scatter", "sigmoid", "sign", "sin", "softmax", "sort", "split", "sqrt", "square",
-    "squeeze", "stack", "std", "sub", "sum", "tanh", "topk", "transpose", "tril", "triu",
-    "trunc", "unbind", "unique", "unsqueeze", "var", "where",
+    "bmm", "broadcast_to", "cat", "ceil", "chunk", "clamp", "clip", "clone", "concat",
+    "concatenate", "cos", "count_nonzero", "cumsum", "div", "dot", "eq", "equal", "exp",
+    "expm1", "flatten", "flip", "floor", "floor_divide", "gather", "ge", "greater",
+    "greater_equal", "gt", "index_select", "is_floating_point", "is_tensor", "isclose",
+    "isfinite", "isinf", "isnan", "le", "less", "less_equal", "log", "log10", "log1p", "log2",
+    "log_softmax", "logical_and", "logical_not", "logical_or", "logical_xor", "logsumexp",
+    "lt", "masked_fill", "masked_select", "matmul", "max", "maximum", "mean", "min", "minimum",
+    "mm", "moveaxis", "movedim", "mul", "multiply", "narrow", "ne", "neg", "negative",
+    "nonzero", "norm", "not_equal", "numel", "outer", "permute", "pow", "ravel", "reciprocal",
+    "relu", "remainder", "reshape", "round", "rsqrt", "scatter", "select", "sigmoid", "sign",
+    "sin", "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "sub",
+    "subtract", "sum", "swapaxes", "swapdims", "tanh", "tile", "topk", "transpose", "tril",
+    "triu", "true_divide", "trunc", "unbind", "unique", "unsqueeze", "var", "where",
 ]

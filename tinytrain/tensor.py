@@ -26,6 +26,7 @@ out=t.data)``) bypasses the tensor and is not seen: use ``t[...] = 0`` or
 from __future__ import annotations
 
 import builtins
+import math
 import numbers
 import sys
 from collections import namedtuple
@@ -1026,6 +1027,60 @@ class Tensor:
         (axis,) = O._normalize_axis(dim, self.ndim)
         return self.split(builtins.max(-(-self.shape[axis] // chunks), 1), dim)
 
+    def flip(self, *dims: int | Sequence[int]) -> Tensor:
+        """A copy with the order of ``dims`` reversed."""
+        axes = O._normalize_axis(_shape_arg(dims), self.ndim)
+        return O.Flip.apply(self, axes)
+
+    def ravel(self) -> Tensor:
+        return self.reshape(-1)
+
+    def narrow(self, dim: int, start: int, length: int) -> Tensor:
+        """The view ``start:start + length`` along ``dim``."""
+        (axis,) = O._normalize_axis(dim, self.ndim)
+        if start < 0:
+            start += self.shape[axis]
+        if not 0 <= start <= start + length <= self.shape[axis]:
+            raise ShapeError(f"narrow: start ({start}) + length ({length}) exceeds dimension "
+                             f"size ({self.shape[axis]})")
+        return self[(slice(None),) * axis + (slice(start, start + length),)]
+
+    def select(self, dim: int, index: int) -> Tensor:
+        """The slice at ``index`` along ``dim``, without that dimension."""
+        (axis,) = O._normalize_axis(dim, self.ndim)
+        return self[(slice(None),) * axis + (index,)]
+
+    def movedim(self, source: int | Sequence[int], destination: int | Sequence[int]
+                ) -> Tensor:
+        """Move dimension(s) ``source`` to position(s) ``destination``."""
+        src = O._normalize_axis(source, self.ndim)
+        dst = O._normalize_axis(destination, self.ndim)
+        order = [d for d in range(self.ndim) if d not in src]
+        for s, d in sorted(zip(dst, src)):
+            order.insert(s, d)
+        return self.permute(order)
+
+    moveaxis = movedim
+
+    def swapaxes(self, axis0: int, axis1: int) -> Tensor:
+        return self.transpose(axis0, axis1)
+
+    swapdims = swapaxes
+
+    def broadcast_to(self, *size: int | Sequence[int]) -> Tensor:
+        return self.expand(*size)
+
+    def tile(self, *dims: int | Sequence[int]) -> Tensor:
+        """``repeat`` with ones put in front when ``dims`` is shorter than the shape."""
+        reps = _shape_arg(dims)
+        return self.repeat((1,) * (self.ndim - len(reps)) + reps)
+
+    def masked_select(self, mask: Any) -> Tensor:
+        """The entries where the bool ``mask`` is True, as a 1-D tensor (both broadcast)."""
+        mask = _bool_condition("masked_select", mask)
+        shape = O.broadcast_shapes("masked_select", self.shape, mask.shape)
+        return self.expand(shape)[mask.expand(shape)._data]
+
     def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
         """The slices along ``dim``, each without that dimension."""
         (axis,) = O._normalize_axis(dim, self.ndim)
@@ -1319,6 +1374,46 @@ class Tensor:
         """``tt.multinomial(self, ...)``."""
         return multinomial(self, num_samples, replacement)
 
+    def neg(self) -> Tensor:
+        return -self
+
+    negative = neg
+
+    def reciprocal(self) -> Tensor:
+        """``1 / self`` (float for integer tensors)."""
+        return 1 / self
+
+    def rsqrt(self) -> Tensor:
+        return self.sqrt().reciprocal()
+
+    def log1p(self) -> Tensor:
+        return self._float_op(O.Log1p)
+
+    def expm1(self) -> Tensor:
+        return self._float_op(O.Expm1)
+
+    def log2(self) -> Tensor:
+        return self.log() / math.log(2)
+
+    def log10(self) -> Tensor:
+        return self.log() / math.log(10)
+
+    def _test(self, fn: str) -> Tensor:
+        xp = backend.get_array_module(self._data)
+        if self.dtype.kind != "f":  # integers are finite, never nan
+            return Tensor(xp.full(self.shape, fn == "isfinite"))
+        return Tensor(getattr(xp, fn)(self._data))
+
+    def isnan(self) -> Tensor:
+        """Where the values are NaN (a bool tensor; ``x.isnan().any()`` checks a loss)."""
+        return self._test("isnan")
+
+    def isinf(self) -> Tensor:
+        return self._test("isinf")
+
+    def isfinite(self) -> Tensor:
+        return self._test("isfinite")
+
     def clamp_min(self, min: Any) -> Tensor:  # noqa: A002
         return self.clamp(min=min)
 
@@ -1359,6 +1454,49 @@ class Tensor:
 
     def logical_or(self, other: Any) -> Tensor:
         return Tensor((self._data != 0) | (_as_operand(other, self, "logical_or")._data != 0))
+
+    def logical_xor(self, other: Any) -> Tensor:
+        return Tensor((self._data != 0) ^ (_as_operand(other, self, "logical_xor")._data != 0))
+
+    def count_nonzero(self, dim: int | Sequence[int] | None = None) -> Tensor:
+        return (self != 0).sum(dim)
+
+    # PyTorch's other names
+    subtract, multiply, true_divide = sub, mul, __truediv__
+    greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+    remainder = __mod__
+
+    def short(self) -> Tensor:
+        return self.to(dtype=np.int16)
+
+    def char(self) -> Tensor:
+        return self.to(dtype=np.int8)
+
+    def byte(self) -> Tensor:
+        return self.to(dtype=uint8)
+
+    def ndimension(self) -> int:
+        return self.ndim
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.device == "cpu"
+
+    def mm(self, mat2: Tensor) -> Tensor:
+        if self.ndim != 2 or getattr(mat2, "ndim", 0) != 2:
+            raise ShapeError(f"mm: both arguments must be 2-D, got shapes {self.shape} and "
+                             f"{_shape_of(mat2)}")
+        return self @ mat2
+
+    def dot(self, other: Tensor) -> Tensor:
+        if self.ndim != 1 or _shape_of(other) != self.shape:
+            raise ShapeError(f"dot: expected two 1-D tensors of the same size, got shapes "
+                             f"{self.shape} and {_shape_of(other)}")
+        return self @ other
+
+    def outer(self, vec2: Tensor) -> Tensor:
+        """``[n]`` and ``[m]`` -> ``[n, m]`` of all products."""
+        return self.unsqueeze(1) * _as_operand(vec2, self, "outer").unsqueeze(0)
 
     # ------------------------------------------------------------ new tensors like this one
 
@@ -1417,13 +1555,39 @@ class Tensor:
         """The address of the first element (equal for tensors that share memory there)."""
         return int(self._data.data.ptr if self.is_cuda else self._data.ctypes.data)
 
-    def __getattr__(self, name: str) -> Any:
-        # only called for names the class does not have: a hint for PyTorch's other methods
-        message = f"{type(self).__name__!r} object has no attribute {name!r}"
-        if not name.startswith("_"):
-            message += ": " + _missing.TENSOR_HINTS.get(name, _missing.TENSOR_OFFER)
-        raise AttributeError(message)
 
+
+def _inplace_unary(name: str) -> Callable[[Tensor], Tensor]:
+    def op(self: Tensor) -> Tensor:
+        return self._inplace(f"{name}_", lambda s: getattr(s, name)())
+
+    op.__name__ = op.__qualname__ = f"{name}_"
+    op.__doc__ = f"In-place :meth:`{name}` (the tensor keeps its dtype)."
+    return op
+
+
+for _name in ("abs", "neg", "exp", "log", "sqrt", "sigmoid", "tanh", "sin", "cos", "floor",
+              "ceil", "round", "trunc", "sign", "reciprocal", "square"):
+    setattr(Tensor, f"{_name}_", _inplace_unary(_name))
+
+
+class _Missing:
+    """A Tensor method of PyTorch's that tinytrain lacks: reading it raises the
+    AttributeError Python would, with a hint. A class attribute, so that tensors need no
+    ``__getattr__`` (which would slow every attribute read on the hot path)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        cls = type(obj).__name__ if obj is not None else owner.__name__
+        raise AttributeError(f"{cls!r} object has no attribute {self.name!r}: "
+                             + _missing.TENSOR_HINTS.get(self.name, _missing.TENSOR_OFFER))
+
+
+for _name in _missing.TORCH_TENSOR_NAMES.split():
+    if not hasattr(Tensor, _name):
+        setattr(Tensor, _name, _Missing(_name))
 
 function.Tensor = Tensor  # Function.apply wraps its results in this class
 

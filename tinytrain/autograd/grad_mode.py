@@ -1,6 +1,6 @@
 """Switching graph recording on and off: ``no_grad``, ``enable_grad``, ``set_grad_enabled``.
 
-All work as context managers and as decorators (``@no_grad()`` or ``@no_grad``);
+All work as context managers and as decorators (``@no_grad()``, with the parentheses);
 ``set_grad_enabled(mode)`` also works as a plain call, as in PyTorch, and
 ``inference_mode`` is ``no_grad`` under PyTorch's other name. Evaluation must run under
 ``no_grad``: otherwise every op records a node and keeps its inputs alive.
@@ -29,12 +29,6 @@ def _set_enabled(mode: bool) -> None:
 
 class _GradMode:
     mode: bool
-
-    def __new__(cls, *args: Any) -> Any:
-        self = super().__new__(cls)
-        if len(args) == 1 and callable(args[0]):  # @no_grad without parentheses
-            return self(args[0])
-        return self
 
     def __enter__(self) -> None:
         self._prev = is_grad_enabled()

@@ -896,6 +896,40 @@ class Cos(Function):
         return -g * get_array_module(a).sin(a)
 
 
+class Log1p(Function):
+    """``log(1 + a)``, accurate for small ``a``."""
+
+    @staticmethod
+    def forward(a):
+        return get_array_module(a).log1p(a)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        return g / (1 + a)
+
+
+class Expm1(Function):
+    """``exp(a) - 1``, accurate for small ``a``."""
+
+    @staticmethod
+    def forward(a):
+        return get_array_module(a).expm1(a)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return g * (out + 1)
+
+
 class Rounding(Function):
     """``floor``, ``ceil``, ``round``, ``trunc``, ``sign`` (by name): piecewise constant, so
     the gradient is zero everywhere (PyTorch's choice)."""
@@ -1109,6 +1143,22 @@ class Expand(Function):
     @staticmethod
     def backward(ctx, g):
         return unbroadcast(g, ctx.shape), None
+
+
+class Flip(Function):
+    """``a`` reversed along ``axes`` (a copy, as in PyTorch); backward reverses the gradient."""
+
+    @staticmethod
+    def forward(a, axes):
+        return get_array_module(a).flip(a, axes).copy()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.axes = inputs[1]
+
+    @staticmethod
+    def backward(ctx, g):
+        return get_array_module(g).flip(g, ctx.axes), None
 
 
 class Repeat(Function):
