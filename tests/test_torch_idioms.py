@@ -315,6 +315,21 @@ def test_idiom_matches_pytorch(name):
     compare(fn, *arrays, rtol=2e-5, atol=2e-6)
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", list(CASES))
+def test_idiom_on_the_gpu_matches_pytorch(name):
+    """The same table with tinytrain's tensors on the GPU (made there by the default
+    device, as ``torch.set_default_device("cuda")`` would), against PyTorch on the CPU."""
+    if not tt.cuda_is_available():
+        pytest.skip("needs CuPy and an NVIDIA GPU")
+    fn, *arrays = CASES[name]
+    tt.set_default_device("cuda")
+    try:
+        compare(fn, *arrays, rtol=1e-4, atol=1e-5)
+    finally:
+        tt.set_default_device("cpu")
+
+
 def test_named_tuples_unpack_and_print_like_torch():
     x, t = tt.tensor(X), torch.tensor(X)
     for ours, theirs in ((x.sort(1), t.sort(1)), (x.topk(2), t.topk(2))):

@@ -1115,7 +1115,7 @@ class Tensor:
         idx = index._data if isinstance(index, Tensor) else np.asarray(index)
         if idx.dtype.kind not in "iu":
             raise DTypeError(f"{name}(): Expected dtype int64 for index, got {idx.dtype}")
-        return idx
+        return backend.to_device(idx, self.device)
 
     def _check_index_range(self, name: str, idx: Any, axis: int) -> None:
         n = self.shape[axis]
@@ -1182,10 +1182,11 @@ class Tensor:
         a, xp = self._data, backend.get_array_module(self._data)
         if a.ndim == 0:
             return Tensor(xp.zeros((), dtype=int64))
+        stable = {"kind": "stable"} if xp is np else {}  # CuPy's argsort is always stable
         if not descending:
-            return Tensor(xp.argsort(a, axis=axis, kind="stable").astype(int64, copy=False))
+            return Tensor(xp.argsort(a, axis=axis, **stable).astype(int64, copy=False))
         # descending and stable: sort the reversed array, reverse the order, map indices back
-        order = xp.flip(xp.argsort(xp.flip(a, axis), axis=axis, kind="stable"), axis)
+        order = xp.flip(xp.argsort(xp.flip(a, axis), axis=axis, **stable), axis)
         return Tensor((a.shape[axis] - 1 - order).astype(int64, copy=False))
 
     def sort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
@@ -1716,13 +1717,14 @@ def tensor(data: Any, dtype: Any = None, device: Any = None,
     """A new leaf tensor holding a copy of ``data`` (a list, number, NumPy or CuPy array).
 
     NumPy and CuPy arrays keep their dtype; Python floats become float32 and ints int64.
-    ``device=None`` means where the data is: a CuPy array stays on the GPU, the rest
-    lands on the CPU.
+    ``device=None``: a CuPy array stays on the GPU, the rest lands on the default device
+    (the CPU unless :func:`tinytrain.set_default_device` chose another).
     """
     if isinstance(data, Tensor):
         data = data._data
     if device is None:
-        device = backend.device_of(data) if hasattr(data, "dtype") else _device(None)
+        on_gpu = hasattr(data, "dtype") and backend.device_of(data) == "cuda"
+        device = backend.CUDA if on_gpu else _device(None)
     dtype = np.dtype(dtype) if dtype is not None else _default_dtype(data)
     xp = backend.array_module(_device(device))
     arr = xp.array(backend.to_device(data, device) if hasattr(data, "dtype") else data,

@@ -401,7 +401,7 @@ def pad(input: Tensor, pad: tuple[int, ...], mode: str = "constant",  # noqa: A0
     for axis, (lo, hi) in enumerate(widths):  # each padded axis: gather the right entries
         if lo or hi:
             source = np.pad(np.arange(input.shape[axis]), (lo, hi), mode=_PAD_MODES[mode])
-            input = input.index_select(axis, Tensor(source))
+            input = input.index_select(axis, Tensor(backend.to_device(source, input.device)))
     return input
 
 
