@@ -137,8 +137,8 @@ def _class_targets(name: str, scores: Tensor, targets: Any, reduction: str,
         kept = t if ignore_index is None else t[t != ignore_index]
         lo, hi = (int(kept.min()), int(kept.max())) if kept.size else (0, 0)
         if lo < 0 or hi >= scores.shape[1]:
-            raise IndexRangeError(f"{name}: targets must lie in [0, {scores.shape[1]}), got values "
-                             f"from {lo} to {hi}")
+            raise IndexRangeError(f"{name}: targets must lie in [0, {scores.shape[1]}), got "
+                                  f"values from {lo} to {hi}")
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{name}: unknown reduction {reduction!r}; use one of {_REDUCTIONS}")
     return backend.get_array_module(scores.data).asarray(t)
@@ -156,9 +156,10 @@ def cross_entropy(input: Tensor, target: Tensor | Any, weight: Tensor | None = N
     targets with the uniform distribution, all as in PyTorch.
 
     Plain class targets take the fused kernel (log-softmax and NLL in one node). A target
-    outside ``[0, C)`` raises a ValueError, by this call when the targets are in host memory
-    (a NumPy array or a CPU tensor). Targets already on the GPU would have to be copied back
-    to be checked here, a wait for the GPU every step; instead the kernel checks them and the
+    outside ``[0, C)`` raises a ValueError (an IndexError too, PyTorch's type), by this call
+    when the targets are in host memory (a NumPy array or a CPU tensor). Targets already on
+    the GPU would have to be copied back to be checked here, a wait for the GPU every step;
+    instead the kernel checks them and the
     error is raised *later*: by a later ``cross_entropy`` call on the GPU, at most
     ``tinytrain.kernels.cuda.CHECK_DEPTH`` (4) calls after the bad one, or by
     ``tinytrain.kernels.cuda.check_errors()``; the bad call's loss is NaN. For the same
@@ -368,7 +369,7 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
         num_classes = top
     elif top > num_classes:
         raise InvalidArgument(f"one_hot: Class values must be smaller than num_classes "
-                         f"({num_classes}), got {top - 1}")
+                              f"({num_classes}), got {top - 1}")
     xp = backend.get_array_module(t)
     return Tensor((t[..., None] == xp.arange(num_classes)).astype(int64))
 
