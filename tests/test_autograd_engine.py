@@ -552,3 +552,116 @@ def test_a_leaf_used_by_two_layers_gets_the_sum_as_its_own_array():
     torch.nn.functional.linear(torch.nn.functional.linear(tx, torch_w).relu(),
                                torch_w).sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), torch_w.grad.numpy(), rtol=1e-12)
+
+
+# ------------------------------------------------- PyTorch's ctx-style Functions
+
+
+def legendre(lib):
+    """The custom Function of PyTorch's "Learning PyTorch with Examples", for ``lib``."""
+
+    class LegendrePolynomial3(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, input):  # noqa: A002
+            ctx.save_for_backward(input)
+            return 0.5 * (5 * input ** 3 - 3 * input)
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            input, = ctx.saved_tensors  # noqa: A001
+            return grad_output * 1.5 * (5 * input ** 2 - 1)
+
+    return LegendrePolynomial3
+
+
+def test_ctx_style_function_matches_torch(device):
+    x, t = leaf(X, device), torch.tensor(X, requires_grad=True)
+    p3, tp3 = legendre(tt).apply, legendre(torch).apply
+    y, ty = p3(x * 0.5 + p3(x)), tp3(t * 0.5 + tp3(t))  # two nodes, the inner used twice
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-5)
+    assert y.grad_fn.name == "LegendrePolynomial3Backward" and y.requires_grad
+    (y * y).sum().backward()
+    (ty * ty).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-5)
+
+
+def test_ctx_style_sees_tensors_and_needs_input_grad():
+    seen = {}
+
+    class Scale(Function):
+        @staticmethod
+        def forward(ctx, a, b, k):
+            seen["forward"] = (type(a), type(b), k, tt.is_grad_enabled())
+            ctx.k = k
+            ctx.save_for_backward(a, b)
+            return a * b * k
+
+        @staticmethod
+        def backward(ctx, g):
+            a, b = ctx.saved_tensors
+            seen["backward"] = (type(g), ctx.needs_input_grad, tt.is_grad_enabled())
+            return g * b * ctx.k, None, None  # b needs none: None is allowed
+
+    a, b = leaf([1.0, 2.0]), tt.tensor([3.0, 4.0])
+    Scale.apply(a, b, 2.0).sum().backward()
+    assert seen == {"forward": (tt.Tensor, tt.Tensor, 2.0, False),
+                    "backward": (tt.Tensor, (True, False, False), False)}
+    np.testing.assert_array_equal(a.grad.numpy(), [6.0, 8.0])
+    assert b.grad is None
+    with tt.no_grad():
+        assert Scale.apply(a, b, 1.0).grad_fn is None
+
+
+def test_ctx_style_checks_saved_tensors_and_frees_them():
+    x = leaf([0.5, 1.0])
+    h = x * 1.0
+    y = legendre(tt).apply(h)
+    h.add_(1.0)  # changes what forward saved
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    y = legendre(tt).apply(x * 1.0)
+    y.sum().backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.sum().backward()
+
+
+def test_ctx_style_forward_may_return_its_input():
+    class Identity(Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 3
+
+    x = leaf([1.0, 2.0])
+    h = x * 1.0
+    y = Identity.apply(h)
+    assert y is not h and h.grad_fn.name == "MulBackward"  # h's own node is untouched
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
+
+
+def test_a_function_uses_one_style():
+    with pytest.raises(TypeError, match="use one style"):
+        class Both(Function):  # noqa: F841
+            @staticmethod
+            def forward(ctx, a):
+                return a
+
+            @staticmethod
+            def setup_context(ctx, inputs, output):
+                pass
+
+    class Pair(Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a, a
+
+    with pytest.raises(TypeError, match="return one Tensor"):
+        Pair.apply(leaf([1.0]))
+    from tinytrain.autograd import ops  # tinytrain's own ops keep the array style
+
+    assert not any(op._ctx_style for op in vars(ops).values()
+                   if isinstance(op, type) and issubclass(op, Function))

@@ -459,7 +459,8 @@ def test_cross_entropy_matches_torch(device, reduction):
     logits = rand(rng, (6, 4), -3, 3)
     logits[0] *= 500.0  # large logits stay finite
     targets = np.array([0, 3, 1, 1, 2, 3], dtype=np.int64)
-    compare(lambda t: F.cross_entropy(t, tt.tensor(targets, device=device), reduction),
+    compare(lambda t: F.cross_entropy(t, tt.tensor(targets, device=device),
+                                      reduction=reduction),
             lambda t: TF.cross_entropy(t, torch.from_numpy(targets), reduction=reduction),
             [logits], device, atol=1e-5)
     gradcheck(lambda t: F.cross_entropy(t, targets, reduction=reduction),

@@ -40,7 +40,8 @@ def test_nll_loss_of_log_softmax_matches_torch_and_cross_entropy(reduction):
     ref = TF.nll_loss(TF.log_softmax(t, dim=1), torch.tensor(TARGETS), reduction=reduction)
     check(out, ref, [(x, t)])
     np.testing.assert_allclose(
-        out.numpy(), F.cross_entropy(tt.tensor(LOGITS), TARGETS, reduction).numpy(), rtol=1e-6)
+        out.numpy(), F.cross_entropy(tt.tensor(LOGITS), TARGETS, reduction=reduction).numpy(),
+        rtol=1e-6)
     module = nn.NLLLoss(reduction=reduction)(tt.tensor(LOGITS), tt.tensor(TARGETS))
     np.testing.assert_allclose(module.numpy(), TF.nll_loss(
         torch.tensor(LOGITS), torch.tensor(TARGETS), reduction=reduction).numpy(), rtol=1e-6)
@@ -194,14 +195,23 @@ def test_torch_utils_data_names():
 
 @pytest.mark.parametrize("module,name,hint", [
     (tt, "compile", "call the model directly"),
-    (tt, "inference_mode", "tt.no_grad()"),
+    (tt, "einsum", "write it with @"),
+    (tt, "LongTensor", "dtype=tt.int64"),
+    (tt.autograd, "Variable", "requires_grad=True"),
+    (tt.autograd, "grad", "backward()"),
     (tt, "bfloat16", "no bfloat16"),
     (tt, "no_such_thing", "the part of PyTorch"),
-    (nn, "BatchNorm2d", "tinytrain.nn has Linear, Conv2d"),
+    (nn, "ConvTranspose2d", "2-D convolution and pooling only"),
+    (nn, "LSTM", "no recurrent or attention layers"),
+    (nn, "GroupNorm", "BatchNorm1d/2d and LayerNorm"),
+    (nn, "Bilinear", "tinytrain.nn has AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d"),
     (nn, "DataParallel", "DistributedDataParallel"),
-    (F, "gelu", "tinytrain.nn.functional has"),
-    (tt.optim, "AdamW", "optim.Adam"),
-    (tt.optim.lr_scheduler, "ReduceLROnPlateau", "StepLR"),
+    (F, "interpolate", "tinytrain.nn.functional has"),
+    (nn.init, "orthogonal_", "kaiming_normal_"),
+    (nn.utils, "parameters_to_vector", "clip_grad_norm_"),
+    (tt.optim, "LBFGS", "closure"),
+    (tt.optim, "NAdam", "AdamW, RMSprop"),
+    (tt.optim.lr_scheduler, "CyclicLR", "OneCycleLR and ReduceLROnPlateau"),
     (tt.utils.data, "WeightedRandomSampler", "DataLoader"),
     (tt.data, "default_collate", "collate"),
 ])

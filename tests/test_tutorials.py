@@ -1,52 +1,68 @@
 """PyTorch's own tutorials, ported by changing their import lines, learn as they do in PyTorch.
 
-``tests/tutorials/`` holds faithful copies of PyTorch's MNIST example and of two pages of
-the 60-minute blitz; each line that differs from PyTorch's is marked ``# tinytrain:`` and
-says what it was. Each test runs the copy with tinytrain, and the same file with those
-lines turned back into PyTorch's, on the same data (``torchvision_shim.py``: a part of the
-bundled mini MNIST, and learnable made-up CIFAR-sized images), and compares.
+``tests/tutorials/`` holds faithful copies of PyTorch's MNIST example, two pages of the
+60-minute blitz, "What is torch.nn really?" and the scripts of "Learning PyTorch with
+Examples"; each line that differs from PyTorch's is marked ``# tinytrain:`` and says what
+it was (an import, or a smaller step count that both runs keep). Each test runs the copy
+with tinytrain, and the same file with its imports turned back into PyTorch's, on the same
+data (``torchvision_shim.py``: a part of the bundled mini MNIST, and learnable made-up
+CIFAR-sized images; the nn tutorial's ``mnist.pkl.gz`` made of mini MNIST), and compares.
 """
 
 from __future__ import annotations
 
+import gzip
+import pickle
+import random
 import re
 import runpy
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 import tinytrain as tt
+from tinytrain.data import MNISTMini
 
 TUTORIALS = Path(__file__).parent / "tutorials"
 MARK = re.compile(r"^(\s*)(.*?)\s*# tinytrain: was (.*)$")
 
 
+def is_import(code: str) -> bool:
+    return re.match(r"(import|from) ", code) is not None
+
+
 def as_pytorch(source: str) -> str:
-    """The program as PyTorch's: each marked line back to what it was (torchvision stays the
-    shim: the data must be the same)."""
+    """The program as PyTorch's: each marked import back to what it was (torchvision stays
+    the shim: the data must be the same; fewer steps stay fewer: the runs must compare)."""
     out = []
     for line in source.splitlines():
         m = MARK.match(line)
-        if m and "torchvision" not in m.group(3):
+        if m and is_import(m.group(3)) and "torchvision" not in m.group(3):
             line = m.group(1) + m.group(3)
         out.append(line)
     return "\n".join(out) + "\n"
 
 
-def run(name: str, lib: str, tmp_path: Path, monkeypatch, capsys, argv=()) -> tuple[str, dict]:
-    """Run tutorial ``name`` with ``lib`` ("tinytrain" or "torch") in ``tmp_path``: its
-    output and its global variables."""
+def run(name: str, lib: str, tmp_path: Path, monkeypatch, capsys, argv=(),
+        files: dict[str, bytes] | None = None) -> tuple[str, dict]:
+    """Run tutorial ``name`` with ``lib`` ("tinytrain" or "torch") in ``tmp_path`` (with
+    ``files`` written there first): its output and its global variables."""
     source = (TUTORIALS / name).read_text()
     program = tmp_path / lib / name
     program.parent.mkdir()
+    for rel, content in (files or {}).items():
+        (program.parent / rel).parent.mkdir(parents=True, exist_ok=True)
+        (program.parent / rel).write_bytes(content)
     program.write_text(source if lib == "tinytrain" else as_pytorch(source))
     monkeypatch.chdir(program.parent)
     monkeypatch.syspath_prepend(str(TUTORIALS))
     monkeypatch.setattr(sys, "argv", [str(program), *argv])
     tt.manual_seed(0)
     torch.manual_seed(0)
+    random.seed(0)
     capsys.readouterr()
     variables = runpy.run_path(str(program), run_name="__main__")
     return capsys.readouterr().out, variables
@@ -61,9 +77,13 @@ def test_the_copies_differ_from_pytorch_only_in_marked_import_lines():
             if line.lstrip().startswith("#"):
                 continue
             m = MARK.match(line)
-            if m:
-                assert re.match(r"(import|from) ", m.group(2)), (path.name, line)
-                assert re.match(r"(import|from) ", m.group(3)), (path.name, line)
+            if m and is_import(m.group(3)):
+                assert is_import(m.group(2)), (path.name, line)
+            elif m:  # only a step count made smaller: the same line with other numbers
+                assert m.group(3).startswith("fewer steps, was "), (path.name, line)
+                was = m.group(3).removeprefix("fewer steps, was ")
+                assert re.sub(r"\d+", "N", was) == re.sub(r"\d+", "N", m.group(2)), line
+                assert int(re.findall(r"\d+", was)[0]) > int(re.findall(r"\d+", m.group(2))[0])
             elif "tinytrain: differs" in line:
                 other_changes.setdefault(path.name, []).append(line)
     # next_functions[0][0] and f.data.sub_(): README, "Differences from PyTorch"
@@ -112,3 +132,76 @@ def test_blitz_neural_networks(tmp_path, monkeypatch, capsys):
         assert loss.ndim == 0 and loss.grad_fn is not None and loss.item() > 0
         with (tt if lib == "tinytrain" else torch).no_grad():  # the optimizer step lowered it
             assert v["criterion"](v["net"](v["input"]), v["target"]).item() < loss.item()
+
+
+def mnist_pickle(n_train: int = 5000, n_valid: int = 1000) -> bytes:
+    """The nn tutorial's ``mnist.pkl.gz`` (``(x, y)`` of train, valid and test: float32
+    ``[n, 784]`` in [0, 1] and int64 ``[n]``), made of digits of the bundled mini set."""
+    parts = []
+    for train, n in ((True, n_train), (False, n_valid), (False, 10)):
+        x, y = MNISTMini(train=train).get_batch(
+            np.random.default_rng(n).permutation(5000 if train else 1000)[:n])
+        parts.append((x.reshape(n, 784), y))
+    return gzip.compress(pickle.dumps(tuple(parts)))
+
+
+@pytest.mark.slow
+def test_nn_tutorial(tmp_path, monkeypatch, capsys):
+    """"What is torch.nn really?": every refactoring step trains, with both libraries."""
+    files = {"data/mnist/mnist.pkl.gz": mnist_pickle()}
+    results = {}
+    for lib in ("tinytrain", "torch"):
+        out, v = run("nn_tutorial.py", lib, tmp_path, monkeypatch, capsys, files=files)
+        lines = out.splitlines()
+        assert lines[0] == "(5000, 784)" and lines[-3] == "False", out  # no GPU here
+        first = float(re.search(r"^tensor\(([\d.]+), grad_fn=<Neg", out, re.M).group(1))
+        assert 1.8 < first < 2.8, out  # the random model's loss on a batch: about ln 10
+        epochs = [float(x) for x in re.findall(r"^[01] (?:tensor\()?([\d.]+)", out, re.M)]
+        assert len(epochs) == 12, out  # validation, fit(), 2 CNNs, wrapped, on the "GPU"
+        model, xv, yv = v["model"], v["x_valid"], v["y_valid"]
+        with (tt if lib == "tinytrain" else torch).no_grad():
+            accuracy = v["accuracy"](model(xv.view(-1, 1, 28, 28)), yv).item()
+        logistic, cnns = epochs[:4], epochs[4:]
+        assert max(logistic[1::2]) < 0.8, (lib, epochs)  # a logistic regression learns MNIST
+        assert all(b < a for a, b in zip(cnns[::2], cnns[1::2])), (lib, epochs)  # CNNs learn
+        assert accuracy > 0.5, (lib, accuracy)  # 10% is chance
+        results[lib] = epochs[-1]
+    assert abs(results["tinytrain"] - results["torch"]) < 0.5, results
+
+
+def losses(out: str) -> list[float]:
+    return [float(x) for x in re.findall(r"^\d+ ([\d.e+-]+)$", out, re.M)]
+
+
+@pytest.mark.parametrize("name", ["examples_polynomial_tensor.py",
+                                  "examples_polynomial_autograd.py",
+                                  "examples_polynomial_nn.py", "examples_polynomial_optim.py",
+                                  "examples_polynomial_module.py", "examples_dynamic_net.py"])
+def test_learning_pytorch_with_examples(name, tmp_path, monkeypatch, capsys):
+    """Each script fits sin(x) with a polynomial from random weights (tinytrain's and
+    PyTorch's generators differ, so the runs start apart): both must learn, and the cubic
+    ones, nearly converged after their 2000 steps, about as far."""
+    results = {}
+    for lib in ("tinytrain", "torch"):
+        out, v = run(name, lib, tmp_path, monkeypatch, capsys)
+        curve = losses(out)
+        assert re.search(r"^Result: y = [-\d.e]+ \+ [-\d.e]+ x \+ ", out, re.M), out
+        assert curve[-1] < curve[0] / 2, (lib, curve)  # it fits
+        results[lib] = curve
+    if name == "examples_dynamic_net.py":  # 4,000 of its 30,000 steps: still far from done
+        assert len(results["torch"]) == 2
+    else:
+        assert len(results["torch"]) == 20 and results["torch"][-1] < 30
+        assert results["tinytrain"][-1] == pytest.approx(results["torch"][-1], rel=0.5)
+
+
+def test_learning_pytorch_with_examples_custom_function(tmp_path, monkeypatch, capsys):
+    """The ctx-style ``LegendrePolynomial3``, from fixed weights: the same numbers."""
+    runs = {lib: run("examples_polynomial_custom_function.py", lib, tmp_path, monkeypatch,
+                     capsys) for lib in ("tinytrain", "torch")}
+    ours, theirs = (losses(runs[lib][0]) for lib in ("tinytrain", "torch"))
+    assert len(ours) == 20 and ours[-1] < ours[0] / 3, ours
+    np.testing.assert_allclose(ours, theirs, rtol=1e-3)
+    for name in "abcd":
+        assert runs["tinytrain"][1][name].item() == pytest.approx(
+            runs["torch"][1][name].item(), rel=1e-3, abs=1e-6)

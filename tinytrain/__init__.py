@@ -11,57 +11,145 @@ raise an AttributeError that says what to use instead.
 
 import importlib as _importlib
 
+import numpy as _np
+
 # the subpackages too, as `torch.nn` and `torch.optim` are reachable from `import torch`
 from tinytrain import accelerator, backends, cuda, data, nn, optim, utils
 from tinytrain._missing import TORCH_HINTS as _HINTS
 from tinytrain._missing import module_getattr as _module_getattr
-from tinytrain.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from tinytrain.autograd import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from tinytrain.backend import Device as device
-from tinytrain.backend import cuda_is_available
+from tinytrain.backend import cuda_is_available, set_default_device
+from tinytrain.backend import default_device as get_default_device
 from tinytrain.dtypes import can_cast, promote_types, result_type
 from tinytrain.functions import (
     abs,
     add,
+    all,
+    allclose,
     amax,
     amin,
+    any,
     argmax,
     argmin,
+    argsort,
+    bmm,
+    broadcast_to,
     cat,
+    ceil,
+    chunk,
     clamp,
     clip,
+    clone,
+    concat,
+    concatenate,
+    cos,
+    count_nonzero,
+    cumsum,
     div,
+    dot,
     eq,
     equal,
     exp,
+    expm1,
     flatten,
+    flip,
+    floor,
+    floor_divide,
+    gather,
     ge,
+    greater,
+    greater_equal,
     gt,
+    index_select,
+    is_floating_point,
+    is_tensor,
+    isclose,
+    isfinite,
+    isinf,
+    isnan,
     le,
+    less,
+    less_equal,
     log,
+    log1p,
+    log2,
+    log10,
     log_softmax,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
+    logsumexp,
     lt,
+    masked_fill,
+    masked_select,
     matmul,
     max,
     maximum,
     mean,
     min,
     minimum,
+    mm,
+    moveaxis,
+    movedim,
     mul,
+    multiply,
+    narrow,
     ne,
+    neg,
+    negative,
+    nonzero,
+    norm,
+    not_equal,
+    numel,
+    outer,
     permute,
     pow,
+    ravel,
+    reciprocal,
     relu,
+    remainder,
     reshape,
+    round,
+    rsqrt,
+    scatter,
+    select,
     sigmoid,
+    sign,
+    sin,
     softmax,
+    sort,
+    split,
     sqrt,
+    square,
     squeeze,
     stack,
+    std,
     sub,
+    subtract,
     sum,
+    swapaxes,
+    swapdims,
     tanh,
+    tile,
+    topk,
     transpose,
+    tril,
+    triu,
+    true_divide,
+    trunc,
+    unbind,
+    unique,
     unsqueeze,
+    var,
+    where,
 )
 from tinytrain.kernels.cpu.parallel import get_num_threads, set_num_threads
 from tinytrain.random import get_rng_state, manual_seed, set_rng_state
@@ -82,6 +170,7 @@ from tinytrain.tensor import (
     int32,
     int64,
     linspace,
+    multinomial,
     ones,
     ones_like,
     rand,
@@ -89,6 +178,8 @@ from tinytrain.tensor import (
     randint,
     randn,
     randn_like,
+    randperm,
+    set_printoptions,
     tensor,
     uint8,
     zeros,
@@ -98,7 +189,35 @@ from tinytrain.tensor import (
 # PyTorch's other names for the dtypes (these shadow the builtins only inside this module)
 bool, half, float, double, int, long = bool_, float16, float32, float64, int32, int64  # noqa: A001
 
+#: ``torch.Size``: tinytrain's shapes are plain tuples.
+Size = tuple
+
 __version__ = "0.1.0"
+
+_deterministic = False
+
+
+def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
+    """Accepted for PyTorch's scripts: tinytrain's kernels are deterministic already (the
+    GPU's col2im gathers instead of adding atomically; see docs/design.md)."""
+    global _deterministic
+    _deterministic = True if mode else False  # (bool is the dtype in this module)
+
+
+def are_deterministic_algorithms_enabled() -> bool:
+    return _deterministic
+
+
+def get_default_dtype() -> _np.dtype:
+    """The dtype Python floats become: float32 (fixed in tinytrain)."""
+    return float32
+
+
+def set_default_dtype(dtype: _np.dtype) -> None:
+    """Only float32 is accepted: tinytrain's default float dtype is fixed."""
+    if dtype != float32:
+        raise TypeError(f"set_default_dtype({dtype}): tinytrain's default float dtype is "
+                        f"float32; pass dtype= to the functions that make tensors instead")
 
 _LAZY_SUBMODULES = ("distributed", "models")
 
@@ -115,16 +234,28 @@ def __getattr__(name: str):
 
 # as torch's, this includes names that shadow builtins (max, float, ...)
 __all__ = [
-    "abs", "accelerator", "add", "amax", "amin", "arange", "argmax", "argmin", "as_tensor",
-    "backends", "bool", "bool_", "can_cast", "cat", "clamp", "clip", "cuda",
-    "cuda_is_available", "data", "device", "div", "double", "empty", "enable_grad", "eq",
-    "equal", "exp", "eye", "flatten", "float", "float16", "float32", "float64", "from_numpy",
-    "full", "full_like", "ge", "get_num_threads", "get_rng_state", "gt", "half", "int", "int32",
-    "int64", "is_grad_enabled", "le", "linspace", "load", "log", "log_softmax", "long", "lt",
-    "manual_seed", "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "ne", "nn",
-    "no_grad", "ones", "ones_like", "optim", "permute", "pow", "promote_types", "rand",
-    "rand_like", "randint", "randn", "randn_like", "relu", "reshape", "result_type", "save",
-    "set_grad_enabled", "set_num_threads", "set_rng_state", "sigmoid", "softmax", "sqrt",
-    "squeeze", "stack", "sub", "sum", "tanh", "Tensor", "tensor", "transpose", "uint8",
-    "unsqueeze", "utils", "zeros", "zeros_like",
+    "abs", "accelerator", "add", "all", "allclose", "amax", "amin", "any", "arange",
+    "are_deterministic_algorithms_enabled", "argmax", "argmin", "argsort", "as_tensor",
+    "autograd", "backends", "bmm", "bool", "bool_", "broadcast_to", "can_cast", "cat", "ceil",
+    "chunk", "clamp", "clip", "clone", "concat", "concatenate", "cos", "count_nonzero", "cuda",
+    "cuda_is_available", "cumsum", "data", "device", "div", "dot", "double", "empty",
+    "enable_grad", "eq", "equal", "exp", "expm1", "eye", "flatten", "flip", "float", "float16",
+    "float32", "float64", "floor", "floor_divide", "from_numpy", "full", "full_like", "gather",
+    "ge", "get_default_device", "get_default_dtype", "get_num_threads", "get_rng_state",
+    "greater", "greater_equal", "gt", "half", "index_select", "inference_mode", "int", "int32",
+    "int64", "is_floating_point", "is_grad_enabled", "is_tensor", "isclose", "isfinite",
+    "isinf", "isnan", "le", "less", "less_equal", "linspace", "load", "log", "log10", "log1p",
+    "log2", "log_softmax", "logical_and", "logical_not", "logical_or", "logical_xor",
+    "logsumexp", "long", "lt", "manual_seed", "masked_fill", "masked_select", "matmul", "max",
+    "maximum", "mean", "min", "minimum", "mm", "moveaxis", "movedim", "mul", "multinomial",
+    "multiply", "narrow", "ne", "neg", "negative", "nn", "no_grad", "nonzero", "norm",
+    "not_equal", "numel", "ones", "ones_like", "optim", "outer", "permute", "pow",
+    "promote_types", "rand", "rand_like", "randint", "randn", "randn_like", "randperm",
+    "ravel", "reciprocal", "relu", "remainder", "reshape", "result_type", "round", "rsqrt",
+    "save", "scatter", "select", "set_default_device", "set_default_dtype", "set_grad_enabled",
+    "set_num_threads", "set_printoptions", "set_rng_state", "sigmoid", "sign", "sin", "Size",
+    "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "sub", "subtract",
+    "sum", "swapaxes", "swapdims", "tanh", "Tensor", "tensor", "tile", "topk", "transpose",
+    "tril", "triu", "true_divide", "trunc", "uint8", "unbind", "unique", "unsqueeze",
+    "use_deterministic_algorithms", "utils", "var", "where", "zeros", "zeros_like",
 ]

@@ -38,7 +38,13 @@ TORCH_HINTS = {
            "tt.save(model.state_dict(), path)",
     "autocast": "tinytrain has no mixed precision (autocast/amp); it trains in float32",
     "amp": "tinytrain has no mixed precision (autocast/amp); it trains in float32",
-    "inference_mode": "use tt.no_grad()",
+    "FloatTensor": "use tt.tensor(data, dtype=tt.float32)",
+    "DoubleTensor": "use tt.tensor(data, dtype=tt.float64)",
+    "LongTensor": "use tt.tensor(data, dtype=tt.int64)",
+    "IntTensor": "use tt.tensor(data, dtype=tt.int32)",
+    "BoolTensor": "use tt.tensor(data, dtype=tt.bool)",
+    "ByteTensor": "use tt.tensor(data, dtype=tt.uint8)",
+    "einsum": "not in tinytrain; write it with @, * and sum (e.g. 'ij,jk->ik' is a @ b)",
     "Generator": "tinytrain has one random generator: seed it with tt.manual_seed(seed); "
                  "DataLoader(..., seed=...) makes shuffling reproducible on its own",
     "bfloat16": _DTYPES, "complex64": _DTYPES, "complex128": _DTYPES, "cfloat": _DTYPES,
@@ -52,3 +58,94 @@ TORCH_HINTS = {
               "path)",
     "multiprocessing": "tinytrain starts one process per GPU with MPI (see tinytrain.distributed)",
 }
+
+#: What a missing Tensor method's AttributeError says (``Tensor.__getattr__``).
+TENSOR_OFFER = ("tinytrain's Tensor has the methods its course uses (README: 'Differences from "
+                "PyTorch'); for anything else compute on t.numpy() with NumPy and wrap the "
+                "result with tt.tensor(...)")
+_HOOKS = ("tinytrain has no tensor hooks; use register_post_accumulate_grad_hook on a leaf, or "
+          "a module's register_forward_hook")
+_STORAGE = "a tinytrain Tensor wraps one NumPy/CuPy array: use t.data (the array) or t.numpy()"
+TENSOR_HINTS = {
+    "register_hook": _HOOKS, "retain_grad": "tinytrain keeps .grad for leaves only; to see a "
+    "non-leaf's gradient make it a leaf: y = y.detach().requires_grad_()",
+    "storage": _STORAGE, "untyped_storage": _STORAGE, "storage_offset": _STORAGE,
+    "as_strided": _STORAGE,
+    "pin_memory": "tinytrain does not pin CPU memory; .to('cuda') copies directly",
+    "is_pinned": "tinytrain does not pin CPU memory; .to('cuda') copies directly",
+    "share_memory_": "tinytrain has no worker processes to share memory with",
+    "to_sparse": "tinytrain has dense tensors only",
+    "is_sparse": "tinytrain has dense tensors only",
+    "bfloat16": _DTYPES, "cfloat": _DTYPES, "cdouble": _DTYPES, "complex": _DTYPES,
+    "prod": "not in tinytrain; for a constant, t.numpy().prod(); for a gradient, "
+            "x.log().sum().exp() of positive x",
+    "cumprod": _NUMPY, "bincount": _NUMPY, "histc": _NUMPY, "kthvalue": _NUMPY,
+    "median": _NUMPY, "mode": _NUMPY, "unfold": _NUMPY, "roll": _NUMPY, "flip": _NUMPY,
+    "index_add_": "not in tinytrain; under tt.no_grad(), np.add.at(t.data, index, values)",
+    "scatter_add_": "not in tinytrain; under tt.no_grad(), np.add.at(t.data, index, values)",
+    "bernoulli_": "not in tinytrain; (tt.rand(*t.shape) < p).float() draws the same",
+    "multinomial": "not in tinytrain; sample with NumPy: np.random.default_rng().choice(n, p=...)",
+}
+
+#: Methods of PyTorch's ``nn.Module`` that tinytrain's lacks (``Module.__getattr__``).
+_BACKWARD_HOOKS = ("tinytrain modules have forward hooks (register_forward_hook, "
+                   "register_forward_pre_hook); for gradients, a parameter's "
+                   "register_post_accumulate_grad_hook")
+MODULE_HINTS = {
+    "register_full_backward_hook": _BACKWARD_HOOKS, "register_backward_hook": _BACKWARD_HOOKS,
+    "register_full_backward_pre_hook": _BACKWARD_HOOKS,
+    "compile": TORCH_HINTS["compile"],
+    "bfloat16": _DTYPES,
+    "share_memory": "tinytrain has no worker processes to share memory with",
+    "to_empty": "tinytrain creates parameters with their values; use model.to(device)",
+    "register_load_state_dict_post_hook": "not in tinytrain; change the state dict before "
+                                          "load_state_dict",
+    "register_state_dict_pre_hook": "not in tinytrain; change the state dict after state_dict()",
+}
+#: The public names of ``torch.Tensor`` (2.x) that tinytrain's Tensor lacks: reading one raises
+#: an AttributeError with a hint (``TENSOR_HINTS``, else ``TENSOR_OFFER``).
+TORCH_TENSOR_NAMES = """
+H absolute absolute_ acos acos_ acosh acosh_ addbmm addbmm_ addcdiv addcdiv_ addcmul
+addcmul_ addmm addmm_ addmv addmv_ addr addr_ adjoint aminmax angle apply_ arccos arccos_
+arccosh arccosh_ arcsin arcsin_ arcsinh arcsinh_ arctan arctan2 arctan2_ arctan_ arctanh
+arctanh_ argwhere as_strided as_strided_ as_strided_scatter as_subclass asin asin_ asinh
+asinh_ atan atan2 atan2_ atan_ atanh atanh_ baddbmm baddbmm_ bernoulli bernoulli_ bfloat16
+bincount bitwise_and bitwise_and_ bitwise_left_shift bitwise_left_shift_ bitwise_not
+bitwise_not_ bitwise_or bitwise_or_ bitwise_right_shift bitwise_right_shift_ bitwise_xor
+bitwise_xor_ bmm cauchy_ ccol_indices cdouble cfloat chalf cholesky cholesky_inverse
+cholesky_solve clamp_max_ clamp_min_ coalesce col_indices conj conj_physical
+conj_physical_ const_data_ptr copysign copysign_ corrcoef cosh cosh_ cov cross
+crow_indices cummax cummin cumprod cumprod_ cumsum_ deg2rad deg2rad_ dense_dim dequantize
+det detach_ diag diag_embed diagflat diagonal diagonal_scatter diff digamma digamma_
+dim_order dist divide_ dsplit eig eq_ erf erf_ erfc erfc_ erfinv erfinv_ exp2 exp2_ expm1_
+exponential_ fill_diagonal_ fix fix_ fliplr flipud float_power float_power_ floor_divide
+floor_divide_ fmax fmin fmod fmod_ frac frac_ frexp gcd gcd_ ge_ geometric_ geqrf ger
+get_device grad_dtype greater_ greater_equal_ gt_ hardshrink hash_tensor heaviside
+heaviside_ histc histogram hsplit hypot hypot_ i0 i0_ igamma igamma_ igammac igammac_ imag
+index index_add index_add_ index_copy index_copy_ index_fill index_fill_ index_put
+index_put_ index_reduce index_reduce_ indices inner int_repr inverse ipu is_coalesced
+is_complex is_conj is_distributed is_inference is_ipu is_maia is_meta is_mkldnn is_mps
+is_mtia is_neg is_nested is_nonzero is_pinned is_quantized is_same_size is_set_to
+is_shared is_signed is_sparse is_sparse_csr is_vulkan is_xla is_xpu isneginf isposinf
+isreal istft kron kthvalue layout lcm lcm_ ldexp ldexp_ le_ lerp lerp_ less_ less_equal_
+lgamma lgamma_ log10_ log1p_ log2_ log_normal_ logaddexp logaddexp2 logcumsumexp logdet
+logical_and_ logical_not_ logical_or_ logical_xor_ logit logit_ lstsq lt_ lu lu_solve mH
+mT map2_ map_ masked_scatter masked_scatter_ matrix_exp matrix_power median mode
+module_load msort mtia multiply_ mv mvlgamma mvlgamma_ name nan_to_num nan_to_num_ nanmean
+nanmedian nanquantile nansum narrow_copy ne_ negative_ new new_empty_strided nextafter
+nextafter_ nonzero_static not_equal_ orgqr ormqr output_nr pin_memory pinverse polygamma
+polygamma_ positive prelu prod put put_ q_per_channel_axis q_per_channel_scales
+q_per_channel_zero_points q_scale q_zero_point qr qscheme quantile rad2deg rad2deg_
+random_ real record_stream register_hook reinforce remainder_ renorm renorm_
+repeat_interleave resize resize_ resize_as resize_as_ resize_as_sparse_ resolve_conj
+resolve_neg retain_grad retains_grad roll rot90 row_indices rsqrt_ scatter_add
+scatter_add_ scatter_reduce scatter_reduce_ select_scatter set_ sgn sgn_ share_memory_
+signbit sinc sinc_ sinh sinh_ slice_inverse slice_scatter slogdet smm solve sparse_dim
+sparse_mask sparse_resize_ sparse_resize_and_clear_ split_with_sizes squeeze_ sspaddmm
+stft storage storage_offset storage_type subtract_ sum_to_size svd swapaxes_ swapdims_
+symeig t_ take take_along_dim tan tan_ tensor_split to_dense to_mkldnn to_padded_tensor
+to_sparse to_sparse_bsc to_sparse_bsr to_sparse_coo to_sparse_csc to_sparse_csr trace
+transpose_ triangular_solve tril_ triu_ true_divide_ unfold unique_consecutive
+unsafe_chunk unsafe_split unsafe_split_with_sizes unsqueeze_ untyped_storage values vdot
+volatile vsplit xlogy xlogy_ xpu
+"""

@@ -93,6 +93,22 @@ def normalize_device(device: Any) -> str:
     return name
 
 
+_default_device = "cpu"
+
+
+def set_default_device(device: Any) -> None:
+    """Where creation functions (``tensor`` of a list, ``zeros``, ``randn``, ``arange``, ...)
+    put tensors when no ``device`` is given (``torch.set_default_device``). Layers still
+    create their parameters on the CPU: move a model with ``model.to(device)``."""
+    global _default_device
+    _default_device = normalize_device(device if device is not None else "cpu")
+
+
+def default_device() -> Device:
+    """The device creation functions use when none is given (``"cpu"`` unless set)."""
+    return CPU if _default_device == "cpu" else CUDA
+
+
 def is_device(value: Any) -> bool:
     """True for a device name (``"cpu"``, ``"cuda"``, ``"cuda:0"``), False for e.g. a dtype."""
     return isinstance(value, str) and value in (*DEVICES, "cuda:0")

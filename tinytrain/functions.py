@@ -7,16 +7,33 @@ which is the raw array in tinytrain) is wrapped as a Tensor first, so
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import Any
 
+from tinytrain.autograd import is_grad_enabled, no_grad
 from tinytrain.autograd import ops as O
 from tinytrain.dtypes import result_type
-from tinytrain.tensor import Tensor
+from tinytrain.tensor import Tensor, where
 
 
 def _t(x: Any) -> Tensor:
     return x if isinstance(x, Tensor) else Tensor(x)
+
+
+def _out(result: Tensor, out: Tensor | None) -> Tensor:
+    """PyTorch's ``out=`` argument: write ``result`` into ``out`` (resized if need be)."""
+    if out is None:
+        return result
+    if is_grad_enabled() and (result.requires_grad or out.requires_grad):
+        raise RuntimeError("functions with out=... arguments don't support automatic "
+                           "differentiation, but one of the arguments requires grad.")
+    if out.shape != result.shape:
+        out.data = result.data.astype(out.dtype)  # a new array of the new shape
+    else:
+        with no_grad():
+            out.copy_(result)
+    return out
 
 
 def max(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001, A002
@@ -93,57 +110,85 @@ def transpose(input: Any, dim0: int, dim1: int) -> Tensor:  # noqa: A002
     return _t(input).transpose(dim0, dim1)
 
 
-def matmul(input: Any, other: Any) -> Tensor:  # noqa: A002
-    return _t(input) @ other
+def matmul(input: Any, other: Any, *, out: Tensor | None = None) -> Tensor:  # noqa: A002
+    return _out(_t(input) @ other, out)
 
 
-def add(input: Any, other: Any, alpha: float = 1) -> Tensor:  # noqa: A002
-    return _t(input).add(other, alpha)
+def mm(input: Any, mat2: Any, *, out: Tensor | None = None) -> Tensor:  # noqa: A002
+    """Matrix product of two 2-D tensors ``[n, k] @ [k, m]``."""
+    if _t(input).ndim != 2 or _t(mat2).ndim != 2:
+        raise O.ShapeError(f"mm: both arguments must be 2-D, got shapes {_t(input).shape} and "
+                           f"{_t(mat2).shape}")
+    return matmul(input, mat2, out=out)
 
 
-def sub(input: Any, other: Any, alpha: float = 1) -> Tensor:  # noqa: A002
-    return _t(input).sub(other, alpha)
+def bmm(input: Any, mat2: Any, *, out: Tensor | None = None) -> Tensor:  # noqa: A002
+    """Batched matrix product of two 3-D tensors ``[b, n, k] @ [b, k, m]``."""
+    a, b = _t(input), _t(mat2)
+    if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0]:
+        raise O.ShapeError(f"bmm: expected 3-D tensors with the same batch size, got shapes "
+                           f"{a.shape} and {b.shape}")
+    return matmul(a, b, out=out)
 
 
-def mul(input: Any, other: Any) -> Tensor:  # noqa: A002
-    return _t(input) * other
+def add(input: Any, other: Any, alpha: float = 1, *,  # noqa: A002
+        out: Tensor | None = None) -> Tensor:
+    return _out(_t(input).add(other, alpha), out)
 
 
-def div(input: Any, other: Any) -> Tensor:  # noqa: A002
-    return _t(input) / other
+def sub(input: Any, other: Any, alpha: float = 1, *,  # noqa: A002
+        out: Tensor | None = None) -> Tensor:
+    return _out(_t(input).sub(other, alpha), out)
+
+
+def mul(input: Any, other: Any, *, out: Tensor | None = None) -> Tensor:  # noqa: A002
+    return _out(_t(input) * other, out)
+
+
+def div(input: Any, other: Any, *, rounding_mode: str | None = None,  # noqa: A002
+        out: Tensor | None = None) -> Tensor:
+    """``input / other`` (true division), or rounded: ``rounding_mode="trunc"`` / ``"floor"``."""
+    return _out(_t(input).div(other, rounding_mode=rounding_mode), out)
+
+
+def floor_divide(input: Any, other: Any) -> Tensor:  # noqa: A002
+    return _t(input) // other
 
 
 def pow(input: Any, exponent: Any) -> Tensor:  # noqa: A001, A002
     return _t(input) ** exponent
 
 
-def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+def cat(tensors: Sequence[Tensor], dim: int = 0, *, out: Tensor | None = None) -> Tensor:
     """Join tensors along an existing ``dim`` (other dims must match); dtypes promote."""
     tensors = [_t(t) for t in tensors]
     if not tensors:
-        raise ValueError("cat: expected a non-empty sequence of tensors")
+        raise O.InvalidArgument("cat: expected a non-empty sequence of tensors")
     (axis,) = O._normalize_axis(dim, tensors[0].ndim)
     for i, t in enumerate(tensors):
-        if t.ndim != tensors[0].ndim or any(
+        if t.ndim != tensors[0].ndim or builtins.any(
                 a != b for d, (a, b) in enumerate(zip(t.shape, tensors[0].shape)) if d != axis):
-            raise ValueError(
+            raise O.ShapeError(
                 f"cat: sizes must match except in dimension {axis}: tensor 0 has shape "
                 f"{tensors[0].shape}, tensor {i} has shape {t.shape}"
             )
     dtype = result_type(*tensors)
-    return O.Cat.apply(axis, *(t._cast(dtype) for t in tensors))
+    return _out(O.Cat.apply(axis, *(t._cast(dtype) for t in tensors)), out)
 
 
-def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+concat = concatenate = cat
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0, *, out: Tensor | None = None) -> Tensor:
     """Join same-shape tensors along a new ``dim``: N of ``[*s]`` -> ``[N, *s]`` for dim 0."""
     tensors = [_t(t) for t in tensors]
     if not tensors:
-        raise ValueError("stack: expected a non-empty sequence of tensors")
+        raise O.InvalidArgument("stack: expected a non-empty sequence of tensors")
     for i, t in enumerate(tensors):
         if t.shape != tensors[0].shape:
-            raise ValueError(f"stack: expects each tensor to be equal size, but got "
+            raise O.ShapeError(f"stack: expects each tensor to be equal size, but got "
                              f"{tensors[0].shape} at entry 0 and {t.shape} at entry {i}")
-    return cat([t.unsqueeze(dim) for t in tensors], dim)
+    return cat([t.unsqueeze(dim) for t in tensors], dim, out=out)
 
 
 def _unary(name: str):
@@ -157,6 +202,171 @@ def _unary(name: str):
 
 exp, log, sqrt, abs, relu, sigmoid, tanh = (  # noqa: A001
     _unary(n) for n in ("exp", "log", "sqrt", "abs", "relu", "sigmoid", "tanh"))
+sin, cos, square, floor, ceil, trunc, sign, logical_not = (
+    _unary(n) for n in ("sin", "cos", "square", "floor", "ceil", "trunc", "sign", "logical_not"))
+
+
+def _method(name: str):
+    def fn(input: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002
+        return getattr(_t(input), name)(*args, **kwargs)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``tt.{name}(x, ...)`` is ``x.{name}(...)``."
+    return fn
+
+
+(isnan, isinf, isfinite, neg, negative, reciprocal, rsqrt, log1p, expm1, log2, log10, flip,
+ ravel, narrow, select, movedim, moveaxis, swapaxes, swapdims, broadcast_to, tile,
+ masked_select, logical_xor, count_nonzero, remainder, subtract, multiply, true_divide,
+ greater, greater_equal, less, less_equal, not_equal) = (_method(n) for n in (
+    "isnan", "isinf", "isfinite", "neg", "negative", "reciprocal", "rsqrt", "log1p", "expm1",
+    "log2", "log10", "flip", "ravel", "narrow", "select", "movedim", "moveaxis", "swapaxes",
+    "swapdims", "broadcast_to", "tile", "masked_select", "logical_xor", "count_nonzero",
+    "remainder", "subtract", "multiply", "true_divide", "greater", "greater_equal", "less",
+    "less_equal", "not_equal"))
+
+
+def round(input: Any, decimals: int = 0) -> Tensor:  # noqa: A001, A002
+    return _t(input).round(decimals)
+
+
+def cumsum(input: Any, dim: int) -> Tensor:  # noqa: A002
+    return _t(input).cumsum(dim)
+
+
+def std(input: Any, dim: Any = None, unbiased: bool | None = None,  # noqa: A002
+        keepdim: bool = False, *, correction: float | None = None) -> Tensor:
+    return _t(input).std(dim, unbiased, keepdim, correction=correction)
+
+
+def var(input: Any, dim: Any = None, unbiased: bool | None = None,  # noqa: A002
+        keepdim: bool = False, *, correction: float | None = None) -> Tensor:
+    return _t(input).var(dim, unbiased, keepdim, correction=correction)
+
+
+def logsumexp(input: Any, dim: Any, keepdim: bool = False) -> Tensor:  # noqa: A002
+    return _t(input).logsumexp(dim, keepdim)
+
+
+def norm(input: Any, p: Any = "fro", dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A002
+    return _t(input).norm(p, dim, keepdim)
+
+
+def sort(input: Any, dim: int = -1, descending: bool = False,  # noqa: A002
+         stable: bool = False) -> Any:
+    return _t(input).sort(dim, descending, stable)
+
+
+def argsort(input: Any, dim: int = -1, descending: bool = False,  # noqa: A002
+            stable: bool = False) -> Tensor:
+    return _t(input).argsort(dim, descending, stable)
+
+
+def topk(input: Any, k: int, dim: int = -1, largest: bool = True,  # noqa: A002
+         sorted: bool = True) -> Any:  # noqa: A002
+    return _t(input).topk(k, dim, largest, sorted)
+
+
+def gather(input: Any, dim: int, index: Any) -> Tensor:  # noqa: A002
+    return _t(input).gather(dim, index)
+
+
+def index_select(input: Any, dim: int, index: Any) -> Tensor:  # noqa: A002
+    return _t(input).index_select(dim, index)
+
+
+def scatter(input: Any, dim: int, index: Any, src: Any = None,  # noqa: A002
+            value: Any = None) -> Tensor:
+    return _t(input).scatter(dim, index, src, value)
+
+
+def masked_fill(input: Any, mask: Any, value: Any) -> Tensor:  # noqa: A002
+    return _t(input).masked_fill(mask, value)
+
+
+def chunk(input: Any, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:  # noqa: A002
+    return _t(input).chunk(chunks, dim)
+
+
+def split(tensor: Any, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
+    return _t(tensor).split(split_size_or_sections, dim)
+
+
+def unbind(input: Any, dim: int = 0) -> tuple[Tensor, ...]:  # noqa: A002
+    return _t(input).unbind(dim)
+
+
+def nonzero(input: Any, as_tuple: bool = False) -> Any:  # noqa: A002
+    return _t(input).nonzero(as_tuple)
+
+
+def unique(input: Any, sorted: bool = True, return_inverse: bool = False,  # noqa: A002
+           return_counts: bool = False, dim: int | None = None) -> Any:
+    return _t(input).unique(sorted, return_inverse, return_counts, dim)
+
+
+def any(input: Any, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001, A002
+    return _t(input).any(dim, keepdim)
+
+
+def all(input: Any, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001, A002
+    return _t(input).all(dim, keepdim)
+
+
+def isclose(input: Any, other: Any, rtol: float = 1e-05, atol: float = 1e-08,  # noqa: A002
+            equal_nan: bool = False) -> Tensor:
+    return _t(input).isclose(other, rtol, atol, equal_nan)
+
+
+def allclose(input: Any, other: Any, rtol: float = 1e-05, atol: float = 1e-08,  # noqa: A002
+             equal_nan: bool = False) -> bool:
+    return _t(input).allclose(other, rtol, atol, equal_nan)
+
+
+def logical_and(input: Any, other: Any) -> Tensor:  # noqa: A002
+    return _t(input).logical_and(other)
+
+
+def logical_or(input: Any, other: Any) -> Tensor:  # noqa: A002
+    return _t(input).logical_or(other)
+
+
+def dot(input: Any, tensor: Any) -> Tensor:  # noqa: A002
+    """The inner product of two 1-D tensors of one size."""
+    a, b = _t(input), _t(tensor)
+    if a.ndim != 1 or b.ndim != 1 or a.shape != b.shape:
+        raise O.ShapeError(f"dot: expected two 1-D tensors of the same size, got shapes "
+                           f"{a.shape} and {b.shape}")
+    return a @ b
+
+
+def outer(input: Any, vec2: Any) -> Tensor:  # noqa: A002
+    """``[n]`` and ``[m]`` -> ``[n, m]`` of all products."""
+    return _t(input).unsqueeze(1) * _t(vec2).unsqueeze(0)
+
+
+def tril(input: Any, diagonal: int = 0) -> Tensor:  # noqa: A002
+    return _t(input).tril(diagonal)
+
+
+def triu(input: Any, diagonal: int = 0) -> Tensor:  # noqa: A002
+    return _t(input).triu(diagonal)
+
+
+def clone(input: Any) -> Tensor:  # noqa: A002
+    return _t(input).clone()
+
+
+def numel(input: Any) -> int:  # noqa: A002
+    return _t(input).numel()
+
+
+def is_tensor(obj: Any) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(input: Any) -> bool:  # noqa: A002
+    return _t(input).is_floating_point()
 
 
 def softmax(input: Any, dim: int) -> Tensor:  # noqa: A002
@@ -184,9 +394,18 @@ def equal(input: Any, other: Any) -> bool:  # noqa: A002
 
 
 __all__ = [
-    "abs", "add", "amax", "amin", "argmax", "argmin", "cat", "clamp", "clip", "div", "eq",
-    "equal", "exp", "flatten", "ge", "gt", "le", "log", "log_softmax", "lt", "matmul", "max",
-    "maximum", "mean", "min", "minimum", "mul", "ne", "permute", "pow", "relu", "reshape",
-    "sigmoid", "softmax", "sqrt", "squeeze", "stack", "sub", "sum", "tanh", "transpose",
-    "unsqueeze",
+    "abs", "add", "all", "allclose", "amax", "amin", "any", "argmax", "argmin", "argsort",
+    "bmm", "broadcast_to", "cat", "ceil", "chunk", "clamp", "clip", "clone", "concat",
+    "concatenate", "cos", "count_nonzero", "cumsum", "div", "dot", "eq", "equal", "exp",
+    "expm1", "flatten", "flip", "floor", "floor_divide", "gather", "ge", "greater",
+    "greater_equal", "gt", "index_select", "is_floating_point", "is_tensor", "isclose",
+    "isfinite", "isinf", "isnan", "le", "less", "less_equal", "log", "log10", "log1p", "log2",
+    "log_softmax", "logical_and", "logical_not", "logical_or", "logical_xor", "logsumexp",
+    "lt", "masked_fill", "masked_select", "matmul", "max", "maximum", "mean", "min", "minimum",
+    "mm", "moveaxis", "movedim", "mul", "multiply", "narrow", "ne", "neg", "negative",
+    "nonzero", "norm", "not_equal", "numel", "outer", "permute", "pow", "ravel", "reciprocal",
+    "relu", "remainder", "reshape", "round", "rsqrt", "scatter", "select", "sigmoid", "sign",
+    "sin", "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "sub",
+    "subtract", "sum", "swapaxes", "swapdims", "tanh", "tile", "topk", "transpose", "tril",
+    "triu", "true_divide", "trunc", "unbind", "unique", "unsqueeze", "var", "where",
 ]

@@ -56,6 +56,11 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> Any:
         return {"t": "py", "v": obj.item()}
     if obj is None or isinstance(obj, bool | int | float | str):
         return {"t": "py", "v": obj}
+    if hasattr(obj, "state_dict"):  # a Module, an optimizer, a schedule: no pickles here
+        raise TypeError(
+            f"save: cannot store a whole {type(obj).__name__} (tinytrain files hold data, not "
+            f"pickled objects); save its state instead: tt.save(obj.state_dict(), path), then "
+            f"obj.load_state_dict(tt.load(path)) into a new {type(obj).__name__}")
     raise TypeError(f"save: cannot store an object of type {type(obj).__name__}")
 
 

@@ -26,7 +26,9 @@ out=t.data)``) bypasses the tensor and is not seen: use ``t[...] = 0`` or
 from __future__ import annotations
 
 import builtins
+import math
 import numbers
+import sys
 from collections import namedtuple
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
@@ -34,11 +36,12 @@ from typing import Any
 
 import numpy as np
 
-from tinytrain import backend
+from tinytrain import _missing, backend
 from tinytrain.autograd import engine, function
 from tinytrain.autograd import ops as O
 from tinytrain.autograd.function import AccumulateGrad, Function, Node
 from tinytrain.autograd.grad_mode import is_grad_enabled, no_grad
+from tinytrain.autograd.ops import IndexRangeError, InvalidArgument, ShapeError
 from tinytrain.dtypes import (
     DEFAULT_FLOAT,
     DTypeError,
@@ -58,13 +61,13 @@ from tinytrain.random import default_generator
 #: What ``max(dim)`` / ``min(dim)`` return: a named pair, like ``torch.return_types.max``.
 MaxResult = namedtuple("max", ["values", "indices"])
 MinResult = namedtuple("min", ["values", "indices"])
+SortResult = namedtuple("sort", ["values", "indices"])
+TopkResult = namedtuple("topk", ["values", "indices"])
+
+#: How tensors print (``set_printoptions``): keyword arguments of ``np.array2string``.
+_PRINT_OPTIONS: dict[str, Any] = {}
 
 _LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
-
-
-class _ItemError(RuntimeError, ValueError):
-    """``item()`` of a tensor without exactly one element: PyTorch raises a RuntimeError;
-    tinytrain used to raise a ValueError, and this is both."""
 
 
 class RemovableHandle:
@@ -107,7 +110,11 @@ class Tensor:
         self._data = data
         self._version_counter = counter if counter is not None else [0]
         if requires_grad:
-            self.requires_grad_(True)
+            if data.dtype.kind != "f":
+                raise DTypeError(f"Only Tensors of floating point and complex dtype can require "
+                                 f"gradients (tinytrain has no complex dtype), not {data.dtype}; "
+                                 f"give a float dtype, e.g. dtype=tt.float32")
+            self.requires_grad = True
 
     # ------------------------------------------------------------ properties
 
@@ -190,7 +197,7 @@ class Tensor:
         return bool((self == element).any())
 
     def __repr__(self) -> str:
-        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(", **_PRINT_OPTIONS)
         extra = "" if self.device == "cpu" else f", device='{self.device}'"
         if self.dtype not in (float32, int64, bool_):
             extra += f", dtype={self.dtype}"
@@ -215,7 +222,7 @@ class Tensor:
 
     def item(self) -> float | int | bool:
         if self._data.size != 1:
-            raise _ItemError(
+            raise InvalidArgument(
                 f"item(): a Tensor with {self._data.size} elements cannot be converted to "
                 f"Scalar (shape {self.shape}); only one element tensors can be"
             )
@@ -249,7 +256,7 @@ class Tensor:
 
     def _scalar(self, what: str) -> Any:
         if self._data.size != 1:
-            raise ValueError(
+            raise InvalidArgument(
                 f"{what}(): only one element tensors can be converted to Python scalars, got "
                 f"shape {self.shape}"
             )
@@ -258,18 +265,23 @@ class Tensor:
     def tolist(self) -> Any:
         return self.numpy().tolist()
 
-    def to(self, device: Any = None, dtype: Any = None) -> Tensor:
-        """A copy on another device and/or with another dtype (self if nothing changes).
+    def to(self, device: Any = None, dtype: Any = None, non_blocking: bool = False,
+           copy: bool = False) -> Tensor:
+        """A copy on another device and/or with another dtype (self if nothing changes,
+        unless ``copy``).
 
-        ``to(dtype)`` with a dtype as the only argument works too. The result is
-        differentiable: gradients flow back to the original device and dtype.
+        ``to(dtype)`` with a dtype as the only argument works too, and ``to(other)`` takes
+        ``other``'s device and dtype. The result is differentiable: gradients flow back to
+        the original device and dtype. ``non_blocking`` is accepted and has no effect.
         """
-        if device is not None and not backend.is_device(device):
+        if isinstance(device, Tensor):
+            device, dtype = device.device, device.dtype
+        elif device is not None and not backend.is_device(device):
             device, dtype = None, device
         device = backend.normalize_device(device) if device is not None else self.device
         dtype = np.dtype(dtype) if dtype is not None else self.dtype
         if device == self.device and dtype == self.dtype:
-            return self
+            return self.clone() if copy else self
         return _To.apply(self, device, dtype)
 
     def type(self, dtype: Any = None) -> Any:
@@ -282,7 +294,7 @@ class Tensor:
     def cpu(self) -> Tensor:
         return self.to("cpu")
 
-    def cuda(self) -> Tensor:
+    def cuda(self, device: Any = None, non_blocking: bool = False) -> Tensor:
         return self.to("cuda")
 
     def float(self) -> Tensor:
@@ -310,7 +322,8 @@ class Tensor:
         if not self.is_leaf:
             raise RuntimeError("requires_grad_ can only change leaf tensors; use detach() first")
         if requires_grad and self.dtype.kind != "f":
-            raise TypeError(f"only floating-point tensors can require grad, not {self.dtype}")
+            raise DTypeError(f"only Tensors of floating point dtype can require gradients, "
+                             f"not {self.dtype}; convert it first: .float()")
         self.requires_grad = requires_grad
         return self
 
@@ -358,7 +371,7 @@ class Tensor:
             owned = False
             grad = gradient._data if isinstance(gradient, Tensor) else gradient
             if tuple(grad.shape) != self.shape:
-                raise ValueError(
+                raise ShapeError(
                     f"backward(): gradient has shape {tuple(grad.shape)} but the tensor has "
                     f"shape {self.shape}"
                 )
@@ -510,8 +523,27 @@ class Tensor:
     def mul(self, other: Any) -> Tensor:
         return self * other
 
-    def div(self, other: Any) -> Tensor:
-        return self / other
+    def div(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+        """``self / other``; with ``rounding_mode`` ``"trunc"`` (toward zero) or ``"floor"``
+        (down) the quotient is rounded, in the operands' promoted dtype (integers stay
+        integers), and its gradient is zero, as in PyTorch."""
+        if rounding_mode is None:
+            return self / other
+        if rounding_mode not in ("trunc", "floor"):
+            raise InvalidArgument(f"div expected rounding_mode to be one of None, 'trunc', or "
+                                  f"'floor' but found {rounding_mode!r}")
+        a, b = self._promote(other)
+        if b is NotImplemented:
+            raise TypeError(f"div: expected a Tensor or a number, got {type(other).__name__}")
+        if a.dtype == bool_:
+            raise DTypeError("div with a rounding_mode is not implemented for bool tensors")
+        divisor = b._data if isinstance(b, Tensor) else b
+        if a.dtype.kind in "iu" and builtins.bool((divisor == 0).any()):
+            raise RuntimeError("ZeroDivisionError: integer division by zero")
+        return O.DivRounded.apply(a, b, rounding_mode)
+
+    def divide(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+        return self.div(other, rounding_mode=rounding_mode)
 
     def pow(self, exponent: Any) -> Tensor:
         return self ** exponent
@@ -526,7 +558,7 @@ class Tensor:
     def clamp(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 (torch's names)
         """Values limited to ``[min, max]`` (either may be None); ``clip`` is the same."""
         if min is None and max is None:
-            raise ValueError("clamp: at least one of min and max must not be None")
+            raise InvalidArgument("clamp: at least one of min and max must not be None")
         dtype = result_type(self, *(b for b in (min, max) if b is not None))
         lo, hi = (None if b is None else scalar_array(b, dtype) for b in (min, max))
         return O.Clamp.apply(self._cast(dtype), lo, hi)
@@ -600,11 +632,13 @@ class Tensor:
     def logical_not(self) -> Tensor:
         return Tensor(self._data == 0)
 
-    def any(self) -> Tensor:
-        return Tensor(self._data.any())
+    def any(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """True where any element over ``dim`` (all dims if None) is non-zero."""
+        return Tensor(self._data.any(axis=O._normalize_axis(dim, self.ndim), keepdims=keepdim))
 
-    def all(self) -> Tensor:
-        return Tensor(self._data.all())
+    def all(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """True where every element over ``dim`` (all dims if None) is non-zero."""
+        return Tensor(self._data.all(axis=O._normalize_axis(dim, self.ndim), keepdims=keepdim))
 
     # ------------------------------------------------------------ in-place ops
 
@@ -774,11 +808,21 @@ class Tensor:
 
     # ------------------------------------------------------------ reductions
 
-    def sum(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        """Sum over ``dim`` (all if None); bool and integer tensors sum to int64."""
-        return O.Sum.apply(self, O._normalize_axis(dim, self.ndim), keepdim)
+    def sum(self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
+            dtype: Any = None, keepdims: bool | None = None) -> Tensor:
+        """Sum over ``dim`` (all if None); bool and integer tensors sum to int64.
+        ``dtype`` converts first; ``keepdims`` is NumPy's name for ``keepdim``."""
+        x = self if dtype is None else self.to(dtype=dtype)
+        keep = keepdim if keepdims is None else keepdims
+        return O.Sum.apply(x, O._normalize_axis(dim, self.ndim), keep)
 
-    def mean(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    def mean(self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
+             dtype: Any = None, keepdims: bool | None = None) -> Tensor:
+        """Mean over ``dim`` (all if None) of a floating tensor (``dtype`` converts first)."""
+        if dtype is not None:
+            return self.to(dtype=dtype).mean(dim, keepdim, keepdims=keepdims)
+        if keepdims is not None:
+            keepdim = keepdims
         if self.dtype.kind != "f":
             raise DTypeError(
                 f"mean(): the input must be floating point, got {self.dtype}; use "
@@ -850,7 +894,7 @@ class Tensor:
         unknown = sum(s < 0 for s in shape)                 # is inferred from the rest
         if unknown > 1 or (
                 self.numel() != known if unknown == 0 else known == 0 or self.numel() % known):
-            raise ValueError(
+            raise ShapeError(
                 f"reshape: cannot reshape a tensor of shape {self.shape} ({self.numel()} "
                 f"elements) into {tuple(shape)}"
             )
@@ -895,7 +939,7 @@ class Tensor:
     def permute(self, *dims: int | Sequence[int]) -> Tensor:
         dims = tuple(d % self.ndim for d in _shape_arg(dims))
         if sorted(dims) != list(range(self.ndim)):
-            raise ValueError(f"permute: {dims} is not a permutation of the {self.ndim} dims")
+            raise ShapeError(f"permute: {dims} is not a permutation of the {self.ndim} dims")
         return O.Permute.apply(self, dims)
 
     def transpose(self, dim0: int, dim1: int) -> Tensor:
@@ -905,7 +949,7 @@ class Tensor:
 
     def t(self) -> Tensor:
         if self.ndim > 2:
-            raise ValueError(f"t() expects a tensor with <= 2 dimensions, got {self.shape}")
+            raise ShapeError(f"t() expects a tensor with <= 2 dimensions, got {self.shape}")
         return self.T
 
     def __getitem__(self, index: Any) -> Tensor:
@@ -915,6 +959,636 @@ class Tensor:
             out._view_of = (self, index)
         return out
 
+    def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
+        """Split dimension ``dim`` into ``sizes`` (one may be -1): ``[N, 12]`` -> ``[N, 3, 4]``."""
+        (axis,) = O._normalize_axis(dim, self.ndim)
+        return self.reshape(self.shape[:axis] + tuple(sizes) + self.shape[axis + 1:])
+
+    def expand(self, *sizes: int | Sequence[int]) -> Tensor:
+        """A view with size-1 dimensions repeated to ``sizes`` (-1 keeps a size; new
+        dimensions may be added in front), without copying; backward sums the copies."""
+        sizes = _shape_arg(sizes)
+        lead = len(sizes) - self.ndim
+        if lead < 0:
+            raise ShapeError(f"expand: the number of sizes provided ({len(sizes)}) must be greater "
+                             f"or equal to the number of dimensions in the tensor ({self.ndim})")
+        target = list(sizes[:lead])
+        if builtins.any(n < 0 for n in target):
+            raise ShapeError(f"expand: -1 is not allowed in a leading, non-existing dimension "
+                             f"(sizes {list(sizes)} for shape {list(self.shape)})")
+        for n, old in zip(sizes[lead:], self.shape):
+            if n != -1 and old != 1 and n != old:
+                raise ShapeError(
+                    f"The expanded size of the tensor ({n}) must match the existing size ({old}) "
+                    f"at non-singleton dimension {len(target)}.  Target sizes: {list(sizes)}.  "
+                    f"Tensor sizes: {list(self.shape)}")
+            target.append(old if n == -1 else n)
+        return O.Expand.apply(self, tuple(target))
+
+    def expand_as(self, other: Tensor) -> Tensor:
+        return self.expand(other.shape)
+
+    def repeat(self, *sizes: int | Sequence[int]) -> Tensor:
+        """Tile the tensor ``sizes[d]`` times along each dimension (a copy; extra leading
+        sizes add dimensions): ``[2, 3].repeat(2, 1, 1)`` is ``[2, 2, 3]``."""
+        reps = _shape_arg(sizes)
+        if len(reps) < self.ndim:
+            raise ShapeError(f"Number of dimensions of repeat dims ({len(reps)}) can not be "
+                             f"smaller than number of dimensions of tensor ({self.ndim})")
+        return O.Repeat.apply(self, reps)
+
+    def split(self, split_size_or_sections: int | Sequence[int], dim: int = 0
+              ) -> tuple[Tensor, ...]:
+        """Views of consecutive pieces along ``dim``: of ``split_size`` each (the last may be
+        smaller), or of the given sizes, which must add up to the dimension's size."""
+        (axis,) = O._normalize_axis(dim, self.ndim)
+        n = self.shape[axis]
+        if isinstance(split_size_or_sections, numbers.Integral):
+            size = int(split_size_or_sections)
+            if size <= 0:
+                raise ShapeError(f"split: split_size must be positive, got {size}")
+            sizes = [size] * (n // size) + ([n % size] if n % size or n == 0 else [])
+        else:
+            sizes = [int(k) for k in split_size_or_sections]
+            if builtins.sum(sizes) != n or builtins.any(k < 0 for k in sizes):
+                raise ShapeError(
+                    f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's "
+                    f"size at dimension {axis}), but got split_sizes={sizes}")
+        before, start, out = (slice(None),) * axis, 0, []
+        for k in sizes:
+            out.append(self[before + (slice(start, start + k),)])
+            start += k
+        return tuple(out)
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+        """At most ``chunks`` views of ``ceil(size / chunks)`` each along ``dim``."""
+        if chunks <= 0:
+            raise ShapeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+        (axis,) = O._normalize_axis(dim, self.ndim)
+        return self.split(builtins.max(-(-self.shape[axis] // chunks), 1), dim)
+
+    def flip(self, *dims: int | Sequence[int]) -> Tensor:
+        """A copy with the order of ``dims`` reversed."""
+        axes = O._normalize_axis(_shape_arg(dims), self.ndim)
+        return O.Flip.apply(self, axes)
+
+    def ravel(self) -> Tensor:
+        return self.reshape(-1)
+
+    def narrow(self, dim: int, start: int, length: int) -> Tensor:
+        """The view ``start:start + length`` along ``dim``."""
+        (axis,) = O._normalize_axis(dim, self.ndim)
+        if start < 0:
+            start += self.shape[axis]
+        if not 0 <= start <= start + length <= self.shape[axis]:
+            raise ShapeError(f"narrow: start ({start}) + length ({length}) exceeds dimension "
+                             f"size ({self.shape[axis]})")
+        return self[(slice(None),) * axis + (slice(start, start + length),)]
+
+    def select(self, dim: int, index: int) -> Tensor:
+        """The slice at ``index`` along ``dim``, without that dimension."""
+        (axis,) = O._normalize_axis(dim, self.ndim)
+        return self[(slice(None),) * axis + (index,)]
+
+    def movedim(self, source: int | Sequence[int], destination: int | Sequence[int]
+                ) -> Tensor:
+        """Move dimension(s) ``source`` to position(s) ``destination``."""
+        src = O._normalize_axis(source, self.ndim)
+        dst = O._normalize_axis(destination, self.ndim)
+        order = [d for d in range(self.ndim) if d not in src]
+        for s, d in sorted(zip(dst, src)):
+            order.insert(s, d)
+        return self.permute(order)
+
+    moveaxis = movedim
+
+    def swapaxes(self, axis0: int, axis1: int) -> Tensor:
+        return self.transpose(axis0, axis1)
+
+    swapdims = swapaxes
+
+    def broadcast_to(self, *size: int | Sequence[int]) -> Tensor:
+        return self.expand(*size)
+
+    def tile(self, *dims: int | Sequence[int]) -> Tensor:
+        """``repeat`` with ones put in front when ``dims`` is shorter than the shape."""
+        reps = _shape_arg(dims)
+        return self.repeat((1,) * (self.ndim - len(reps)) + reps)
+
+    def masked_select(self, mask: Any) -> Tensor:
+        """The entries where the bool ``mask`` is True, as a 1-D tensor (both broadcast)."""
+        mask = _bool_condition("masked_select", mask)
+        shape = O.broadcast_shapes("masked_select", self.shape, mask.shape)
+        return self.expand(shape)[mask.expand(shape)._data]
+
+    def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
+        """The slices along ``dim``, each without that dimension."""
+        (axis,) = O._normalize_axis(dim, self.ndim)
+        return tuple(self[(slice(None),) * axis + (i,)] for i in range(self.shape[axis]))
+
+    # ------------------------------------------------------------ selection and ordering
+
+    def where(self, condition: Any, other: Any) -> Tensor:
+        """``tt.where(condition, self, other)``."""
+        return where(condition, self, other)
+
+    def masked_fill(self, mask: Any, value: Any) -> Tensor:
+        """A copy with ``value`` wherever the bool ``mask`` (broadcast to self's shape) is
+        True; the dtype stays self's. ``value`` is a number or a 0-d tensor."""
+        mask = _bool_condition("masked_fill", mask)
+        if O.broadcast_shapes("masked_fill", self.shape, mask.shape) != self.shape:
+            raise ShapeError(f"masked_fill: mask of shape {mask.shape} does not broadcast to "
+                             f"the tensor's shape {self.shape}")
+        if isinstance(value, Tensor):
+            if value.ndim:
+                raise ShapeError(f"masked_fill only supports a 0-dimensional value tensor, but "
+                                 f"got tensor with {value.ndim} dimension(s).")
+            value = value.to(self.device, self.dtype)
+        else:
+            value = scalar_array(value, self.dtype)
+        return O.Where.apply(mask, value, self)
+
+    def masked_fill_(self, mask: Any, value: Any) -> Tensor:
+        return self._inplace("masked_fill_", lambda s: s.masked_fill(mask, value), value)
+
+    def _index_array(self, name: str, index: Any) -> Any:
+        idx = index._data if isinstance(index, Tensor) else np.asarray(index)
+        if idx.dtype.kind not in "iu":
+            raise DTypeError(f"{name}(): Expected dtype int64 for index, got {idx.dtype}")
+        return backend.to_device(idx, self.device)
+
+    def _check_index_range(self, name: str, idx: Any, axis: int) -> None:
+        n = self.shape[axis]
+        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
+            bad = int(idx.min()) if int(idx.min()) < 0 else int(idx.max())
+            raise IndexRangeError(f"{name}(): index {bad} is out of bounds for dimension {axis} "
+                                  f"with size {n}")
+
+    def gather(self, dim: int, index: Tensor) -> Tensor:
+        """``out[i][j] = self[i][index[i][j]]`` for ``dim=1`` (likewise for any dim): ``out``
+        has ``index``'s shape, which may be smaller than self's except along ``dim``."""
+        (axis,) = O._normalize_axis(dim, self.ndim)
+        idx = self._index_array("gather", index)
+        if idx.ndim != self.ndim or builtins.any(
+                k > n for d, (k, n) in enumerate(zip(idx.shape, self.shape)) if d != axis):
+            raise ShapeError(f"gather(): index of shape {list(idx.shape)} does not fit input of "
+                             f"shape {list(self.shape)}: same number of dimensions, and no "
+                             f"larger apart from dimension {axis}")
+        self._check_index_range("gather", idx, axis)
+        return O.Gather.apply(self, idx, axis)
+
+    def index_select(self, dim: int, index: Tensor) -> Tensor:
+        """The entries ``index`` (1-D integers) along ``dim``."""
+        (axis,) = O._normalize_axis(dim, self.ndim)
+        idx = self._index_array("index_select", index)
+        if idx.ndim > 1:
+            raise ShapeError(f"index_select(): Index is supposed to be a vector, got shape "
+                             f"{list(idx.shape)}")
+        self._check_index_range("index_select", idx, axis)
+        return self[(slice(None),) * axis + (idx.reshape(-1),)]
+
+    def scatter(self, dim: int, index: Tensor, src: Any = None, value: Any = None) -> Tensor:
+        """A copy with ``src[i][j]`` (or the number ``value``) written at
+        ``[i][index[i][j]]`` for ``dim=1`` (likewise for any dim)."""
+        if src is None:
+            src = value
+        if src is None:
+            raise TypeError("scatter() needs src (a tensor) or value (a number)")
+        (axis,) = O._normalize_axis(dim, self.ndim)
+        idx = self._index_array("scatter", index)
+        if idx.ndim == 0:
+            idx = idx.reshape((1,) * builtins.max(self.ndim, 1))
+        limits = [n if d != axis else None for d, n in enumerate(self.shape)]
+        if isinstance(src, Tensor):
+            src = src.to(self.device, self.dtype)
+            limits = [m if n is None else builtins.min(n, m) for n, m in zip(limits, src.shape)]
+        else:
+            src = scalar_array(src, self.dtype)
+        if idx.ndim != self.ndim or builtins.any(
+                n is not None and k > n for k, n in zip(idx.shape, limits)):
+            raise ShapeError(f"scatter(): index of shape {list(idx.shape)} does not fit self of "
+                             f"shape {list(self.shape)} (and src): same number of dimensions, "
+                             f"and no larger apart from dimension {axis}")
+        self._check_index_range("scatter", idx, axis)
+        return O.Scatter.apply(self, idx, src, axis)
+
+    def scatter_(self, dim: int, index: Tensor, src: Any = None, value: Any = None) -> Tensor:
+        return self._inplace("scatter_", lambda s: s.scatter(dim, index, src, value), src)
+
+    def argsort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
+        """The indices that sort ``dim``, int64. Always stable (equal values keep their
+        order), which ``stable=False`` in PyTorch allows too; NaN counts as the largest."""
+        (axis,) = O._normalize_axis(dim, self.ndim)
+        a, xp = self._data, backend.get_array_module(self._data)
+        if a.ndim == 0:
+            return Tensor(xp.zeros((), dtype=int64))
+        stable = {"kind": "stable"} if xp is np else {}  # CuPy's argsort is always stable
+        if not descending:
+            return Tensor(xp.argsort(a, axis=axis, **stable).astype(int64, copy=False))
+        # descending and stable: sort the reversed array, reverse the order, map indices back
+        order = xp.flip(xp.argsort(xp.flip(a, axis), axis=axis, **stable), axis)
+        return Tensor((a.shape[axis] - 1 - order).astype(int64, copy=False))
+
+    def sort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
+        """``(values, indices)`` sorted along ``dim`` (see :meth:`argsort`); the gradient
+        goes back to where each value came from."""
+        indices = self.argsort(dim, descending)
+        if self.ndim == 0:
+            return SortResult(self.clone(), indices)
+        (axis,) = O._normalize_axis(dim, self.ndim)
+        return SortResult(O.Gather.apply(self, indices._data, axis), indices)
+
+    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Any:  # noqa: A002
+        """``(values, indices)`` of the ``k`` largest (or smallest) entries along ``dim``,
+        in order. Top-5 accuracy: ``_, pred = out.topk(5, 1)``."""
+        (axis,) = O._normalize_axis(dim, self.ndim)
+        n = self.shape[axis] if self.ndim else 1
+        if not 0 <= k <= n:
+            raise ShapeError(f"topk: selected index k out of range: k = {k} but dimension "
+                             f"{axis} has size {n}")
+        order = self.argsort(dim, descending=largest)._data
+        if self.ndim == 0:
+            return TopkResult(self.clone(), Tensor(order))
+        idx = order[(slice(None),) * axis + (slice(0, k),)]
+        return TopkResult(O.Gather.apply(self, idx, axis), Tensor(idx))
+
+    def cumsum(self, dim: int) -> Tensor:
+        """Running sums along ``dim``; integer and bool tensors sum in int64."""
+        (axis,) = O._normalize_axis(dim, self.ndim)
+        if self.ndim == 0:
+            return O.Cumsum.apply(self.reshape(1), 0).reshape(())
+        return O.Cumsum.apply(self, axis)
+
+    def nonzero(self, as_tuple: bool = False) -> Any:
+        """Indices of the non-zero entries: int64 ``[count, ndim]``, or one 1-D tensor per
+        dimension with ``as_tuple=True`` (what ``t[mask]`` indexes with)."""
+        xp = backend.get_array_module(self._data)
+        if as_tuple:
+            return tuple(Tensor(i.astype(int64, copy=False)) for i in xp.nonzero(self._data))
+        return Tensor(xp.argwhere(self._data).astype(int64, copy=False))
+
+    def unique(self, sorted: bool = True, return_inverse: bool = False,  # noqa: A002
+               return_counts: bool = False, dim: int | None = None) -> Any:
+        """The distinct values, sorted (the whole tensor flattened, or slices along ``dim``);
+        with ``return_inverse`` / ``return_counts`` also where each entry went and how often
+        each value occurs. Not differentiable."""
+        xp = backend.get_array_module(self._data)
+        out = xp.unique(self._data, return_inverse=return_inverse,
+                        return_counts=return_counts, axis=dim)
+        if not isinstance(out, tuple):
+            return Tensor(out)
+        parts = [Tensor(out[0])]
+        if return_inverse:
+            inverse = out[1].astype(int64, copy=False)
+            parts.append(Tensor(inverse.reshape(self.shape) if dim is None else inverse))
+        if return_counts:
+            parts.append(Tensor(out[-1].astype(int64, copy=False)))
+        return tuple(parts)
+
+    # ------------------------------------------------------------ statistics
+
+    def var(self, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
+            correction: float | None = None) -> Tensor:
+        """Variance over ``dim`` (all if None): ``sum((x - mean)^2) / (N - correction)``.
+
+        ``correction`` defaults to 1 (Bessel's, the unbiased estimate); ``unbiased=False``
+        (or ``var(False)``) means 0. Fewer than ``correction + 1`` values give nan or inf.
+        """
+        if isinstance(dim, builtins.bool):  # var(unbiased), PyTorch's old positional form
+            dim, unbiased = None, dim
+        if unbiased is not None and correction is not None:
+            raise TypeError("var/std: give unbiased or correction, not both")
+        if correction is None:
+            correction = 0 if unbiased is False else 1
+        if self.dtype.kind != "f":
+            raise DTypeError(f"std and var only support floating point dtypes, got {self.dtype}")
+        axes = O._normalize_axis(dim, self.ndim)
+        count = self.numel() if axes is None else int(np.prod([self.shape[a] for a in axes]))
+        centered = self - self.mean(axes, keepdim=True)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (centered * centered).sum(axes, keepdim) / builtins.max(count - correction, 0)
+
+    def std(self, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
+            correction: float | None = None) -> Tensor:
+        """Standard deviation: ``sqrt(var(...))`` with the same arguments."""
+        return self.var(dim, unbiased, keepdim, correction=correction).sqrt()
+
+    def logsumexp(self, dim: Any, keepdim: bool = False) -> Tensor:
+        """``log(sum(exp(x)))`` over ``dim``, computed stably (the max taken out first)."""
+        x = self if self.dtype.kind == "f" else self.float()
+        axes = O._normalize_axis(dim, x.ndim)
+        top = x.amax(axes, keepdim=True)._data
+        top = Tensor(backend.get_array_module(top).where(np.isinf(top), 0, top))  # inf - inf
+        out = (x - top).exp().sum(axes, keepdim=True).log() + top
+        return out if keepdim else out.squeeze(axes)
+
+    def norm(self, p: Any = "fro", dim: Any = None, keepdim: bool = False) -> Tensor:
+        """The ``p``-norm over ``dim`` (all entries if None): 2 / ``"fro"`` (default), 1,
+        ``inf``, ``-inf``, 0 (count of non-zeros) or any other number."""
+        x = self if self.dtype.kind == "f" else self.float()
+        axes = O._normalize_axis(dim, x.ndim)
+        if p in ("fro", 2):
+            return O.Norm2.apply(x, axes, keepdim)
+        if p == 1:
+            return x.abs().sum(axes, keepdim)
+        if p in (np.inf, -np.inf):
+            return (x.abs().amax if p > 0 else x.abs().amin)(axes, keepdim)
+        if p == 0:
+            return (x != 0).sum(axes, keepdim).to(dtype=x.dtype)
+        if isinstance(p, str):
+            raise InvalidArgument(f"norm: unknown p {p!r}; use a number or 'fro'")
+        return (x.abs() ** p).sum(axes, keepdim) ** (1 / p)
+
+    def isclose(self, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
+                equal_nan: bool = False) -> Tensor:
+        """``|self - other| <= atol + rtol * |other|`` element-wise (a bool tensor); both
+        must have the same dtype, as in PyTorch."""
+        other = _as_operand(other, self, "isclose")
+        if other.dtype != self.dtype:
+            raise DTypeError(f"isclose: {self.dtype} did not match {other.dtype} (compare "
+                             f"tensors of one dtype; convert one with .to(dtype))")
+        O.broadcast_shapes("isclose", self.shape, other.shape)
+        xp = backend.get_array_module(self._data)
+        return Tensor(xp.isclose(self._data, other._data, rtol=rtol, atol=atol,
+                                 equal_nan=equal_nan))
+
+    def allclose(self, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
+                 equal_nan: bool = False) -> bool:
+        """True if every element :meth:`isclose` to ``other``'s."""
+        return builtins.bool(self.isclose(other, rtol, atol, equal_nan).all())
+
+    # ------------------------------------------------------------ more element-wise
+
+    def sin(self) -> Tensor:
+        return self._float_op(O.Sin)
+
+    def cos(self) -> Tensor:
+        return self._float_op(O.Cos)
+
+    def square(self) -> Tensor:
+        return self * self
+
+    def _rounding(self, name: str) -> Tensor:
+        if self.dtype.kind != "f" and name != "sign" or self.dtype == bool_:
+            return self.clone()  # integers are already whole
+        return O.Rounding.apply(self, name)
+
+    def floor(self) -> Tensor:
+        """Round down (gradient zero, as every rounding op)."""
+        return self._rounding("floor")
+
+    def ceil(self) -> Tensor:
+        return self._rounding("ceil")
+
+    def trunc(self) -> Tensor:
+        return self._rounding("trunc")
+
+    def sign(self) -> Tensor:
+        return self._rounding("sign")
+
+    def round(self, decimals: int = 0) -> Tensor:
+        """Round half to even (as PyTorch and NumPy), to ``decimals`` places."""
+        if decimals:
+            scale = 10.0 ** decimals
+            return (self * scale)._rounding("round") / scale
+        return self._rounding("round")
+
+    def tril(self, diagonal: int = 0) -> Tensor:
+        """The lower triangle of the last two dims (entries above ``diagonal`` set to 0)."""
+        return self._triangle(diagonal, lower=True)
+
+    def triu(self, diagonal: int = 0) -> Tensor:
+        """The upper triangle of the last two dims (entries below ``diagonal`` set to 0)."""
+        return self._triangle(diagonal, lower=False)
+
+    def _triangle(self, diagonal: int, lower: bool) -> Tensor:
+        if self.ndim < 2:
+            raise ShapeError(f"tril/triu: input tensor must have at least 2 dimensions, got "
+                             f"shape {self.shape}")
+        xp = backend.get_array_module(self._data)
+        n, m = self.shape[-2:]
+        keep = xp.tri(n, m, k=diagonal, dtype=bool)
+        keep = keep if lower else ~xp.tri(n, m, k=diagonal - 1, dtype=bool)
+        return O.Where.apply(Tensor(keep), self, scalar_array(0, self.dtype))
+
+    def multinomial(self, num_samples: int, replacement: bool = False) -> Tensor:
+        """``tt.multinomial(self, ...)``."""
+        return multinomial(self, num_samples, replacement)
+
+    def neg(self) -> Tensor:
+        return -self
+
+    negative = neg
+
+    def reciprocal(self) -> Tensor:
+        """``1 / self`` (float for integer tensors)."""
+        return 1 / self
+
+    def rsqrt(self) -> Tensor:
+        return self.sqrt().reciprocal()
+
+    def log1p(self) -> Tensor:
+        return self._float_op(O.Log1p)
+
+    def expm1(self) -> Tensor:
+        return self._float_op(O.Expm1)
+
+    def log2(self) -> Tensor:
+        return self.log() / math.log(2)
+
+    def log10(self) -> Tensor:
+        return self.log() / math.log(10)
+
+    def _test(self, fn: str) -> Tensor:
+        xp = backend.get_array_module(self._data)
+        if self.dtype.kind != "f":  # integers are finite, never nan
+            return Tensor(xp.full(self.shape, fn == "isfinite"))
+        return Tensor(getattr(xp, fn)(self._data))
+
+    def isnan(self) -> Tensor:
+        """Where the values are NaN (a bool tensor; ``x.isnan().any()`` checks a loss)."""
+        return self._test("isnan")
+
+    def isinf(self) -> Tensor:
+        return self._test("isinf")
+
+    def isfinite(self) -> Tensor:
+        return self._test("isfinite")
+
+    def clamp_min(self, min: Any) -> Tensor:  # noqa: A002
+        return self.clamp(min=min)
+
+    def clamp_max(self, max: Any) -> Tensor:  # noqa: A002
+        return self.clamp(max=max)
+
+    def _bitwise(self, other: Any, op: str, reverse: bool = False) -> Tensor:
+        """``&``, ``|``, ``^`` of bool or integer tensors (masks); not differentiable."""
+        a, b = self._promote(other)
+        if b is NotImplemented:
+            return NotImplemented
+        if a.dtype.kind not in "biu":
+            raise DTypeError(f"bitwise {op} needs bool or integer tensors, not {a.dtype}")
+        x, y = a._data, b._data if isinstance(b, Tensor) else b
+        x, y = (y, x) if reverse else (x, y)
+        return Tensor(x & y if op == "and" else x | y if op == "or" else x ^ y)
+
+    def __and__(self, other: Any) -> Tensor:
+        return self._bitwise(other, "and")
+
+    def __rand__(self, other: Any) -> Tensor:
+        return self._bitwise(other, "and", reverse=True)
+
+    def __or__(self, other: Any) -> Tensor:
+        return self._bitwise(other, "or")
+
+    def __ror__(self, other: Any) -> Tensor:
+        return self._bitwise(other, "or", reverse=True)
+
+    def __xor__(self, other: Any) -> Tensor:
+        return self._bitwise(other, "xor")
+
+    def __rxor__(self, other: Any) -> Tensor:
+        return self._bitwise(other, "xor", reverse=True)
+
+    def logical_and(self, other: Any) -> Tensor:
+        return Tensor((self._data != 0) & (_as_operand(other, self, "logical_and")._data != 0))
+
+    def logical_or(self, other: Any) -> Tensor:
+        return Tensor((self._data != 0) | (_as_operand(other, self, "logical_or")._data != 0))
+
+    def logical_xor(self, other: Any) -> Tensor:
+        return Tensor((self._data != 0) ^ (_as_operand(other, self, "logical_xor")._data != 0))
+
+    def count_nonzero(self, dim: int | Sequence[int] | None = None) -> Tensor:
+        return (self != 0).sum(dim)
+
+    # PyTorch's other names
+    subtract, multiply, true_divide = sub, mul, __truediv__
+    greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+    remainder = __mod__
+
+    def short(self) -> Tensor:
+        return self.to(dtype=np.int16)
+
+    def char(self) -> Tensor:
+        return self.to(dtype=np.int8)
+
+    def byte(self) -> Tensor:
+        return self.to(dtype=uint8)
+
+    def ndimension(self) -> int:
+        return self.ndim
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.device == "cpu"
+
+    def mm(self, mat2: Tensor) -> Tensor:
+        if self.ndim != 2 or getattr(mat2, "ndim", 0) != 2:
+            raise ShapeError(f"mm: both arguments must be 2-D, got shapes {self.shape} and "
+                             f"{_shape_of(mat2)}")
+        return self @ mat2
+
+    def dot(self, other: Tensor) -> Tensor:
+        if self.ndim != 1 or _shape_of(other) != self.shape:
+            raise ShapeError(f"dot: expected two 1-D tensors of the same size, got shapes "
+                             f"{self.shape} and {_shape_of(other)}")
+        return self @ other
+
+    def outer(self, vec2: Tensor) -> Tensor:
+        """``[n]`` and ``[m]`` -> ``[n, m]`` of all products."""
+        return self.unsqueeze(1) * _as_operand(vec2, self, "outer").unsqueeze(0)
+
+    # ------------------------------------------------------------ new tensors like this one
+
+    def new_tensor(self, data: Any, dtype: Any = None, device: Any = None,
+                   requires_grad: bool = False) -> Tensor:
+        return tensor(data, dtype=dtype or self.dtype, device=device or self.device,
+                      requires_grad=requires_grad)
+
+    def new_full(self, size: Sequence[int], fill_value: float, dtype: Any = None,
+                 device: Any = None, requires_grad: bool = False) -> Tensor:
+        return _full((size,), fill_value, dtype or self.dtype, device or self.device,
+                     requires_grad)
+
+    def new_zeros(self, *size: Any, dtype: Any = None, device: Any = None,
+                  requires_grad: bool = False) -> Tensor:
+        return self.new_full(_shape_arg(size), 0, dtype, device, requires_grad)
+
+    new_empty = new_zeros
+
+    def new_ones(self, *size: Any, dtype: Any = None, device: Any = None,
+                 requires_grad: bool = False) -> Tensor:
+        return self.new_full(_shape_arg(size), 1, dtype, device, requires_grad)
+
+    def uniform_(self, a: float = 0.0, b: float = 1.0) -> Tensor:
+        """Fill with samples of U(a, b) from the package generator (in place)."""
+        values = default_generator().uniform(a, b, size=self.shape).astype(self.dtype)
+        return self.copy_(Tensor(values))
+
+    def normal_(self, mean: float = 0.0, std: float = 1.0) -> Tensor:
+        """Fill with samples of N(mean, std^2) from the package generator (in place)."""
+        values = default_generator().normal(mean, std, size=self.shape).astype(self.dtype)
+        return self.copy_(Tensor(values))
+
+    # ------------------------------------------------------------ memory
+
+    def stride(self, dim: int | None = None) -> Any:
+        """Steps in elements (not bytes, unlike NumPy's ``strides``) between neighbours."""
+        steps = tuple(s // self._data.itemsize for s in self._data.strides)
+        return steps if dim is None else steps[O._normalize_axis(dim, self.ndim)[0]]
+
+    def element_size(self) -> int:
+        return self._data.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self._data.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._data.nbytes)
+
+    def nelement(self) -> int:
+        return self.numel()
+
+    def data_ptr(self) -> int:
+        """The address of the first element (equal for tensors that share memory there)."""
+        return int(self._data.data.ptr if self.is_cuda else self._data.ctypes.data)
+
+
+
+def _inplace_unary(name: str) -> Callable[[Tensor], Tensor]:
+    def op(self: Tensor) -> Tensor:
+        return self._inplace(f"{name}_", lambda s: getattr(s, name)())
+
+    op.__name__ = op.__qualname__ = f"{name}_"
+    op.__doc__ = f"In-place :meth:`{name}` (the tensor keeps its dtype)."
+    return op
+
+
+for _name in ("abs", "neg", "exp", "log", "sqrt", "sigmoid", "tanh", "sin", "cos", "floor",
+              "ceil", "round", "trunc", "sign", "reciprocal", "square"):
+    setattr(Tensor, f"{_name}_", _inplace_unary(_name))
+
+
+class _Missing:
+    """A Tensor method of PyTorch's that tinytrain lacks: reading it raises the
+    AttributeError Python would, with a hint. A class attribute, so that tensors need no
+    ``__getattr__`` (which would slow every attribute read on the hot path)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        cls = type(obj).__name__ if obj is not None else owner.__name__
+        raise AttributeError(f"{cls!r} object has no attribute {self.name!r}: "
+                             + _missing.TENSOR_HINTS.get(self.name, _missing.TENSOR_OFFER))
+
+
+for _name in _missing.TORCH_TENSOR_NAMES.split():
+    if not hasattr(Tensor, _name):
+        setattr(Tensor, _name, _Missing(_name))
 
 function.Tensor = Tensor  # Function.apply wraps its results in this class
 
@@ -961,11 +1635,11 @@ def check_same_dtype(op: str, *tensors: Tensor | None) -> None:
 
 def _check_matmul(sa: tuple[int, ...], sb: tuple[int, ...]) -> None:
     if not sa or not sb:
-        raise ValueError(f"matmul: both operands need at least 1 dimension, got {sa} and {sb}")
+        raise ShapeError(f"matmul: both operands need at least 1 dimension, got {sa} and {sb}")
     ka = sa[-1]
     kb = sb[0] if len(sb) == 1 else sb[-2]
     if ka != kb:
-        raise ValueError(
+        raise ShapeError(
             f"matmul: shapes {sa} and {sb} are not aligned: the first has {ka} columns but "
             f"the second has {kb} rows"
         )
@@ -973,7 +1647,7 @@ def _check_matmul(sa: tuple[int, ...], sb: tuple[int, ...]) -> None:
         try:
             O.broadcast_shapes("matmul", sa[:-2], sb[:-2])
         except ValueError:
-            raise ValueError(
+            raise ShapeError(
                 f"matmul: shapes {sa} and {sb} have batch dimensions {sa[:-2]} and {sb[:-2]} "
                 f"that cannot be broadcast together"
             ) from None
@@ -986,14 +1660,48 @@ def _shape_arg(shape: tuple) -> tuple[int, ...]:
 
 
 def _raw_index(index: Any) -> Any:
+    """An index with Tensors replaced by their arrays (and ``range`` by an array:
+    ``x[range(n), y]`` picks one entry per row, as in PyTorch's tutorials)."""
     if isinstance(index, Tensor):
         return index._data
     if isinstance(index, tuple):
-        return tuple(i._data if isinstance(i, Tensor) else i for i in index)
-    return index
+        return tuple(i._data if isinstance(i, Tensor) else np.asarray(i)
+                     if isinstance(i, range) else i for i in index)
+    return np.asarray(index) if isinstance(index, range) else index
+
+
+def _bool_condition(name: str, condition: Any) -> Tensor:
+    cond = condition if isinstance(condition, Tensor) else Tensor(np.asarray(condition))
+    if cond.dtype != bool_:
+        raise DTypeError(f"{name} expected a boolean condition/mask, got dtype {cond.dtype}; "
+                         f"compare first (e.g. x > 0) or convert with .bool()")
+    return cond
+
+
+def where(condition: Any, input: Any = None, other: Any = None) -> Any:  # noqa: A002
+    """``input`` where the bool ``condition`` is True, else ``other`` (broadcast together;
+    either may be a number, and the dtype follows :func:`result_type`). Gradients flow to
+    each side where it was chosen. ``where(condition)`` alone is
+    ``condition.nonzero(as_tuple=True)``."""
+    cond = _bool_condition("where", condition)
+    if input is None and other is None:
+        return cond.nonzero(as_tuple=True)
+    input, other = (x if isinstance(x, Tensor | numbers.Number) else Tensor(x)  # arrays
+                    for x in (input, other))
+    dtype = result_type(input, other)
+    a, b = (x.to(dtype=dtype) if isinstance(x, Tensor) else scalar_array(x, dtype)
+            for x in (input, other))
+    shape = O.broadcast_shapes("where", cond.shape, _shape_of(a))
+    O.broadcast_shapes("where", shape, _shape_of(b))
+    return O.Where.apply(cond, a, b)
 
 
 # ------------------------------------------------------------------ creation
+
+
+def _device(device: Any) -> str:
+    """``device``, or the default device (:func:`tinytrain.set_default_device`) for None."""
+    return backend.default_device() if device is None else backend.normalize_device(device)
 
 
 def _default_dtype(data: Any) -> np.dtype:
@@ -1009,15 +1717,16 @@ def tensor(data: Any, dtype: Any = None, device: Any = None,
     """A new leaf tensor holding a copy of ``data`` (a list, number, NumPy or CuPy array).
 
     NumPy and CuPy arrays keep their dtype; Python floats become float32 and ints int64.
-    ``device=None`` means where the data is: a CuPy array stays on the GPU, the rest
-    lands on the CPU.
+    ``device=None``: a CuPy array stays on the GPU, the rest lands on the default device
+    (the CPU unless :func:`tinytrain.set_default_device` chose another).
     """
     if isinstance(data, Tensor):
         data = data._data
     if device is None:
-        device = backend.device_of(data) if hasattr(data, "dtype") else "cpu"
+        on_gpu = hasattr(data, "dtype") and backend.device_of(data) == "cuda"
+        device = backend.CUDA if on_gpu else _device(None)
     dtype = np.dtype(dtype) if dtype is not None else _default_dtype(data)
-    xp = backend.array_module(device)
+    xp = backend.array_module(_device(device))
     arr = xp.array(backend.to_device(data, device) if hasattr(data, "dtype") else data,
                    dtype=dtype, copy=True)
     return Tensor(arr, requires_grad=requires_grad)
@@ -1042,28 +1751,28 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
 
 
 def _full(shape: tuple, fill: float, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
-    xp = backend.array_module(device)
+    xp = backend.array_module(_device(device))
     return Tensor(xp.full(_shape_arg(shape), fill, dtype=np.dtype(dtype)),
                   requires_grad=requires_grad)
 
 
-def zeros(*shape: int, dtype: Any = float32, device: Any = "cpu",
+def zeros(*shape: int, dtype: Any = float32, device: Any = None,
           requires_grad: bool = False) -> Tensor:
     return _full(shape, 0, dtype, device, requires_grad)
 
 
-def empty(*shape: int, dtype: Any = float32, device: Any = "cpu",
+def empty(*shape: int, dtype: Any = float32, device: Any = None,
           requires_grad: bool = False) -> Tensor:
     """Like :func:`zeros` (tinytrain fills "uninitialised" memory with zeros)."""
     return _full(shape, 0, dtype, device, requires_grad)
 
 
-def ones(*shape: int, dtype: Any = float32, device: Any = "cpu",
+def ones(*shape: int, dtype: Any = float32, device: Any = None,
          requires_grad: bool = False) -> Tensor:
     return _full(shape, 1, dtype, device, requires_grad)
 
 
-def full(shape: Sequence[int], fill_value: float, dtype: Any = None, device: Any = "cpu",
+def full(shape: Sequence[int], fill_value: float, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
     """``shape`` filled with ``fill_value``; the dtype defaults to the value's (float32,
     int64 or bool), as in PyTorch."""
@@ -1086,19 +1795,19 @@ def full_like(t: Tensor, fill_value: float, dtype: Any = None,
                 requires_grad=requires_grad)
 
 
-def randn(*shape: int, dtype: Any = float32, device: Any = "cpu",
+def randn(*shape: int, dtype: Any = float32, device: Any = None,
           requires_grad: bool = False) -> Tensor:
     """Standard normal samples from the package generator (same on every device)."""
     arr = default_generator().standard_normal(_shape_arg(shape)).astype(dtype)
-    return Tensor(backend.to_device(arr, backend.normalize_device(device)),
+    return Tensor(backend.to_device(arr, _device(device)),
                   requires_grad=requires_grad)
 
 
-def rand(*shape: int, dtype: Any = float32, device: Any = "cpu",
+def rand(*shape: int, dtype: Any = float32, device: Any = None,
          requires_grad: bool = False) -> Tensor:
     """Uniform samples in [0, 1) from the package generator."""
     arr = default_generator().random(_shape_arg(shape)).astype(dtype)
-    return Tensor(backend.to_device(arr, backend.normalize_device(device)),
+    return Tensor(backend.to_device(arr, _device(device)),
                   requires_grad=requires_grad)
 
 
@@ -1110,34 +1819,83 @@ def rand_like(t: Tensor, dtype: Any = None) -> Tensor:
     return rand(t.shape, dtype=dtype or t.dtype, device=t.device)
 
 
-def eye(n: int, m: int | None = None, dtype: Any = float32, device: Any = "cpu",
+def eye(n: int, m: int | None = None, dtype: Any = float32, device: Any = None,
         requires_grad: bool = False) -> Tensor:
     """The ``[n, m]`` identity matrix (``m`` defaults to ``n``)."""
-    xp = backend.array_module(device)
+    xp = backend.array_module(_device(device))
     return Tensor(xp.eye(n, m, dtype=np.dtype(dtype)), requires_grad=requires_grad)
 
 
 def linspace(start: float, end: float, steps: int, dtype: Any = float32,
-             device: Any = "cpu") -> Tensor:
+             device: Any = None) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end``, both included."""
-    xp = backend.array_module(device)
+    xp = backend.array_module(_device(device))
     return Tensor(xp.linspace(start, end, steps).astype(dtype))
 
 
 def randint(low: int, high: int | None = None, size: Sequence[int] = (), dtype: Any = int64,
-            device: Any = "cpu") -> Tensor:
+            device: Any = None) -> Tensor:
     """Integers uniform in ``[low, high)`` (``randint(high, size)`` means ``low = 0``)."""
     if high is None:
         low, high = 0, low
     arr = default_generator().integers(low, high, size=_shape_arg((size,)), dtype=np.dtype(dtype))
-    return Tensor(backend.to_device(np.asarray(arr), backend.normalize_device(device)))
+    return Tensor(backend.to_device(np.asarray(arr), _device(device)))
+
+
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False,  # noqa: A002
+                generator: Any = None) -> Tensor:
+    """Draw ``num_samples`` category indices from the weights ``input`` (``[C]``, or
+    ``[N, C]`` for one draw per row; non-negative, normalised here), from the package
+    generator: int64 ``[num_samples]`` or ``[N, num_samples]``."""
+    if generator is not None:
+        raise TypeError("multinomial: tinytrain has one generator; seed it with "
+                        "tt.manual_seed(...) and leave generator=None")
+    weights = np.asarray(input.numpy(), dtype=np.float64)
+    if weights.ndim not in (1, 2) or not weights.shape[-1]:
+        raise ShapeError(f"multinomial: prob_dist must be 1 or 2 dim with a category, got "
+                         f"shape {weights.shape}")
+    rows = weights.reshape(-1, weights.shape[-1])
+    if (rows < 0).any() or not np.isfinite(rows).all() or (rows.sum(1) <= 0).any():
+        raise InvalidArgument("multinomial: probabilities must be finite, non-negative, and "
+                              "not all zero in a row")
+    if not replacement and num_samples > int((rows > 0).sum(1).min()):
+        raise InvalidArgument(f"multinomial: cannot sample {num_samples} > number of "
+                              f"categories with non-zero weight without replacement")
+    rng = default_generator()
+    drawn = np.stack([rng.choice(rows.shape[1], size=num_samples, replace=replacement,
+                                 p=row / row.sum()) for row in rows])
+    out = drawn.reshape(weights.shape[:-1] + (num_samples,)).astype(int64)
+    return Tensor(backend.to_device(out, input.device))
+
+
+def set_printoptions(precision: int | None = None, threshold: int | None = None,
+                     edgeitems: int | None = None, linewidth: int | None = None,
+                     profile: str | None = None, sci_mode: bool | None = None) -> None:
+    """How tensors print, as ``torch.set_printoptions`` (``profile``: ``"default"``,
+    ``"short"`` or ``"full"``; ``sci_mode=False`` never uses scientific notation)."""
+    if profile is not None:
+        _PRINT_OPTIONS.clear()
+        _PRINT_OPTIONS.update({"default": {}, "short": {"precision": 2, "edgeitems": 2},
+                               "full": {"threshold": sys.maxsize}}[profile])
+    for key, value in (("precision", precision), ("threshold", threshold),
+                       ("edgeitems", edgeitems), ("max_line_width", linewidth)):
+        if value is not None:
+            _PRINT_OPTIONS[key] = value
+    if sci_mode is not None:
+        _PRINT_OPTIONS["suppress_small"] = not sci_mode
+
+
+def randperm(n: int, dtype: Any = int64, device: Any = None) -> Tensor:
+    """A random permutation of ``0 .. n-1`` from the package generator."""
+    arr = default_generator().permutation(int(n)).astype(dtype)
+    return Tensor(backend.to_device(arr, _device(device)))
 
 
 def arange(start: float, end: float | None = None, step: float = 1, dtype: Any = None,
-           device: Any = "cpu") -> Tensor:
+           device: Any = None) -> Tensor:
     if end is None:
         start, end = 0, start
-    xp = backend.array_module(device)
+    xp = backend.array_module(_device(device))
     arr = xp.arange(start, end, step)
     if dtype is None:
         dtype = int64 if arr.dtype.kind in "iu" else float32
@@ -1146,7 +1904,9 @@ def arange(start: float, end: float | None = None, step: float = 1, dtype: Any =
 
 __all__ = [
     "arange", "as_tensor", "bool_", "empty", "eye", "float16", "float32", "float64",
-    "from_numpy", "full", "full_like", "int32", "int64", "linspace", "MaxResult", "MinResult",
-    "no_grad", "ones", "ones_like", "rand", "rand_like", "randint", "randn", "randn_like",
-    "Tensor", "tensor", "uint8", "zeros", "zeros_like",
+    "from_numpy", "full", "full_like", "IndexRangeError", "int32", "int64", "InvalidArgument",
+    "linspace", "MaxResult", "MinResult", "multinomial", "no_grad", "ones", "ones_like",
+    "rand", "rand_like", "randint", "randn", "randn_like", "randperm", "set_printoptions",
+    "ShapeError", "SortResult", "Tensor", "tensor", "TopkResult", "uint8", "where", "zeros",
+    "zeros_like",
 ]

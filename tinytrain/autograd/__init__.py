@@ -1,8 +1,15 @@
 """Reverse-mode automatic differentiation: Function, the graph nodes, the engine."""
 
+from tinytrain._missing import module_getattr as _module_getattr
 from tinytrain.autograd.engine import queue_callback, run_backward
 from tinytrain.autograd.function import AccumulateGrad, Context, Function, Node
-from tinytrain.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from tinytrain.autograd.grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 
 __all__ = [
     "AccumulateGrad",
@@ -10,9 +17,19 @@ __all__ = [
     "Function",
     "Node",
     "enable_grad",
+    "inference_mode",
     "is_grad_enabled",
     "no_grad",
     "queue_callback",
     "run_backward",
     "set_grad_enabled",
 ]
+
+__getattr__ = _module_getattr(__name__, {
+    "grad": "tinytrain has no autograd.grad; call loss.backward() and read each leaf's .grad",
+    "Variable": "Tensors record gradients themselves: tt.tensor(data, requires_grad=True)",
+    "gradcheck": "not in tinytrain; compare with finite differences in float64, or with "
+                 "PyTorch (as tests/test_ops.py does)",
+    "functional": "tinytrain has no autograd.functional (jacobian, hessian); differentiate "
+                  "one scalar at a time with backward()",
+}, "tinytrain.autograd has Function, no_grad, enable_grad, set_grad_enabled and inference_mode")

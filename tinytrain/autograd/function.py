@@ -12,6 +12,29 @@ Inside a Function everything is a raw array of the device's array module; the
 Tensor wrapping happens once, in ``apply``. This keeps the ops free of autograd
 bookkeeping and lets one implementation serve NumPy and CuPy.
 
+**PyTorch's classic style works too**, as PyTorch's tutorials write it::
+
+    class LegendrePolynomial3(Function):
+        @staticmethod
+        def forward(ctx, input):                 # Tensors in, a Tensor out
+            ctx.save_for_backward(input)
+            return 0.5 * (5 * input ** 3 - 3 * input)
+
+        @staticmethod
+        def backward(ctx, grad_output):          # a Tensor in, one Tensor per input out
+            input, = ctx.saved_tensors
+            return grad_output * 1.5 * (5 * input ** 2 - 1)
+
+A Function is in this style when it has no ``setup_context`` of its own and its
+``forward`` takes ``ctx`` first (PyTorch's rule is the first half; the second lets
+tinytrain's own ops that save nothing omit ``setup_context``). It is decided once,
+when the class is defined. ``apply`` then runs ``forward(ctx, *inputs)`` on the
+Tensors themselves under ``no_grad``, and the node calls ``backward`` with a Tensor
+(also under ``no_grad``) and unwraps the Tensors it returns. Everything else is
+shared: the same ``Context`` (``save_for_backward``, ``saved_tensors`` with its version
+check, ``needs_input_grad``), the same graph nodes and engine. The array style stays
+the faster one (no Tensor wrapping inside), which is why tinytrain's ops use it.
+
 ``apply`` records a :class:`Node` when grad mode is on and some input requires
 grad. The node's ``next_functions`` point at the nodes of its inputs: another
 op's node, or an :class:`AccumulateGrad` for a leaf that requires grad.
@@ -30,9 +53,10 @@ op's node, or an :class:`AccumulateGrad` for a leaf that requires grad.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
-from tinytrain.autograd.grad_mode import is_grad_enabled
+from tinytrain.autograd.grad_mode import is_grad_enabled, no_grad
 
 #: The Tensor class; :mod:`tinytrain.tensor` (which imports this module) sets it once it
 #: exists, so that ``apply`` needs no import on every call.
@@ -56,7 +80,7 @@ class Context:
         self._freed = False
 
     def save_for_backward(self, *arrays: Any) -> None:
-        """Keep ``arrays`` (raw arrays or None) for backward."""
+        """Keep ``arrays`` (raw arrays or None; Tensors in the ctx style) for backward."""
         self._saved = arrays
 
     @property
@@ -103,7 +127,9 @@ class Node:
         return f"{self.fn.__name__}Backward"
 
     def apply(self, grad: Any) -> tuple[Any, ...]:
-        grads = self.fn.backward(self.ctx, grad)
+        return self._check(self.fn.backward(self.ctx, grad))
+
+    def _check(self, grads: Any) -> tuple[Any, ...]:
         if not isinstance(grads, tuple):
             grads = (grads,)
         if len(grads) != len(self.next_functions):
@@ -118,6 +144,15 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<{self.name}>"
+
+
+class CtxNode(Node):
+    """The node of a ctx-style Function: ``backward`` sees and returns Tensors."""
+
+    def apply(self, grad: Any) -> tuple[Any, ...]:
+        with no_grad():
+            grads = self._check(self.fn.backward(self.ctx, Tensor(grad)))
+        return tuple(g._data if isinstance(g, Tensor) else g for g in grads)
 
 
 class AccumulateGrad(Node):
@@ -168,6 +203,19 @@ class Function:
     """
 
     new_grads: bool = False
+    _ctx_style: bool = False  # PyTorch's forward(ctx, *inputs) (module docstring); per class
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        takes_ctx = next(iter(inspect.signature(cls.forward).parameters), None) == "ctx"
+        own_setup = cls.setup_context is not Function.setup_context
+        if takes_ctx and own_setup:
+            raise TypeError(
+                f"{cls.__name__}: forward takes ctx first (PyTorch's classic style) but the "
+                f"class also defines setup_context (tinytrain's style, where forward takes the "
+                f"inputs only); use one style: drop setup_context, or ctx from forward"
+            )
+        cls._ctx_style = takes_ctx
 
     @staticmethod
     def forward(*inputs: Any) -> Any:
@@ -184,6 +232,8 @@ class Function:
     @classmethod
     def apply(cls, *inputs: Any) -> Tensor:
         """Run ``forward`` on raw arrays, wrap the result, and record the graph."""
+        if cls._ctx_style:
+            return _apply_ctx_style(cls, inputs)
         raw, needs = [], []
         array_type, mixed, any_needs = None, False, False
         for x in inputs:  # one pass: raw arrays, which need grad, whether devices may differ
@@ -215,6 +265,28 @@ class Function:
             output.grad_fn = Node(cls, ctx, nexts)
             output.requires_grad = True
         return output
+
+
+def _apply_ctx_style(cls: type[Function], inputs: tuple[Any, ...]) -> Tensor:
+    """``apply`` of a ctx-style Function: ``forward(ctx, *inputs)`` on the Tensors."""
+    needs = tuple(isinstance(x, Tensor) and x.requires_grad for x in inputs)
+    ctx = Context(needs)
+    with no_grad():
+        out = cls.forward(ctx, *inputs)
+    if not isinstance(out, Tensor):
+        if isinstance(out, tuple | list):
+            raise TypeError(f"{cls.__name__}.forward returned {len(out)} outputs; tinytrain's "
+                            f"Functions return one Tensor")
+        out = Tensor(out)
+    output = Tensor(out)  # shares out's memory and version; never an input's own object
+    if any(needs) and is_grad_enabled():
+        _check_same_device(cls, inputs)
+        ctx._versions = tuple((t._version_counter, t._version_counter[0])
+                              if isinstance(t, Tensor) else None for t in ctx._saved)
+        nexts = tuple(x._grad_node() if n else None for x, n in zip(inputs, needs))
+        output.grad_fn = CtxNode(cls, ctx, nexts)
+        output.requires_grad = True
+    return output
 
 
 def _root(array: Any) -> Any:

@@ -1,7 +1,8 @@
 """Switching graph recording on and off: ``no_grad``, ``enable_grad``, ``set_grad_enabled``.
 
-All three work as context managers and as decorators; ``set_grad_enabled(mode)``
-also works as a plain call, as in PyTorch. Evaluation must run under
+All work as context managers and as decorators (``@no_grad()``, with the parentheses);
+``set_grad_enabled(mode)`` also works as a plain call, as in PyTorch, and
+``inference_mode`` is ``no_grad`` under PyTorch's other name. Evaluation must run under
 ``no_grad``: otherwise every op records a node and keeps its inputs alive.
 """
 
@@ -49,6 +50,24 @@ class no_grad(_GradMode):
     """Do not record the graph: results have ``requires_grad=False`` and no ``grad_fn``."""
 
     mode = False
+
+
+class inference_mode(no_grad):
+    """``torch.inference_mode``: in tinytrain the same as :class:`no_grad` (no graph is
+    recorded); ``inference_mode(False)`` records as usual."""
+
+    def __init__(self, mode: bool = True) -> None:
+        self.mode = not mode
+
+    def __call__(self, fn: F) -> F:
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with set_grad_enabled(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
 
 
 class enable_grad(_GradMode):

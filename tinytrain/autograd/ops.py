@@ -8,6 +8,7 @@ does; their backward sums the gradient back to each input's shape
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,19 @@ from tinytrain.autograd.function import Function
 from tinytrain.backend import get_array_module, index_add
 
 # --------------------------------------------------------------------- helpers
+
+
+class InvalidArgument(RuntimeError, ValueError):
+    """An argument that does not fit (a size, a mode, a value): a RuntimeError, as PyTorch
+    raises, and a ValueError, as tinytrain always did, so ``except`` of either catches it."""
+
+
+class ShapeError(InvalidArgument):
+    """Operand shapes that do not go together."""
+
+
+class IndexRangeError(IndexError, InvalidArgument):
+    """An index or a class number out of range: an IndexError, and PyTorch's RuntimeError."""
 
 
 def unbroadcast(grad: Any, shape: tuple[int, ...]) -> Any:
@@ -35,7 +49,7 @@ def broadcast_shapes(op: str, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[i
     try:
         return np.broadcast_shapes(a, b)
     except ValueError:
-        raise ValueError(
+        raise ShapeError(
             f"{op}: shapes {tuple(a)} and {tuple(b)} cannot be broadcast together "
             "(trailing dimensions must be equal or 1)"
         ) from None
@@ -847,6 +861,448 @@ class CrossEntropy(Function):
         logits, targets = ctx.saved_tensors
         k = kernels.for_array(logits)
         return k.cross_entropy_backward(logits, targets, g, ctx.reduction), None, None
+
+
+# ------------------------------------------------------- more element-wise ops
+
+
+class Sin(Function):
+    @staticmethod
+    def forward(a):
+        return get_array_module(a).sin(a)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        return g * get_array_module(a).cos(a)
+
+
+class Cos(Function):
+    @staticmethod
+    def forward(a):
+        return get_array_module(a).cos(a)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        return -g * get_array_module(a).sin(a)
+
+
+class Log1p(Function):
+    """``log(1 + a)``, accurate for small ``a``."""
+
+    @staticmethod
+    def forward(a):
+        return get_array_module(a).log1p(a)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        return g / (1 + a)
+
+
+class Expm1(Function):
+    """``exp(a) - 1``, accurate for small ``a``."""
+
+    @staticmethod
+    def forward(a):
+        return get_array_module(a).expm1(a)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return g * (out + 1)
+
+
+class Rounding(Function):
+    """``floor``, ``ceil``, ``round``, ``trunc``, ``sign`` (by name): piecewise constant, so
+    the gradient is zero everywhere (PyTorch's choice)."""
+
+    @staticmethod
+    def forward(a, name):
+        return getattr(get_array_module(a), name)(a)
+
+    @staticmethod
+    def backward(ctx, g):
+        return get_array_module(g).zeros_like(g), None
+
+
+class DivRounded(Function):
+    """``a / b`` rounded toward zero (``"trunc"``) or down (``"floor"``): ``torch.div`` with a
+    ``rounding_mode``. As in PyTorch its gradient is zero."""
+
+    @staticmethod
+    def forward(a, b, mode):
+        xp = get_array_module(a)
+        if a.dtype.kind == "f":
+            q = a / b
+            return xp.floor(q) if mode == "floor" else xp.trunc(q)
+        q = a // b  # integers: floor division, then one up where trunc rounds toward zero
+        if mode == "trunc":
+            q = q + ((q < 0) & (q * b != a))
+        return q
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.shapes = (getattr(inputs[0], "shape", ()), getattr(inputs[1], "shape", ()))
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = get_array_module(g)
+        return (xp.zeros(ctx.shapes[0], g.dtype) if ctx.needs_input_grad[0] else None,
+                xp.zeros(ctx.shapes[1], g.dtype) if ctx.needs_input_grad[1] else None, None)
+
+
+class Where(Function):
+    """``where(cond, a, b)``: ``a`` where ``cond`` holds, else ``b`` (all broadcast; ``a``
+    or ``b`` may be a scalar). Each side gets the gradient where it was chosen."""
+
+    @staticmethod
+    def forward(cond, a, b):
+        return get_array_module(cond).where(cond, a, b)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        cond, a, b = inputs
+        ctx.save_for_backward(cond)
+        ctx.shapes = (getattr(a, "shape", ()), getattr(b, "shape", ()))
+
+    @staticmethod
+    def backward(ctx, g):
+        (cond,) = ctx.saved_tensors
+        xp, zero = get_array_module(g), g.dtype.type(0)
+        ga = gb = None
+        if ctx.needs_input_grad[1]:
+            ga = unbroadcast(xp.where(cond, g, zero), ctx.shapes[0])
+        if ctx.needs_input_grad[2]:
+            gb = unbroadcast(xp.where(cond, zero, g), ctx.shapes[1])
+        return None, ga, gb
+
+
+class LeakyReLU(Function):
+    """``a`` where ``a > 0``, else ``slope * a``; also ``nn.ELU``'s negative side with
+    ``elu=True``: ``alpha * (exp(a) - 1)``, whose derivative is ``output + alpha``."""
+
+    @staticmethod
+    def forward(a, slope, elu):
+        if elu:
+            xp = get_array_module(a)
+            return xp.where(a > 0, a, slope * xp.expm1(a)).astype(a.dtype, copy=False)
+        return get_array_module(a).where(a > 0, a, a * a.dtype.type(slope))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, ctx.slope, ctx.elu = inputs
+        ctx.save_for_backward(a, output if ctx.elu else None)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, out = ctx.saved_tensors
+        xp = get_array_module(g)
+        below = g * (out + g.dtype.type(ctx.slope)) if ctx.elu else g * g.dtype.type(ctx.slope)
+        return xp.where(a > 0, g, below), None, None
+
+
+class SiLU(Function):
+    """``a * sigmoid(a)`` (swish); its derivative is ``s (1 + a (1 - s))``."""
+
+    @staticmethod
+    def forward(a):
+        return a * Sigmoid.forward(a)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        s = Sigmoid.forward(a)
+        return g * s * (1 + a * (1 - s))
+
+
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+
+
+class GELU(Function):
+    """``a * Phi(a)``, Phi the standard normal CDF (``"none"``, with ``erf``), or PyTorch's
+    ``"tanh"`` approximation ``0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3)))``."""
+
+    @staticmethod
+    def forward(a, approximate):
+        xp = get_array_module(a)
+        if approximate == "tanh":
+            return 0.5 * a * (1 + xp.tanh(_SQRT_2_OVER_PI * (a + 0.044715 * a ** 3)))
+        return (0.5 * a * (1 + erf(a * math.sqrt(0.5)))).astype(a.dtype, copy=False)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, ctx.approximate = inputs
+        ctx.save_for_backward(a)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        xp = get_array_module(a)
+        if ctx.approximate == "tanh":
+            inner = _SQRT_2_OVER_PI * (a + 0.044715 * a ** 3)
+            t = xp.tanh(inner)
+            d_inner = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * a * a)
+            return g * (0.5 * (1 + t) + 0.5 * a * (1 - t * t) * d_inner), None
+        cdf = 0.5 * (1 + erf(a * math.sqrt(0.5)))
+        pdf = xp.exp(-0.5 * a * a) / math.sqrt(2 * math.pi)
+        return (g * (cdf + a * pdf)).astype(g.dtype, copy=False), None
+
+
+def erf(a: Any) -> Any:
+    """The error function, element-wise (NumPy has none: ``math.erf`` per element on the
+    CPU, CuPy's ``erf`` kernel on the GPU)."""
+    if get_array_module(a) is np:
+        return np.vectorize(math.erf, otypes=[a.dtype])(a)
+    import cupyx.scipy.special  # noqa: PLC0415 (only on the GPU)
+
+    return cupyx.scipy.special.erf(a)
+
+
+class Softplus(Function):
+    """``log(1 + exp(beta a)) / beta``, and ``a`` itself where ``beta a > threshold``
+    (PyTorch's cut-off); the derivative is ``sigmoid(beta a)`` (1 past the cut-off)."""
+
+    @staticmethod
+    def forward(a, beta, threshold):
+        xp = get_array_module(a)
+        z = a * a.dtype.type(beta)
+        soft = (xp.maximum(z, 0) + xp.log1p(xp.exp(-xp.abs(z)))) / a.dtype.type(beta)
+        return xp.where(z > threshold, a, soft)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, ctx.beta, ctx.threshold = inputs
+        ctx.save_for_backward(a)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        z = a * a.dtype.type(ctx.beta)
+        return get_array_module(g).where(z > ctx.threshold, g, g * Sigmoid.forward(z)), None, None
+
+
+class Norm2(Function):
+    """The Euclidean norm over ``axis`` (all if None): ``sqrt(sum(a^2))``. Its gradient
+    ``a / norm`` is taken as 0 where the norm is 0 (PyTorch's subgradient)."""
+
+    @staticmethod
+    def forward(a, axis, keepdims):
+        return get_array_module(a).sqrt((a * a).sum(axis=axis, keepdims=keepdims))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, ctx.axis, ctx.keepdims = inputs
+        ctx.save_for_backward(a, output)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, out = ctx.saved_tensors
+        xp = get_array_module(g)
+        g = _expand_reduced(g, a.shape, ctx.axis, ctx.keepdims)
+        out = _expand_reduced(out, a.shape, ctx.axis, ctx.keepdims)
+        safe = xp.where(out == 0, 1, out)
+        return xp.where(out == 0, 0, g * a / safe).astype(g.dtype, copy=False), None, None
+
+
+# -------------------------------------------------------- shapes: expand, repeat, pad
+
+
+class Expand(Function):
+    """``a`` broadcast to ``shape`` (a view that repeats memory); backward sums back."""
+
+    @staticmethod
+    def forward(a, shape):
+        return get_array_module(a).broadcast_to(a, shape)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.shape = inputs[0].shape
+
+    @staticmethod
+    def backward(ctx, g):
+        return unbroadcast(g, ctx.shape), None
+
+
+class Flip(Function):
+    """``a`` reversed along ``axes`` (a copy, as in PyTorch); backward reverses the gradient."""
+
+    @staticmethod
+    def forward(a, axes):
+        return get_array_module(a).flip(a, axes).copy()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.axes = inputs[1]
+
+    @staticmethod
+    def backward(ctx, g):
+        return get_array_module(g).flip(g, ctx.axes), None
+
+
+class Repeat(Function):
+    """``a`` tiled ``reps`` times per dimension (``Tensor.repeat``; ``len(reps) >= a.ndim``,
+    extra leading reps add dimensions). Backward sums the copies."""
+
+    @staticmethod
+    def forward(a, reps):
+        return get_array_module(a).tile(a, reps)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, reps = inputs
+        ctx.shape = (1,) * (len(reps) - a.ndim) + a.shape
+        ctx.reps, ctx.in_shape = reps, a.shape
+
+    @staticmethod
+    def backward(ctx, g):
+        split = [n for pair in zip(ctx.reps, ctx.shape) for n in pair]  # (r0, s0, r1, s1, ...)
+        summed = g.reshape(split).sum(axis=tuple(range(0, len(split), 2)))
+        return summed.reshape(ctx.in_shape), None
+
+
+class Pad(Function):
+    """Constant padding: ``widths`` is one ``(before, after)`` pair per dimension."""
+
+    @staticmethod
+    def forward(a, widths, value):
+        return get_array_module(a).pad(a, widths, constant_values=value)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.crop = tuple(slice(lo, n - hi) for (lo, hi), n in zip(inputs[1], output.shape))
+
+    @staticmethod
+    def backward(ctx, g):
+        return g[ctx.crop], None, None
+
+
+class Cumsum(Function):
+    """Running sum along ``axis``; integer and bool inputs sum in int64 (as PyTorch).
+    The gradient is the reversed running sum of the gradient."""
+
+    @staticmethod
+    def forward(a, axis):
+        return a.cumsum(axis=axis, dtype="int64" if a.dtype.kind in "biu" else None)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.axis = inputs[1]
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = get_array_module(g)
+        return xp.flip(xp.flip(g, ctx.axis).cumsum(axis=ctx.axis), ctx.axis), None
+
+
+# ------------------------------------------------------------ gather and scatter
+
+
+def _full_index(index: Any, axis: int) -> tuple[Any, ...]:
+    """The advanced index that picks ``a[i0, .., index[i0, .., ik], .., ik]`` for every
+    position of ``index`` (``index`` at ``axis``, the position itself elsewhere)."""
+    xp = get_array_module(index)
+    nd = index.ndim
+    return tuple(index if d == axis else
+                 xp.arange(n).reshape((1,) * d + (n,) + (1,) * (nd - d - 1))
+                 for d, n in enumerate(index.shape))
+
+
+class Gather(Function):
+    """``out[..i..] = a[..index[..i..] along axis..]``, ``out`` of ``index``'s shape
+    (``torch.gather``). Backward adds the gradient back at those places (``add.at``:
+    an index may repeat)."""
+
+    @staticmethod
+    def forward(a, index, axis):
+        return a[_full_index(index, axis)]
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, ctx.index, ctx.axis = inputs
+        ctx.shape = a.shape
+
+    @staticmethod
+    def backward(ctx, g):
+        grad = get_array_module(g).zeros(ctx.shape, dtype=g.dtype)
+        index_add(grad, _full_index(ctx.index, ctx.axis), g)
+        return grad, None, None
+
+
+class Scatter(Function):
+    """A copy of ``a`` with ``src`` (an array of ``index``'s shape at least, or a scalar)
+    written at ``index`` along ``axis`` (``torch.scatter``). The written places pass no
+    gradient to ``a``; ``src`` gets the gradient of the places it was written to."""
+
+    @staticmethod
+    def forward(a, index, src, axis):
+        out = a.copy()
+        where = _full_index(index, axis)
+        if getattr(src, "ndim", 0):
+            src = src[tuple(slice(0, n) for n in index.shape)]
+        out[where] = src
+        return out
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, ctx.index, src, ctx.axis = inputs
+        ctx.src_shape = getattr(src, "shape", ())
+
+    @staticmethod
+    def backward(ctx, g):
+        where = _full_index(ctx.index, ctx.axis)
+        ga = gs = None
+        if ctx.needs_input_grad[0]:
+            ga = g.copy()
+            ga[where] = 0
+        if ctx.needs_input_grad[2]:
+            gs = get_array_module(g).zeros(ctx.src_shape, dtype=g.dtype)
+            gs[tuple(slice(0, n) for n in ctx.index.shape)] = g[where]
+        return ga, None, gs, None
+
+
+class Embedding(Function):
+    """``weight[indices]``: rows of ``weight [num, dim]`` for integer ``indices`` of any
+    shape. Backward adds each row's gradient into its row (repeats accumulate), except
+    the ``padding_idx`` row, which never gets a gradient (PyTorch's rule)."""
+
+    @staticmethod
+    def forward(weight, indices, padding_idx):
+        return weight[indices]
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        weight, ctx.indices, ctx.padding_idx = inputs
+        ctx.shape = weight.shape
+
+    @staticmethod
+    def backward(ctx, g):
+        grad = get_array_module(g).zeros(ctx.shape, dtype=g.dtype)
+        index_add(grad, ctx.indices, g)
+        if ctx.padding_idx is not None:
+            grad[ctx.padding_idx] = 0
+        return grad, None, None
 
 
 __all__ = [name for name, obj in list(globals().items())

@@ -17,6 +17,7 @@ It must return exactly what stacking the samples would.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -49,11 +50,14 @@ class TensorDataset(Dataset):
             shape ``a.shape[1:]``.
 
     ``get_batch(indices)`` returns ``(a[indices], b[indices], ...)``: shapes ``[B, *a.shape[1:]]``.
+    Made from Tensors, ``ds[i]`` and ``ds[i:j]`` give Tensors (views), as PyTorch's does;
+    made from arrays, arrays.
     """
 
     def __init__(self, *arrays: Any) -> None:
         if not arrays:
             raise ValueError("TensorDataset needs at least one array")
+        self._as_tensors = all(hasattr(a, "requires_grad") for a in arrays)  # Tensors
         self.arrays = tuple(_as_numpy(a) for a in arrays)
         lengths = [a.shape[0] if a.ndim else None for a in self.arrays]
         if any(n is None or n != lengths[0] for n in lengths):
@@ -65,7 +69,9 @@ class TensorDataset(Dataset):
     def __len__(self) -> int:
         return self.arrays[0].shape[0]
 
-    def __getitem__(self, index: int) -> tuple[np.ndarray, ...]:
+    def __getitem__(self, index: int | slice) -> tuple[Any, ...]:
+        if self._as_tensors:
+            return tuple(_to_tensor(np.asarray(a[index])) for a in self.arrays)
         return tuple(a[index] for a in self.arrays)
 
     def get_batch(self, indices: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -99,13 +105,21 @@ class Subset(Dataset):
         return collate([self.dataset[int(i)] for i in inner], inner)
 
 
-def random_split(dataset: Any, lengths: Sequence[int], seed: int | None = None) -> list[Subset]:
+def random_split(dataset: Any, lengths: Sequence[float], seed: int | None = None
+                 ) -> list[Subset]:
     """Split ``dataset`` into non-overlapping random :class:`Subset` s of the given lengths.
 
-    ``lengths`` must sum to ``len(dataset)``. With a seed the split is reproducible; without,
-    it draws from tinytrain's global generator.
+    ``lengths`` must sum to ``len(dataset)``, or be fractions that sum to 1 (``[0.8, 0.2]``:
+    each gets ``floor(n * fraction)`` and the rest is dealt out one by one, as PyTorch
+    does). With a seed the split is reproducible; without, it draws from tinytrain's global
+    generator.
     """
     n = len(dataset)
+    if all(0 <= k <= 1 for k in lengths) and math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
+        counts = [math.floor(n * k) for k in lengths]
+        for i in range(n - sum(counts)):
+            counts[i % len(counts)] += 1
+        lengths = counts
     if sum(lengths) != n or any(k < 0 for k in lengths):
         raise ValueError(f"random_split: lengths {list(lengths)} do not sum to len(dataset) = {n}")
     perm = RandomSampler(range(n), seed=seed).indices()

@@ -1,15 +1,23 @@
-"""Neural-network building blocks: Module, Parameter and layers."""
+"""Neural-network building blocks: Module, Parameter, containers, layers and losses."""
 
 from tinytrain._missing import module_getattr as _module_getattr
-from tinytrain.nn import functional, init
-from tinytrain.nn.conv import AvgPool2d, Conv2d, MaxPool2d
+from tinytrain.nn import functional, init, utils
+from tinytrain.nn.containers import ModuleDict, ModuleList, ParameterDict, ParameterList
+from tinytrain.nn.conv import AdaptiveAvgPool2d, AvgPool2d, Conv2d, MaxPool2d
 from tinytrain.nn.layers import (
+    ELU,
+    GELU,
     BCELoss,
     BCEWithLogitsLoss,
     CrossEntropyLoss,
     Dropout,
+    Dropout2d,
+    Embedding,
     Flatten,
+    HuberLoss,
     Identity,
+    L1Loss,
+    LeakyReLU,
     Linear,
     LogSoftmax,
     MSELoss,
@@ -17,23 +25,39 @@ from tinytrain.nn.layers import (
     ReLU,
     Sequential,
     Sigmoid,
+    SiLU,
+    SmoothL1Loss,
     Softmax,
+    Softplus,
     Tanh,
+    Unflatten,
 )
 from tinytrain.nn.module import Module, Parameter
+from tinytrain.nn.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
 
 __all__ = [
-    "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "Conv2d", "CrossEntropyLoss", "Dropout",
-    "Flatten", "functional", "Identity", "init", "Linear", "LogSoftmax", "MaxPool2d", "Module",
-    "MSELoss", "NLLLoss", "Parameter", "ReLU", "Sequential", "Sigmoid", "Softmax", "Tanh",
+    "AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "BCELoss",
+    "BCEWithLogitsLoss", "Conv2d", "CrossEntropyLoss", "Dropout", "Dropout2d", "ELU",
+    "Embedding", "Flatten", "functional", "GELU", "HuberLoss", "Identity", "init", "L1Loss",
+    "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax", "MaxPool2d", "Module", "ModuleDict",
+    "ModuleList", "MSELoss", "NLLLoss", "Parameter", "ParameterDict", "ParameterList", "ReLU",
+    "Sequential", "Sigmoid", "SiLU", "SmoothL1Loss", "Softmax", "Softplus", "Tanh", "Unflatten",
+    "utils",
 ]
 
-_OFFER = ("tinytrain.nn has Linear, Conv2d, MaxPool2d, AvgPool2d, ReLU, Sigmoid, Tanh, Softmax, "
-          "LogSoftmax, Flatten, Dropout, Identity, Sequential, CrossEntropyLoss, NLLLoss, "
-          "MSELoss, BCELoss, BCEWithLogitsLoss, Module and Parameter")
+_LAYERS = ("tinytrain.nn has " + ", ".join(n for n in __all__ if n[0].isupper())
+           + ", and the submodules functional, init and utils")
+_CONV = ("tinytrain has 2-D convolution and pooling only (Conv2d, MaxPool2d, AvgPool2d, "
+         "AdaptiveAvgPool2d); reshape to 2-D or compute the rest with tensor ops")
+_RNN = ("tinytrain has no recurrent or attention layers; build them from nn.Linear and tensor "
+        "ops (e.g. an RNN cell: h = (x @ W_x + h @ W_h + b).tanh())")
 __getattr__ = _module_getattr(__name__, {
     "DataParallel": "use tinytrain.distributed.DistributedDataParallel (one process per GPU)",
     "parallel": "use tinytrain.distributed.DistributedDataParallel (one process per GPU)",
-    "utils": "nn.utils (clip_grad_norm_, ...) is not in tinytrain; clip by hand under "
-             "tt.no_grad() if you need it",
-}, _OFFER)
+    "Conv1d": _CONV, "Conv3d": _CONV, "ConvTranspose2d": _CONV, "MaxPool1d": _CONV,
+    "AvgPool1d": _CONV, "AdaptiveMaxPool2d": _CONV, "Upsample": _CONV,
+    "RNN": _RNN, "LSTM": _RNN, "GRU": _RNN, "MultiheadAttention": _RNN, "Transformer": _RNN,
+    "TransformerEncoder": _RNN, "TransformerEncoderLayer": _RNN,
+    "GroupNorm": "tinytrain has BatchNorm1d/2d and LayerNorm",
+    "InstanceNorm2d": "tinytrain has BatchNorm1d/2d and LayerNorm",
+}, _LAYERS)

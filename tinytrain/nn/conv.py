@@ -21,16 +21,19 @@ import numpy as np
 
 from tinytrain import kernels
 from tinytrain.autograd import Context, Function
+from tinytrain.functions import stack
 from tinytrain.kernels.shapes import Conv2dMeta, IntOrPair, Pool2dMeta, pair
 from tinytrain.nn import init
 from tinytrain.nn.module import Module, Parameter
-from tinytrain.tensor import Tensor, check_same_dtype
+from tinytrain.tensor import ShapeError, Tensor, check_same_dtype
 
 __all__ = [
+    "AdaptiveAvgPool2d",
     "AvgPool2d",
     "Conv2d",
     "Conv2dFunction",
     "MaxPool2d",
+    "adaptive_avg_pool2d",
     "avg_pool2d",
     "conv2d",
     "max_pool2d",
@@ -39,6 +42,15 @@ __all__ = [
 
 def _shape(t: Any) -> tuple[int, ...]:
     return tuple(t.shape)
+
+
+def _checked(build: Any, *args: Any) -> Any:
+    """``build(*args)`` (a shape record that validates), its ValueError raised as a
+    ShapeError: PyTorch raises a RuntimeError for sizes that do not fit."""
+    try:
+        return build(*args)
+    except ValueError as exc:
+        raise ShapeError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- conv2d
@@ -84,8 +96,8 @@ def conv2d(
     -> ``[N, Cout, Ho, Wo]`` with ``Ho = (H + 2*ph - Kh) // sh + 1`` (same for W).
     Raises a ValueError naming the sizes when the shapes do not fit together.
     """
-    meta = Conv2dMeta(_shape(x), _shape(weight), stride, padding,
-                      None if bias is None else _shape(bias))
+    meta = _checked(Conv2dMeta, _shape(x), _shape(weight), stride, padding,
+                    None if bias is None else _shape(bias))
     check_same_dtype("conv2d", x, weight, bias)
     return Conv2dFunction.apply(x, weight, bias, meta)
 
@@ -179,7 +191,7 @@ def max_pool2d(
     ``x [N, C, H, W] -> [N, C, Ho, Wo]``; ``stride`` defaults to ``kernel_size``.
     The gradient goes to the first maximum of each window (PyTorch's tie rule).
     """
-    meta = Pool2dMeta.from_shape(_shape(x), kernel_size, stride, padding, "max_pool2d")
+    meta = _checked(Pool2dMeta.from_shape, _shape(x), kernel_size, stride, padding, "max_pool2d")
     return MaxPool2dFunction.apply(x, meta)
 
 
@@ -211,7 +223,7 @@ def avg_pool2d(
 
     ``x [N, C, H, W] -> [N, C, Ho, Wo]``; ``stride`` defaults to ``kernel_size``.
     """
-    meta = Pool2dMeta.from_shape(_shape(x), kernel_size, stride, padding, "avg_pool2d")
+    meta = _checked(Pool2dMeta.from_shape, _shape(x), kernel_size, stride, padding, "avg_pool2d")
     return AvgPool2dFunction.apply(x, meta, count_include_pad)
 
 
@@ -250,3 +262,43 @@ class AvgPool2d(Module):
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+def adaptive_avg_pool2d(x: Tensor, output_size: Any) -> Tensor:
+    """Average pooling to a given output size, as ``F.adaptive_avg_pool2d``.
+
+    ``x [N, C, H, W] -> [N, C, oh, ow]`` (``output_size`` an int, a pair, or a pair with
+    None for "keep that size"). Output cell ``i`` averages rows ``floor(i H / oh)`` to
+    ``ceil((i + 1) H / oh)`` (PyTorch's windows). When ``oh`` divides ``H`` and ``ow``
+    divides ``W`` (``output_size=1`` included) that is :func:`avg_pool2d` with window and
+    stride ``(H / oh, W / ow)``, the kernel; other sizes average each window separately.
+    """
+    if x.ndim != 4:
+        raise ShapeError(f"adaptive_avg_pool2d: expected input [N, C, H, W], got shape "
+                         f"{tuple(x.shape)}")
+    h, w = x.shape[2:]
+    sizes = output_size if isinstance(output_size, tuple | list) else (output_size,) * 2
+    oh, ow = (n if s is None else int(s) for s, n in zip(sizes, (h, w)))
+    if oh < 1 or ow < 1:
+        raise ValueError(f"adaptive_avg_pool2d: output_size must be positive, got {output_size}")
+    if h % oh == 0 and w % ow == 0:
+        return avg_pool2d(x, (h // oh, w // ow))
+    rows = [(i * h // oh, -(-(i + 1) * h // oh)) for i in range(oh)]
+    cols = [(j * w // ow, -(-(j + 1) * w // ow)) for j in range(ow)]
+    return stack([stack([x[:, :, r0:r1, c0:c1].mean((2, 3)) for c0, c1 in cols], -1)
+                  for r0, r1 in rows], -2)
+
+
+class AdaptiveAvgPool2d(Module):
+    """Module form of :func:`adaptive_avg_pool2d` (``AdaptiveAvgPool2d(1)``: global average
+    pooling to ``[N, C, 1, 1]``)."""
+
+    def __init__(self, output_size: Any) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x: Tensor) -> Tensor:
+        return adaptive_avg_pool2d(x, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"

@@ -9,15 +9,26 @@ import numpy as np
 
 from tinytrain import backend
 from tinytrain._missing import module_getattr as _module_getattr
+from tinytrain.autograd import no_grad
 from tinytrain.autograd import ops as O
-from tinytrain.nn.conv import avg_pool2d, conv2d, max_pool2d
+from tinytrain.dtypes import DTypeError, int64
+from tinytrain.nn.conv import adaptive_avg_pool2d, avg_pool2d, conv2d, max_pool2d
 from tinytrain.random import default_generator
-from tinytrain.tensor import Tensor, check_same_dtype
+from tinytrain.tensor import (
+    IndexRangeError,
+    InvalidArgument,
+    ShapeError,
+    Tensor,
+    check_same_dtype,
+    where,
+)
 
 __all__ = [
-    "avg_pool2d", "binary_cross_entropy", "binary_cross_entropy_with_logits", "conv2d",
-    "cross_entropy", "dropout", "linear", "log_softmax", "max_pool2d", "mse_loss", "nll_loss",
-    "relu", "sigmoid", "softmax", "tanh",
+    "adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "conv2d", "cross_entropy", "dropout", "dropout2d", "elu",
+    "embedding", "gelu", "huber_loss", "l1_loss", "layer_norm", "leaky_relu", "linear",
+    "log_softmax", "max_pool2d", "mse_loss", "nll_loss", "normalize", "one_hot", "pad", "relu",
+    "sigmoid", "silu", "smooth_l1_loss", "softmax", "softplus", "tanh",
 ]
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -29,6 +40,46 @@ def relu(x: Tensor, inplace: bool = False) -> Tensor:
 
 def sigmoid(x: Tensor) -> Tensor:
     return x.sigmoid()
+
+
+def _floating(name: str, x: Tensor) -> None:
+    if x.dtype.kind != "f":
+        raise DTypeError(f"{name}: expected a floating point tensor, got {x.dtype}")
+
+
+def leaky_relu(x: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """``x`` where ``x > 0``, else ``negative_slope * x``."""
+    _floating("leaky_relu", x)
+    fn = lambda t: O.LeakyReLU.apply(t, negative_slope, False)  # noqa: E731
+    return x._inplace("leaky_relu_", fn) if inplace else fn(x)
+
+
+def elu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)``."""
+    _floating("elu", x)
+    fn = lambda t: O.LeakyReLU.apply(t, alpha, True)  # noqa: E731
+    return x._inplace("elu_", fn) if inplace else fn(x)
+
+
+def silu(x: Tensor, inplace: bool = False) -> Tensor:
+    """``x * sigmoid(x)`` (swish)."""
+    _floating("silu", x)
+    return x._inplace("silu_", O.SiLU.apply) if inplace else O.SiLU.apply(x)
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """``x * Phi(x)``, Phi the standard normal CDF; ``approximate="tanh"`` uses PyTorch's
+    tanh formula instead."""
+    _floating("gelu", x)
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return O.GELU.apply(x, approximate)
+
+
+def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """``log(1 + exp(beta x)) / beta``, and ``x`` where ``beta x > threshold``."""
+    _floating("softplus", x)
+    return O.Softplus.apply(x, beta, threshold)
 
 
 def tanh(x: Tensor) -> Tensor:
@@ -50,20 +101,20 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     Returns ``[*, out]``.
     """
     if x.ndim < 1 or weight.ndim != 2 or x.shape[-1] != weight.shape[1]:
-        raise ValueError(
+        raise ShapeError(
             f"linear: input of shape {x.shape} does not fit weight of shape {weight.shape} "
             f"(expected input [..., {weight.shape[1] if weight.ndim == 2 else '?'}])"
         )
     if bias is not None and bias.shape != (weight.shape[0],):
-        raise ValueError(f"linear: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
+        raise ShapeError(f"linear: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
     check_same_dtype("linear", x, weight, bias)
     return O.Linear.apply(x, weight, bias)
 
 
 def _class_targets(name: str, scores: Tensor, targets: Any, reduction: str,
-                   checked_by_kernel: bool = False) -> Any:
-    """``targets`` as an integer array ``[N]`` of classes in ``[0, C)`` for ``scores [N, C]``,
-    on the scores' device.
+                   checked_by_kernel: bool = False, ignore_index: int | None = None) -> Any:
+    """``targets`` as an integer array ``[N]`` of classes in ``[0, C)`` (or equal to
+    ``ignore_index``) for ``scores [N, C]``, on the scores' device.
 
     Targets in host memory are range-checked here, before any copy, for free. Targets already
     on the GPU are range-checked here only when the loss kernel does not check them itself
@@ -74,47 +125,126 @@ def _class_targets(name: str, scores: Tensor, targets: Any, reduction: str,
     if on_host:
         t = np.asarray(t)
     if scores.ndim != 2:
-        raise ValueError(f"{name}: input must be [N, C], got shape {scores.shape}")
+        raise ShapeError(f"{name}: input must be [N, C], got shape {scores.shape}")
     if t.ndim != 1 or t.shape[0] != scores.shape[0]:
-        raise ValueError(
+        raise ShapeError(
             f"{name}: targets must be [N] = [{scores.shape[0]}] class indices, got shape "
             f"{tuple(t.shape)}"
         )
     if t.dtype.kind not in "iu":
-        raise TypeError(f"{name}: targets must be integer class indices, not {t.dtype}")
+        raise DTypeError(f"{name}: targets must be integer class indices, not {t.dtype}")
     if t.size and (on_host or not checked_by_kernel):
-        lo, hi = int(t.min()), int(t.max())
+        kept = t if ignore_index is None else t[t != ignore_index]
+        lo, hi = (int(kept.min()), int(kept.max())) if kept.size else (0, 0)
         if lo < 0 or hi >= scores.shape[1]:
-            raise ValueError(f"{name}: targets must lie in [0, {scores.shape[1]}), got values "
-                             f"from {lo} to {hi}")
+            raise IndexRangeError(f"{name}: targets must lie in [0, {scores.shape[1]}), got "
+                                  f"values from {lo} to {hi}")
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{name}: unknown reduction {reduction!r}; use one of {_REDUCTIONS}")
     return backend.get_array_module(scores.data).asarray(t)
 
 
-def cross_entropy(logits: Tensor, targets: Tensor | Any, reduction: str = "mean") -> Tensor:
-    """Cross-entropy of ``logits [N, C]`` against integer class ``targets [N]``.
+def cross_entropy(input: Tensor, target: Tensor | Any, weight: Tensor | None = None,  # noqa: A002
+                  *, ignore_index: int = -100, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
+    """Cross-entropy of ``input`` logits ``[N, C]`` against integer class ``target [N]``, or
+    against class probabilities ``target [N, C]`` (a float tensor of the input's shape).
 
-    ``reduction`` is ``"mean"`` (over the batch, the default), ``"sum"`` or ``"none"``.
-    A target outside ``[0, C)`` raises a ValueError, by this call when the targets are in
-    host memory (a NumPy array or a CPU tensor). Targets already on the GPU would have to be
-    copied back to be checked here, a wait for the GPU every step; instead the kernel checks
-    them and the error is raised *later*: by a later ``cross_entropy`` call on the GPU, at
-    most ``tinytrain.kernels.cuda.CHECK_DEPTH`` (4) calls after the bad one, or by
-    ``tinytrain.kernels.cuda.check_errors()``; the bad call's loss is NaN.
+    ``reduction`` is ``"mean"`` (over the batch, the default), ``"sum"`` or ``"none"``;
+    ``weight [C]`` weighs each class (a weighted mean divides by the targets' total weight),
+    targets equal to ``ignore_index`` count for nothing, and ``label_smoothing`` mixes the
+    targets with the uniform distribution, all as in PyTorch.
+
+    Plain class targets take the fused kernel (log-softmax and NLL in one node). A target
+    outside ``[0, C)`` raises a ValueError (an IndexError too, PyTorch's type), by this call
+    when the targets are in host memory (a NumPy array or a CPU tensor). Targets already on
+    the GPU would have to be copied back to be checked here, a wait for the GPU every step;
+    instead the kernel checks them and the
+    error is raised *later*: by a later ``cross_entropy`` call on the GPU, at most
+    ``tinytrain.kernels.cuda.CHECK_DEPTH`` (4) calls after the bad one, or by
+    ``tinytrain.kernels.cuda.check_errors()``; the bad call's loss is NaN. For the same
+    reason GPU targets are not searched for the default ``ignore_index`` (-100): pass
+    ``ignore_index`` explicitly when some targets are to be ignored.
     """
-    t = _class_targets("cross_entropy", logits, targets, reduction, checked_by_kernel=True)
-    return O.CrossEntropy.apply(logits, t, reduction)
+    if _is_probabilities(input, target):
+        return _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
+    t = _class_targets("cross_entropy", input, target, reduction, checked_by_kernel=True,
+                       ignore_index=ignore_index)
+    host = backend.device_of(t) == "cpu"
+    ignoring = ignore_index != -100 or (host and t.size and bool((t == ignore_index).any()))
+    if weight is None and not label_smoothing and not ignoring:
+        return O.CrossEntropy.apply(input, t, reduction)
+    return _nll(input.log_softmax(1), t, weight, ignore_index, reduction, label_smoothing)
 
 
-def nll_loss(input: Tensor, target: Tensor | Any, reduction: str = "mean") -> Tensor:  # noqa: A002
+def nll_loss(input: Tensor, target: Tensor | Any, weight: Tensor | None = None,  # noqa: A002
+             *, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
     """Negative log-likelihood of integer ``target [N]`` under log-probabilities
-    ``input [N, C]`` (e.g. ``log_softmax`` output): ``-input[i, target[i]]``, averaged
-    (``"mean"``), summed (``"sum"``) or per sample (``"none"``).
+    ``input [N, C]`` (e.g. ``log_softmax`` output): ``-input[i, target[i]]`` (times
+    ``weight[target[i]]``), averaged (``"mean"``: over the total weight), summed (``"sum"``)
+    or per sample (``"none"``); targets equal to ``ignore_index`` count for nothing.
     ``nll_loss(log_softmax(x, 1), y)`` equals ``cross_entropy(x, y)``.
     """
-    t = _class_targets("nll_loss", input, target, reduction)
-    return O.NLLLoss.apply(input, t, reduction)
+    t = _class_targets("nll_loss", input, target, reduction, ignore_index=ignore_index)
+    if weight is None and not bool((t == ignore_index).any()):
+        return O.NLLLoss.apply(input, t, reduction)
+    return _nll(input, t, weight, ignore_index, reduction)
+
+
+def _class_weight(name: str, weight: Tensor | None, logp: Tensor) -> Any:
+    """The class weights as a raw array ``[C]`` of the scores' dtype (ones if None)."""
+    xp, c = backend.get_array_module(logp.data), logp.shape[1]
+    if weight is None:
+        return xp.ones(c, dtype=logp.dtype)
+    w = weight.data if isinstance(weight, Tensor) else xp.asarray(weight)
+    if tuple(w.shape) != (c,):
+        raise ShapeError(f"{name}: weight must be [C] = [{c}] (one per class), got shape "
+                         f"{tuple(w.shape)}")
+    return backend.to_device(w, logp.device).astype(logp.dtype, copy=False)
+
+
+def _nll(logp: Tensor, t: Any, weight: Tensor | None, ignore_index: int, reduction: str,
+         label_smoothing: float = 0.0) -> Tensor:
+    """PyTorch's weighted NLL with ignored targets and label smoothing, from ops on
+    ``logp [N, C]`` (the slow path of ``cross_entropy`` / ``nll_loss``)."""
+    xp = backend.get_array_module(logp.data)
+    n, c = logp.shape
+    w = _class_weight("cross_entropy", weight, logp)
+    keep = t != ignore_index
+    safe = xp.where(keep, t, 0)
+    w_t = Tensor(w[safe] * keep)  # each sample's weight, 0 if ignored
+    loss = -logp[xp.arange(n), safe] * w_t
+    total = w_t.sum()
+    if label_smoothing:
+        smooth = -(logp * Tensor(w)).sum(1) * Tensor(keep.astype(logp.dtype))
+        if reduction == "mean":
+            # PyTorch: each part divided by the total weight (by the count without weights)
+            denom = total if weight is not None else Tensor(keep.sum().astype(logp.dtype))
+            return ((1 - label_smoothing) * loss.sum() / total
+                    + label_smoothing / c * smooth.sum() / denom)
+        loss = (1 - label_smoothing) * loss + label_smoothing / c * smooth
+    if reduction == "mean":
+        return loss.sum() / total
+    return _reduce(loss, reduction, "cross_entropy")
+
+
+def _is_probabilities(input: Tensor, target: Any) -> bool:  # noqa: A002
+    return (isinstance(target, Tensor) and target.dtype.kind == "f"
+            and target.shape == input.shape)
+
+
+def _soft_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None,  # noqa: A002
+                        reduction: str, label_smoothing: float) -> Tensor:
+    """Cross-entropy against class probabilities ``target [N, C]``: ``-sum_c w_c y_c log p_c``
+    per sample; the mean divides by N (weights or not), as in PyTorch."""
+    if input.ndim != 2:
+        raise ShapeError(f"cross_entropy: input must be [N, C], got shape {input.shape}")
+    c = input.shape[1]
+    if label_smoothing:
+        target = target * (1 - label_smoothing) + label_smoothing / c
+    w = _class_weight("cross_entropy", weight, input)
+    return _reduce(-(input.log_softmax(1) * target * Tensor(w)).sum(1), reduction,
+                   "cross_entropy")
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
@@ -122,11 +252,44 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor: 
 
     Shapes should match; as in PyTorch, broadcastable ones are broadcast with a warning.
     """
+    _warn_broadcast("mse_loss", input, target)
+    return _reduce((input - target) ** 2, reduction, "mse_loss")
+
+
+def _warn_broadcast(name: str, input: Tensor, target: Any) -> None:  # noqa: A002
     if isinstance(target, Tensor) and target.shape != input.shape:
         warnings.warn(
-            f"mse_loss: target shape {target.shape} differs from input shape {input.shape}; "
-            f"they are broadcast, which is likely not what you want", stacklevel=2)
-    return _reduce((input - target) ** 2, reduction, "mse_loss")
+            f"{name}: target shape {target.shape} differs from input shape {input.shape}; "
+            f"they are broadcast, which is likely not what you want", stacklevel=3)
+
+
+def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
+    """Mean (or sum, or none) of ``|input - target|``, element-wise."""
+    _warn_broadcast("l1_loss", input, target)
+    return _reduce((input - target).abs(), reduction, "l1_loss")
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",  # noqa: A002
+                   beta: float = 1.0) -> Tensor:
+    """Per element ``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``
+    (``d = input - target``; ``beta = 0`` is the L1 loss)."""
+    _warn_broadcast("smooth_l1_loss", input, target)
+    d = input - target
+    if beta == 0:
+        return _reduce(d.abs(), reduction, "smooth_l1_loss")
+    a = d.abs()
+    return _reduce(where(a < beta, 0.5 * d * d / beta, a - 0.5 * beta), reduction,
+                   "smooth_l1_loss")
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",  # noqa: A002
+               delta: float = 1.0) -> Tensor:
+    """Per element ``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
+    _warn_broadcast("huber_loss", input, target)
+    d = input - target
+    a = d.abs()
+    return _reduce(where(a < delta, 0.5 * d * d, delta * (a - 0.5 * delta)), reduction,
+                   "huber_loss")
 
 
 def _reduce(loss: Tensor, reduction: str, name: str) -> Tensor:
@@ -137,7 +300,7 @@ def _reduce(loss: Tensor, reduction: str, name: str) -> Tensor:
 
 def _same_shape(name: str, input: Tensor, target: Tensor) -> None:  # noqa: A002
     if not isinstance(target, Tensor) or target.shape != input.shape:
-        raise ValueError(f"{name}: target must be a Tensor of the input's shape {input.shape}, "
+        raise ShapeError(f"{name}: target must be a Tensor of the input's shape {input.shape}, "
                          f"got {getattr(target, 'shape', type(target).__name__)}")
 
 
@@ -175,6 +338,152 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
         return x
     seed = int(default_generator().integers(0, 2**64, dtype=np.uint64))  # one draw per call
     return O.Dropout.apply(x, p, seed)
+
+
+def dropout2d(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """Zero each channel ``x[n, c]`` (``[N, C, H, W]``) with probability ``p`` and scale the
+    rest by ``1/(1-p)``; the channel mask is drawn from tinytrain's generator."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+    if x.ndim not in (3, 4):
+        raise ShapeError(f"dropout2d: expected a 4-D input [N, C, H, W] (or 3-D [C, H, W]), "
+                         f"got shape {x.shape}")
+    if not training or p == 0.0:
+        return x
+    keep = default_generator().random(x.shape[:-2] + (1, 1)) >= p
+    mask = backend.to_device((keep / (1 - p)).astype(x.dtype), x.device)
+    return x * Tensor(mask)
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """Integer classes ``[*]`` -> int64 ``[*, num_classes]`` with a 1 at each class
+    (``num_classes=-1``: the largest class + 1)."""
+    t = tensor.data if isinstance(tensor, Tensor) else np.asarray(tensor)
+    if t.dtype.kind not in "iu":
+        raise DTypeError(f"one_hot is only applicable to index tensor of integer type, got "
+                         f"{t.dtype}")
+    if t.size and int(t.min()) < 0:
+        raise InvalidArgument("one_hot: Class values must be non-negative.")
+    top = int(t.max()) + 1 if t.size else 0
+    if num_classes == -1:
+        num_classes = top
+    elif top > num_classes:
+        raise InvalidArgument(f"one_hot: Class values must be smaller than num_classes "
+                              f"({num_classes}), got {top - 1}")
+    xp = backend.get_array_module(t)
+    return Tensor((t[..., None] == xp.arange(num_classes)).astype(int64))
+
+
+_PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+def pad(input: Tensor, pad: tuple[int, ...], mode: str = "constant",  # noqa: A002
+        value: float | None = None) -> Tensor:
+    """Pad the last ``len(pad) // 2`` dimensions: ``pad = (left, right, top, bottom, ...)``
+    starts from the last dimension, as PyTorch's. Negative sizes crop. ``mode`` is
+    ``"constant"`` (with ``value``, default 0), ``"reflect"``, ``"replicate"`` or
+    ``"circular"``."""
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise ShapeError(f"pad: padding length must be even and at most 2 * {input.ndim}, got "
+                         f"{len(pad)} ({tuple(pad)})")
+    widths = [(0, 0)] * input.ndim
+    for i in range(len(pad) // 2):
+        widths[input.ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
+    if any(lo < 0 or hi < 0 for lo, hi in widths):  # crop first, then pad what is positive
+        input = input[tuple(slice(max(-lo, 0), n - max(-hi, 0))
+                            for (lo, hi), n in zip(widths, input.shape))]
+        widths = [(max(lo, 0), max(hi, 0)) for lo, hi in widths]
+    if mode == "constant":
+        fill = 0 if value is None else value
+        return O.Pad.apply(input, tuple(widths), input.dtype.type(fill))
+    if mode not in _PAD_MODES:
+        raise ValueError(f"pad: unknown mode {mode!r}; use 'constant', "
+                         f"{', '.join(repr(m) for m in _PAD_MODES)}")
+    for axis, (lo, hi) in enumerate(widths):  # each padded axis: gather the right entries
+        if lo or hi:
+            source = np.pad(np.arange(input.shape[axis]), (lo, hi), mode=_PAD_MODES[mode])
+            input = input.index_select(axis, Tensor(backend.to_device(source, input.device)))
+    return input
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:  # noqa: A002
+    """Rows of ``weight [num, dim]`` for the integer indices ``input [*]``: ``[*, dim]``.
+    The row ``padding_idx`` gets no gradient."""
+    idx = input.data if isinstance(input, Tensor) else np.asarray(input)
+    if idx.dtype.kind not in "iu":
+        raise DTypeError(f"embedding: indices must be integers, got {idx.dtype}")
+    n = weight.shape[0]
+    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
+        raise IndexRangeError(f"embedding: index out of range in self: indices from "
+                              f"{int(idx.min())} to {int(idx.max())} for {n} embeddings")
+    idx = backend.to_device(idx, weight.device)
+    return O.Embedding.apply(weight, idx, None if padding_idx is None else padding_idx % n)
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:  # noqa: A002
+    """``input / max(norm_p(input, dim), eps)``: unit vectors along ``dim``."""
+    return input / input.norm(p, dim, keepdim=True).clamp_min(eps)
+
+
+def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,  # noqa: A002
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalise over the last dims ``normalized_shape`` to mean 0 and variance 1 (biased),
+    then scale by ``weight`` and shift by ``bias`` (both of ``normalized_shape``)."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(shape)
+    if input.shape[input.ndim - k:] != shape or k > input.ndim:
+        raise ShapeError(f"layer_norm: Given normalized_shape={list(shape)}, expected input with "
+                         f"shape [*, {', '.join(map(str, shape))}], but got input of size "
+                         f"{list(input.shape)}")
+    axes = tuple(range(input.ndim - k, input.ndim))
+    mean = input.mean(axes, keepdim=True)
+    centered = input - mean
+    out = centered / ((centered * centered).mean(axes, keepdim=True) + eps).sqrt()
+    if weight is not None:
+        out = out * weight
+    return out + bias if bias is not None else out
+
+
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,  # noqa: A002
+               weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalise each channel of ``input [N, C, *]`` to mean 0 and variance 1, then scale by
+    ``weight [C]`` and shift by ``bias [C]``.
+
+    ``training``: with the batch's statistics over every axis but 1 (the variance biased),
+    and the running ones updated in place, ``running = (1 - momentum) running +
+    momentum batch`` (the variance unbiased), as PyTorch does. Otherwise with
+    ``running_mean`` / ``running_var``.
+    """
+    if input.ndim < 2:
+        raise ShapeError(f"batch_norm: expected input [N, C, *], got shape {input.shape}")
+    c = input.shape[1]
+    shape = (1, c) + (1,) * (input.ndim - 2)
+    axes = (0, *range(2, input.ndim))
+    if training:
+        count = input.numel() // max(c, 1)
+        if count <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input "
+                             f"size {list(input.shape)}")
+        mean = input.mean(axes, keepdim=True)
+        centered = input - mean
+        var = (centered * centered).mean(axes, keepdim=True)
+        with no_grad():
+            if running_mean is not None:
+                running_mean.mul_(1 - momentum).add_(mean.reshape(c) * momentum)
+            if running_var is not None:
+                running_var.mul_(1 - momentum).add_(var.reshape(c) * (momentum * count /
+                                                                      (count - 1)))
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm: running_mean and running_var are needed when not "
+                             "training")
+        centered = input - running_mean.reshape(shape)
+        var = running_var.reshape(shape)
+    out = centered / (var + eps).sqrt()
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    return out + bias.reshape(shape) if bias is not None else out
 
 
 __getattr__ = _module_getattr(__name__, {}, (

@@ -3,21 +3,28 @@
 PyTorch's defaults for Linear and Conv2d are ``kaiming_uniform_(w, a=sqrt(5))``
 (which works out to U(-1/sqrt(fan_in), 1/sqrt(fan_in))) and a bias drawn from
 the same range.
+
+Each function fills its argument in place and returns it. The argument may also be the
+raw array ``m.weight.data`` (PyTorch's tutorials write ``nn.init.normal_(m.weight.data,
+0.0, 0.02)``; in tinytrain ``.data`` is the array itself), which is filled the same way.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from tinytrain import backend
+from tinytrain._missing import module_getattr
 from tinytrain.random import default_generator
 from tinytrain.tensor import Tensor
 
 
-def _fill(t: Tensor, values: np.ndarray) -> Tensor:
-    t.data[...] = backend.to_device(values.astype(t.dtype), t.device)
+def _fill(t: Tensor | np.ndarray, values: Any) -> Tensor:
+    t = t if isinstance(t, Tensor) else Tensor(t)  # a raw array (m.weight.data) as a Tensor
+    t.data[...] = backend.to_device(np.asarray(values).astype(t.dtype), t.device)
     return t
 
 
@@ -37,21 +44,71 @@ def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
     return _fill(t, default_generator().normal(mean, std, size=t.shape))
 
 
+def constant_(t: Tensor, val: float) -> Tensor:
+    return _fill(t, val)
+
+
 def zeros_(t: Tensor) -> Tensor:
-    t.data[...] = 0
-    return t
+    return _fill(t, 0)
 
 
-def kaiming_uniform_(t: Tensor, a: float = 0.0, nonlinearity: str = "leaky_relu") -> Tensor:
-    """U(-bound, bound) with ``bound = gain * sqrt(3 / fan_in)``, gain as in PyTorch."""
-    fan_in, _ = calculate_fan_in_and_fan_out(t)
-    gain = math.sqrt(2.0 / (1 + a**2)) if nonlinearity == "leaky_relu" else (
-        math.sqrt(2.0) if nonlinearity == "relu" else 1.0)
-    bound = gain * math.sqrt(3.0 / fan_in)
+def ones_(t: Tensor) -> Tensor:
+    return _fill(t, 1)
+
+
+def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
+    """PyTorch's recommended gain for an activation: 1 for linear/conv/sigmoid, 5/3 for
+    tanh, sqrt(2) for relu, sqrt(2 / (1 + slope^2)) for leaky_relu (slope 0.01 by default),
+    3/4 for selu."""
+    if nonlinearity in ("linear", "conv1d", "conv2d", "conv3d", "sigmoid", "identity"):
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        slope = 0.01 if param is None else param
+        return math.sqrt(2.0 / (1 + slope**2))
+    if nonlinearity == "selu":
+        return 3.0 / 4
+    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+
+
+def _gain_and_fan(t: Tensor, a: float, mode: str, nonlinearity: str) -> tuple[float, int]:
+    fan_in, fan_out = calculate_fan_in_and_fan_out(t)
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"kaiming init: mode must be 'fan_in' or 'fan_out', got {mode!r}")
+    return calculate_gain(nonlinearity, a), fan_in if mode == "fan_in" else fan_out
+
+
+def kaiming_uniform_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
+                     nonlinearity: str = "leaky_relu") -> Tensor:
+    """U(-bound, bound) with ``bound = gain * sqrt(3 / fan)``, gain as in PyTorch."""
+    gain, fan = _gain_and_fan(t, a, mode, nonlinearity)
+    bound = gain * math.sqrt(3.0 / fan)
     return uniform_(t, -bound, bound)
+
+
+def kaiming_normal_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
+                    nonlinearity: str = "leaky_relu") -> Tensor:
+    """N(0, std^2) with ``std = gain / sqrt(fan)`` (He initialisation)."""
+    gain, fan = _gain_and_fan(t, a, mode, nonlinearity)
+    return normal_(t, 0.0, gain / math.sqrt(fan))
 
 
 def xavier_uniform_(t: Tensor, gain: float = 1.0) -> Tensor:
+    """U(-bound, bound) with ``bound = gain * sqrt(6 / (fan_in + fan_out))`` (Glorot)."""
     fan_in, fan_out = calculate_fan_in_and_fan_out(t)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform_(t, -bound, bound)
+
+
+def xavier_normal_(t: Tensor, gain: float = 1.0) -> Tensor:
+    """N(0, std^2) with ``std = gain * sqrt(2 / (fan_in + fan_out))`` (Glorot)."""
+    fan_in, fan_out = calculate_fan_in_and_fan_out(t)
+    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+
+
+__getattr__ = module_getattr(__name__, {}, (
+    "tinytrain.nn.init has uniform_, normal_, constant_, zeros_, ones_, kaiming_uniform_, "
+    "kaiming_normal_, xavier_uniform_, xavier_normal_ and calculate_gain"))

@@ -1,4 +1,5 @@
-"""Layers without convolution: Linear, activations, Flatten, Dropout, Sequential, losses."""
+"""Layers without convolution: Linear, activations, Flatten / Unflatten, Embedding, Dropout,
+Sequential, losses."""
 
 from __future__ import annotations
 
@@ -61,6 +62,73 @@ class Sigmoid(Module):
         return x.sigmoid()
 
 
+class LeakyReLU(Module):
+    """``x`` for ``x > 0``, else ``negative_slope * x``."""
+
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
+        super().__init__()
+        self.negative_slope, self.inplace = negative_slope, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.leaky_relu(x, self.negative_slope, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}"
+
+
+class ELU(Module):
+    """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.elu(x, self.alpha, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}"
+
+
+class SiLU(Module):
+    """``x * sigmoid(x)`` (swish)."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.silu(x, self.inplace)
+
+
+class GELU(Module):
+    """``x * Phi(x)`` (``approximate="none"``) or its tanh approximation (``"tanh"``)."""
+
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.gelu(x, self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class Softplus(Module):
+    """``log(1 + exp(beta x)) / beta``, linear where ``beta x > threshold``."""
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softplus(x, self.beta, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
 class Tanh(Module):
     def forward(self, x: Tensor) -> Tensor:
         return x.tanh()
@@ -85,6 +153,66 @@ class Flatten(Module):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
+class Unflatten(Module):
+    """Split dimension ``dim`` into ``unflattened_size``: ``Unflatten(1, (1, 28, 28))`` turns
+    ``[N, 784]`` into ``[N, 1, 28, 28]``."""
+
+    def __init__(self, dim: int, unflattened_size: tuple[int, ...]) -> None:
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.unflatten(self.dim, self.unflattened_size)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+class Embedding(Module):
+    """A lookup table: ``weight [num_embeddings, embedding_dim]``, N(0, 1) at first; an
+    integer tensor of indices ``[*]`` gives ``[*, embedding_dim]``. The row
+    ``padding_idx`` starts at zero and never gets a gradient."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
+                 _weight: Tensor | None = None) -> None:
+        super().__init__()
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"Embedding: padding_idx {padding_idx} must be within "
+                                 f"num_embeddings ({num_embeddings})")
+            padding_idx %= num_embeddings
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.padding_idx = padding_idx
+        if _weight is None:
+            self.weight = Parameter(np.empty((num_embeddings, embedding_dim), dtype=np.float32))
+            init.normal_(self.weight)
+            if padding_idx is not None:
+                self.weight.data[padding_idx] = 0
+        else:
+            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
+                raise ValueError(f"Embedding: weight of shape {tuple(_weight.shape)} does not "
+                                 f"match ({num_embeddings}, {embedding_dim})")
+            self.weight = Parameter(_weight)
+
+    @classmethod
+    def from_pretrained(cls, embeddings: Tensor, freeze: bool = True,
+                        padding_idx: int | None = None) -> Embedding:
+        """An Embedding whose weight is ``embeddings [num, dim]`` (frozen by default)."""
+        if embeddings.ndim != 2:
+            raise ValueError(f"Embedding.from_pretrained: embeddings must be 2-D, got shape "
+                             f"{tuple(embeddings.shape)}")
+        m = cls(*embeddings.shape, padding_idx=padding_idx, _weight=embeddings)
+        m.weight.requires_grad_(not freeze)
+        return m
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.embedding(x, self.weight, self.padding_idx)
+
+    def extra_repr(self) -> str:
+        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
+
+
 class Dropout(Module):
     """Zeroes elements with probability ``p`` in training mode; identity in eval mode."""
 
@@ -99,6 +227,13 @@ class Dropout(Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
+
+
+class Dropout2d(Dropout):
+    """Zeroes whole channels (``x[n, c]``) with probability ``p`` in training mode."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout2d(x, self.p, self.training)
 
 
 class Sequential(Module):
@@ -118,14 +253,46 @@ class Sequential(Module):
             x = m(x)
         return x
 
-    def __getitem__(self, i: int) -> Module:
-        return list(self._modules.values())[i]
+    def __getitem__(self, i: int | slice) -> Any:
+        """``model[0]`` is the first module; ``model[1:]`` a Sequential of the rest (same
+        modules, same names)."""
+        if isinstance(i, slice):
+            return Sequential(OrderedDict(list(self._modules.items())[i]))
+        values = list(self._modules.values())
+        if not -len(values) <= i < len(values):
+            raise IndexError(f"index {i} is out of range for a Sequential of {len(values)}")
+        return values[i]
+
+    def __setitem__(self, i: int, module: Module) -> None:
+        key = list(self._modules)[i]
+        self.add_module(key, module)
+
+    def __delitem__(self, i: int | slice) -> None:
+        for key in list(self._modules)[i] if isinstance(i, slice) else [list(self._modules)[i]]:
+            del self._modules[key]
 
     def __len__(self) -> int:
         return len(self._modules)
 
     def __iter__(self) -> Iterator[Module]:
         return iter(self._modules.values())
+
+    def append(self, module: Module) -> Sequential:
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules: Any) -> Sequential:
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module: Module) -> Sequential:
+        modules = list(self._modules.values())
+        modules.insert(index, module)
+        self._modules.clear()
+        for i, m in enumerate(modules):
+            self.add_module(str(i), m)
+        return self
 
 
 class Softmax(Module):
@@ -146,6 +313,35 @@ class _Loss(Module):
     def __init__(self, reduction: str = "mean") -> None:
         super().__init__()
         self.reduction = reduction
+
+
+class L1Loss(_Loss):
+    """``F.l1_loss`` as a module: mean absolute error."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
+        return F.l1_loss(input, target, self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    """``F.smooth_l1_loss`` as a module: quadratic below ``beta``, linear above."""
+
+    def __init__(self, reduction: str = "mean", beta: float = 1.0) -> None:
+        super().__init__(reduction)
+        self.beta = beta
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
+        return F.smooth_l1_loss(input, target, self.reduction, self.beta)
+
+
+class HuberLoss(_Loss):
+    """``F.huber_loss`` as a module: quadratic below ``delta``, linear (slope delta) above."""
+
+    def __init__(self, reduction: str = "mean", delta: float = 1.0) -> None:
+        super().__init__(reduction)
+        self.delta = delta
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
+        return F.huber_loss(input, target, self.reduction, self.delta)
 
 
 class MSELoss(_Loss):
@@ -172,16 +368,27 @@ class BCEWithLogitsLoss(_Loss):
 class NLLLoss(_Loss):
     """``F.nll_loss`` as a module: ``(log-probabilities [N, C], targets [N]) -> loss``."""
 
+    def __init__(self, weight: Tensor | None = None, ignore_index: int = -100,
+                 reduction: str = "mean") -> None:
+        super().__init__(reduction)
+        self.weight, self.ignore_index = weight, ignore_index
+
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return F.nll_loss(input, target, self.reduction)
+        return F.nll_loss(input, target, self.weight, ignore_index=self.ignore_index,
+                          reduction=self.reduction)
 
 
-class CrossEntropyLoss(Module):
-    """``F.cross_entropy`` as a module: ``(logits [N, C], targets [N]) -> loss``."""
+class CrossEntropyLoss(_Loss):
+    """``F.cross_entropy`` as a module: ``(logits [N, C], targets [N]) -> loss`` (targets
+    may also be class probabilities ``[N, C]``); ``weight``, ``ignore_index`` and
+    ``label_smoothing`` as in PyTorch."""
 
-    def __init__(self, reduction: str = "mean") -> None:
-        super().__init__()
-        self.reduction = reduction
+    def __init__(self, weight: Tensor | None = None, ignore_index: int = -100,
+                 reduction: str = "mean", label_smoothing: float = 0.0) -> None:
+        super().__init__(reduction)
+        self.weight, self.ignore_index = weight, ignore_index
+        self.label_smoothing = label_smoothing
 
     def forward(self, logits: Tensor, targets: Tensor) -> Tensor:
-        return F.cross_entropy(logits, targets, self.reduction)
+        return F.cross_entropy(logits, targets, self.weight, ignore_index=self.ignore_index,
+                               reduction=self.reduction, label_smoothing=self.label_smoothing)

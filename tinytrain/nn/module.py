@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tinytrain import backend
+from tinytrain import _missing, backend
 from tinytrain.tensor import RemovableHandle, Tensor
 
 
@@ -82,7 +82,10 @@ class Module:
             d = self.__dict__.get(registry)
             if d is not None and name in d:
                 return d[name]
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        message = f"{type(self).__name__!r} object has no attribute {name!r}"
+        if name in _missing.MODULE_HINTS:  # a method of PyTorch's Module that tinytrain lacks
+            message += ": " + _missing.MODULE_HINTS[name]
+        raise AttributeError(message)
 
     def __delattr__(self, name: str) -> None:
         for registry in (self._parameters, self._modules, self._buffers):
@@ -116,7 +119,41 @@ class Module:
             self._non_persistent_buffers.add(name)
 
     def add_module(self, name: str, module: Module | None) -> None:
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass (add_module "
+                            f"{name!r})")
         self._modules[name] = module
+
+    register_module = add_module
+
+    def get_submodule(self, target: str) -> Module:
+        """The module at dotted path ``target`` (``"features.0"``; ``""`` is self)."""
+        module = self
+        for part in target.split(".") if target else ():
+            child = module._modules.get(part)
+            if child is None:
+                raise AttributeError(f"{type(module).__name__} has no submodule {part!r} "
+                                     f"(looking up {target!r})")
+            module = child
+        return module
+
+    def get_parameter(self, target: str) -> Parameter:
+        """The parameter at dotted path ``target`` (``"fc.weight"``)."""
+        path, _, name = target.rpartition(".")
+        module = self.get_submodule(path)
+        if name not in module._parameters or module._parameters[name] is None:
+            raise AttributeError(f"{type(module).__name__} has no parameter {name!r} (looking "
+                                 f"up {target!r})")
+        return module._parameters[name]
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at dotted path ``target`` (``"bn.running_mean"``)."""
+        path, _, name = target.rpartition(".")
+        module = self.get_submodule(path)
+        if name not in module._buffers or module._buffers[name] is None:
+            raise AttributeError(f"{type(module).__name__} has no buffer {name!r} (looking up "
+                                 f"{target!r})")
+        return module._buffers[name]
 
     # ------------------------------------------------------------ calling
 
@@ -168,39 +205,58 @@ class Module:
         for _, m in self.named_children():
             yield m
 
-    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
-        """``(name, parameter)`` pairs in registration order, each parameter once."""
+    def named_parameters(self, prefix: str = "", recurse: bool = True
+                         ) -> Iterator[tuple[str, Parameter]]:
+        """``(name, parameter)`` pairs in registration order, each parameter once (only
+        this module's own with ``recurse=False``)."""
         seen: set[int] = set()
-        for mod_name, m in self.named_modules(prefix):
+        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for mod_name, m in modules:
             for name, p in m._parameters.items():
                 if p is not None and id(p) not in seen:
                     seen.add(id(p))
                     yield (f"{mod_name}.{name}" if mod_name else name), p
 
-    def parameters(self) -> Iterator[Parameter]:
-        for _, p in self.named_parameters():
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix: str = "", persistent_only: bool = False
-                      ) -> Iterator[tuple[str, Tensor]]:
-        for mod_name, m in self.named_modules(prefix):
+    def named_buffers(self, prefix: str = "", persistent_only: bool = False,
+                      recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
+        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for mod_name, m in modules:
             for name, b in m._buffers.items():
                 if b is not None and not (persistent_only and name in m._non_persistent_buffers):
                     yield (f"{mod_name}.{name}" if mod_name else name), b
 
-    def buffers(self) -> Iterator[Tensor]:
-        for _, b in self.named_buffers():
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        for _, b in self.named_buffers(recurse=recurse):
             yield b
+
+    def apply(self, fn: Callable[[Module], Any]) -> Module:
+        """Call ``fn(m)`` on every submodule, children first, then on self (the idiom for a
+        custom weight initialisation: ``model.apply(init_weights)``). Returns self."""
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
 
     # ------------------------------------------------------------ state
 
     def state_dict(self) -> OrderedDict[str, Tensor]:
-        """Every parameter and persistent buffer by dotted name, detached (sharing memory)."""
+        """Every parameter and persistent buffer by dotted name, detached (sharing memory),
+        in PyTorch's order: module by module, each one's parameters, then its buffers."""
         out: OrderedDict[str, Tensor] = OrderedDict()
-        for name, p in self.named_parameters():
-            out[name] = p.detach()
-        for name, b in self.named_buffers(persistent_only=True):
-            out[name] = b.detach()
+        seen: set[int] = set()
+        for mod_name, m in self.named_modules():
+            prefix = f"{mod_name}." if mod_name else ""
+            for name, p in m._parameters.items():
+                if p is not None and id(p) not in seen:
+                    seen.add(id(p))
+                    out[prefix + name] = p.detach()
+            for name, b in m._buffers.items():
+                if b is not None and name not in m._non_persistent_buffers:
+                    out[prefix + name] = b.detach()
         return out
 
     def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> None:
@@ -242,9 +298,13 @@ class Module:
     def eval(self) -> Module:
         return self.train(False)
 
-    def to(self, device: str | None = None, dtype: Any = None) -> Module:
+    def to(self, device: str | None = None, dtype: Any = None, non_blocking: bool = False
+           ) -> Module:
         """Move every parameter and buffer to ``device`` and/or cast floating ones to ``dtype``,
-        in place (the Parameter objects stay the same). ``to(dtype)`` alone works too."""
+        in place (the Parameter objects stay the same). ``to(dtype)`` alone works too, and
+        ``to(tensor)`` takes the tensor's device and dtype."""
+        if isinstance(device, Tensor):
+            device, dtype = device.device, device.dtype
         if device is not None and not backend.is_device(device):
             device, dtype = None, device
         device = backend.normalize_device(device) if device is not None else None
@@ -261,8 +321,28 @@ class Module:
     def cpu(self) -> Module:
         return self.to("cpu")
 
-    def cuda(self) -> Module:
+    def cuda(self, device: Any = None) -> Module:
         return self.to("cuda")
+
+    def float(self) -> Module:
+        """Cast floating parameters and buffers to float32 (in place; returns self)."""
+        return self.to(dtype=np.float32)
+
+    def double(self) -> Module:
+        return self.to(dtype=np.float64)
+
+    def half(self) -> Module:
+        return self.to(dtype=np.float16)
+
+    def type(self, dst_type: Any) -> Module:
+        """Cast floating parameters and buffers to ``dst_type`` (as :meth:`to`)."""
+        return self.to(dtype=dst_type)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Set ``requires_grad`` of every parameter (freeze a model with False)."""
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset gradients: drop them (default) or fill them with zeros in place."""

@@ -25,16 +25,27 @@ class Optimizer:
         self.defaults = defaults
         self.param_groups: list[dict[str, Any]] = []
         for g in groups:
-            group = {**defaults, **g, "params": list(g["params"])}
-            for p in group["params"]:
-                if not isinstance(p, Tensor):
-                    raise TypeError(f"{type(self).__name__} can only optimize Tensors, but one "
-                                    f"of the params is {type(p).__name__}")
-                if not p.is_leaf:
-                    raise ValueError(f"{type(self).__name__}: can't optimize a non-leaf Tensor "
-                                     f"(shape {p.shape}); pass parameters or detached leaves")
-            self.param_groups.append(group)
+            self.add_param_group(g)
         self.state: dict[Tensor, dict[str, Any]] = {}
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group (``{"params": [...], "lr": ...}``; missing settings from the
+        defaults), e.g. to train layers unfrozen later. A parameter can be in one group only."""
+        params = param_group["params"]
+        group = {**self.defaults, **param_group,
+                 "params": [params] if isinstance(params, Tensor) else list(params)}
+        taken = {id(p) for g in self.param_groups for p in g["params"]}
+        for p in group["params"]:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"{type(self).__name__} can only optimize Tensors, but one "
+                                f"of the params is {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError(f"{type(self).__name__}: can't optimize a non-leaf Tensor "
+                                 f"(shape {p.shape}); pass parameters or detached leaves")
+            if id(p) in taken:
+                raise ValueError(f"{type(self).__name__}: some parameters appear in more than "
+                                 f"one parameter group (shape {p.shape})")
+        self.param_groups.append(group)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop every gradient (default) or fill it with zeros in place."""

@@ -1,0 +1,208 @@
+"""AdamW, RMSprop and Adagrad against torch.optim, step by step, on every device; parameter
+groups added later; and each new schedule against torch.optim.lr_scheduler, step by step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tinytrain as tt
+from tinytrain import optim
+
+SHAPES = [(4, 3), (3,), (2, 2, 2)]
+
+
+def params(device, seed=0):
+    rng = np.random.default_rng(seed)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in SHAPES]
+    return ([tt.tensor(a, device=device, requires_grad=True) for a in arrays],
+            [torch.tensor(a, requires_grad=True) for a in arrays])
+
+
+CONFIGS = {
+    "AdamW default": ("AdamW", dict()),
+    "AdamW": ("AdamW", dict(lr=0.05, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.3)),
+    "AdamW no decay": ("AdamW", dict(lr=0.01, weight_decay=0.0)),
+    "RMSprop default": ("RMSprop", dict()),
+    "RMSprop momentum, decay": ("RMSprop", dict(lr=0.01, alpha=0.9, momentum=0.8,
+                                                weight_decay=0.1)),
+    "RMSprop centered": ("RMSprop", dict(lr=0.003, centered=True, eps=1e-5)),
+    "RMSprop centered momentum": ("RMSprop", dict(lr=0.003, centered=True, momentum=0.5)),
+    "Adagrad default": ("Adagrad", dict()),
+    "Adagrad": ("Adagrad", dict(lr=0.1, lr_decay=0.05, weight_decay=0.2,
+                                initial_accumulator_value=0.3, eps=1e-8)),
+}
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_optimizer_matches_torch_step_by_step(device, name):
+    cls, config = CONFIGS[name]
+    ours, ref = params(device)
+    frozen, tfrozen = tt.ones(2, device=device, requires_grad=True), torch.ones(
+        2, requires_grad=True)  # never gets a gradient: skipped by both
+    opt = getattr(optim, cls)(ours + [frozen], **config)
+    topt = getattr(torch.optim, cls)(ref + [tfrozen], **config)
+    rng = np.random.default_rng(7)
+    for _ in range(6):
+        for p, t in zip(ours, ref):
+            g = rng.standard_normal(t.shape).astype(np.float32)
+            p.grad, t.grad = tt.tensor(g, device=device), torch.from_numpy(g)
+        opt.step()
+        topt.step()
+        for p, t in zip(ours, ref):
+            np.testing.assert_allclose(p.numpy(), t.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert frozen.numpy().tolist() == [1.0, 1.0]
+    assert set(opt.state_dict()["state"][0]) == set(topt.state_dict()["state"][0])
+
+
+@pytest.mark.parametrize("cls", ["AdamW", "RMSprop", "Adagrad"])
+def test_state_dict_round_trip_continues_identically(cls):
+    (a, _), (b, _) = params("cpu"), params("cpu")
+    opt_a, opt_b = getattr(optim, cls)(a, lr=0.01), getattr(optim, cls)(b, lr=0.01)
+    for step in range(4):
+        if step == 2:
+            opt_b.load_state_dict(opt_a.state_dict())
+            for p, q in zip(a, b):
+                q.data[...] = p.data
+        for p, q in zip(a, b):
+            p.grad = tt.ones(p.shape) * (step + 1)
+            q.grad = tt.ones(q.shape) * (step + 1)
+        opt_a.step()
+        opt_b.step()
+    for p, q in zip(a, b):
+        np.testing.assert_array_equal(p.numpy(), q.numpy())
+
+
+def test_adamw_decay_is_decoupled_from_the_gradient():
+    p = tt.ones(1, requires_grad=True)
+    opt = optim.AdamW([p], lr=0.1, weight_decay=0.5)
+    p.grad = tt.zeros(1)
+    opt.step()  # no gradient: Adam's step is 0, the weight shrinks by lr * decay only
+    assert p.item() == pytest.approx(1 - 0.1 * 0.5)
+
+
+@pytest.mark.parametrize("cls,bad", [("AdamW", dict(betas=(1.0, 0.9))),
+                                     ("RMSprop", dict(alpha=-0.1)),
+                                     ("Adagrad", dict(lr_decay=-1.0))])
+def test_bad_hyper_parameters_are_refused(cls, bad):
+    with pytest.raises(ValueError, match=cls):
+        getattr(optim, cls)([tt.ones(1, requires_grad=True)], **bad)
+
+
+def test_add_param_group_trains_the_new_group_with_its_own_rate():
+    a, b = tt.ones(2, requires_grad=True), tt.ones(3, requires_grad=True)
+    ta, tb = torch.ones(2, requires_grad=True), torch.ones(3, requires_grad=True)
+    opt, topt = optim.SGD([a], lr=0.1, momentum=0.9), torch.optim.SGD([ta], lr=0.1,
+                                                                        momentum=0.9)
+    opt.add_param_group({"params": b, "lr": 0.5})
+    topt.add_param_group({"params": tb, "lr": 0.5})
+    assert [(g["lr"], g["momentum"]) for g in opt.param_groups] == [
+        (g["lr"], g["momentum"]) for g in topt.param_groups]
+    for _ in range(2):
+        for p, t in ((a, ta), (b, tb)):
+            p.grad, t.grad = tt.ones(p.shape), torch.ones(t.shape)
+        opt.step()
+        topt.step()
+    np.testing.assert_allclose(b.numpy(), tb.detach().numpy(), rtol=1e-6)
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        opt.add_param_group({"params": [a]})
+
+
+# ------------------------------------------------------------------ schedules
+
+
+def twin_optimizers(kind="SGD", **kw):
+    p, q = tt.zeros(2, requires_grad=True), tt.zeros(1, requires_grad=True)
+    tp, tq = torch.zeros(2, requires_grad=True), torch.zeros(1, requires_grad=True)
+    groups = lambda x, y: [{"params": [x]}, {"params": [y], "lr": 0.03}]  # noqa: E731
+    return (getattr(optim, kind)(groups(p, q), lr=0.1, **kw),
+            getattr(torch.optim, kind)(groups(tp, tq), lr=0.1, **kw))
+
+
+SCHEDULES = {
+    "MultiStepLR": lambda m, o: m.MultiStepLR(o, milestones=[2, 5, 5, 9], gamma=0.5),
+    "ExponentialLR": lambda m, o: m.ExponentialLR(o, gamma=0.8),
+    "LambdaLR": lambda m, o: m.LambdaLR(o, lambda epoch: 0.95 ** epoch / (1 + epoch % 3)),
+    "LambdaLR per group": lambda m, o: m.LambdaLR(o, [lambda e: e + 1, lambda e: 0.5 ** e]),
+    "StepLR": lambda m, o: m.StepLR(o, step_size=3, gamma=0.3),
+    "CosineAnnealingLR": lambda m, o: m.CosineAnnealingLR(o, T_max=20, eta_min=0.001),
+    "OneCycleLR": lambda m, o: m.OneCycleLR(o, max_lr=[1.0, 0.2], total_steps=14),
+    "OneCycleLR linear three-phase": lambda m, o: m.OneCycleLR(
+        o, max_lr=0.5, epochs=2, steps_per_epoch=7, anneal_strategy="linear",
+        three_phase=True, pct_start=0.25, div_factor=10, final_div_factor=100),
+}
+
+
+@pytest.mark.parametrize("name", list(SCHEDULES))
+@pytest.mark.parametrize("kind", ["SGD", "Adam"])
+def test_schedule_matches_torch_step_by_step(name, kind):
+    opt, topt = twin_optimizers(kind, **({"momentum": 0.9} if kind == "SGD" else {}))
+    sched = SCHEDULES[name](optim.lr_scheduler, opt)
+    tsched = SCHEDULES[name](torch.optim.lr_scheduler, topt)
+    for _ in range(14):
+        assert sched.get_last_lr() == pytest.approx(tsched.get_last_lr(), rel=1e-12)
+        for g, tg in zip(opt.param_groups, topt.param_groups):
+            assert g["lr"] == pytest.approx(tg["lr"], rel=1e-12)
+            key = "momentum" if kind == "SGD" else "betas"
+            assert g[key] == pytest.approx(tg[key], rel=1e-12)  # OneCycleLR cycles momentum
+        topt.step()
+        opt.step()
+        tsched.step()
+        sched.step()
+    if name.startswith("OneCycle"):
+        with pytest.raises(ValueError, match="total_steps"):
+            sched.step()
+
+
+@pytest.mark.parametrize("name", ["MultiStepLR", "ExponentialLR", "OneCycleLR"])
+def test_schedule_state_dict_round_trip(name):
+    opt, _ = twin_optimizers()
+    sched = SCHEDULES[name](optim.lr_scheduler, opt)
+    for _ in range(4):
+        sched.step()
+    opt2, _ = twin_optimizers()
+    resumed = SCHEDULES[name](optim.lr_scheduler, opt2)
+    opt2.load_state_dict(opt.state_dict())
+    resumed.load_state_dict(sched.state_dict())
+    for _ in range(3):
+        sched.step()
+        resumed.step()
+        assert resumed.get_last_lr() == sched.get_last_lr()
+
+
+PLATEAU = {
+    "min rel": dict(),
+    "max abs, cooldown": dict(mode="max", threshold_mode="abs", threshold=0.05, cooldown=2,
+                              patience=1, factor=0.5),
+    "min_lr per group": dict(patience=0, factor=0.2, min_lr=[0.01, 0.02], eps=1e-3),
+}
+
+
+@pytest.mark.parametrize("name", list(PLATEAU))
+def test_reduce_lr_on_plateau_matches_torch(name):
+    opt, topt = twin_optimizers()
+    sched = optim.lr_scheduler.ReduceLROnPlateau(opt, **PLATEAU[name])
+    tsched = torch.optim.lr_scheduler.ReduceLROnPlateau(topt, **PLATEAU[name])
+    metrics = [1.0, 0.9, 0.95, 0.91, 0.9, 0.92, 0.93, 0.99, 0.5, 0.6, 0.6, 0.6] * 3
+    for m in metrics:
+        sched.step(tt.tensor(m))  # a 0-d tensor, as a validation loss is
+        tsched.step(m)
+        assert sched.get_last_lr() == pytest.approx(tsched.get_last_lr(), rel=1e-12)
+        assert sched.num_bad_epochs == tsched.num_bad_epochs
+    assert sched.get_last_lr() != [0.1, 0.03]  # it did lower the rates
+
+
+def test_schedules_refuse_bad_settings():
+    opt, _ = twin_optimizers()
+    with pytest.raises(ValueError, match="factor"):
+        optim.lr_scheduler.ReduceLROnPlateau(opt, factor=1.5)
+    with pytest.raises(ValueError, match="total_steps"):
+        optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1)
+    with pytest.raises(ValueError, match="2 lr_lambdas"):
+        optim.lr_scheduler.LambdaLR(opt, [lambda e: 1.0])
+    with pytest.raises(TypeError, match="needs an Optimizer"):
+        optim.lr_scheduler.ExponentialLR([tt.ones(1)], gamma=0.5)
+    adadelta = optim.Adadelta([tt.ones(1, requires_grad=True)])
+    with pytest.raises(ValueError, match="cycle_momentum=False"):
+        optim.lr_scheduler.OneCycleLR(adadelta, max_lr=0.1, total_steps=5)

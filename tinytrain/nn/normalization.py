@@ -1,0 +1,117 @@
+"""Normalisation layers: BatchNorm1d / BatchNorm2d and LayerNorm.
+
+Both are built from tensor ops (mean, subtract, divide by the square root of the variance
+plus ``eps``), so autograd differentiates them like any other expression; the functional
+forms are ``F.batch_norm`` and ``F.layer_norm``.
+
+Batch norm keeps *running* statistics as buffers (``running_mean``, ``running_var``,
+``num_batches_tracked``: in ``state_dict()``, moved by ``to()``). In training mode it
+normalises with the batch's mean and (biased) variance and updates the running ones,
+``running = (1 - momentum) running + momentum batch`` with the unbiased variance; in eval
+mode (``model.eval()``) it normalises with the running statistics, so a prediction does
+not depend on the rest of its batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tinytrain.autograd import no_grad
+from tinytrain.nn import functional as F
+from tinytrain.nn.module import Module, Parameter
+from tinytrain.tensor import ShapeError, Tensor, tensor
+
+
+class _BatchNorm(Module):
+    ndims: tuple[int, ...] = ()  # the input dimensions this layer accepts
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True) -> None:
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = Parameter(np.ones(num_features, dtype=np.float32))
+            self.bias = Parameter(np.zeros(num_features, dtype=np.float32))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", Tensor(np.zeros(num_features, np.float32)))
+            self.register_buffer("running_var", Tensor(np.ones(num_features, np.float32)))
+            self.register_buffer("num_batches_tracked", tensor(0))
+        else:
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                self.register_buffer(name, None)
+
+    def reset_running_stats(self) -> None:
+        if self.track_running_stats:
+            with no_grad():
+                self.running_mean.zero_()
+                self.running_var.fill_(1)
+                self.num_batches_tracked.zero_()
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim not in self.ndims or x.shape[1] != self.num_features:
+            raise ShapeError(
+                f"{type(self).__name__}({self.num_features}): expected input of "
+                f"{' or '.join(f'{d}-D' for d in self.ndims)} with {self.num_features} "
+                f"channels in dimension 1, got shape {x.shape}")
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            with no_grad():
+                self.num_batches_tracked.add_(1)
+            if self.momentum is None:  # a cumulative average of every batch so far
+                factor = 1.0 / self.num_batches_tracked.item()
+        use_batch = self.training or self.running_mean is None
+        track = not self.training or self.track_running_stats
+        return F.batch_norm(x, self.running_mean if track else None,
+                            self.running_var if track else None, self.weight, self.bias,
+                            use_batch, factor, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch norm of ``[N, C]`` or ``[N, C, L]`` inputs, per channel ``C``."""
+
+    ndims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch norm of ``[N, C, H, W]`` inputs, per channel ``C``."""
+
+    ndims = (4,)
+
+
+class LayerNorm(Module):
+    """Normalise each sample over its last dims ``normalized_shape`` (mean 0, variance 1),
+    then scale by ``weight`` and shift by ``bias`` (ones and zeros at first)."""
+
+    def __init__(self, normalized_shape: Any, eps: float = 1e-5,
+                 elementwise_affine: bool = True, bias: bool = True) -> None:
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(
+            normalized_shape)
+        self.normalized_shape, self.eps = shape, eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(np.ones(shape, dtype=np.float32))
+            if bias:
+                self.bias = Parameter(np.zeros(shape, dtype=np.float32))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")

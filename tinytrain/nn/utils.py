@@ -1,0 +1,47 @@
+"""``nn.utils``: gradient clipping (``clip_grad_norm_``, ``clip_grad_value_``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from tinytrain._missing import module_getattr as _module_getattr
+from tinytrain.autograd import no_grad
+from tinytrain.functions import stack
+from tinytrain.tensor import Tensor, tensor
+
+
+def _with_grads(parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:
+    params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    return [p for p in params if p.grad is not None]
+
+
+@no_grad()
+def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
+                    norm_type: float = 2.0, error_if_nonfinite: bool = False) -> Tensor:
+    """Scale every gradient by ``max_norm / total_norm`` when the norm of all gradients
+    together (as one vector) exceeds ``max_norm``; returns that total norm (0-d)."""
+    params = _with_grads(parameters)
+    if not params:
+        return tensor(0.0)
+    norms = stack([p.grad.norm(norm_type).to(params[0].device, params[0].grad.dtype)
+                   for p in params])
+    total = norms.amax() if norm_type == math.inf else norms.norm(norm_type)
+    if error_if_nonfinite and not math.isfinite(total.item()):
+        raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the "
+                           f"gradients is non-finite ({total.item()}), so it cannot be clipped")
+    scale = (max_norm / (total + 1e-6)).clamp(max=1.0)
+    for p in params:
+        p.grad.mul_(scale.to(p.grad.device, p.grad.dtype))
+    return total
+
+
+@no_grad()
+def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float) -> None:
+    """Clamp every gradient element to ``[-clip_value, clip_value]``, in place."""
+    for p in _with_grads(parameters):
+        p.grad.clamp_(-clip_value, clip_value)
+
+
+__getattr__ = _module_getattr(__name__, {}, (
+    "tinytrain.nn.utils has clip_grad_norm_ and clip_grad_value_"))
