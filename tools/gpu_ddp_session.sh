@@ -105,6 +105,7 @@ part nccl-exact 90 exact
 part train-1gpu 120 "$PY" -m tinytrain.train --device cuda --no-download
 part train-2gpu 120 "$PY" -m tinytrain.train --device cuda --no-download --nproc 2 \
     --save "$OUT/ddp-2gpu.npz"
+part chapter7 120 "$PY" notebooks/07_ddp.py
 part bench 180 "$PY" bench/ddp.py --backend nccl --nproc 2 --json "$OUT/bench.json"
 part bench-buckets 90 "$PY" bench/ddp.py --backend nccl --nproc 2 --no-torch \
     --model pytorch-example
@@ -121,6 +122,7 @@ part bench-buckets 90 "$PY" bench/ddp.py --backend nccl --nproc 2 --no-torch \
     echo "--- one epoch, default recipe, 1 GPU"; grep -E "^(model|epoch|test:)" "$OUT/train-1gpu.log"
     echo "--- one epoch, default recipe, 2 GPUs (NCCL)"
     grep -E "^(model|epoch|test:|parameters)" "$OUT/train-2gpu.log"
+    echo "--- chapter 7"; tail -n 2 "$OUT/chapter7.log"
     echo "--- bench/ddp.py (convnet, batch 64 per GPU)"; grep -vE "^\s*$" "$OUT/bench.log" | tail -n 8
     echo "--- bench/ddp.py (pytorch-example, 2 buckets)"; tail -n 4 "$OUT/bench-buckets.log"
 } | tee "$OUT/summary.txt"
