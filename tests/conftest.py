@@ -16,10 +16,11 @@ import tinytrain as tt
 # The notebook-format tests need the dev extra's notebook tools. Where they are missing (the
 # GPU machines, which run only the cuda-marked tests) those modules are not collected, and
 # the test session's header says so.
-_NOTEBOOK_TOOLS = ("nbformat", "jupytext", "nbclient")
+_NOTEBOOK_TOOLS = ("nbformat", "jupytext", "nbclient", "nbconvert")
 _MISSING_TOOLS = [m for m in _NOTEBOOK_TOOLS if importlib.util.find_spec(m) is None]
-collect_ignore = (["test_notebooks_in_sync.py", "test_exercises.py", "test_links.py"]
-                  if _MISSING_TOOLS else [])
+_NOTEBOOK_TESTS = ["test_notebooks_in_sync.py", "test_exercises.py", "test_links.py",
+                   "test_book.py"]
+collect_ignore = _NOTEBOOK_TESTS if _MISSING_TOOLS else []
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
