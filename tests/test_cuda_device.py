@@ -223,6 +223,25 @@ def test_cross_entropy_matches_the_cpu(k, cp, reduction):
           cpu.cross_entropy_backward(logits, t, g, reduction), "cross-entropy grad", 1e-5)
 
 
+def test_cross_entropy_on_the_gpu_ignores_the_default_ignore_index(cp):
+    """F.cross_entropy with GPU targets holding -100 takes the fused kernel and agrees with
+    PyTorch (loss and gradient); no deferred target error follows."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    logits = rng.standard_normal((50, 7)).astype(np.float32)
+    t = rng.integers(0, 7, 50)
+    t[::3] = -100
+    x = tt.tensor(cp.asarray(logits), requires_grad=True)
+    loss = tt.nn.functional.cross_entropy(x, tt.tensor(cp.asarray(t)))
+    loss.backward()
+    xr = torch.tensor(logits, requires_grad=True)
+    ref = torch.nn.functional.cross_entropy(xr, torch.tensor(t))
+    ref.backward()
+    close(loss.data, ref.detach().numpy(), "loss", 1e-5)
+    close(x.grad.data, xr.grad.numpy(), "grad", 1e-5)
+    tt.kernels.cuda.check_errors()
+
+
 def test_bad_targets_on_the_gpu_raise_a_few_calls_later_without_a_sync(k, cp):
     """The bad call returns a NaN loss at once; a later call (at most CHECK_DEPTH later) or
     check_errors() raises the ValueError, naming the row and the value."""

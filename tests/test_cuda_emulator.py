@@ -355,6 +355,31 @@ def test_cross_entropy_forward_and_backward(k, reduction, dtype):
           cpu.cross_entropy_backward(logits, targets, g, reduction), "dlogits", 1e-6)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_skips_rows_whose_target_is_ignore_index(k, reduction):
+    """PyTorch's default ignore_index (-100): the row's loss and gradient are 0 and the mean
+    is over the other rows; not a bad target. Checked against torch."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    logits = (3 * rng.standard_normal((37, 5))).astype(np.float64)
+    targets = rng.integers(0, 5, 37)
+    targets[[0, 5, 6, 36]] = -100
+    g = rng.standard_normal(37 if reduction == "none" else ())
+    x = torch.tensor(logits, requires_grad=True)
+    ref = torch.nn.functional.cross_entropy(x, torch.tensor(targets), reduction=reduction)
+    ref.backward(torch.tensor(g))
+    close(np.asarray(k.cross_entropy_forward(logits, targets, reduction)),
+          ref.detach().numpy(), "loss", 1e-12)
+    close(k.cross_entropy_backward(logits, targets, g, reduction), x.grad.numpy(),
+          "dlogits", 1e-12)
+
+
+def test_cross_entropy_of_only_ignored_rows_is_nan_like_pytorch(k):
+    logits, targets = np.zeros((3, 4)), np.full(3, -100)
+    assert np.isnan(k.cross_entropy_forward(logits, targets, "mean"))
+    assert k.cross_entropy_forward(logits, targets, "sum") == 0
+
+
 def test_cross_entropy_reports_bad_targets_through_its_error_slot():
     """The kernel writes (count, first bad row, its value) and a NaN loss."""
     kern = emulator.load("loss")["cross_entropy_forward"]
@@ -362,7 +387,7 @@ def test_cross_entropy_reports_bad_targets_through_its_error_slot():
     out, err = np.empty((), np.float32), np.zeros(3, np.int64)
     targets = np.array([0, 2, 3, 1, -1, 7])
     emulator.launch(kern, 1, 4, (logits, targets, out, err, np.int64(6), np.int64(3),
-                                 np.int32(1)))
+                                 np.int32(1), np.int64(-100)))
     assert err.tolist() == [3, 2, 3] and np.isnan(out)
     with emulated_kernels() as k, pytest.raises(ValueError, match=r"3 target\(s\) outside "
                                                  r"\[0, 3\) \(the first at row 2: 3\)"):

@@ -219,7 +219,7 @@ CASES = {
                          x.less_equal(y), x.not_equal(y), x.remainder(0.3)), X, Y),
     "count_nonzero / logical_xor / short / byte": (
         lambda L, i: (i.count_nonzero(), i.count_nonzero(1), L.logical_xor(i > 0, i < 5),
-                      i.short(), i.abs().byte(), i.ndimension(), i.is_cpu), INTS),
+                      i.short(), i.abs().byte(), i.ndimension()), INTS),
     "mm / dot / outer methods": (lambda L, x, v: (x.mm(x.T), v.dot(v), v.outer(v[:2])), X, V),
     "div rounding modes": (lambda L, x, y: (L.div(x * 4, y, rounding_mode="floor"),
                                             (x * 4).div(y, rounding_mode="trunc")), X, Y),
@@ -328,6 +328,12 @@ def test_idiom_on_the_gpu_matches_pytorch(name):
         compare(fn, *arrays, rtol=1e-4, atol=1e-5)
     finally:
         tt.set_default_device("cpu")
+
+
+def test_device_predicates_match_pytorch():
+    for ours, theirs in ((tt.ones(2), torch.ones(2)), (tt.tensor([1]), torch.tensor([1]))):
+        assert (ours.is_cpu, ours.is_cuda) == (theirs.is_cpu, theirs.is_cuda) == (True, False)
+        assert str(ours.device) == str(theirs.device) == "cpu"
 
 
 def test_named_tuples_unpack_and_print_like_torch():

@@ -162,9 +162,9 @@ def cross_entropy(input: Tensor, target: Tensor | Any, weight: Tensor | None = N
     instead the kernel checks them and the
     error is raised *later*: by a later ``cross_entropy`` call on the GPU, at most
     ``tinytrain.kernels.cuda.CHECK_DEPTH`` (4) calls after the bad one, or by
-    ``tinytrain.kernels.cuda.check_errors()``; the bad call's loss is NaN. For the same
-    reason GPU targets are not searched for the default ``ignore_index`` (-100): pass
-    ``ignore_index`` explicitly when some targets are to be ignored.
+    ``tinytrain.kernels.cuda.check_errors()``; the bad call's loss is NaN. The GPU kernel
+    itself skips targets equal to the default ``ignore_index`` (-100); any other
+    ``ignore_index`` takes the general path.
     """
     if _is_probabilities(input, target):
         return _soft_cross_entropy(input, target, weight, reduction, label_smoothing)

@@ -416,6 +416,8 @@ def linear_backward(xp: Any, g: Any, x: Any | None, w: Any | None,
 # --------------------------------------------------------------------------- loss
 
 REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+#: PyTorch's default ignore_index: rows with this target count for nothing (see loss.cu).
+IGNORE_INDEX = -100
 
 
 def cross_entropy_forward(xp: Any, logits: Any, targets: Any, reduction: str, err: Any) -> tuple:
@@ -427,7 +429,7 @@ def cross_entropy_forward(xp: Any, logits: Any, targets: Any, reduction: str, er
     n, c = logits.shape
     out = xp.empty((n,) if reduction == "none" else (), dtype)
     return out, [launch("loss", "cross_entropy_forward", dtype, 1, REDUCE_THREADS, logits,
-                        targets, out, err, n, c, i32(REDUCTIONS[reduction]),
+                        targets, out, err, n, c, i32(REDUCTIONS[reduction]), i64(IGNORE_INDEX),
                         largest=logits.size)]
 
 
@@ -438,7 +440,7 @@ def cross_entropy_backward(xp: Any, logits: Any, targets: Any, g: Any, reduction
     n, c = logits.shape
     dlogits = xp.empty((n, c), dtype)
     return dlogits, [elementwise("loss", "cross_entropy_backward", dtype, n, logits, targets,
-                                 g, dlogits, n, c, i32(REDUCTIONS[reduction]),
+                                 g, dlogits, n, c, i32(REDUCTIONS[reduction]), i64(IGNORE_INDEX),
                                  largest=logits.size)]
 
 
