@@ -269,7 +269,8 @@ def test_same_batches_as_torch_when_not_shuffled(mini, B, drop_last):
         assert xo.dtype == xt.numpy().dtype and yo.dtype == yt.numpy().dtype
     # and for a generic dataset (slow path, default_collate)
     slow = Subset(SlowView(mini), np.arange(50))
-    torch_slow = tud.DataLoader(Items([mini[i] for i in range(50)]), batch_size=B)
+    torch_slow = tud.DataLoader(Items([(x.numpy(), y) for x, y in (mini[i] for i in range(50))]),
+                                batch_size=B)
     for (xo, yo), (xt, yt) in zip(DataLoader(slow, batch_size=B), torch_slow, strict=True):
         np.testing.assert_array_equal(xo.numpy(), xt.numpy())
         np.testing.assert_array_equal(yo.numpy(), yt.numpy())

@@ -1,7 +1,7 @@
 """PyTorch's own tutorials, ported by changing their import lines, learn as they do in PyTorch.
 
-``tests/tutorials/`` holds faithful copies of PyTorch's MNIST example, two pages of the
-60-minute blitz, "What is torch.nn really?" and the scripts of "Learning PyTorch with
+``tests/tutorials/`` holds faithful copies of PyTorch's MNIST example, the Quickstart, two
+pages of the 60-minute blitz, "What is torch.nn really?" and the scripts of "Learning PyTorch with
 Examples"; each line that differs from PyTorch's is marked ``# tinytrain:`` and says what
 it was (an import, or a smaller step count that both runs keep). Each test runs the copy
 with tinytrain, and the same file with its imports turned back into PyTorch's, on the same
@@ -59,6 +59,10 @@ def run(name: str, lib: str, tmp_path: Path, monkeypatch, capsys, argv=(),
     program.write_text(source if lib == "tinytrain" else as_pytorch(source))
     monkeypatch.chdir(program.parent)
     monkeypatch.syspath_prepend(str(TUTORIALS))
+    import torchvision_shim  # noqa: PLC0415 (on the path only now)
+
+    monkeypatch.setattr(torchvision_shim, "as_tensor",
+                        tt.tensor if lib == "tinytrain" else torch.from_numpy)
     monkeypatch.setattr(sys, "argv", [str(program), *argv])
     tt.manual_seed(0)
     torch.manual_seed(0)
@@ -119,6 +123,29 @@ def test_blitz_cifar10_tutorial(tmp_path, monkeypatch, capsys):
         results[lib] = int(accuracy)
     assert results["tinytrain"] >= 60, results  # 10% is chance
     assert abs(results["tinytrain"] - results["torch"]) <= 15, results
+
+
+def test_quickstart_tutorial(tmp_path, monkeypatch, capsys):
+    """The "Quickstart": DataLoader over a data set of tensors, torch.accelerator, an MLP with
+    SGD, `(pred.argmax(1) == y).type(torch.float)`, save / load of the state_dict, and
+    `test_data[0][0].to(device)` for one prediction."""
+    results = {}
+    for lib in ("tinytrain", "torch"):
+        out, v = run("quickstart_tutorial.py", lib, tmp_path, monkeypatch, capsys)
+        assert "Shape of X [N, C, H, W]: " in out and "Using cpu device" in out, out
+        assert re.search(r"Shape of y: .*64.* .*int64", out), out
+        tests = re.findall(r"Accuracy: ([\d.]+)%, Avg loss: ([\d.]+)", out)
+        assert len(tests) == 5, out
+        losses = [float(loss) for _, loss in tests]
+        # SGD at 1e-3 on 20 batches an epoch moves slowly, but every epoch downhill
+        assert all(b < a for a, b in zip(losses, losses[1:])), losses
+        assert re.search(r'Predicted: "[^"]+", Actual: "[^"]+"', out), out
+        assert type(v["test_data"][0][0]).__module__.split(".")[0] == lib  # the library's tensor
+        results[lib] = losses
+    ours, theirs = results["tinytrain"], results["torch"]
+    assert abs(ours[0] - theirs[0]) < 0.02 and abs(ours[-1] - theirs[-1]) < 0.02, results
+    progress = [run[0] - run[-1] for run in (ours, theirs)]  # the same rate of descent
+    assert abs(progress[0] - progress[1]) < 0.2 * progress[1], results
 
 
 def test_blitz_neural_networks(tmp_path, monkeypatch, capsys):

@@ -9,8 +9,10 @@ their import lines; where they imported torchvision they import this module, whi
 * ``datasets.CIFAR10(...)``: CIFAR-10's shapes (``float32 [3, 32, 32]`` in [0, 1], ten
   classes) with made-up images that can be learned: each class is a fixed random blocky
   pattern, 60%, plus noise, 40%;
-* ``transforms.Compose`` / ``ToTensor`` / ``Normalize`` working on those arrays (tinytrain's
-  data sets already give what ``ToTensor()`` makes), and ``utils.make_grid``.
+* ``datasets.FashionMNIST(...)``: the same part of mini MNIST (the quickstart only needs
+  ten classes of 28x28 images);
+* ``transforms.Compose`` / ``ToTensor`` / ``Normalize`` (``ToTensor`` gives the running
+  library's tensor, see :data:`as_tensor`), and ``utils.make_grid``.
 """
 
 from __future__ import annotations
@@ -35,11 +37,18 @@ class Compose:
         return x
 
 
+#: How an array becomes the running library's tensor: ``tests/test_tutorials.py`` sets it to
+#: ``tinytrain.tensor`` or ``torch.from_numpy`` before each run, as torchvision's ToTensor
+#: gives torch's tensors.
+as_tensor = np.asarray
+
+
 class ToTensor:
-    """Identity: tinytrain's data sets already give float32 ``[C, H, W]`` in [0, 1]."""
+    """The data sets here already give float32 ``[C, H, W]`` in [0, 1]: only the type
+    changes, to the running library's tensor."""
 
     def __call__(self, x):
-        return x
+        return as_tensor(np.asarray(x))
 
 
 class Normalize:
@@ -48,7 +57,7 @@ class Normalize:
         self.std = np.asarray(std, np.float32)[:, None, None]
 
     def __call__(self, x):
-        return (x - self.mean) / self.std
+        return (x - as_tensor(self.mean)) / as_tensor(self.std)
 
 
 def mnist(root, train=True, download=False, transform=None, target_transform=None):
@@ -86,6 +95,6 @@ def make_grid(images, padding=2):
     return type(images)(np.concatenate([part for image in arr for part in (image, pad)], axis=2))
 
 
-datasets = SimpleNamespace(MNIST=mnist, CIFAR10=CIFAR10)
+datasets = SimpleNamespace(MNIST=mnist, FashionMNIST=mnist, CIFAR10=CIFAR10)
 transforms = SimpleNamespace(Compose=Compose, ToTensor=ToTensor, Normalize=Normalize)
 utils = SimpleNamespace(make_grid=make_grid)

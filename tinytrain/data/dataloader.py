@@ -1,7 +1,7 @@
 """Dataset, TensorDataset, Subset and the DataLoader that batches them.
 
 A *dataset* is anything with ``len(ds)`` and ``ds[i]``; sample ``i`` is a tuple of fields
-(arrays or scalars), e.g. MNIST's ``(image float32 [1, 28, 28], label int64 [])``.
+(arrays, Tensors or numbers), e.g. MNIST's ``(image: float32 Tensor [1, 28, 28], label: int)``.
 
 The :class:`DataLoader` turns a dataset into an iterable of batches. A batch is a tuple of
 Tensors, one per field, each the field's samples stacked along a new first axis:

@@ -49,6 +49,7 @@ import numpy as np
 
 from tinytrain.data.dataloader import Dataset, collate
 from tinytrain.data.idx import _gunzip, parse_idx, temp_path_for
+from tinytrain.tensor import Tensor
 
 ENV_VAR = "TINYTRAIN_DATA"
 
@@ -179,10 +180,11 @@ class MNIST(Dataset):
         download: fetch missing or corrupt files from the mirrors. With False, a missing file
             raises FileNotFoundError and a corrupt one ValueError.
         transform: called on each image (float32 ``[1, 28, 28]`` NumPy array in [0, 1]);
-            returns the sample's image field (an array of one shape for every sample).
-        target_transform: called on each label (an int64 NumPy scalar).
+            returns the sample's image field (an array of one shape for every sample, which
+            is wrapped as a Tensor, or a Tensor).
+        target_transform: called on each label (an int).
 
-    Samples are ``(image float32 [1, 28, 28] in [0, 1], label int64 [])``;
+    Samples are ``(image, label)``: a float32 Tensor ``[1, 28, 28]`` in [0, 1] and an int;
     ``get_batch(indices)`` gives ``(float32 [B, 1, 28, 28], int64 [B])`` in one step (per
     sample, through the transforms, when there are any).
 
@@ -235,7 +237,7 @@ class MNIST(Dataset):
         download: bool = True,
         *,
         transform: Callable[[np.ndarray], Any] | None = None,
-        target_transform: Callable[[np.int64], Any] | None = None,
+        target_transform: Callable[[int], Any] | None = None,
     ) -> None:
         if isinstance(root, bool):
             raise TypeError(
@@ -271,16 +273,23 @@ class MNIST(Dataset):
     def __len__(self) -> int:
         return len(self.labels)
 
-    def __getitem__(self, index: int) -> tuple[np.ndarray, np.int64]:
-        """Sample ``index``: ``(float32 [1, 28, 28], int64 [])``."""
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        """Sample ``index``: ``(image, label)``, a float32 ``[1, 28, 28]`` Tensor in [0, 1]
+        and a Python int, as torchvision's ``MNIST(..., transform=ToTensor())`` gives.
+
+        ``transform`` receives the image as a NumPy array and ``target_transform`` the label
+        as an int; an array a transform returns is wrapped as a Tensor (no copy).
+        """
         n = len(self.labels)
         if not -n <= index < n:
             raise IndexError(f"{type(self).__name__}: index {index} out of range for {n} samples")
-        image, label = _to_float(self.images[index])[None], self.labels[index]
+        image, label = _to_float(self.images[index])[None], int(self.labels[index])
         if self.transform is not None:
             image = self.transform(image)
         if self.target_transform is not None:
             label = self.target_transform(label)
+        if isinstance(image, np.ndarray):
+            image = Tensor(image)
         return image, label
 
     def get_batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -509,7 +518,7 @@ class MNISTMini(MNIST):
         download: bool = False,
         *,
         transform: Callable[[np.ndarray], Any] | None = None,
-        target_transform: Callable[[np.int64], Any] | None = None,
+        target_transform: Callable[[int], Any] | None = None,
     ) -> None:
         if isinstance(root, bool):
             raise TypeError(
