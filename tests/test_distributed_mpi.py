@@ -116,6 +116,21 @@ def test_two_ranks_of_batch_32_equal_one_process_of_batch_64(tmp_path):
     assert len(digests) == 1 and two.stdout.count("parameters") == 2, two.stdout
 
 
+def test_a_script_written_as_for_pytorch_ddp_trains_on_two_ranks(tmp_path):
+    """tests/ddp_pytorch_style.py: PyTorch's import paths, ReduceOp, device_ids, a sampler
+    with set_epoch; the loss falls, every sample is seen once an epoch, the ranks end
+    bit-identical and rank 0's checkpoint holds their weights."""
+    r = mpirun(str(ROOT / "tests" / "ddp_pytorch_style.py"), str(tmp_path / "model.npz"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    losses = [float(v) for v in re.findall(r"mean loss ([\d.]+) over 256 samples", r.stdout)]
+    assert len(losses) == 4 and losses[-1] < 0.8 * losses[0], r.stdout
+    assert r.stdout.count("device_ids refused on the CPU") == 2, r.stdout
+    digests = set(re.findall(r"rank \d: parameters (\w+)", r.stdout))
+    assert len(digests) == 1 and r.stdout.count(": parameters") == 2, r.stdout
+    state = tt.load(tmp_path / "model.npz")
+    assert list(state) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+
+
 def test_sharded_evaluation_counts_equal_one_process_exactly():
     _ok(mpirun(WORKER, "sharded_evaluation"), "sharded_evaluation")
 

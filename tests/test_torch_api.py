@@ -191,6 +191,18 @@ def test_device_helpers_agree_with_cuda_is_available():
 def test_torch_utils_data_names():
     assert tt.utils.data.DataLoader is tt.data.DataLoader
     assert tt.utils.data.TensorDataset is tt.data.TensorDataset
+    from tinytrain.utils.data.distributed import DistributedSampler
+
+    assert DistributedSampler is tt.data.DistributedSampler
+
+
+def test_torch_nn_parallel_is_the_distributed_wrapper():
+    import tinytrain.distributed as dist
+
+    assert tt.nn.parallel.DistributedDataParallel is dist.DistributedDataParallel
+    from tinytrain.nn.parallel import DistributedDataParallel
+
+    assert DistributedDataParallel is dist.DistributedDataParallel
 
 
 @pytest.mark.parametrize("module,name,hint", [

@@ -101,6 +101,9 @@ class DistributedDataParallel(Module):
     Args:
         module: the model, already on the group's device (``"cpu"`` for mpi, ``"cuda"`` for
             nccl), identical in structure on every rank.
+        device_ids, output_device: PyTorch's, accepted so its scripts port: None for a
+            model on the CPU; on GPUs ``[local_rank]`` (or None), the GPU this rank already
+            uses. Anything else is an error, not ignored.
         bucket_cap_mb: size cap of the buckets after the first (MiB).
         find_unused_parameters: allow parameters that get no gradient in a step (their
             current ``.grad``, zero after ``zero_grad``, is averaged); otherwise they are an
@@ -115,7 +118,8 @@ class DistributedDataParallel(Module):
     ``state_dict()`` (the wrapper's own has PyTorch's ``module.`` prefix).
     """
 
-    def __init__(self, module: Module, bucket_cap_mb: float = 25.0,
+    def __init__(self, module: Module, device_ids: Sequence[Any] | None = None,
+                 output_device: Any = None, bucket_cap_mb: float = 25.0,
                  find_unused_parameters: bool = False, check_every: int = 0,
                  first_bucket_cap_mb: float = 1.0) -> None:
         from tinytrain import distributed as dist
@@ -123,6 +127,7 @@ class DistributedDataParallel(Module):
         super().__init__()
         self.module = module
         self.group = dist.group("DistributedDataParallel")
+        self._check_device_ids(device_ids, output_device)
         self.find_unused_parameters = find_unused_parameters
         self.check_every = int(check_every)
         self.require_backward_grad_sync = True  # False inside no_sync()
@@ -145,6 +150,32 @@ class DistributedDataParallel(Module):
 
     def _where(self) -> str:
         return f"DistributedDataParallel (rank {self.group.rank} of {self.group.world_size})"
+
+    def _check_device_ids(self, device_ids: Sequence[Any] | None, output_device: Any) -> None:
+        """PyTorch's ``device_ids=[local_rank]``: only the GPU this rank already uses."""
+        given = [] if device_ids is None else list(device_ids)
+        if output_device is not None:
+            given.append(output_device)
+        if not given:
+            return
+        if self.group.device == "cpu":
+            raise ValueError(
+                f"{self._where()}: device_ids={device_ids!r}, output_device={output_device!r} "
+                "are for a model on a GPU; with the mpi backend the model is on the CPU: pass "
+                "neither")
+        if device_ids is not None and len(device_ids) != 1:
+            raise ValueError(f"{self._where()}: device_ids={device_ids!r}: one GPU per process, "
+                             "device_ids=[local_rank] (or None)")
+        from tinytrain import backend
+
+        mine = backend.cupy_module().cuda.Device().id
+        for d in given:
+            index = d if isinstance(d, int) else str(d).partition(":")[2] or mine
+            if int(index) != mine:
+                raise ValueError(
+                    f"{self._where()}: device {d!r} is not this rank's GPU ({mine}): tinytrain "
+                    "gives each rank the GPU of its local rank; pass device_ids=[local_rank] "
+                    "or None")
 
     def _check_devices(self, named: list[tuple[str, Tensor]]) -> None:
         for name, p in named:

@@ -51,9 +51,8 @@ _CONV = ("tinytrain has 2-D convolution and pooling only (Conv2d, MaxPool2d, Avg
          "AdaptiveAvgPool2d); reshape to 2-D or compute the rest with tensor ops")
 _RNN = ("tinytrain has no recurrent or attention layers; build them from nn.Linear and tensor "
         "ops (e.g. an RNN cell: h = (x @ W_x + h @ W_h + b).tanh())")
-__getattr__ = _module_getattr(__name__, {
+_hints = _module_getattr(__name__, {
     "DataParallel": "use tinytrain.distributed.DistributedDataParallel (one process per GPU)",
-    "parallel": "use tinytrain.distributed.DistributedDataParallel (one process per GPU)",
     "Conv1d": _CONV, "Conv3d": _CONV, "ConvTranspose2d": _CONV, "MaxPool1d": _CONV,
     "AvgPool1d": _CONV, "AdaptiveMaxPool2d": _CONV, "Upsample": _CONV,
     "RNN": _RNN, "LSTM": _RNN, "GRU": _RNN, "MultiheadAttention": _RNN, "Transformer": _RNN,
@@ -61,3 +60,11 @@ __getattr__ = _module_getattr(__name__, {
     "GroupNorm": "tinytrain has BatchNorm1d/2d and LayerNorm",
     "InstanceNorm2d": "tinytrain has BatchNorm1d/2d and LayerNorm",
 }, _LAYERS)
+
+
+def __getattr__(name: str):
+    if name == "parallel":  # loaded on first use: it brings tinytrain.distributed
+        import importlib
+
+        return importlib.import_module("tinytrain.nn.parallel")
+    return _hints(name)

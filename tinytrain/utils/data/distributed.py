@@ -1,0 +1,5 @@
+"""``torch.utils.data.distributed``: where PyTorch keeps ``DistributedSampler``."""
+
+from tinytrain.data.sampler import DistributedSampler
+
+__all__ = ["DistributedSampler"]
