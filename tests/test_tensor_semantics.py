@@ -245,6 +245,31 @@ def test_inplace_on_slices_in_the_graph_rewrites_the_base_as_torch():
         x.reshape(6).mul_(2)  # torch can; tinytrain says what to do instead
 
 
+def test_an_element_is_a_view_so_inplace_ops_on_it_write_through_as_torch():
+    """x[i, j] (every dimension an integer) is a 0-d view in PyTorch; NumPy would give a
+    copied scalar, and x[i, j].fill_(v) would change nothing."""
+    def f(lib):
+        x = lib.ones(2, 3)
+        x[0, 1].fill_(5)
+        x[1][2].add_(3)          # an element of a row view
+        x[-1, 0].mul_(-2)
+        with lib.no_grad():
+            p = lib.ones(3, requires_grad=True)
+            p[0].zero_()             # under no_grad: a parameter's entry
+        y = p * 2
+        y[1].mul_(5)             # recorded: the graph sees the write
+        y.sum().backward()
+        return x, p, p.grad
+
+    for ours, theirs in zip(f(tt), f(torch)):
+        same(ours, theirs)
+    p = tt.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        p[0].mul_(2)
+    e = tt.arange(4)[2]
+    assert e.shape == () and e.item() == 2 and type(e.item()) is int
+
+
 def test_inplace_into_a_tensor_without_grad_records_the_other_operand():
     w, tw = pair(X, requires_grad=True)
     buf, tbuf = tt.ones(2, 3), torch.ones(2, 3)

@@ -220,6 +220,9 @@ CASES = {
     "count_nonzero / logical_xor / short / byte": (
         lambda L, i: (i.count_nonzero(), i.count_nonzero(1), L.logical_xor(i > 0, i < 5),
                       i.short(), i.abs().byte(), i.ndimension()), INTS),
+    "softmax / log_softmax dtype=": (
+        lambda L, i: (nn_of(L).softmax(i, 1, dtype=L.float32), i.log_softmax(0, dtype=L.float64),
+                      L.nn.Softmax(dim=1)(i.float())), INTS),
     "mm / dot / outer methods": (lambda L, x, v: (x.mm(x.T), v.dot(v), v.outer(v[:2])), X, V),
     "div rounding modes": (lambda L, x, y: (L.div(x * 4, y, rounding_mode="floor"),
                                             (x * 4).div(y, rounding_mode="trunc")), X, Y),
@@ -403,6 +406,14 @@ def test_errors_have_pytorch_types(name):
     with pytest.raises(type(theirs.value)) as ours:
         fn(tt)
     assert str(ours.value)  # and a message
+
+
+def test_softmax_of_integers_is_refused_as_in_pytorch():
+    with pytest.raises(RuntimeError):  # torch: NotImplementedError, a RuntimeError
+        torch.tensor([1, 2]).softmax(0)
+    for f in (lambda x: x.softmax(0), lambda x: tt.nn.functional.log_softmax(x, 0)):
+        with pytest.raises(RuntimeError, match="must be floating point, got int64"):
+            f(tt.tensor([1, 2]))
 
 
 def test_requires_grad_on_ints_is_runtime_and_type_error_with_torch_words():

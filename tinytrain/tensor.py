@@ -798,13 +798,26 @@ class Tensor:
     def tanh(self) -> Tensor:
         return self._float_op(O.Tanh)
 
-    def log_softmax(self, dim: int = -1) -> Tensor:
+    def log_softmax(self, dim: int = -1, dtype: Any = None) -> Tensor:
+        """``log(softmax(x))`` along ``dim``, computed stably; floating input (``dtype``
+        converts first, as in PyTorch)."""
+        x = self._float_for("log_softmax", dtype)
         (axis,) = O._normalize_axis(dim, self.ndim)
-        return O.LogSoftmax.apply(self, axis)
+        return O.LogSoftmax.apply(x, axis)
 
-    def softmax(self, dim: int = -1) -> Tensor:
+    def softmax(self, dim: int = -1, dtype: Any = None) -> Tensor:
+        """``exp(x) / sum(exp(x))`` along ``dim``, computed stably; floating input
+        (``dtype`` converts first, as in PyTorch)."""
+        x = self._float_for("softmax", dtype)
         (axis,) = O._normalize_axis(dim, self.ndim)
-        return O.Softmax.apply(self, axis)
+        return O.Softmax.apply(x, axis)
+
+    def _float_for(self, name: str, dtype: Any) -> Tensor:
+        x = self if dtype is None else self.to(dtype=dtype)
+        if x.dtype.kind != "f":
+            raise DTypeError(f"{name}(): the input must be floating point, got {x.dtype}; use "
+                             f".float().{name}(dim) or pass dtype=")
+        return x
 
     # ------------------------------------------------------------ reductions
 

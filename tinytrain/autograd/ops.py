@@ -621,7 +621,13 @@ class Index(Function):
 
     @staticmethod
     def forward(a, index):
-        return a[index]
+        out = a[index]
+        if isinstance(out, np.generic):
+            # Every dimension taken by an integer: NumPy gives a scalar, a copy. With a
+            # trailing `...` it gives a 0-d view instead, as PyTorch's x[i, j] is one, so
+            # that x[i, j].fill_(v) or p[0].zero_() under no_grad writes into x.
+            out = a[(index if isinstance(index, tuple) else (index,)) + (Ellipsis,)]
+        return out
 
     @staticmethod
     def setup_context(ctx, inputs, output):

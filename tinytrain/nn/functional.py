@@ -86,13 +86,14 @@ def tanh(x: Tensor) -> Tensor:
     return x.tanh()
 
 
-def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
-    return x.log_softmax(dim)
+def log_softmax(x: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
+    """``log(softmax(x))`` along ``dim`` (computed stably); ``dtype`` converts first."""
+    return x.log_softmax(dim, dtype=dtype)
 
 
-def softmax(x: Tensor, dim: int = -1) -> Tensor:
-    """``exp(x) / sum(exp(x))`` along ``dim`` (computed stably)."""
-    return x.softmax(dim)
+def softmax(x: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along ``dim`` (computed stably); ``dtype`` converts first."""
+    return x.softmax(dim, dtype=dtype)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
