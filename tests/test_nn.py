@@ -262,14 +262,21 @@ def test_load_state_dict_missing_and_unexpected_keys():
         m.load_state_dict(sd)
     msg = str(info.value)
     assert "missing keys ['bias']" in msg and "unexpected keys ['extra']" in msg
+    assert isinstance(info.value, RuntimeError) and not msg.startswith("'")  # torch's type
 
 
 def test_load_state_dict_non_strict_loads_what_matches():
     m = nn.Linear(2, 2)
     old_bias = m.bias.numpy().copy()
-    m.load_state_dict({"weight": np.zeros((2, 2), np.float32), "extra": np.ones(1)}, strict=False)
+    result = m.load_state_dict({"weight": np.zeros((2, 2), np.float32), "extra": np.ones(1)},
+                               strict=False)
     assert not m.weight.numpy().any()
     np.testing.assert_array_equal(m.bias.numpy(), old_bias)
+    theirs = torch.nn.Linear(2, 2).load_state_dict(
+        {"weight": torch.zeros(2, 2), "extra": torch.ones(1)}, strict=False)
+    assert (result.missing_keys, result.unexpected_keys) == (["bias"], ["extra"])
+    assert tuple(result) == tuple(theirs)
+    assert repr(m.load_state_dict(m.state_dict())) == "<All keys matched successfully>"
 
 
 def test_load_state_dict_shape_mismatch_message():
@@ -280,7 +287,19 @@ def test_load_state_dict_shape_mismatch_message():
         m.load_state_dict(sd)
     msg = str(info.value)
     assert "0.weight" in msg and "(4, 2)" in msg and "(3, 2)" in msg
+    assert isinstance(info.value, RuntimeError)  # torch's type
     np.testing.assert_array_equal(m[0].weight.numpy(), before)
+
+
+def test_load_state_dict_copies_nothing_when_a_later_value_does_not_fit():
+    m = nn.Sequential(nn.Linear(2, 3), nn.Linear(3, 2))
+    sd = {k: tt.zeros(*v.shape) for k, v in m.state_dict().items()}
+    sd["1.bias"] = tt.zeros(5)
+    before = {k: v.numpy().copy() for k, v in m.state_dict().items()}
+    with pytest.raises(ValueError, match="1.bias has shape"):
+        m.load_state_dict(sd)
+    for k, v in m.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), before[k], err_msg=k)
 
 
 def test_buffers_are_state_but_not_parameters():

@@ -13,12 +13,34 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from tinytrain import _missing, backend
+from tinytrain.autograd.ops import ShapeError
 from tinytrain.tensor import RemovableHandle, Tensor
+
+
+class StateDictKeyError(RuntimeError, KeyError):
+    """``load_state_dict`` with missing or unexpected keys (``strict``): PyTorch's
+    RuntimeError, and the KeyError tinytrain always raised."""
+
+    def __str__(self) -> str:  # KeyError's would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class IncompatibleKeys(NamedTuple):
+    """What ``load_state_dict`` returns, as PyTorch's ``_IncompatibleKeys``."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+    def __repr__(self) -> str:
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return (f"IncompatibleKeys(missing_keys={self.missing_keys}, "
+                f"unexpected_keys={self.unexpected_keys})")
 
 
 class Parameter(Tensor):
@@ -259,34 +281,41 @@ class Module:
                     out[prefix + name] = b.detach()
         return out
 
-    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True
+                        ) -> IncompatibleKeys:
         """Copy values into this module's parameters and buffers, in place.
 
-        Values may be Tensors or arrays on any device. Raises a KeyError listing
-        missing and unexpected names (when ``strict``), and a ValueError naming
-        the first parameter whose shape differs.
+        Values may be Tensors or arrays on any device. With ``strict``, missing or
+        unexpected names raise (a RuntimeError and a KeyError, listing both); a value whose
+        shape differs raises a ShapeError (a RuntimeError and a ValueError) naming it. Every
+        check runs before anything is copied: an error leaves the module as it was.
+        Returns ``(missing_keys, unexpected_keys)``, as PyTorch does.
         """
         own = dict(self.named_parameters())
         own.update(self.named_buffers(persistent_only=True))
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         if strict and (missing or unexpected):
-            raise KeyError(
+            raise StateDictKeyError(
                 f"load_state_dict for {type(self).__name__}: missing keys {missing}, "
                 f"unexpected keys {unexpected}"
             )
+        values = {}
         for name, target in own.items():
             if name not in state_dict:
                 continue
             value = state_dict[name]
             value = value.data if isinstance(value, Tensor) else value
-            value = np.asarray(value) if isinstance(value, list) else value
+            value = np.asarray(value) if isinstance(value, (list, int, float)) else value
             if tuple(value.shape) != target.shape:
-                raise ValueError(
+                raise ShapeError(
                     f"load_state_dict for {type(self).__name__}: {name} has shape "
                     f"{tuple(value.shape)} in the state dict but {target.shape} in the model"
                 )
-            target.data[...] = backend.to_device(value, target.device)
+            values[name] = value
+        for name, value in values.items():
+            own[name].data[...] = backend.to_device(value, own[name].device)
+        return IncompatibleKeys(missing, unexpected)
 
     # ------------------------------------------------------------ modes, devices, grads
 
