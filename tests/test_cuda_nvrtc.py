@@ -31,6 +31,15 @@ def test_every_source_compiles_to_ptx_for_both_dtypes_and_index_widths(path):
                 assert f".entry {name}(" in ptx, f"{path.name}: no entry point {name} in the PTX"
 
 
+@pytest.mark.parametrize("path", sorted(emulator.SOURCE_DIR.glob("*.cu")), ids=lambda p: p.name)
+def test_every_source_compiles_alone_as_nvcc_would_see_it(path):
+    """The file as it is, without the launcher's typedefs (``nvcc --ptx file.cu``)."""
+    nvrtc_or_skip()
+    ptx = nvrtc.compile_ptx(path.read_text(), path.name)
+    for name in emulator.load(path.stem).kernels:
+        assert f".entry {name}(" in ptx, f"{path.name}: no entry point {name} in the PTX"
+
+
 def test_all_sources_compile_as_the_one_module_the_gpu_loads():
     nvrtc_or_skip()
     from tinytrain.kernels.cuda.runtime import module_source

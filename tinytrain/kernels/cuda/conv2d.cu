@@ -20,6 +20,13 @@
 // The forward GEMM is then W [Cout, K] @ col [K, cols] = y [Cout, cols], and dW is
 // dy_rows [Cout, cols] @ col^T: the sum over the batch happens inside the GEMM.
 
+// Alone (nvcc --ptx this.cu) the file compiles for float and 32-bit indices; the launcher
+// defines TINYTRAIN_TYPES and puts its own typedefs in front (runtime.py).
+#ifndef TINYTRAIN_TYPES
+typedef float real;
+typedef int index_t;
+#endif
+
 // Thread i copies the Kh*Kw entries of column j that come from channel c (i = c*cols + j).
 // For each (ki, kj) the 32 threads of a warp write 32 consecutive floats of one row of col
 // (one coalesced transaction) and read 32 pixels of one input row, sw apart. With

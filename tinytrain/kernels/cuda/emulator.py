@@ -123,6 +123,13 @@ class _Tok:
 def _tokenize(src: str, filename: str) -> list[_Tok]:
     toks, pos, line = [], 0, 1
     while pos < len(src):
+        if src.startswith("#ifndef TINYTRAIN_TYPES", pos):
+            # the defaults for compiling a file alone: the emulator, like the launcher,
+            # chooses real and index_t itself
+            end = src.find("\n", src.index("#endif", pos))
+            line += src.count("\n", pos, end)
+            pos = end
+            continue
         if src[pos] == "#":  # only '#pragma' lines (e.g. unroll hints) are accepted, and ignored
             end = src.find("\n", pos)
             end = len(src) if end < 0 else end

@@ -2,6 +2,13 @@
 // One thread per element, grid-stride loops; `real` is float or double, `index_t` int or
 // long long (see conv2d.cu).
 
+// Alone (nvcc --ptx this.cu) the file compiles for float and 32-bit indices; the launcher
+// defines TINYTRAIN_TYPES and puts its own typedefs in front (runtime.py).
+#ifndef TINYTRAIN_TYPES
+typedef float real;
+typedef int index_t;
+#endif
+
 extern "C" __global__ void relu_forward(const real* __restrict__ x, real* __restrict__ y,
                                         index_t n)
 {

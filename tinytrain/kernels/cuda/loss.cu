@@ -11,6 +11,13 @@
 // reduction: 0 = "none" (out[N]), 1 = "mean", 2 = "sum" (out[1]). `real` is float or
 // double, `index_t` int or long long (see conv2d.cu).
 
+// Alone (nvcc --ptx this.cu) the file compiles for float and 32-bit indices; the launcher
+// defines TINYTRAIN_TYPES and puts its own typedefs in front (runtime.py).
+#ifndef TINYTRAIN_TYPES
+typedef float real;
+typedef int index_t;
+#endif
+
 // The largest logit of a row (a NaN propagates, like NumPy's max) ...
 __device__ real row_max(const real* __restrict__ logits, index_t r, index_t C)
 {

@@ -3,6 +3,13 @@
 // --fmad=false, so no multiply-add is contracted and float32 results match the CPU's).
 // The host computes the per-step scalars (bias corrections) and passes them by value.
 
+// Alone (nvcc --ptx this.cu) the file compiles for float and 32-bit indices; the launcher
+// defines TINYTRAIN_TYPES and puts its own typedefs in front (runtime.py).
+#ifndef TINYTRAIN_TYPES
+typedef float real;
+typedef int index_t;
+#endif
+
 extern "C" __global__ void adam_step(real* __restrict__ p, const real* __restrict__ g,
                                      real* __restrict__ m, real* __restrict__ v, index_t n,
                                      real step_size, real b1, real one_minus_b1, real b2,

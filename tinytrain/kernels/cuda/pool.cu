@@ -6,6 +6,13 @@
 // (the same index map as col2im in conv2d.cu): no atomics, reproducible sums.
 // `real` is float or double, `index_t` int or long long (see conv2d.cu).
 
+// Alone (nvcc --ptx this.cu) the file compiles for float and 32-bit indices; the launcher
+// defines TINYTRAIN_TYPES and puts its own typedefs in front (runtime.py).
+#ifndef TINYTRAIN_TYPES
+typedef float real;
+typedef int index_t;
+#endif
+
 // The window offset k = i*Kw + j of the maximum of one window, by PyTorch's scan: row-major,
 // take a value greater than the best so far, or a NaN; padding is never taken.
 __device__ index_t window_argmax(const real* __restrict__ x, index_t plane, index_t H,

@@ -58,7 +58,8 @@ def cupy() -> Any:
 
 def _typedefs(dtype: Any, wide: bool) -> str:
     real = {"float32": "float", "float64": "double"}[np.dtype(dtype).name]
-    return f"typedef {real} real;\ntypedef {'long long' if wide else 'int'} index_t;\n"
+    return (f"#define TINYTRAIN_TYPES\ntypedef {real} real;\n"
+            f"typedef {'long long' if wide else 'int'} index_t;\n")
 
 
 def source(file: str, dtype: Any, wide: bool = True) -> str:
