@@ -206,3 +206,17 @@ def test_schedules_refuse_bad_settings():
     adadelta = optim.Adadelta([tt.ones(1, requires_grad=True)])
     with pytest.raises(ValueError, match="cycle_momentum=False"):
         optim.lr_scheduler.OneCycleLR(adadelta, max_lr=0.1, total_steps=5)
+
+
+@pytest.mark.parametrize("cls", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta"])
+def test_a_step_writes_in_place_and_graphs_that_saved_the_weights_see_it(cls):
+    """As in PyTorch, whose step bumps each parameter's version: a backward through a graph
+    made before the step would use the new weights, so it raises instead."""
+    for lib in (tt, torch):
+        w = lib.ones(3, requires_grad=True)
+        opt = getattr(lib.optim, cls)([w], lr=0.1)
+        (w * w).sum().backward()
+        y = (w * w).sum()  # saves w
+        opt.step()
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.backward()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from tinytrain.autograd import no_grad
 from tinytrain.backend import get_array_module
@@ -35,25 +36,19 @@ class Adadelta(Optimizer):
 
     @no_grad()
     def step(self) -> None:
-        for group in self.param_groups:
-            lr, rho, eps, wd = group["lr"], group["rho"], group["eps"], group["weight_decay"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                xp = get_array_module(p.data)
-                g = p.grad.data
-                if wd:
-                    g = g + wd * p.data
-                state = self.state.setdefault(p, {})
-                if not state:
-                    state["step"] = 0
-                    state["square_avg"] = xp.zeros_like(p.data)
-                    state["acc_delta"] = xp.zeros_like(p.data)
-                state["step"] += 1
-                v, u = state["square_avg"], state["acc_delta"]
-                v *= rho
-                v += (1 - rho) * g * g
-                delta = xp.sqrt(u + eps) / xp.sqrt(v + eps) * g
-                u *= rho
-                u += (1 - rho) * delta * delta
-                p.data -= (lr * delta).astype(p.dtype, copy=False)
+        for group, p, g, state in self._updates(_new_state):
+            xp = get_array_module(p.data)
+            lr, rho, eps = group["lr"], group["rho"], group["eps"]
+            v, u = state["square_avg"], state["acc_delta"]
+            v *= rho
+            v += (1 - rho) * g * g
+            delta = xp.sqrt(u + eps) / xp.sqrt(v + eps) * g
+            u *= rho
+            u += (1 - rho) * delta * delta
+            p.data -= (lr * delta).astype(p.dtype, copy=False)
+
+
+def _new_state(data: Any, group: dict[str, Any]) -> dict[str, Any]:
+    """The running means of g^2 and of the squared updates, zero."""
+    xp = get_array_module(data)
+    return {"square_avg": xp.zeros_like(data), "acc_delta": xp.zeros_like(data)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from tinytrain.autograd import no_grad
 from tinytrain.backend import get_array_module
@@ -32,21 +33,14 @@ class Adagrad(Optimizer):
 
     @no_grad()
     def step(self) -> None:
-        for group in self.param_groups:
-            wd, eps = group["weight_decay"], group["eps"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                xp = get_array_module(p.data)
-                g = p.grad.data
-                if wd:
-                    g = g + wd * p.data
-                state = self.state.setdefault(p, {})
-                if not state:
-                    state["step"] = 0
-                    state["sum"] = xp.full_like(p.data, group["initial_accumulator_value"])
-                state["step"] += 1
-                clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
-                s = state["sum"]
-                s += g * g
-                p.data -= (clr * g / (xp.sqrt(s) + eps)).astype(p.dtype, copy=False)
+        for group, p, g, state in self._updates(_new_state):
+            clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
+            s = state["sum"]
+            s += g * g
+            p.data -= (clr * g / (get_array_module(s).sqrt(s) + group["eps"])).astype(
+                p.dtype, copy=False)
+
+
+def _new_state(data: Any, group: dict[str, Any]) -> dict[str, Any]:
+    """The sum of g^2, starting at the group's initial_accumulator_value."""
+    return {"sum": get_array_module(data).full_like(data, group["initial_accumulator_value"])}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from tinytrain import kernels
 from tinytrain.autograd import no_grad
@@ -33,19 +34,13 @@ class Adam(Optimizer):
 
     @no_grad()
     def step(self) -> None:
-        for group in self.param_groups:
-            lr, betas, eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state.setdefault(p, {})
-                if not state:
-                    xp = get_array_module(p.data)
-                    state["step"] = 0
-                    state["exp_avg"] = xp.zeros_like(p.data)
-                    state["exp_avg_sq"] = xp.zeros_like(p.data)
-                state["step"] += 1
-                kernels.for_array(p.data).adam_step(
-                    p.data, p.grad.data, state["exp_avg"], state["exp_avg_sq"], state["step"],
-                    lr, betas, eps, wd)
-                p._version_counter[0] += 1  # written in place: a graph that saved p must see it
+        for group, p, g, state in self._updates(adam_state, l2=False):  # the kernel adds the decay
+            kernels.for_array(p.data).adam_step(
+                p.data, g, state["exp_avg"], state["exp_avg_sq"], state["step"], group["lr"],
+                group["betas"], group["eps"], group["weight_decay"])
+
+
+def adam_state(data: Any, group: dict[str, Any]) -> dict[str, Any]:
+    """Adam's and AdamW's state: the two moment estimates, zero."""
+    xp = get_array_module(data)
+    return {"exp_avg": xp.zeros_like(data), "exp_avg_sq": xp.zeros_like(data)}

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from tinytrain.autograd import no_grad
 from tinytrain.backend import get_array_module
+from tinytrain.optim.adam import adam_state
 from tinytrain.optim.optimizer import Optimizer
 from tinytrain.tensor import Tensor
 
@@ -36,23 +37,12 @@ class AdamW(Optimizer):
 
     @no_grad()
     def step(self) -> None:
-        for group in self.param_groups:
+        for group, p, g, state in self._updates(adam_state, l2=False):  # decoupled: below
             lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                g = p.grad.data
-                state = self.state.setdefault(p, {})
-                if not state:
-                    xp = get_array_module(p.data)
-                    state["step"] = 0
-                    state["exp_avg"] = xp.zeros_like(p.data)
-                    state["exp_avg_sq"] = xp.zeros_like(p.data)
-                state["step"] += 1
-                t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
-                p.data *= 1 - lr * group["weight_decay"]
-                m += (g - m) * (1 - beta1)
-                v *= beta2
-                v += (1 - beta2) * g * g
-                denom = get_array_module(v).sqrt(v) / math.sqrt(1 - beta2 ** t) + eps
-                p.data -= (lr / (1 - beta1 ** t) * m / denom).astype(p.dtype, copy=False)
+            t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
+            p.data *= 1 - lr * group["weight_decay"]
+            m += (g - m) * (1 - beta1)
+            v *= beta2
+            v += (1 - beta2) * g * g
+            denom = get_array_module(v).sqrt(v) / math.sqrt(1 - beta2 ** t) + eps
+            p.data -= (lr / (1 - beta1 ** t) * m / denom).astype(p.dtype, copy=False)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from tinytrain import backend
@@ -58,6 +58,32 @@ class Optimizer:
 
     def step(self) -> None:
         raise NotImplementedError
+
+    def _updates(self, new_state: Callable[[Any, dict[str, Any]], dict[str, Any]],
+                 l2: bool = True) -> Iterator[tuple[dict[str, Any], Tensor, Any, dict[str, Any]]]:
+        """Every parameter that has a gradient, as ``(group, p, g, state)``, for a ``step()``
+        that then updates ``p.data`` in place.
+
+        ``g`` is the gradient array, plus ``weight_decay * p`` when ``l2`` (PyTorch's coupled
+        weight decay; pass False where the update decays the weights itself). ``state`` is
+        ``p``'s: made at the first step as ``{"step": 0, **new_state(p.data, group)}``, and
+        its ``"step"`` counted. After each update ``p``'s version is bumped: a graph that
+        saved ``p`` must see the write.
+        """
+        for group in self.param_groups:
+            wd = group.get("weight_decay", 0.0) if l2 else 0.0
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad.data
+                if wd:
+                    g = g + wd * p.data
+                state = self.state.setdefault(p, {})
+                if not state:
+                    state.update(step=0, **new_state(p.data, group))
+                state["step"] += 1
+                yield group, p, g, state
+                p._version_counter[0] += 1
 
     def _params(self) -> list[Tensor]:
         return [p for g in self.param_groups for p in g["params"]]

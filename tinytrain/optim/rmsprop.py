@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from tinytrain.autograd import no_grad
 from tinytrain.backend import get_array_module
@@ -33,38 +34,33 @@ class RMSprop(Optimizer):
 
     @no_grad()
     def step(self) -> None:
-        for group in self.param_groups:
-            lr, alpha, eps, wd = group["lr"], group["alpha"], group["eps"], group["weight_decay"]
-            momentum = group["momentum"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                xp = get_array_module(p.data)
-                g = p.grad.data
-                if wd:
-                    g = g + wd * p.data
-                state = self.state.setdefault(p, {})
-                if not state:
-                    state["step"] = 0
-                    state["square_avg"] = xp.zeros_like(p.data)
-                    if momentum > 0:
-                        state["momentum_buffer"] = xp.zeros_like(p.data)
-                    if group["centered"]:
-                        state["grad_avg"] = xp.zeros_like(p.data)
-                state["step"] += 1
-                v = state["square_avg"]
-                v *= alpha
-                v += (1 - alpha) * g * g
-                if group["centered"]:
-                    mean_g = state["grad_avg"]
-                    mean_g += (g - mean_g) * (1 - alpha)
-                    avg = xp.sqrt(v - mean_g * mean_g) + eps
-                else:
-                    avg = xp.sqrt(v) + eps
-                if momentum > 0:
-                    buf = state["momentum_buffer"]
-                    buf *= momentum
-                    buf += g / avg
-                    p.data -= (lr * buf).astype(p.dtype, copy=False)
-                else:
-                    p.data -= (lr * g / avg).astype(p.dtype, copy=False)
+        for group, p, g, state in self._updates(_new_state):
+            xp = get_array_module(p.data)
+            lr, alpha, eps, momentum = group["lr"], group["alpha"], group["eps"], group["momentum"]
+            v = state["square_avg"]
+            v *= alpha
+            v += (1 - alpha) * g * g
+            if group["centered"]:
+                mean_g = state["grad_avg"]
+                mean_g += (g - mean_g) * (1 - alpha)
+                avg = xp.sqrt(v - mean_g * mean_g) + eps
+            else:
+                avg = xp.sqrt(v) + eps
+            if momentum > 0:
+                buf = state["momentum_buffer"]
+                buf *= momentum
+                buf += g / avg
+                p.data -= (lr * buf).astype(p.dtype, copy=False)
+            else:
+                p.data -= (lr * g / avg).astype(p.dtype, copy=False)
+
+
+def _new_state(data: Any, group: dict[str, Any]) -> dict[str, Any]:
+    """The running mean of g^2, and the momentum buffer and mean of g if the group uses them."""
+    xp = get_array_module(data)
+    state = {"square_avg": xp.zeros_like(data)}
+    if group["momentum"] > 0:
+        state["momentum_buffer"] = xp.zeros_like(data)
+    if group["centered"]:
+        state["grad_avg"] = xp.zeros_like(data)
+    return state
