@@ -813,10 +813,11 @@ class Tensor:
         return O.Softmax.apply(x, axis)
 
     def _float_for(self, name: str, dtype: Any) -> Tensor:
+        """``self`` converted to ``dtype`` if given; a DTypeError unless it is floating."""
         x = self if dtype is None else self.to(dtype=dtype)
         if x.dtype.kind != "f":
             raise DTypeError(f"{name}(): the input must be floating point, got {x.dtype}; use "
-                             f".float().{name}(dim) or pass dtype=")
+                             f".float().{name}(...) or pass dtype=")
         return x
 
     # ------------------------------------------------------------ reductions
@@ -832,16 +833,9 @@ class Tensor:
     def mean(self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
              dtype: Any = None, keepdims: bool | None = None) -> Tensor:
         """Mean over ``dim`` (all if None) of a floating tensor (``dtype`` converts first)."""
-        if dtype is not None:
-            return self.to(dtype=dtype).mean(dim, keepdim, keepdims=keepdims)
-        if keepdims is not None:
-            keepdim = keepdims
-        if self.dtype.kind != "f":
-            raise DTypeError(
-                f"mean(): the input must be floating point, got {self.dtype}; use "
-                f".float().mean()"
-            )
-        return O.Mean.apply(self, O._normalize_axis(dim, self.ndim), keepdim)
+        x = self._float_for("mean", dtype)
+        keep = keepdim if keepdims is None else keepdims
+        return O.Mean.apply(x, O._normalize_axis(dim, self.ndim), keep)
 
     def _reduce_check(self, name: str, dim: Any) -> tuple[int, ...] | None:
         axes = O._normalize_axis(dim, self.ndim)

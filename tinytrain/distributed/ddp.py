@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from tinytrain.autograd import is_grad_enabled, queue_callback
-from tinytrain.backend import get_array_module
+from tinytrain.backend import cupy_module, get_array_module
 from tinytrain.nn.module import Module
 from tinytrain.tensor import Tensor
 
@@ -166,9 +166,7 @@ class DistributedDataParallel(Module):
         if device_ids is not None and len(device_ids) != 1:
             raise ValueError(f"{self._where()}: device_ids={device_ids!r}: one GPU per process, "
                              "device_ids=[local_rank] (or None)")
-        from tinytrain import backend
-
-        mine = backend.cupy_module().cuda.Device().id
+        mine = cupy_module().cuda.Device().id
         for d in given:
             index = d if isinstance(d, int) else str(d).partition(":")[2] or mine
             if int(index) != mine:
