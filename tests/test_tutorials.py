@@ -59,7 +59,7 @@ def run(name: str, lib: str, tmp_path: Path, monkeypatch, capsys, argv=(),
     program.write_text(source if lib == "tinytrain" else as_pytorch(source))
     monkeypatch.chdir(program.parent)
     monkeypatch.syspath_prepend(str(TUTORIALS))
-    import torchvision_shim  # noqa: PLC0415 (on the path only now)
+    import torchvision_shim  # on the path only now
 
     monkeypatch.setattr(torchvision_shim, "as_tensor",
                         tt.tensor if lib == "tinytrain" else torch.from_numpy)
