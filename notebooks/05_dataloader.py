@@ -481,7 +481,8 @@ print("Exercise 5.3: stack_batch matches collate and refuses ragged batches")
 # %% [markdown]
 # ## 6. The fast path: one fancy index per batch
 #
-# `simple_loader` calls `dataset[i]` B times per batch and then stacks B small arrays: for
+# `simple_loader` calls `dataset[i]` B times per batch (each a small Tensor and an int, as
+# torchvision's MNIST gives) and then stacks B small arrays: for
 # MNIST that is ~60,000 Python calls per epoch, each doing a tiny bit of work. But MNIST keeps
 # all images in one uint8 array `[N, 28, 28]`, so a whole batch is a single NumPy *fancy index*
 # `images[indices]`, converted to float32 in one go. A data set that can do this offers

@@ -13,8 +13,10 @@ compilation, ``float``, ``double``,
 ``int``, ``unsigned int``, ``long long``, ``short``, ``bool``; pointer parameters indexed
 as ``p[i]`` (no pointer arithmetic); ``__shared__`` arrays; ``if``/``else``, ``for``,
 ``while``, ``break``, ``continue``, ``return``; ``__syncthreads()``; ``atomicAdd(&p[i], v)``;
-casts; ``exp log sqrt fabs fmax fmin min max isnan``; one-dimensional grids. Anything else
-is a :class:`TranslationError` naming the line.
+casts; ``exp log sqrt fabs fmax fmin min max isnan``; one-dimensional grids; ``#pragma``
+lines and the ``#ifndef TINYTRAIN_TYPES`` block of default typedefs (both skipped: the
+emulator chooses ``real`` and ``index_t`` itself). Anything else is a
+:class:`TranslationError` naming the line.
 
 What the emulation checks, beyond the values:
 
