@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from tinytrain.kernels.cpu import memory
 from tinytrain.kernels.cpu.parallel import shard_batch
 from tinytrain.kernels.shapes import Conv2dMeta, pair
 
@@ -107,11 +108,11 @@ class _Im2col:
         out_elems = meta.out_channels * meta.out_h * meta.out_w
         self.blocks = _image_blocks(meta, (col_elems + out_elems) * np.dtype(dtype).itemsize)
         per_block = self.blocks[0][1] - self.blocks[0][0]
-        self.col = np.empty((per_block, meta.in_channels, meta.kernel_h, meta.kernel_w,
+        self.col = memory.empty((per_block, meta.in_channels, meta.kernel_h, meta.kernel_w,
                              meta.out_h, meta.out_w), dtype=dtype)
         self.pad = None
         if meta.pad_h or meta.pad_w:  # a padded copy of the block; its border stays zero
-            self.pad = np.zeros((per_block, meta.in_channels, meta.padded_h, meta.padded_w),
+            self.pad = memory.zeros((per_block, meta.in_channels, meta.padded_h, meta.padded_w),
                                 dtype=dtype)
 
     def pack(self, x: Any, n0: int, n1: int) -> Any:
@@ -134,7 +135,7 @@ def conv2d_forward(x: Any, w: Any, b: Any | None, meta: Conv2dMeta) -> Any:
     per image, ``[Cout, K] @ [K, Ho*Wo]``, writes the NCHW output; then the bias is
     added. Shards of the batch run in parallel.
     """
-    out = np.empty(meta.output_shape, dtype=np.result_type(x, w))
+    out = memory.empty(meta.output_shape, dtype=np.result_type(x, w))
     shard_batch(lambda xs, os_, a, b_: _forward(xs, w, b, meta.with_batch(b_ - a), os_),
                 meta.batch, x, out)
     return out
@@ -175,8 +176,8 @@ def _backward_weight(grad_out: Any, x: Any, meta: Conv2dMeta) -> Any:
     dtype = np.result_type(grad_out, x)
     x, dy = x.astype(dtype, copy=False), grad_out.astype(dtype, copy=False)
     im2col = _Im2col(meta, dtype)
-    dw_t = np.zeros((meta.kernel_elems, meta.out_channels), dtype=dtype)
-    prods = np.empty((im2col.col.shape[0], *dw_t.shape), dtype=dtype)
+    dw_t = memory.zeros((meta.kernel_elems, meta.out_channels), dtype=dtype)
+    prods = memory.empty((im2col.col.shape[0], *dw_t.shape), dtype=dtype)
     for n0, n1 in im2col.blocks:
         dy_t = dy[n0:n1].reshape(n1 - n0, meta.out_channels, -1).transpose(0, 2, 1)
         p = prods[: n1 - n0]
@@ -236,7 +237,7 @@ class _GradGrid:
     def __init__(self, grad_out: Any, meta: Conv2dMeta, max_images: int) -> None:
         self.dy, self.meta = grad_out, meta
         gh, gw = _grid_hw(meta)
-        self.buf = np.zeros((meta.out_channels, max_images, gh, gw), dtype=grad_out.dtype)
+        self.buf = memory.zeros((meta.out_channels, max_images, gh, gw), dtype=grad_out.dtype)
 
     def block(self, n0: int, n1: int) -> Any:
         meta, buf = self.meta, self.buf[:, : n1 - n0]
@@ -252,7 +253,7 @@ def conv2d_backward_input(grad_out: Any, w: Any, meta: Conv2dMeta) -> Any:
     forward; the padding border is cut off at the end. Needs ``w`` only. Shards of the
     batch run in parallel.
     """
-    dx = np.empty(meta.input_shape, dtype=np.result_type(grad_out, w))
+    dx = memory.empty(meta.input_shape, dtype=np.result_type(grad_out, w))
     shard_batch(lambda dys, dxs, a, b: _backward_input(dys, w, meta.with_batch(b - a), dxs),
                 meta.batch, grad_out, dx)
     return dx
@@ -270,8 +271,8 @@ def _backward_input(grad_out: Any, w: Any, meta: Conv2dMeta, dx: Any) -> None:
     blocks = _image_blocks(meta, per_image * dx.itemsize)
     per_block = blocks[0][1] - blocks[0][0]
     dy_grid = _GradGrid(grad_out.astype(dtype, copy=False), meta, per_block)
-    prod_buf = np.empty((meta.kernel_elems, per_block * gh * gw), dtype=dtype)
-    acc_buf = np.empty((c_in, per_block * hp * wp + spill), dtype=dtype)
+    prod_buf = memory.empty((meta.kernel_elems, per_block * gh * gw), dtype=dtype)
+    acc_buf = memory.empty((c_in, per_block * hp * wp + spill), dtype=dtype)
     for n0, n1 in blocks:
         n = n1 - n0
         prod = prod_buf[:, : n * gh * gw]

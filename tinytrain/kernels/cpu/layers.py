@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from tinytrain.kernels.cpu import memory
 from tinytrain.kernels.cpu.parallel import run_sharded, shard_elements
 
 __all__ = [
@@ -49,7 +50,7 @@ def _flat(a: Any) -> Any:
 
 def relu_forward(a: Any) -> Any:
     """``max(a, 0)``, same shape (NaN stays NaN)."""
-    out = np.empty(a.shape, dtype=a.dtype)
+    out = memory.empty(a.shape, dtype=a.dtype)
     src, dst = _flat(a), out.reshape(-1)
     zero = a.dtype.type(0)
     shard_elements(lambda lo, hi: np.maximum(src[lo:hi], zero, out=dst[lo:hi]), a.size)
@@ -62,7 +63,7 @@ def relu_backward(grad: Any, out: Any) -> Any:
     ``grad * (out > 0)``: a product with the mask, not ``np.where``, which branches on every
     element and on a ReLU's output (half zeros, at random) mispredicts half the time.
     """
-    dx = np.empty(grad.shape, dtype=grad.dtype)
+    dx = memory.empty(grad.shape, dtype=grad.dtype)
     g, y, d = _flat(grad), _flat(out), dx.reshape(-1)
     zero = out.dtype.type(0)
     shard_elements(lambda lo, hi: np.multiply(g[lo:hi], y[lo:hi] > zero, out=d[lo:hi]),
@@ -142,14 +143,14 @@ def dropout_forward(x: Any, p: float, seed: int) -> Any:
     if x.dtype.kind != "f" or x.dtype.itemsize % 4 or x.size >= 2**32:  # the plain formula
         keep = dropout_keep_mask(seed, x.size, p).reshape(x.shape)
         return np.where(keep, x * scale, x.dtype.type(0))
-    out = np.empty(x.shape, dtype=x.dtype)
+    out = memory.empty(x.shape, dtype=x.dtype)
     src, dst = _flat(x), out.reshape(-1)
     words = x.dtype.itemsize // 4  # uint32 words per element
     threshold = dropout_threshold(p)
 
     def shard(lo: int, hi: int) -> None:
-        h = np.empty(min(DROPOUT_PIECE, hi - lo), dtype=np.uint32)
-        tmp = np.empty_like(h)
+        h = memory.empty(min(DROPOUT_PIECE, hi - lo), dtype=np.uint32)
+        tmp = memory.empty(h.shape, h.dtype)
         for a in range(lo, hi, DROPOUT_PIECE):
             b = min(a + DROPOUT_PIECE, hi)
             mask = h[: b - a]
@@ -186,7 +187,7 @@ def linear_forward(x: Any, w: Any, b: Any | None) -> Any:
     """``x [*, in] @ w.T [in, out] (+ b [out]) -> [*, out]``."""
     n_in, n_out = w.shape[1], w.shape[0]
     x2 = x.reshape(-1, n_in)
-    out = np.empty((x2.shape[0], n_out), dtype=np.result_type(x, w))
+    out = memory.empty((x2.shape[0], n_out), dtype=np.result_type(x, w))
 
     def rows(lo: int, hi: int) -> None:
         np.matmul(x2[lo:hi], w.T, out=out[lo:hi])
@@ -211,13 +212,13 @@ def linear_backward(
     gx = gw = gb = None
     if need_x:
         n_in = w.shape[1]
-        gx = np.empty((n_rows, n_in), dtype=np.result_type(grad, w))
+        gx = memory.empty((n_rows, n_in), dtype=np.result_type(grad, w))
         run_sharded(lambda lo, hi: np.matmul(g2[lo:hi], w, out=gx[lo:hi]), n_rows,
                     min_shard=_min_shard(n_in * n_out))
         gx = gx.reshape(*grad.shape[:-1], n_in)
     if need_w:
         x2 = x.reshape(-1, x.shape[-1])
-        gw = np.empty((n_out, x2.shape[1]), dtype=np.result_type(grad, x))
+        gw = memory.empty((n_out, x2.shape[1]), dtype=np.result_type(grad, x))
         run_sharded(lambda lo, hi: np.matmul(g2.T, x2[:, lo:hi], out=gw[:, lo:hi]),
                     x2.shape[1], min_shard=_min_shard(n_rows * n_out))
     if need_b:

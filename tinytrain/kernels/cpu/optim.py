@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from tinytrain.kernels.cpu import memory
 from tinytrain.kernels.cpu.parallel import shard_elements
 
 __all__ = ["adam_step", "sgd_step"]
@@ -47,8 +48,8 @@ def adam_step(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, step: int, l
     p, g, m, v = (a.reshape(-1) for a in (param, g, exp_avg, exp_avg_sq))
 
     def shard(lo: int, hi: int) -> None:
-        x = np.empty(min(ADAM_PIECE, hi - lo), dtype=dtype)
-        y = np.empty_like(x)
+        x = memory.empty(min(ADAM_PIECE, hi - lo), dtype=dtype)
+        y = memory.empty(x.shape, x.dtype)
         for a in range(lo, hi, ADAM_PIECE):
             b = min(a + ADAM_PIECE, hi)
             _adam_piece(p[a:b], g[a:b], m[a:b], v[a:b], x[: b - a], y[: b - a], *consts)

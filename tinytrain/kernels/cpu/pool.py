@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from tinytrain.kernels.cpu import memory
 from tinytrain.kernels.cpu.parallel import shard_batch
 from tinytrain.kernels.shapes import Pool2dMeta
 
@@ -64,8 +65,8 @@ def max_pool2d_forward(x: Any, meta: Pool2dMeta) -> tuple[Any, Any]:
     chosen input (int16). Shards of the batch run in parallel
     (:mod:`tinytrain.kernels.cpu.parallel`).
     """
-    out = np.empty(meta.output_shape, dtype=x.dtype)
-    argmax = np.empty(meta.output_shape, dtype=np.int16)
+    out = memory.empty(meta.output_shape, dtype=x.dtype)
+    argmax = memory.empty(meta.output_shape, dtype=np.int16)
 
     def shard(xs: Any, o: Any, am: Any, a: int, b: int) -> None:
         _max_scan(xs, replace(meta, batch=b - a), o, am)
@@ -93,8 +94,8 @@ def _max_scan(x: Any, meta: Pool2dMeta, best: Any, argmax: Any) -> None:
     offsets = meta.offsets()
     np.copyto(best, meta.window(x_pad, *offsets[0]))
     argmax[...] = 0
-    take = np.empty(best.shape, dtype=bool)
-    step = np.empty(best.shape, dtype=np.int16)
+    take = memory.empty(best.shape, dtype=bool)
+    step = memory.empty(best.shape, dtype=np.int16)
     for k, (i, j) in enumerate(offsets[1:], start=1):
         value = meta.window(x_pad, i, j)
         np.greater(value, best, out=take)
@@ -109,7 +110,7 @@ def _max_scan(x: Any, meta: Pool2dMeta, best: Any, argmax: Any) -> None:
 def _max_scan_exact(x_pad: Any, meta: Pool2dMeta) -> tuple[Any, Any]:
     """The scan of PyTorch's CPU kernel, NaN and padding included (slower: masked writes)."""
     # Which padded positions are real input: padding is skipped, never chosen.
-    real = np.zeros((x_pad.shape[2], x_pad.shape[3]), dtype=bool)
+    real = memory.zeros((x_pad.shape[2], x_pad.shape[3]), dtype=bool)
     real[meta.pad_h : meta.pad_h + meta.in_h, meta.pad_w : meta.pad_w + meta.in_w] = True
     best = np.full(meta.output_shape, float("-inf"), dtype=x_pad.dtype)
     argmax = np.full(meta.output_shape, -1, dtype=np.int16)
@@ -133,12 +134,12 @@ def max_pool2d_backward(grad_out: Any, x: Any, meta: Pool2dMeta) -> Any:
     ``dx[window k] = dy * (argmax == k)``; windows that overlap add instead of writing.
     Shards of the batch run in parallel.
     """
-    dx = np.empty((meta.batch, meta.channels, meta.in_h, meta.in_w), dtype=grad_out.dtype)
+    dx = memory.empty((meta.batch, meta.channels, meta.in_h, meta.in_w), dtype=grad_out.dtype)
 
     def shard(gs: Any, xs: Any, dxs: Any, a: int, b: int) -> None:
         shard_meta = replace(meta, batch=b - a)
-        best = np.empty(shard_meta.output_shape, dtype=xs.dtype)
-        argmax = np.empty(shard_meta.output_shape, dtype=np.int16)
+        best = memory.empty(shard_meta.output_shape, dtype=xs.dtype)
+        argmax = memory.empty(shard_meta.output_shape, dtype=np.int16)
         _max_scan(xs, shard_meta, best, argmax)
         dxs[...] = _max_pool2d_backward(gs, argmax, shard_meta)
 
@@ -152,8 +153,8 @@ def _max_pool2d_backward(grad_out: Any, argmax: Any, meta: Pool2dMeta) -> Any:
     tiles = ((meta.stride_h, meta.stride_w) == (meta.kernel_h, meta.kernel_w)
              and (meta.out_h * meta.stride_h, meta.out_w * meta.stride_w) == shape[2:])
     overlap = meta.stride_h < meta.kernel_h or meta.stride_w < meta.kernel_w
-    grad_pad = (np.empty if tiles else np.zeros)(shape, dtype=grad_out.dtype)
-    chosen = np.empty(argmax.shape, dtype=bool)
+    grad_pad = (memory.empty if tiles else memory.zeros)(shape, dtype=grad_out.dtype)
+    chosen = memory.empty(argmax.shape, dtype=bool)
     for k, (i, j) in enumerate(meta.offsets()):
         np.equal(argmax, k, out=chosen)
         view = meta.window(grad_pad, i, j)
@@ -176,7 +177,7 @@ def _avg_divisor(meta: Pool2dMeta, count_include_pad: bool, dtype: Any) -> Any:
 def avg_pool2d_forward(x: Any, meta: Pool2dMeta, count_include_pad: bool = True) -> Any:
     """``x [N, C, H, W] -> out [N, C, Ho, Wo]``: the mean of each window."""
     x_pad = _pad(x, meta, 0.0)
-    total = np.zeros(meta.output_shape, dtype=x.dtype)
+    total = memory.zeros(meta.output_shape, dtype=x.dtype)
     for i, j in meta.offsets():
         total += meta.window(x_pad, i, j)
     return total / _avg_divisor(meta, count_include_pad, x.dtype)
@@ -186,7 +187,7 @@ def avg_pool2d_backward(grad_out: Any, meta: Pool2dMeta, count_include_pad: bool
     """``dx [N, C, H, W]``: each output's gradient spread evenly over its window."""
     share = grad_out / _avg_divisor(meta, count_include_pad, grad_out.dtype)
     shape = (meta.batch, meta.channels, meta.in_h + 2 * meta.pad_h, meta.in_w + 2 * meta.pad_w)
-    grad_pad = np.zeros(shape, dtype=grad_out.dtype)
+    grad_pad = memory.zeros(shape, dtype=grad_out.dtype)
     for i, j in meta.offsets():
         view = meta.window(grad_pad, i, j)
         view += share
