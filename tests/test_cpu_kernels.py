@@ -68,17 +68,20 @@ def test_relu_in_shards(workers):
     np.testing.assert_array_equal(layers.relu_forward(strided), np.maximum(strided, 0))
 
 
-@pytest.mark.parametrize("x_shape", [(64, 9216), (4, 16, 9216), (9216,)])
+# More features than rows (split by features, partial sums added), more rows than features
+# (split by rows), a single row.
+@pytest.mark.parametrize("x_shape", [(64, 9216), (4, 16, 9216), (9216,), (40000, 96)])
 def test_linear_in_shards_matches_one_gemm(workers, x_shape):
     rng = np.random.default_rng(3)
+    n_in = x_shape[-1]
     x = rng.standard_normal(x_shape).astype(np.float32)
-    w = rng.standard_normal((128, 9216)).astype(np.float32) * 0.01
+    w = rng.standard_normal((128, n_in)).astype(np.float32) * 0.01
     b = rng.standard_normal(128).astype(np.float32)
     g = rng.standard_normal((*x_shape[:-1], 128)).astype(np.float32)
     y = layers.linear_forward(x, w, b)
     np.testing.assert_allclose(y, x @ w.T + b, rtol=1e-5, atol=1e-4)
     gx, gw, gb = layers.linear_backward(g, x, w, (True, True, True))
-    g2, x2 = g.reshape(-1, 128), x.reshape(-1, 9216)
+    g2, x2 = g.reshape(-1, 128), x.reshape(-1, n_in)
     np.testing.assert_allclose(gx, g @ w, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(gw, g2.T @ x2, rtol=1e-5, atol=1e-3)
     np.testing.assert_allclose(gb, g2.sum(0), rtol=1e-5, atol=1e-4)

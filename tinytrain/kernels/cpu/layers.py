@@ -48,12 +48,34 @@ def _flat(a: Any) -> Any:
     return np.asarray(a, order="C").reshape(-1)
 
 
+#: ReLU takes the maximum with a zeros array of this many elements, piece by piece: NumPy's
+#: SIMD loop for ``maximum`` needs two arrays; with the scalar 0 it runs 3x slower (1.18M
+#: float32: 0.37 ms against 0.13 ms with a 64K-element zeros piece, which stays in cache).
+RELU_PIECE = 1 << 16
+_zeros: dict[Any, Any] = {}
+
+
+def _zeros_piece(dtype: Any) -> Any:
+    """A read-only zeros array of :data:`RELU_PIECE` elements of ``dtype``."""
+    z = _zeros.get(dtype)
+    if z is None:
+        z = np.zeros(RELU_PIECE, dtype=dtype)
+        z.flags.writeable = False
+        _zeros[dtype] = z
+    return z
+
+
 def relu_forward(a: Any) -> Any:
     """``max(a, 0)``, same shape (NaN stays NaN)."""
     out = memory.empty(a.shape, dtype=a.dtype)
-    src, dst = _flat(a), out.reshape(-1)
-    zero = a.dtype.type(0)
-    shard_elements(lambda lo, hi: np.maximum(src[lo:hi], zero, out=dst[lo:hi]), a.size)
+    src, dst, zeros = _flat(a), out.reshape(-1), _zeros_piece(a.dtype)
+
+    def shard(lo: int, hi: int) -> None:
+        for p in range(lo, hi, RELU_PIECE):
+            q = min(p + RELU_PIECE, hi)
+            np.maximum(src[p:q], zeros[: q - p], out=dst[p:q])
+
+    shard_elements(shard, a.size)
     return out
 
 
@@ -184,17 +206,34 @@ def _min_shard(macs_per_row: int) -> int:
 
 
 def linear_forward(x: Any, w: Any, b: Any | None) -> Any:
-    """``x [*, in] @ w.T [in, out] (+ b [out]) -> [*, out]``."""
+    """``x [*, in] @ w.T [in, out] (+ b [out]) -> [*, out]``.
+
+    Sharded over the rows of ``x``, or, when there are more input features than rows (a
+    classifier head after a convolution: 64 x 18432), over the input features, each thread
+    reading its own slice of ``x`` and ``w`` and the partial products summed: split by rows,
+    every thread would read all of ``w`` (2 threads: 0.61 ms against 0.26 on 64 x 18432 x 10).
+    """
     n_in, n_out = w.shape[1], w.shape[0]
     x2 = x.reshape(-1, n_in)
-    out = memory.empty((x2.shape[0], n_out), dtype=np.result_type(x, w))
-
-    def rows(lo: int, hi: int) -> None:
-        np.matmul(x2[lo:hi], w.T, out=out[lo:hi])
+    n_rows = x2.shape[0]
+    dtype = np.result_type(x, w)
+    if n_in > n_rows:
+        parts = run_sharded(lambda lo, hi: np.matmul(x2[:, lo:hi], w[:, lo:hi].T), n_in,
+                            min_shard=_min_shard(n_rows * n_out))
+        out = parts[0].astype(dtype, copy=False)
+        for p in parts[1:]:
+            out += p
         if b is not None:
-            out[lo:hi] += b
+            out += b
+    else:
+        out = memory.empty((n_rows, n_out), dtype=dtype)
 
-    run_sharded(rows, x2.shape[0], min_shard=_min_shard(n_in * n_out))
+        def rows(lo: int, hi: int) -> None:
+            np.matmul(x2[lo:hi], w.T, out=out[lo:hi])
+            if b is not None:
+                out[lo:hi] += b
+
+        run_sharded(rows, n_rows, min_shard=_min_shard(n_in * n_out))
     return out.reshape(*x.shape[:-1], n_out)
 
 
@@ -204,7 +243,8 @@ def linear_backward(
     """``(dx [*, in], dw [out, in], db [out])`` from ``grad [*, out]``, each only if needed.
 
     ``w`` is needed only for dx and ``x`` only for dw (the layer saves just those).
-    dx is sharded over the rows, dw over its columns (the input features).
+    dw is sharded over its columns (the input features), and so is dx when there are more
+    input features than rows (else over its rows).
     """
     need_x, need_w, need_b = needs
     g2 = grad.reshape(-1, grad.shape[-1])
@@ -213,8 +253,12 @@ def linear_backward(
     if need_x:
         n_in = w.shape[1]
         gx = memory.empty((n_rows, n_in), dtype=np.result_type(grad, w))
-        run_sharded(lambda lo, hi: np.matmul(g2[lo:hi], w, out=gx[lo:hi]), n_rows,
-                    min_shard=_min_shard(n_in * n_out))
+        if n_in > n_rows:
+            run_sharded(lambda lo, hi: np.matmul(g2, w[:, lo:hi], out=gx[:, lo:hi]), n_in,
+                        min_shard=_min_shard(n_rows * n_out))
+        else:
+            run_sharded(lambda lo, hi: np.matmul(g2[lo:hi], w, out=gx[lo:hi]), n_rows,
+                        min_shard=_min_shard(n_in * n_out))
         gx = gx.reshape(*grad.shape[:-1], n_in)
     if need_w:
         x2 = x.reshape(-1, x.shape[-1])
