@@ -121,3 +121,19 @@ def test_kernel_outputs_come_from_the_cache_and_survive_later_steps():
     ptr = first.ctypes.data
     del first
     assert relu_forward(x).ctypes.data == ptr
+
+
+def test_a_block_comes_back_while_the_cache_is_locked():
+    """The garbage collector can free an array at any allocation, also inside the allocator
+    while it holds its lock: giving the block back must not wait for that lock."""
+    box = [memory.empty(SHAPE)]
+
+    def drop_inside_the_allocator() -> None:
+        with memory._lock:
+            box.clear()  # the last reference: the finalizer runs here, in this thread
+
+    worker = threading.Thread(target=drop_inside_the_allocator, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "returning a block deadlocked on the cache's lock"
+    assert memory.cached_bytes() >= 64 * 300 * 4

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import Any
 
 import numpy as np
@@ -37,12 +37,15 @@ MIN_BYTES = 1 << 16
 #: Block sizes are rounded up to a multiple of this (a page), so near sizes share blocks.
 _GRAIN = 1 << 12
 #: The cache keeps at most this many bytes of unused blocks; beyond it the oldest go.
-CACHE_LIMIT = 1 << 30
+CACHE_LIMIT = 1 << 29
 
 _lock = threading.Lock()
 _free: OrderedDict[int, tuple[int, Any]] = OrderedDict()  # id -> (size, block), oldest first
 _by_size: dict[int, list[int]] = {}  # size -> ids in _free
 _cached = 0  # bytes in _free
+# Blocks whose arrays died, not yet sorted into _free. A finalizer only appends here (atomic,
+# no lock): it may run in any thread, at any allocation, even while this thread holds _lock.
+_returned: deque[tuple[int, Any]] = deque()
 
 
 class _Lease:
@@ -51,21 +54,25 @@ class _Lease:
     __slots__ = ("__array_interface__", "__weakref__")
 
 
-def _release(size: int, block: Any) -> None:
+def _sort_in() -> None:
+    """Move the returned blocks into the cache, dropping the oldest beyond CACHE_LIMIT.
+    Call with _lock held."""
     global _cached
-    with _lock:
+    while _returned:
+        size, block = _returned.popleft()
         _free[id(block)] = (size, block)
         _by_size.setdefault(size, []).append(id(block))
         _cached += size
-        while _cached > CACHE_LIMIT and _free:
-            key, (old, _) = _free.popitem(last=False)
-            _by_size[old].remove(key)
-            _cached -= old
+    while _cached > CACHE_LIMIT and _free:
+        key, (old, _) = _free.popitem(last=False)
+        _by_size[old].remove(key)
+        _cached -= old
 
 
 def _take(size: int) -> Any:
     global _cached
     with _lock:
+        _sort_in()
         ids = _by_size.get(size)
         if ids:
             _, block = _free.pop(ids.pop())
@@ -88,7 +95,7 @@ def empty(shape: Any, dtype: Any = np.float32) -> np.ndarray:
     lease.__array_interface__ = {"data": (block.ctypes.data, False), "shape": shape,
                                  "typestr": dtype.str, "version": 3}
     out = np.asarray(lease)
-    weakref.finalize(lease, _release, size, block).atexit = False
+    weakref.finalize(lease, _returned.append, (size, block)).atexit = False
     return out
 
 
@@ -101,13 +108,16 @@ def zeros(shape: Any, dtype: Any = np.float32) -> np.ndarray:
 
 def cached_bytes() -> int:
     """Bytes held by the cache in blocks that no array uses."""
-    return _cached
+    with _lock:
+        _sort_in()
+        return _cached
 
 
 def empty_cache() -> None:
     """Give every unused cached block back (as ``torch.cuda.empty_cache`` does on the GPU)."""
     global _cached
     with _lock:
+        _returned.clear()
         _free.clear()
         _by_size.clear()
         _cached = 0
