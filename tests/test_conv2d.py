@@ -21,6 +21,14 @@ from tinytrain.nn.conv import Conv2d, conv2d
 pytestmark = pytest.mark.usefixtures("torch_single_thread")
 
 
+@pytest.fixture(params=["exact", "wide"])
+def layout(request, monkeypatch):
+    """The CPU forward and dW pack either layout of windows (kernels/cpu/conv2d.py); the
+    choice depends on Cin, so the tests force each one on every shape."""
+    monkeypatch.setattr(kernels, "WIDE_MIN_CHANNELS", 1 if request.param == "wide" else 10**9)
+    return request.param
+
+
 def run_conv(x, w, b=None, stride=1, padding=0, grad=None, device="cpu"):
     """tinytrain conv2d forward (+ backward with ``grad``): arrays (y, dx, dw, db)."""
     xt = tt.tensor(x, requires_grad=True, device=device)
@@ -142,7 +150,7 @@ def numerical_grad(f, a: np.ndarray, eps: float = 1e-6) -> np.ndarray:
         ((1, 2, 7, 7), (2, 2, 3, 2), 3, 0),  # stride 3: some inputs are never read
     ],
 )
-def test_gradcheck_float64(x_shape, w_shape, stride, padding):
+def test_gradcheck_float64(x_shape, w_shape, stride, padding, layout):
     rng = np.random.default_rng(0)
     x = rng.standard_normal(x_shape)
     w = rng.standard_normal(w_shape)
@@ -173,7 +181,7 @@ def _close(name: str, ours: np.ndarray, ref: np.ndarray, case: str) -> None:
 
 @pytest.mark.parametrize("stride", STRIDES, ids=str)
 @pytest.mark.parametrize("kernel", KERNELS, ids=str)
-def test_pytorch_parity_grid(kernel, stride, device):
+def test_pytorch_parity_grid(kernel, stride, device, layout):
     """batch x Cin x Cout x padding x bias x (odd, even H/W) for one kernel and stride."""
     torch = pytest.importorskip("torch")
     kh, kw = kernel if isinstance(kernel, tuple) else (kernel, kernel)
@@ -198,7 +206,7 @@ def test_pytorch_parity_grid(kernel, stride, device):
 
 
 @pytest.mark.parametrize("stride, padding", [(1, 0), (1, 1), (2, 1)])
-def test_many_image_blocks_match_one_block(monkeypatch, stride, padding):
+def test_many_image_blocks_match_one_block(monkeypatch, stride, padding, layout):
     """The kernels work one block of images at a time; block edges must not show."""
     rng = np.random.default_rng(1)
     x = rng.standard_normal((5, 3, 7, 6))
@@ -219,6 +227,33 @@ def test_many_image_blocks_match_one_block(monkeypatch, stride, padding):
     assert len(kernels._image_blocks(meta, 8)) == 5
     for a, b_ in zip(one_block, all_ops()):
         np.testing.assert_allclose(a, b_, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("view", ["transposed", "cropped", "every other image"])
+def test_wide_windows_of_a_strided_input(view, layout):
+    """The wide windows walk an image's rows as one run: inputs whose rows are not back to
+    back (a transposed or cropped view) must give the same result as a contiguous copy."""
+    rng = np.random.default_rng(5)
+    base = rng.standard_normal((6, 9, 11, 10)).astype(np.float32)
+    x = {"transposed": base.transpose(0, 1, 3, 2), "cropped": base[:, :, 1:9, 2:9],
+         "every other image": base[::2]}[view]
+    w = rng.standard_normal((5, 9, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32)
+    for padding in (0, 1):
+        meta = Conv2dMeta(x.shape, w.shape, 1, padding, b.shape)
+        dy = rng.standard_normal(meta.output_shape).astype(np.float32)
+        dense = np.ascontiguousarray(x)
+        np.testing.assert_array_equal(kernels.conv2d_forward(x, w, b, meta),
+                                      kernels.conv2d_forward(dense, w, b, meta))
+        np.testing.assert_array_equal(kernels.conv2d_backward_weight(dy, x, meta),
+                                      kernels.conv2d_backward_weight(dy, dense, meta))
+
+
+def test_the_layout_follows_the_channel_count():
+    dense = Conv2dMeta((2, kernels.WIDE_MIN_CHANNELS, 9, 9), (4, kernels.WIDE_MIN_CHANNELS, 3, 3))
+    assert kernels._wide(dense)
+    assert not kernels._wide(Conv2dMeta((2, 1, 9, 9), (4, 1, 3, 3)))  # a first layer
+    assert not kernels._wide(Conv2dMeta((2, 16, 9, 9), (4, 16, 3, 3), stride=2))
 
 
 def test_float32_stays_float32():
@@ -382,7 +417,7 @@ def test_module_rejects_bad_arguments():
 
 @pytest.mark.parametrize("workers", [2, 3])
 @pytest.mark.parametrize("stride,padding", [(1, 1), (2, 0)])
-def test_batch_shards_in_parallel_give_the_serial_result(workers, stride, padding):
+def test_batch_shards_in_parallel_give_the_serial_result(workers, stride, padding, layout):
     """Sharding the batch over threads (kernels/cpu/parallel.py) changes nothing but speed."""
     from tinytrain.kernels.cpu import parallel
     from tinytrain.kernels.cpu.conv2d import (

@@ -23,7 +23,10 @@ each (:mod:`tinytrain.kernels.cpu.parallel` says why).
   buffer: the block's im2col, ``[K, Ho*Wo]`` per image with ``K = Cin*Kh*Kw``, exactly
   the output positions. Then one GEMM per image with that long ``K``: forward's
   ``w2 [Cout, K] @ col`` is already NCHW and is written straight into the output;
-  dW sums ``col @ dy[n].T`` over the images.
+  dW sums ``col @ dy[n].T`` over the images. With many input channels (and stride 1)
+  the windows are packed *wide*: each output row keeps the input's row length, so every
+  window row is one contiguous run of the image and the copy runs over long rows; the
+  few columns that are not outputs are cropped (forward) or meet zeros in ``dy`` (dW).
 * **dX writes windows: column shifts.** ``dx_pad[:, window(i, j)] += w[:, :, i, j].T @ dy``
   is a scatter-add per offset (written as a gather this is a "full" convolution of
   ``dy`` with the flipped kernel). A block's padded input gradient is kept channels
@@ -32,7 +35,7 @@ each (:mod:`tinytrain.kernels.cpu.parallel` says why).
   so each offset's product (all of them from one GEMM) is added into long contiguous
   rows. The price is that ``dy`` is laid out on the whole padded grid, with zeros past
   ``Ho``/``Wo``. With a stride, each offset's window is a strided view.
-* ``conv2d_backward_bias``: ``db = dy.sum((0, 2, 3))``.
+* ``conv2d_backward_bias``: ``db = dy.sum((0, 2, 3))``, as one GEMV per image.
 
 Why two layouts: measured on one core (``bench/NOTES_cpu.md``), packing made forward and
 dW 1.1-1.7x faster than column shifts at every size tried (``K`` from 9 to 1152; 30-50x
@@ -50,7 +53,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
+from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from tinytrain.kernels.cpu import memory
 from tinytrain.kernels.cpu.parallel import run_sharded, shard_batch
@@ -81,15 +84,32 @@ def _image_blocks(meta: Conv2dMeta, bytes_per_image: int) -> list[tuple[int, int
 
 # --------------------------------------------------------------------------- packed windows
 #
-# Per image n of a block, with col[n] = im2col of the image ([K, Ho*Wo], rows ordered
+# Per image n of a block, with col[n] = im2col of the image ([K, cols], rows ordered
 # (c, i, j) like w2 = w.reshape(Cout, K)):
 #
-#   forward:  out[n] = w2 @ col[n]              [Cout, K] @ [K, Ho*Wo], into the output
-#   dW:       dw2.T += col[n] @ dy[n].T         [K, Ho*Wo] @ [Ho*Wo, Cout]
+#   forward:  out[n] = w2 @ col[n]              [Cout, K] @ [K, cols]
+#   dW:       dw2.T += col[n] @ dy[n].T         [K, cols] @ [cols, Cout]
+#
+# The columns are the output positions, in one of two layouts:
+#
+# * exact: cols = Ho*Wo, only the real outputs; the GEMM writes the NCHW output directly.
+# * wide (stride 1, Cin >= WIDE_MIN_CHANNELS): cols = (Ho-1)*Wp + Wo, the output rows laid
+#   out Wp apart, as in the (padded) input. Then the window of row (c, i, j) is one
+#   contiguous run of the input image, x_flat[c, i*Wp + j :][:cols], so the pack copies long
+#   runs instead of Ho runs of Wo; the price is Kw-1 columns per output row that are not
+#   outputs (+8% GEMM work at 26x26, 3x3). Forward crops them while it adds the bias; dW
+#   lays dy out on the same columns with zeros there. On one core (bench/NOTES_cpu.md, v8)
+#   wide was 1-15% faster for forward and dW from Cin = 16 on, and slower below 8.
 #
 # dW is accumulated transposed: with dy[n] as the transposed operand, OpenBLAS runs that
 # GEMM 1.4-1.7x faster than with col[n] transposed. numpy.matmul does a block's images
 # in one (batched) call.
+
+#: The wide layout is used from this many input channels on. Measured on one core, batch 64
+#: (forward / dW, wide against exact): Cin = 1, 3, 4: 1.05-1.6x slower (the crop and the
+#: extra columns cost more than the shorter pack saves); Cin = 8: 1.05x / 0.97x; Cin = 16:
+#: 0.92x / 0.85x (3x3 at 26x26), 0.99x / 0.89x (5x5 at 14x14).
+WIDE_MIN_CHANNELS = 16
 
 
 def _window_views(xp: Any, meta: Conv2dMeta) -> Any:
@@ -99,41 +119,70 @@ def _window_views(xp: Any, meta: Conv2dMeta) -> Any:
     return v[:, :, :: meta.stride_h, :: meta.stride_w].transpose(0, 1, 4, 5, 2, 3)
 
 
+def _wide(meta: Conv2dMeta) -> bool:
+    """True when forward and dW pack wide windows (see above)."""
+    return _dense(meta) and meta.in_channels >= WIDE_MIN_CHANNELS
+
+
+def _wide_cols(meta: Conv2dMeta) -> int:
+    """Columns of one image in the wide layout: ``(Ho - 1) * Wp + Wo``."""
+    return (meta.out_h - 1) * meta.padded_w + meta.out_w
+
+
+def _crop(wide: Any, meta: Conv2dMeta) -> Any:
+    """The real outputs ``[n, C, Ho, Wo]`` of ``wide`` (``[n, C, cols]``, C-contiguous): a view."""
+    n, c, cols = wide.shape
+    s = wide.itemsize
+    return as_strided(wide, shape=(n, c, meta.out_h, meta.out_w),
+                      strides=(c * cols * s, cols * s, meta.padded_w * s, s), writeable=False)
+
+
 class _Im2col:
     """One shard's images, packed one block at a time into a reused im2col buffer."""
 
     def __init__(self, meta: Conv2dMeta, dtype: Any) -> None:
-        self.meta = meta
-        col_elems = meta.kernel_elems * meta.out_h * meta.out_w
-        out_elems = meta.out_channels * meta.out_h * meta.out_w
+        self.meta, self.wide = meta, _wide(meta)
+        self.cols = _wide_cols(meta) if self.wide else meta.out_h * meta.out_w
+        col_elems = meta.kernel_elems * self.cols
+        out_elems = meta.out_channels * self.cols
         self.blocks = _image_blocks(meta, (col_elems + out_elems) * np.dtype(dtype).itemsize)
-        per_block = self.blocks[0][1] - self.blocks[0][0]
-        self.col = memory.empty((per_block, meta.in_channels, meta.kernel_h, meta.kernel_w,
-                             meta.out_h, meta.out_w), dtype=dtype)
+        self.per_block = self.blocks[0][1] - self.blocks[0][0]
+        self.col = memory.empty((self.per_block, meta.kernel_elems, self.cols), dtype=dtype)
         self.pad = None
         if meta.pad_h or meta.pad_w:  # a padded copy of the block; its border stays zero
-            self.pad = memory.zeros((per_block, meta.in_channels, meta.padded_h, meta.padded_w),
-                                dtype=dtype)
+            self.pad = memory.zeros((self.per_block, meta.in_channels, meta.padded_h,
+                                     meta.padded_w), dtype=dtype)
 
     def pack(self, x: Any, n0: int, n1: int) -> Any:
-        """im2col of images ``[n0, n1)`` of ``x``: ``[n1 - n0, K, Ho*Wo]``."""
-        meta, block = self.meta, x[n0:n1]
+        """im2col of images ``[n0, n1)`` of ``x``: ``[n1 - n0, K, cols]``."""
+        meta, block, n = self.meta, x[n0:n1], n1 - n0
         if self.pad is not None:
             ph, pw = meta.pad_h, meta.pad_w
-            padded = self.pad[: n1 - n0]
+            padded = self.pad[:n]
             padded[:, :, ph : ph + meta.in_h, pw : pw + meta.in_w] = block
             block = padded
-        col = self.col[: n1 - n0]
-        np.copyto(col, _window_views(block, meta))
-        return col.reshape(n1 - n0, meta.kernel_elems, -1)
+        col = self.col[:n]
+        if self.wide:
+            if block.strides[2] != block.shape[3] * block.strides[3]:  # rows not back to back
+                block = np.ascontiguousarray(block)
+            s = block.strides
+            windows = as_strided(block, shape=(n, meta.in_channels, meta.kernel_h,
+                                               meta.kernel_w, self.cols),
+                                 strides=(s[0], s[1], s[2], s[3], s[3]), writeable=False)
+            np.copyto(col.reshape(windows.shape), windows)
+        else:
+            np.copyto(col.reshape(n, meta.in_channels, meta.kernel_h, meta.kernel_w,
+                                  meta.out_h, meta.out_w), _window_views(block, meta))
+        return col
 
 
 def conv2d_forward(x: Any, w: Any, b: Any | None, meta: Conv2dMeta) -> Any:
     """Direct convolution: ``[N, Cin, H, W] * [Cout, Cin, Kh, Kw] (+ [Cout]) -> [N, Cout, Ho, Wo]``.
 
     For each block of images, the windows are packed (im2col of the block) and one GEMM
-    per image, ``[Cout, K] @ [K, Ho*Wo]``, writes the NCHW output; then the bias is
-    added. Shards of the batch run in parallel.
+    per image, ``[Cout, K] @ [K, cols]``, writes the output (exact layout) or a buffer
+    whose real columns go to the output with the bias (wide layout). Shards of the batch
+    run in parallel.
     """
     out = memory.empty(meta.output_shape, dtype=np.result_type(x, w))
     shard_batch(lambda xs, os_, a, b_: _forward(xs, w, b, meta.with_batch(b_ - a), os_),
@@ -146,19 +195,29 @@ def _forward(x: Any, w: Any, b: Any | None, meta: Conv2dMeta, out: Any) -> None:
     dtype = out.dtype
     x = x.astype(dtype, copy=False)
     w2 = w.astype(dtype, copy=False).reshape(meta.out_channels, meta.kernel_elems)
-    bias = None if b is None else b.astype(dtype, copy=False)[:, None]
+    bias = None if b is None else b.astype(dtype, copy=False)[:, None, None]
     im2col = _Im2col(meta, dtype)
+    buf = (memory.empty((im2col.per_block, meta.out_channels, im2col.cols), dtype=dtype)
+           if im2col.wide else None)
     for n0, n1 in im2col.blocks:
-        y = out[n0:n1].reshape(n1 - n0, meta.out_channels, -1)
-        np.matmul(w2, im2col.pack(x, n0, n1), out=y)
-        if bias is not None:
-            y += bias
+        if buf is None:
+            y = out[n0:n1].reshape(n1 - n0, meta.out_channels, -1)
+            np.matmul(w2, im2col.pack(x, n0, n1), out=y)
+            if bias is not None:
+                y += bias[:, :, 0]
+        else:
+            y = buf[: n1 - n0]
+            np.matmul(w2, im2col.pack(x, n0, n1), out=y)
+            if bias is not None:
+                np.add(_crop(y, meta), bias, out=out[n0:n1])
+            else:
+                out[n0:n1] = _crop(y, meta)
 
 
 def conv2d_backward_weight(grad_out: Any, x: Any, meta: Conv2dMeta) -> Any:
     """``dw [Cout, Cin, Kh, Kw]`` from ``dy [N, Cout, Ho, Wo]`` and ``x [N, Cin, H, W]``.
 
-    ``dw2.T = sum over images of col[n] @ dy[n].T`` (``[K, Ho*Wo] @ [Ho*Wo, Cout]``), with
+    ``dw2.T = sum over images of col[n] @ dy[n].T`` (``[K, cols] @ [cols, Cout]``), with
     the windows packed block by block as in forward: the correlation of the input with
     the output gradient. Needs ``x`` only. Shards of the batch run in parallel and
     their partial sums are added at the end.
@@ -176,12 +235,21 @@ def _backward_weight(grad_out: Any, x: Any, meta: Conv2dMeta) -> Any:
     dtype = np.result_type(grad_out, x)
     x, dy = x.astype(dtype, copy=False), grad_out.astype(dtype, copy=False)
     im2col = _Im2col(meta, dtype)
-    dw_t = memory.zeros((meta.kernel_elems, meta.out_channels), dtype=dtype)
-    prods = memory.empty((im2col.col.shape[0], *dw_t.shape), dtype=dtype)
+    dw_t = np.zeros((meta.kernel_elems, meta.out_channels), dtype=dtype)
+    prods = memory.empty((im2col.per_block, *dw_t.shape), dtype=dtype)
+    grid = None
+    if im2col.wide:  # dy on the wide columns; the columns that are not outputs stay zero
+        grid = memory.zeros((im2col.per_block, meta.out_channels, meta.out_h, meta.padded_w),
+                            dtype=dtype)
     for n0, n1 in im2col.blocks:
-        dy_t = dy[n0:n1].reshape(n1 - n0, meta.out_channels, -1).transpose(0, 2, 1)
-        p = prods[: n1 - n0]
-        np.matmul(im2col.pack(x, n0, n1), dy_t, out=p)
+        n = n1 - n0
+        if grid is None:
+            dy_cols = dy[n0:n1].reshape(n, meta.out_channels, -1)
+        else:
+            grid[:n, :, :, : meta.out_w] = dy[n0:n1]
+            dy_cols = grid[:n].reshape(n, meta.out_channels, -1)[:, :, : im2col.cols]
+        p = prods[:n]
+        np.matmul(im2col.pack(x, n0, n1), dy_cols.transpose(0, 2, 1), out=p)
         dw_t += p.sum(axis=0)
     return np.ascontiguousarray(dw_t.T).reshape(meta.weight_shape)
 
