@@ -137,3 +137,19 @@ def test_a_block_comes_back_while_the_cache_is_locked():
     worker.join(timeout=30)
     assert not worker.is_alive(), "returning a block deadlocked on the cache's lock"
     assert memory.cached_bytes() >= 64 * 300 * 4
+
+
+def test_a_request_takes_the_newest_block_that_fits_and_never_a_smaller_one():
+    big = memory.empty((100_000,), np.uint8)
+    ptr = big.ctypes.data
+    del big
+    smaller = memory.empty((80_000,), np.uint8)  # within FIT of the free block: reuses it
+    assert smaller.ctypes.data == ptr
+    del smaller
+    again = memory.empty((100_000,), np.uint8)  # the block kept its own size, not 80,000
+    assert again.ctypes.data == ptr
+    del again
+    larger = memory.empty((100_000 + 2 * memory._GRAIN,), np.uint8)
+    assert larger.ctypes.data != ptr  # too small for it
+    much_smaller = memory.empty((100_000 * 2 // 5,), np.uint8)
+    assert much_smaller.ctypes.data != ptr  # fits, but would waste more than FIT allows

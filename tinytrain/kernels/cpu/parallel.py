@@ -147,11 +147,21 @@ def set_num_threads(n: int) -> None:
     _workers = int(n)
 
 
+def _mark_worker() -> None:
+    _local.worker = True
+
+
+def in_worker() -> bool:
+    """True in one of the threads of the kernels' pool (not in the thread that called a kernel)."""
+    return getattr(_local, "worker", False)
+
+
 def _executor(workers: int) -> ThreadPoolExecutor:
     global _pool
     with _lock:
         if _pool is None or _pool._max_workers < workers:
-            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tinytrain-cpu")
+            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tinytrain-cpu",
+                                       initializer=_mark_worker)
         return _pool
 
 
