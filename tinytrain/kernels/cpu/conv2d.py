@@ -98,7 +98,7 @@ def _image_blocks(meta: Conv2dMeta, bytes_per_image: int) -> list[tuple[int, int
 #   contiguous run of the input image, x_flat[c, i*Wp + j :][:cols], so the pack copies long
 #   runs instead of Ho runs of Wo; the price is Kw-1 columns per output row that are not
 #   outputs (+8% GEMM work at 26x26, 3x3). Forward crops them while it adds the bias; dW
-#   lays dy out on the same columns with zeros there. On one core (bench/NOTES_cpu.md, v8)
+#   lays dy out on the same columns with zeros there. On one core (bench/NOTES_cpu.md, v10)
 #   wide was 1-15% faster for forward and dW from Cin = 16 on, and slower below 8.
 #
 # dW is accumulated transposed: with dy[n] as the transposed operand, OpenBLAS runs that
@@ -106,7 +106,7 @@ def _image_blocks(meta: Conv2dMeta, bytes_per_image: int) -> list[tuple[int, int
 # in one (batched) call.
 
 #: The wide layout is used from this many input channels on. Measured on one core, batch 64
-#: (forward / dW, wide against exact): Cin = 1, 3, 4: 1.05-1.6x slower (the crop and the
+#: (forward / dW, wide against exact): Cin = 1, 3, 4: 1.04-1.6x slower (the crop and the
 #: extra columns cost more than the shorter pack saves); Cin = 8: 1.05x / 0.97x; Cin = 16:
 #: 0.92x / 0.85x (3x3 at 26x26), 0.99x / 0.89x (5x5 at 14x14).
 WIDE_MIN_CHANNELS = 16

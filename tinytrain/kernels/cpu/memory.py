@@ -8,17 +8,18 @@ every 4 KiB of them in again, zero-filled. On the course's 2-core VM a fault cos
 2 us: the ``cnn`` model's step at batch 64 took ~4,000 faults, 8 of its 22 ms on one thread.
 
 So the kernels take their outputs and scratch from here: :func:`empty` returns an array on a
-block that an earlier, dead array used (the newest that fits), or a new one. Only in the
-thread that calls the kernels (the training loop's): the threads of the kernels' pool
-(:mod:`~tinytrain.kernels.cpu.parallel`) allocate their shards' scratch from ``np.empty``,
-as glibc keeps their per-thread arenas' memory (measured: they do not fault), and the
-cache's Python bookkeeping there would only contend for the GIL with the calling thread
-(2 threads, a heap that does not fault: convnet step 15.2 ms with it, 14.4 without). A block goes
+block that an earlier, dead array used (the newest that fits), or a new one. A block goes
 back to the cache when the last array on it dies: the array is made from a small *lease*
 object that owns nothing but holds the block (NumPy stops collapsing a view's ``base`` at a
 non-array owner, so every view of the array keeps the array, and thus the lease, alive) and
 the lease's ``__del__`` returns the block. Nothing else changes for the arrays' users: they
 are ordinary writeable ndarrays, only not ``OWNDATA``.
+
+Only the thread that calls the kernels (the training loop's) uses the cache. The threads of
+the kernels' pool (:mod:`~tinytrain.kernels.cpu.parallel`) take their shards' scratch from
+``np.empty``: glibc keeps the memory of their per-thread arenas (the fault count did not
+change without them), and the cache's Python bookkeeping there only contends for the GIL
+with the calling thread.
 
 What this costs: ~2 us per large array (a step makes a few dozen), and memory: the cache
 keeps blocks that no array uses, at most :data:`CACHE_LIMIT` bytes (oldest dropped first);
