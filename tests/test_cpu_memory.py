@@ -65,6 +65,8 @@ def test_arrays_are_ordinary_writeable_arrays():
         z = memory.zeros((50, 2000), dtype=dtype)
         assert z.dtype == np.dtype(dtype) and not z.any()
     assert memory.empty(7).shape == (7,)
+    record = np.dtype([("a", "<f4"), ("b", "<i4")])  # structured: fields kept (plain np.empty)
+    assert memory.empty((20_000,), record).dtype == record
 
 
 def test_zeros_on_a_dirty_block_are_zeros():

@@ -108,7 +108,7 @@ def empty(shape: Any, dtype: Any = np.float32) -> np.ndarray:
     dtype = np.dtype(dtype)
     shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
     nbytes = dtype.itemsize * math.prod(shape)
-    if nbytes < MIN_BYTES or dtype.hasobject or min(shape) < 0 or in_worker():
+    if nbytes < MIN_BYTES or dtype.kind in "OV" or min(shape) < 0 or in_worker():
         return np.empty(shape, dtype=dtype)
     size = -(-nbytes // _GRAIN) * _GRAIN
     size, block = _take(size)
