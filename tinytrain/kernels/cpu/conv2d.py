@@ -56,7 +56,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from tinytrain.kernels.cpu import memory
-from tinytrain.kernels.cpu.parallel import run_sharded, shard_batch
+from tinytrain.kernels.cpu.parallel import add_shards, run_sharded, shard_batch
 from tinytrain.kernels.shapes import Conv2dMeta, pair
 
 __all__ = [
@@ -222,12 +222,9 @@ def conv2d_backward_weight(grad_out: Any, x: Any, meta: Conv2dMeta) -> Any:
     the output gradient. Needs ``x`` only. Shards of the batch run in parallel and
     their partial sums are added at the end.
     """
-    partial = shard_batch(lambda dys, xs, a, b: _backward_weight(dys, xs, meta.with_batch(b - a)),
-                          meta.batch, grad_out, x)
-    dw = partial[0]
-    for p in partial[1:]:
-        dw += p
-    return dw
+    return add_shards(shard_batch(
+        lambda dys, xs, a, b: _backward_weight(dys, xs, meta.with_batch(b - a)),
+        meta.batch, grad_out, x))
 
 
 def _backward_weight(grad_out: Any, x: Any, meta: Conv2dMeta) -> Any:
@@ -367,8 +364,7 @@ def conv2d_backward_bias(grad_out: Any) -> Any:
     n, c = grad_out.shape[:2]
     dy = grad_out.reshape(n, c, -1)
     ones = np.ones(dy.shape[2], dtype=dy.dtype)
-    parts = run_sharded(lambda lo, hi: (dy[lo:hi] @ ones).sum(axis=0), n)
-    return sum(parts[1:], parts[0])
+    return add_shards(run_sharded(lambda lo, hi: (dy[lo:hi] @ ones).sum(axis=0), n))
 
 
 def conv2d_backward(

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from tinytrain.kernels.cpu import memory
-from tinytrain.kernels.cpu.parallel import run_sharded, shard_elements
+from tinytrain.kernels.cpu.parallel import add_shards, run_sharded, shard_elements
 
 __all__ = [
     "cross_entropy_backward",
@@ -216,17 +216,13 @@ def linear_forward(x: Any, w: Any, b: Any | None) -> Any:
     n_in, n_out = w.shape[1], w.shape[0]
     x2 = x.reshape(-1, n_in)
     n_rows = x2.shape[0]
-    dtype = np.result_type(x, w)
     if n_in > n_rows:
-        parts = run_sharded(lambda lo, hi: np.matmul(x2[:, lo:hi], w[:, lo:hi].T), n_in,
-                            min_shard=_min_shard(n_rows * n_out))
-        out = parts[0].astype(dtype, copy=False)
-        for p in parts[1:]:
-            out += p
+        out = add_shards(run_sharded(lambda lo, hi: np.matmul(x2[:, lo:hi], w[:, lo:hi].T),
+                                     n_in, min_shard=_min_shard(n_rows * n_out)))
         if b is not None:
             out += b
     else:
-        out = memory.empty((n_rows, n_out), dtype=dtype)
+        out = memory.empty((n_rows, n_out), dtype=np.result_type(x, w))
 
         def rows(lo: int, hi: int) -> None:
             np.matmul(x2[lo:hi], w.T, out=out[lo:hi])

@@ -204,6 +204,15 @@ def run_sharded(fn: Callable[[int, int], T], batch: int, min_shard: int = 2) -> 
         return [first] + [f.result() for f in futures]
 
 
+def add_shards(parts: list[Any]) -> Any:
+    """The shards' partial results (of :func:`run_sharded`) added up, in shard order, in
+    place into the first one."""
+    total = parts[0]
+    for p in parts[1:]:
+        total += p
+    return total
+
+
 #: Element-wise kernels split an array over the threads only when every thread gets at
 #: least this many elements: handing a shard to a worker costs 30-50 us, about one pass
 #: over 64K float32.
