@@ -15,17 +15,24 @@ import pytest
 
 import tinytrain as tt
 import tinytrain.kernels.cpu.conv2d as kernels
+from tinytrain.kernels.cpu import gemm
 from tinytrain.kernels.shapes import Conv2dMeta
 from tinytrain.nn.conv import Conv2d, conv2d
 
 pytestmark = pytest.mark.usefixtures("torch_single_thread")
 
 
-@pytest.fixture(params=["exact", "wide"])
+@pytest.fixture(params=["exact", "wide", "exact, chunked", "wide, chunked"])
 def layout(request, monkeypatch):
     """The CPU forward and dW pack either layout of windows (kernels/cpu/conv2d.py); the
-    choice depends on Cin, so the tests force each one on every shape."""
-    monkeypatch.setattr(kernels, "WIDE_MIN_CHANNELS", 1 if request.param == "wide" else 10**9)
+    choice depends on Cin, so the tests force each one on every shape. "chunked": the
+    GEMMs run in column chunks (kernels/cpu/gemm.py), which happens only with some BLAS
+    builds, so it is forced here too, with a limit that makes the tests' small products
+    split into chunks of a few columns."""
+    wide = request.param.startswith("wide")
+    monkeypatch.setattr(kernels, "WIDE_MIN_CHANNELS", 1 if wide else 10**9)
+    monkeypatch.setattr(gemm, "small_gemm_mnk", lambda: 600 if "chunked" in request.param else 0)
+    monkeypatch.setattr(gemm, "MIN_CHUNK", 1)
     return request.param
 
 

@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
-from tinytrain.kernels.cpu import memory
+from tinytrain.kernels.cpu import gemm, memory
 from tinytrain.kernels.cpu.parallel import add_shards, run_sharded, shard_batch
 from tinytrain.kernels.shapes import Conv2dMeta, pair
 
@@ -202,12 +202,12 @@ def _forward(x: Any, w: Any, b: Any | None, meta: Conv2dMeta, out: Any) -> None:
     for n0, n1 in im2col.blocks:
         if buf is None:
             y = out[n0:n1].reshape(n1 - n0, meta.out_channels, -1)
-            np.matmul(w2, im2col.pack(x, n0, n1), out=y)
+            gemm.matmul_cols(w2, im2col.pack(x, n0, n1), out=y)
             if bias is not None:
                 y += bias[:, :, 0]
         else:
             y = buf[: n1 - n0]
-            np.matmul(w2, im2col.pack(x, n0, n1), out=y)
+            gemm.matmul_cols(w2, im2col.pack(x, n0, n1), out=y)
             if bias is not None:
                 np.add(_crop(y, meta), bias, out=out[n0:n1])
             else:
@@ -233,21 +233,18 @@ def _backward_weight(grad_out: Any, x: Any, meta: Conv2dMeta) -> Any:
     x, dy = x.astype(dtype, copy=False), grad_out.astype(dtype, copy=False)
     im2col = _Im2col(meta, dtype)
     dw_t = np.zeros((meta.kernel_elems, meta.out_channels), dtype=dtype)
-    prods = memory.empty((im2col.per_block, *dw_t.shape), dtype=dtype)
     grid = None
-    if im2col.wide:  # dy on the wide columns; the columns that are not outputs stay zero
-        grid = memory.zeros((im2col.per_block, meta.out_channels, meta.out_h, meta.padded_w),
+    if im2col.wide:  # dy on the wide columns, transposed; the non-outputs stay zero
+        grid = memory.zeros((im2col.per_block, meta.out_h, meta.padded_w, meta.out_channels),
                             dtype=dtype)
     for n0, n1 in im2col.blocks:
         n = n1 - n0
         if grid is None:
-            dy_cols = dy[n0:n1].reshape(n, meta.out_channels, -1)
+            dy_t = dy[n0:n1].reshape(n, meta.out_channels, -1).transpose(0, 2, 1)
         else:
-            grid[:n, :, :, : meta.out_w] = dy[n0:n1]
-            dy_cols = grid[:n].reshape(n, meta.out_channels, -1)[:, :, : im2col.cols]
-        p = prods[:n]
-        np.matmul(im2col.pack(x, n0, n1), dy_cols.transpose(0, 2, 1), out=p)
-        dw_t += p.sum(axis=0)
+            grid[:n, :, : meta.out_w] = dy[n0:n1].transpose(0, 2, 3, 1)
+            dy_t = grid[:n].reshape(n, -1, meta.out_channels)[:, : im2col.cols]
+        dw_t += gemm.matmul_sum(im2col.pack(x, n0, n1), dy_t)
     return np.ascontiguousarray(dw_t.T).reshape(meta.weight_shape)
 
 
@@ -341,7 +338,7 @@ def _backward_input(grad_out: Any, w: Any, meta: Conv2dMeta, dx: Any) -> None:
     for n0, n1 in blocks:
         n = n1 - n0
         prod = prod_buf[:, : n * gh * gw]
-        np.matmul(w_all, dy_grid.block(n0, n1), out=prod)
+        gemm.matmul_cols(w_all, dy_grid.block(n0, n1), out=prod)
         acc = acc_buf[:, : n * hp * wp + spill]
         acc[...] = 0
         for k, (i, j) in enumerate(meta.offsets()):
