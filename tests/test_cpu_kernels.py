@@ -11,7 +11,7 @@ import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import tinytrain as tt
-from tinytrain.kernels.cpu import layers, optim, parallel
+from tinytrain.kernels.cpu import gemm, layers, optim, parallel
 
 
 @pytest.fixture(params=[1, 2, 3], ids=lambda n: f"{n}threads")
@@ -69,23 +69,26 @@ def test_relu_in_shards(workers):
 
 
 # More features than rows (split by features, partial sums added), more rows than features
-# (split by rows), a single row.
-@pytest.mark.parametrize("x_shape", [(64, 9216), (4, 16, 9216), (9216,), (40000, 96)])
-def test_linear_in_shards_matches_one_gemm(workers, x_shape):
+# (split by rows), a single row; with the products whole, and in chunks of features (a BLAS
+# with small-matrix kernels, kernels/cpu/gemm.py, forced: 1536-feature chunks for 64 rows).
+@pytest.mark.parametrize("x_shape", [(64, 9216), (64, 9999), (4, 16, 9216), (9216,), (40000, 96)])
+@pytest.mark.parametrize("chunked", [False, True])
+def test_linear_in_shards_matches_one_gemm(workers, x_shape, chunked, monkeypatch):
+    monkeypatch.setattr(gemm, "small_gemm_mnk", lambda: 64 * 10 * 1562 if chunked else 0)
     rng = np.random.default_rng(3)
-    n_in = x_shape[-1]
+    n_in, n_out = x_shape[-1], 10
     x = rng.standard_normal(x_shape).astype(np.float32)
-    w = rng.standard_normal((128, n_in)).astype(np.float32) * 0.01
-    b = rng.standard_normal(128).astype(np.float32)
-    g = rng.standard_normal((*x_shape[:-1], 128)).astype(np.float32)
+    w = rng.standard_normal((n_out, n_in)).astype(np.float32) * 0.01
+    b = rng.standard_normal(n_out).astype(np.float32)
+    g = rng.standard_normal((*x_shape[:-1], n_out)).astype(np.float32)
     y = layers.linear_forward(x, w, b)
     np.testing.assert_allclose(y, x @ w.T + b, rtol=1e-5, atol=1e-4)
     gx, gw, gb = layers.linear_backward(g, x, w, (True, True, True))
-    g2, x2 = g.reshape(-1, 128), x.reshape(-1, n_in)
+    g2, x2 = g.reshape(-1, n_out), x.reshape(-1, n_in)
     np.testing.assert_allclose(gx, g @ w, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(gw, g2.T @ x2, rtol=1e-5, atol=1e-3)
     np.testing.assert_allclose(gb, g2.sum(0), rtol=1e-5, atol=1e-4)
-    assert (y.shape, gx.shape, gw.shape) == ((*x_shape[:-1], 128), x_shape, w.shape)
+    assert (y.shape, gx.shape, gw.shape) == ((*x_shape[:-1], n_out), x_shape, w.shape)
     assert layers.linear_backward(g, None, w, (True, False, False))[1:] == (None, None)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tinytrain.kernels.cpu import memory
+from tinytrain.kernels.cpu import gemm, memory
 from tinytrain.kernels.cpu.parallel import add_shards, run_sharded, shard_elements
 
 __all__ = [
@@ -212,13 +212,17 @@ def linear_forward(x: Any, w: Any, b: Any | None) -> Any:
     classifier head after a convolution: 64 x 18432), over the input features, each thread
     reading its own slice of ``x`` and ``w`` and the partial products summed: split by rows,
     every thread would read all of ``w`` (2 threads: 0.61 ms against 0.26 on 64 x 18432 x 10).
+    A narrow head's products run in chunks of features where the BLAS has small-matrix
+    kernels (:mod:`tinytrain.kernels.cpu.gemm`: 0.39 -> 0.19 ms for 64 x 18432 x 10).
     """
     n_in, n_out = w.shape[1], w.shape[0]
     x2 = x.reshape(-1, n_in)
     n_rows = x2.shape[0]
     if n_in > n_rows:
-        out = add_shards(run_sharded(lambda lo, hi: np.matmul(x2[:, lo:hi], w[:, lo:hi].T),
-                                     n_in, min_shard=_min_shard(n_rows * n_out)))
+        def features(lo: int, hi: int) -> Any:  # these input features' part of the product
+            return gemm.matmul_sum(x2[None, :, lo:hi], w.T[None, lo:hi])
+
+        out = add_shards(run_sharded(features, n_in, min_shard=_min_shard(n_rows * n_out)))
         if b is not None:
             out += b
     else:
@@ -240,7 +244,9 @@ def linear_backward(
 
     ``w`` is needed only for dx and ``x`` only for dw (the layer saves just those).
     dw is sharded over its columns (the input features), and so is dx when there are more
-    input features than rows (else over its rows).
+    input features than rows (else over its rows); both in column chunks where
+    :mod:`tinytrain.kernels.cpu.gemm` says so (64 x 18432 x 10: dx 0.62 -> 0.38 ms, dw
+    0.46 -> 0.24 on one thread).
     """
     need_x, need_w, need_b = needs
     g2 = grad.reshape(-1, grad.shape[-1])
@@ -250,16 +256,16 @@ def linear_backward(
         n_in = w.shape[1]
         gx = memory.empty((n_rows, n_in), dtype=np.result_type(grad, w))
         if n_in > n_rows:
-            run_sharded(lambda lo, hi: np.matmul(g2, w[:, lo:hi], out=gx[:, lo:hi]), n_in,
-                        min_shard=_min_shard(n_rows * n_out))
+            run_sharded(lambda lo, hi: gemm.matmul_cols(g2, w[:, lo:hi], out=gx[:, lo:hi]),
+                        n_in, min_shard=_min_shard(n_rows * n_out))
         else:
-            run_sharded(lambda lo, hi: np.matmul(g2[lo:hi], w, out=gx[lo:hi]), n_rows,
+            run_sharded(lambda lo, hi: gemm.matmul_cols(g2[lo:hi], w, out=gx[lo:hi]), n_rows,
                         min_shard=_min_shard(n_in * n_out))
         gx = gx.reshape(*grad.shape[:-1], n_in)
     if need_w:
         x2 = x.reshape(-1, x.shape[-1])
         gw = memory.empty((n_out, x2.shape[1]), dtype=np.result_type(grad, x))
-        run_sharded(lambda lo, hi: np.matmul(g2.T, x2[:, lo:hi], out=gw[:, lo:hi]),
+        run_sharded(lambda lo, hi: gemm.matmul_cols(g2.T, x2[:, lo:hi], out=gw[:, lo:hi]),
                     x2.shape[1], min_shard=_min_shard(n_rows * n_out))
     if need_b:
         gb = g2.sum(axis=0)
