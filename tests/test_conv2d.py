@@ -429,6 +429,8 @@ def test_batch_shards_in_parallel_give_the_serial_result(workers, stride, paddin
     from tinytrain.kernels.cpu import parallel
     from tinytrain.kernels.cpu.conv2d import (
         Conv2dMeta,
+        conv2d_backward,
+        conv2d_backward_bias,
         conv2d_backward_input,
         conv2d_backward_weight,
         conv2d_forward,
@@ -444,7 +446,10 @@ def test_batch_shards_in_parallel_give_the_serial_result(workers, stride, paddin
 
     def run() -> tuple[np.ndarray, ...]:
         return (conv2d_forward(x, w, b, meta), conv2d_backward_input(dy, w, meta),
-                conv2d_backward_weight(dy, x, meta))
+                conv2d_backward_weight(dy, x, meta), conv2d_backward_bias(dy))
+
+    def run_merged(needs) -> tuple[np.ndarray | None, ...]:  # the layer's one backward call
+        return conv2d_backward(dy, x, w, meta, needs)
 
     before = parallel.get_num_threads()
     try:
@@ -452,8 +457,15 @@ def test_batch_shards_in_parallel_give_the_serial_result(workers, stride, paddin
         serial = run()
         tt.set_num_threads(workers)
         sharded = run()
+        merged = {needs: run_merged(needs) for needs in itertools.product([False, True], repeat=3)}
     finally:
         tt.set_num_threads(before)
+    for needs, grads in merged.items():  # each asked-for gradient is the separate op's, no other
+        for need, got, alone in zip(needs, grads, sharded[1:]):
+            if need:
+                np.testing.assert_allclose(got, alone, rtol=1e-6, atol=1e-6)
+            else:
+                assert got is None
     # Per image the arithmetic is the same, but not always bit for bit: a shard's GEMMs
     # have fewer columns, and BLAS kernels (OpenBLAS's Haswell ones, for example) may
     # round an edge tile of another width differently. dW is also summed over shards.

@@ -90,6 +90,12 @@ def test_linear_in_shards_matches_one_gemm(workers, x_shape, chunked, monkeypatc
     np.testing.assert_allclose(gb, g2.sum(0), rtol=1e-5, atol=1e-4)
     assert (y.shape, gx.shape, gw.shape) == ((*x_shape[:-1], n_out), x_shape, w.shape)
     assert layers.linear_backward(g, None, w, (True, False, False))[1:] == (None, None)
+    only_dw = layers.linear_backward(g, x, None, (False, True, False))
+    assert only_dw[0] is None and only_dw[2] is None
+    np.testing.assert_array_equal(only_dw[1], gw)
+    only_db = layers.linear_backward(g, None, None, (False, False, True))
+    assert only_db[:2] == (None, None)
+    np.testing.assert_array_equal(only_db[2], gb)
 
 
 def blas_threads() -> list[int]:

@@ -358,10 +358,15 @@ def conv2d_backward_bias(grad_out: Any) -> Any:
     ``sum(axis=(0, 2, 3))``, whose reduction over two strided axes NumPy does not vectorise),
     then the images' sums added; shards of the batch in parallel.
     """
+    return add_shards(run_sharded(lambda lo, hi: _backward_bias(grad_out[lo:hi]),
+                                  grad_out.shape[0]))
+
+
+def _backward_bias(grad_out: Any) -> Any:
+    """:func:`conv2d_backward_bias` of one shard."""
     n, c = grad_out.shape[:2]
     dy = grad_out.reshape(n, c, -1)
-    ones = np.ones(dy.shape[2], dtype=dy.dtype)
-    return add_shards(run_sharded(lambda lo, hi: (dy[lo:hi] @ ones).sum(axis=0), n))
+    return (dy @ np.ones(dy.shape[2], dtype=dy.dtype)).sum(axis=0)
 
 
 def conv2d_backward(
@@ -371,12 +376,23 @@ def conv2d_backward(
     """``(dx, dw, db)``, each computed only if ``needs`` (for x, w, b) says so, else None.
 
     The layer's single entry point for the three backward ops (``x`` is needed only for
-    dW, ``w`` only for dX). Here it simply calls them; the CUDA version shares work
-    between them (the layout change of ``dy`` that dX and dW both start with).
+    dW, ``w`` only for dX). One shard of the batch per thread does all three for its
+    images (dW and db as partial sums, added at the end): one hand-off to the other
+    threads instead of three (each costs 40-60 us), and dW reads the shard's ``dy`` while
+    dX has just left it in the caches. The CUDA version shares work too (the layout
+    change of ``dy`` that dX and dW both start with).
     """
     need_x, need_w, need_b = needs
-    return (
-        conv2d_backward_input(grad_out, w, meta) if need_x else None,
-        conv2d_backward_weight(grad_out, x, meta) if need_w else None,
-        conv2d_backward_bias(grad_out) if need_b else None,
-    )
+    dx = memory.empty(meta.input_shape, dtype=np.result_type(grad_out, w)) if need_x else None
+
+    def shard(lo: int, hi: int) -> tuple[Any | None, Any | None]:
+        part, dy = meta.with_batch(hi - lo), grad_out[lo:hi]
+        if need_x:
+            _backward_input(dy, w, part, dx[lo:hi])
+        return (_backward_weight(dy, x[lo:hi], part) if need_w else None,
+                _backward_bias(dy) if need_b else None)
+
+    parts = run_sharded(shard, meta.batch) if need_x or need_w or need_b else []
+    dw = add_shards([p[0] for p in parts]) if need_w else None
+    db = add_shards([p[1] for p in parts]) if need_b else None
+    return dx, dw, db
