@@ -87,23 +87,28 @@ def _image_blocks(meta: Conv2dMeta, bytes_per_image: int) -> list[tuple[int, int
 # Per image n of a block, with col[n] = im2col of the image ([K, cols], rows ordered
 # (c, i, j) like w2 = w.reshape(Cout, K)):
 #
-#   forward:  out[n] = w2 @ col[n]              [Cout, K] @ [K, cols]
+#   forward:  out[n] = [w2 | b] @ [col[n]; 1]   [Cout, K+1] @ [K+1, cols]
 #   dW:       dw2.T += col[n] @ dy[n].T         [K, cols] @ [cols, Cout]
 #
-# The columns are the output positions, in one of two layouts:
+# Forward's bias is one more column of the weight matrix, met by a row of ones in col
+# (written once, when the buffer is made): the GEMM adds it, so no pass over the output
+# does. The columns are the output positions, in one of two layouts:
 #
 # * exact: cols = Ho*Wo, only the real outputs; the GEMM writes the NCHW output directly.
-# * wide (stride 1, Cin >= WIDE_MIN_CHANNELS): cols = (Ho-1)*Wp + Wo, the output rows laid
-#   out Wp apart, as in the (padded) input. Then the window of row (c, i, j) is one
-#   contiguous run of the input image, x_flat[c, i*Wp + j :][:cols], so the pack copies long
-#   runs instead of Ho runs of Wo; the price is Kw-1 columns per output row that are not
-#   outputs (+8% GEMM work at 26x26, 3x3). Forward crops them while it adds the bias; dW
-#   lays dy out on the same columns with zeros there. On one core (bench/NOTES_cpu.md, v10)
-#   wide was 1-15% faster for forward and dW from Cin = 16 on, and slower below 8.
+# * wide (stride 1, Cin >= WIDE_MIN_CHANNELS): cols = Ho*Wp, the output rows laid out Wp
+#   apart, as in the (padded) input. Then the window of row (c, i, j) is one contiguous run
+#   of the input image, x_flat[c, i*Wp + j :][:(Ho-1)*Wp + Wo], so the pack copies long runs
+#   instead of Ho runs of Wo; the price is Kw-1 columns per output row that are not outputs
+#   (+8% GEMM work at 26x26, 3x3), which forward's copy to the output leaves out and which
+#   meet zeros in dW's dy. The last row's Kw-1 of them would read past the image: they are
+#   never packed, and stay the zeros the buffer was made with. On one core
+#   (bench/NOTES_cpu.md, v10) wide was 1-15% faster for forward and dW from Cin = 16 on,
+#   and slower below 8.
 #
-# dW is accumulated transposed: with dy[n] as the transposed operand, OpenBLAS runs that
-# GEMM 1.4-1.7x faster than with col[n] transposed. numpy.matmul does a block's images
-# in one (batched) call.
+# dW multiplies by dy[n] transposed: laid out [cols, Cout] (wide: in the zero grid; NN, 7-9%
+# faster than the transposed view in OpenBLAS's SkylakeX kernels) or a view of dy (exact:
+# NT, 1.4-1.7x faster than with col[n] transposed). numpy.matmul does a block's images in
+# one (batched) call, in column chunks where kernels/cpu/gemm.py says so.
 
 #: The wide layout is used from this many input channels on. Measured on one core, batch 64
 #: (forward / dW, wide against exact): Cin = 1, 3, 4: 1.04-1.6x slower (the crop and the
@@ -124,65 +129,56 @@ def _wide(meta: Conv2dMeta) -> bool:
     return _dense(meta) and meta.in_channels >= WIDE_MIN_CHANNELS
 
 
-def _wide_cols(meta: Conv2dMeta) -> int:
-    """Columns of one image in the wide layout: ``(Ho - 1) * Wp + Wo``."""
-    return (meta.out_h - 1) * meta.padded_w + meta.out_w
-
-
-def _crop(wide: Any, meta: Conv2dMeta) -> Any:
-    """The real outputs ``[n, C, Ho, Wo]`` of ``wide`` (``[n, C, cols]``, C-contiguous): a view."""
-    n, c, cols = wide.shape
-    s = wide.itemsize
-    return as_strided(wide, shape=(n, c, meta.out_h, meta.out_w),
-                      strides=(c * cols * s, cols * s, meta.padded_w * s, s), writeable=False)
-
-
 class _Im2col:
-    """One shard's images, packed one block at a time into a reused im2col buffer."""
+    """One shard's images, packed one block at a time into a reused im2col buffer
+    (``[n, K, cols]``, plus a row of ones for a bias when ``ones``)."""
 
-    def __init__(self, meta: Conv2dMeta, dtype: Any) -> None:
+    def __init__(self, meta: Conv2dMeta, dtype: Any, ones: bool = False) -> None:
         self.meta, self.wide = meta, _wide(meta)
-        self.cols = _wide_cols(meta) if self.wide else meta.out_h * meta.out_w
-        col_elems = meta.kernel_elems * self.cols
+        self.cols = meta.out_h * (meta.padded_w if self.wide else meta.out_w)
+        rows = meta.kernel_elems + ones
         out_elems = meta.out_channels * self.cols
-        self.blocks = _image_blocks(meta, (col_elems + out_elems) * np.dtype(dtype).itemsize)
+        self.blocks = _image_blocks(meta, (rows * self.cols + out_elems) * np.dtype(dtype).itemsize)
         self.per_block = self.blocks[0][1] - self.blocks[0][0]
-        self.col = memory.empty((self.per_block, meta.kernel_elems, self.cols), dtype=dtype)
+        self.col = memory.empty((self.per_block, rows, self.cols), dtype=dtype)
+        self.packed = (meta.out_h - 1) * meta.padded_w + meta.out_w if self.wide else self.cols
+        self.col[:, :, self.packed :] = 0  # wide: the last row's columns that are never packed
+        if ones:
+            self.col[:, -1] = 1
         self.pad = None
         if meta.pad_h or meta.pad_w:  # a padded copy of the block; its border stays zero
             self.pad = memory.zeros((self.per_block, meta.in_channels, meta.padded_h,
                                      meta.padded_w), dtype=dtype)
 
     def pack(self, x: Any, n0: int, n1: int) -> Any:
-        """im2col of images ``[n0, n1)`` of ``x``: ``[n1 - n0, K, cols]``."""
+        """im2col of images ``[n0, n1)`` of ``x``: ``[n1 - n0, K (+1), cols]``."""
         meta, block, n = self.meta, x[n0:n1], n1 - n0
         if self.pad is not None:
             ph, pw = meta.pad_h, meta.pad_w
             padded = self.pad[:n]
             padded[:, :, ph : ph + meta.in_h, pw : pw + meta.in_w] = block
             block = padded
-        col = self.col[:n]
+        windows_of = self.col[:n, : meta.kernel_elems, : self.packed]
         if self.wide:
             if block.strides[2] != block.shape[3] * block.strides[3]:  # rows not back to back
                 block = np.ascontiguousarray(block)
             s = block.strides
             windows = as_strided(block, shape=(n, meta.in_channels, meta.kernel_h,
-                                               meta.kernel_w, self.cols),
+                                               meta.kernel_w, self.packed),
                                  strides=(s[0], s[1], s[2], s[3], s[3]), writeable=False)
-            np.copyto(col.reshape(windows.shape), windows)
         else:
-            np.copyto(col.reshape(n, meta.in_channels, meta.kernel_h, meta.kernel_w,
-                                  meta.out_h, meta.out_w), _window_views(block, meta))
-        return col
+            windows = _window_views(block, meta)
+        np.copyto(windows_of.reshape(windows.shape), windows)
+        return self.col[:n]
 
 
 def conv2d_forward(x: Any, w: Any, b: Any | None, meta: Conv2dMeta) -> Any:
     """Direct convolution: ``[N, Cin, H, W] * [Cout, Cin, Kh, Kw] (+ [Cout]) -> [N, Cout, Ho, Wo]``.
 
-    For each block of images, the windows are packed (im2col of the block) and one GEMM
-    per image, ``[Cout, K] @ [K, cols]``, writes the output (exact layout) or a buffer
-    whose real columns go to the output with the bias (wide layout). Shards of the batch
-    run in parallel.
+    For each block of images, the windows are packed (im2col of the block, with a row of
+    ones for the bias) and one GEMM per image, ``[Cout, K (+1)] @ [K (+1), cols]``, writes
+    the output (exact layout) or a buffer whose real columns are copied to the output
+    (wide layout). Shards of the batch run in parallel.
     """
     out = memory.empty(meta.output_shape, dtype=np.result_type(x, w))
     shard_batch(lambda xs, os_, a, b_: _forward(xs, w, b, meta.with_batch(b_ - a), os_),
@@ -195,23 +191,18 @@ def _forward(x: Any, w: Any, b: Any | None, meta: Conv2dMeta, out: Any) -> None:
     dtype = out.dtype
     x = x.astype(dtype, copy=False)
     w2 = w.astype(dtype, copy=False).reshape(meta.out_channels, meta.kernel_elems)
-    bias = None if b is None else b.astype(dtype, copy=False)[:, None, None]
-    im2col = _Im2col(meta, dtype)
+    if b is not None:
+        w2 = np.concatenate([w2, b.astype(dtype, copy=False)[:, None]], axis=1)
+    im2col = _Im2col(meta, dtype, ones=b is not None)
     buf = (memory.empty((im2col.per_block, meta.out_channels, im2col.cols), dtype=dtype)
            if im2col.wide else None)
     for n0, n1 in im2col.blocks:
-        if buf is None:
-            y = out[n0:n1].reshape(n1 - n0, meta.out_channels, -1)
-            gemm.matmul_cols(w2, im2col.pack(x, n0, n1), out=y)
-            if bias is not None:
-                y += bias[:, :, 0]
-        else:
-            y = buf[: n1 - n0]
-            gemm.matmul_cols(w2, im2col.pack(x, n0, n1), out=y)
-            if bias is not None:
-                np.add(_crop(y, meta), bias, out=out[n0:n1])
-            else:
-                out[n0:n1] = _crop(y, meta)
+        n = n1 - n0
+        y = out[n0:n1].reshape(n, meta.out_channels, -1) if buf is None else buf[:n]
+        gemm.matmul_cols(w2, im2col.pack(x, n0, n1), out=y)
+        if buf is not None:
+            rows = y.reshape(n, meta.out_channels, meta.out_h, meta.padded_w)
+            out[n0:n1] = rows[..., : meta.out_w]
 
 
 def conv2d_backward_weight(grad_out: Any, x: Any, meta: Conv2dMeta) -> Any:
@@ -243,7 +234,7 @@ def _backward_weight(grad_out: Any, x: Any, meta: Conv2dMeta) -> Any:
             dy_t = dy[n0:n1].reshape(n, meta.out_channels, -1).transpose(0, 2, 1)
         else:
             grid[:n, :, : meta.out_w] = dy[n0:n1].transpose(0, 2, 3, 1)
-            dy_t = grid[:n].reshape(n, -1, meta.out_channels)[:, : im2col.cols]
+            dy_t = grid[:n].reshape(n, im2col.cols, meta.out_channels)
         dw_t += gemm.matmul_sum(im2col.pack(x, n0, n1), dy_t)
     return np.ascontiguousarray(dw_t.T).reshape(meta.weight_shape)
 
