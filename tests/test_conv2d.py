@@ -461,9 +461,9 @@ def test_batch_shards_in_parallel_give_the_serial_result(workers, stride, paddin
     finally:
         tt.set_num_threads(before)
     for needs, grads in merged.items():  # each asked-for gradient is the separate op's, no other
-        for need, got, alone in zip(needs, grads, sharded[1:]):
+        for need, got, alone in zip(needs, grads, sharded[1:]):  # (db: summed in another order)
             if need:
-                np.testing.assert_allclose(got, alone, rtol=1e-6, atol=1e-6)
+                np.testing.assert_allclose(got, alone, rtol=1e-5, atol=1e-5)
             else:
                 assert got is None
     # Per image the arithmetic is the same, but not always bit for bit: a shard's GEMMs

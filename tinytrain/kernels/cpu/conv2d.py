@@ -213,17 +213,24 @@ def conv2d_backward_weight(grad_out: Any, x: Any, meta: Conv2dMeta) -> Any:
     the output gradient. Needs ``x`` only. Shards of the batch run in parallel and
     their partial sums are added at the end.
     """
-    return add_shards(shard_batch(
+    return _from_rows(add_shards(shard_batch(
         lambda dys, xs, a, b: _backward_weight(dys, xs, meta.with_batch(b - a)),
-        meta.batch, grad_out, x))
+        meta.batch, grad_out, x)), meta)
 
 
-def _backward_weight(grad_out: Any, x: Any, meta: Conv2dMeta) -> Any:
-    """:func:`conv2d_backward_weight` of one shard."""
+def _from_rows(dw_t: Any, meta: Conv2dMeta) -> Any:
+    """``dw [Cout, Cin, Kh, Kw]`` from the first K rows of the summed ``dw2.T``."""
+    return np.ascontiguousarray(dw_t[: meta.kernel_elems].T).reshape(meta.weight_shape)
+
+
+def _backward_weight(grad_out: Any, x: Any, meta: Conv2dMeta, ones: bool = False) -> Any:
+    """:func:`conv2d_backward_weight` of one shard, as ``dw2.T [K, Cout]``; with ``ones``, a
+    row of ones under the windows makes one more row of the product: ``db`` (the sum of
+    ``dy`` over images and positions), for the cost of one more row in the GEMM."""
     dtype = np.result_type(grad_out, x)
     x, dy = x.astype(dtype, copy=False), grad_out.astype(dtype, copy=False)
-    im2col = _Im2col(meta, dtype)
-    dw_t = np.zeros((meta.kernel_elems, meta.out_channels), dtype=dtype)
+    im2col = _Im2col(meta, dtype, ones=ones)
+    dw_t = np.zeros((meta.kernel_elems + ones, meta.out_channels), dtype=dtype)
     grid = None
     if im2col.wide:  # dy on the wide columns, transposed; the non-outputs stay zero
         grid = memory.zeros((im2col.per_block, meta.out_h, meta.padded_w, meta.out_channels),
@@ -236,7 +243,7 @@ def _backward_weight(grad_out: Any, x: Any, meta: Conv2dMeta) -> Any:
             grid[:n, :, : meta.out_w] = dy[n0:n1].transpose(0, 2, 3, 1)
             dy_t = grid[:n].reshape(n, im2col.cols, meta.out_channels)
         dw_t += gemm.matmul_sum(im2col.pack(x, n0, n1), dy_t)
-    return np.ascontiguousarray(dw_t.T).reshape(meta.weight_shape)
+    return dw_t
 
 
 # --------------------------------------------------------------------------- dX: column shifts
@@ -370,8 +377,9 @@ def conv2d_backward(
     dW, ``w`` only for dX). One shard of the batch per thread does all three for its
     images (dW and db as partial sums, added at the end): one hand-off to the other
     threads instead of three (each costs 40-60 us), and dW reads the shard's ``dy`` while
-    dX has just left it in the caches. The CUDA version shares work too (the layout
-    change of ``dy`` that dX and dW both start with).
+    dX has just left it in the caches. With dW, db comes out of dW's GEMM (a row of ones
+    under the windows, as forward adds the bias). The CUDA version shares work too (the
+    layout change of ``dy`` that dX and dW both start with).
     """
     need_x, need_w, need_b = needs
     dx = memory.empty(meta.input_shape, dtype=np.result_type(grad_out, w)) if need_x else None
@@ -380,10 +388,15 @@ def conv2d_backward(
         part, dy = meta.with_batch(hi - lo), grad_out[lo:hi]
         if need_x:
             _backward_input(dy, w, part, dx[lo:hi])
-        return (_backward_weight(dy, x[lo:hi], part) if need_w else None,
-                _backward_bias(dy) if need_b else None)
+        if need_w:
+            return _backward_weight(dy, x[lo:hi], part, ones=need_b), None
+        return None, _backward_bias(dy) if need_b else None
 
     parts = run_sharded(shard, meta.batch) if need_x or need_w or need_b else []
-    dw = add_shards([p[0] for p in parts]) if need_w else None
-    db = add_shards([p[1] for p in parts]) if need_b else None
+    dw = db = None
+    if need_w:
+        dw_t = add_shards([p[0] for p in parts])
+        dw, db = _from_rows(dw_t, meta), (dw_t[-1].copy() if need_b else None)
+    elif need_b:
+        db = add_shards([p[1] for p in parts])
     return dx, dw, db
