@@ -332,14 +332,28 @@ def _backward_input(grad_out: Any, w: Any, meta: Conv2dMeta, dx: Any) -> None:
     per_block = blocks[0][1] - blocks[0][0]
     dy_grid = _GradGrid(grad_out.astype(dtype, copy=False), meta, per_block)
     prod_buf = memory.empty((meta.kernel_elems, per_block * gh * gw), dtype=dtype)
+    # Dense: an image's grid rows past Ho hold zeros in dy, so their products are zeros:
+    # the GEMM skips them (-7.7% of its work at 26x26, 3x3) and they stay zero here.
+    live = meta.out_h * gw if _dense(meta) else gh * gw
+    prod_buf.reshape(meta.kernel_elems, per_block, gh * gw)[:, :, live:] = 0
     acc_buf = memory.empty((c_in, per_block * hp * wp + spill), dtype=dtype)
     for n0, n1 in blocks:
         n = n1 - n0
         prod = prod_buf[:, : n * gh * gw]
-        gemm.matmul_cols(w_all, dy_grid.block(n0, n1), out=prod)
+        images = (meta.kernel_elems, n, gh * gw)
+        gemm.matmul_cols(
+            w_all,
+            dy_grid.block(n0, n1).reshape(-1, *images[1:])[:, :, :live].transpose(1, 0, 2),
+            out=prod.reshape(images)[:, :, :live].transpose(1, 0, 2))
         acc = acc_buf[:, : n * hp * wp + spill]
-        acc[...] = 0
+        if _dense(meta):  # offset (0, 0)'s window is the first n*Hp*Wp columns: copy, not add
+            acc[:, : n * hp * wp] = prod[:c_in]
+            acc[:, n * hp * wp :] = 0
+        else:
+            acc[...] = 0
         for k, (i, j) in enumerate(meta.offsets()):
+            if k == 0 and _dense(meta):
+                continue
             window = _window(acc, i, j, meta, n)
             window += prod[k * c_in : (k + 1) * c_in].reshape(window.shape)
         padded = acc[:, : n * hp * wp].reshape(c_in, n, hp, wp)
