@@ -600,8 +600,22 @@ assert np.shares_memory(X_demo[:, 2 * 26 + 2:], X_demo)
 # moves `Ho` runs of `Wo` numbers per window row; if each image keeps its own row length
 # (`Wp`), a window row is *one* run of `(Ho-1)*Wp + Wo` numbers, as in `conv2d_shift` but per
 # image, not per block. That packs faster, for `Kw-1` columns per output row that are not
-# outputs, cropped when the bias is added. It pays from `Cin = 16` on (forward 1-8% faster,
-# dW 11-15% on one core) and loses for a first layer, so `WIDE_MIN_CHANNELS` picks it.
+# outputs, left out when the real ones are copied to the result. It pays from `Cin = 16` on
+# (forward 1-8% faster, dW 11-15% on one core) and loses for a first layer, so
+# `WIDE_MIN_CHANNELS` picks it.
+#
+# Two more details of the package's forward. The bias is not a pass of its own: it is one
+# more column of the weight matrix, `[w2 | b]`, met by a row of ones under the packed windows
+# (written once, when the buffer is made), so the GEMM adds it; in `dW` the same row of ones
+# gives `db` as one more row of the product. And the GEMM of a block is cut into a few
+# column chunks on CPUs where the BLAS has *small-matrix kernels*: OpenBLAS's AVX-512 targets
+# compute a product whose `M*N*K` is at most 10^6 straight from the operands, skipping the copy
+# into packed panels of its general path, and with few output channels that general path is
+# slow (the `cnn` model's conv2, `[32, 145] @ [145, 624]` per image with the bias row:
+# ~170 GF/s whole, ~215 in three chunks).
+# [`tinytrain/kernels/cpu/gemm.py`](../tinytrain/kernels/cpu/gemm.py) asks the BLAS which
+# kernels it runs and cuts only where that pays; the arithmetic of each output is the same
+# either way.
 #
 # Blocks and packing, added to `conv2d_shift` (the same three steps, one block at a time):
 
@@ -1045,8 +1059,14 @@ def my_conv2d(x, w, b=None, stride=1, padding=0):
 
 
 # %% [markdown]
+# (The package's Function calls one kernel, `conv2d_backward`, with the same three flags: on
+# the CPU each thread does `dX`, `dW` and `db` for its share of the batch, one hand-off to
+# the threads instead of three, and `db` comes out of `dW`'s GEMM as the row of ones above.)
+#
 # Check it against the package's `F.conv2d` and against PyTorch, forward and the three
-# gradients, with strides and paddings; then look at what each node keeps. The input of a
+# gradients, with strides and paddings (forward and `dX` come out of the same kernels, bit
+# for bit; `dW` and `db` to float32 rounding, their sums taken in another order), then look
+# at what each node keeps. The input of a
 # first layer does not require a gradient: its node keeps `x` (for `dW`) and not `w`.
 
 # %%
@@ -1062,16 +1082,19 @@ for stride, padding in [(1, 0), (1, 2), (2, 1), ((2, 1), (0, 1))]:
         dy9 = rng.standard_normal(out9.shape).astype(np.float32) if dy9 is None else dy9
         (out9 * tt.tensor(dy9)).sum().backward()
         results.append([out9.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()])
-    for ours, package in zip(*results):
-        assert np.array_equal(ours, package)             # the same kernels: bit for bit
+    for name, ours, package in zip(["forward", "dX", "dW", "db"], *results):
+        if name in ("forward", "dX"):
+            assert np.array_equal(ours, package)         # the same kernels: bit for bit
+        else:  # the package's db is a row of dW's GEMM: the same sums in another order
+            assert np.allclose(ours, package, rtol=1e-5, atol=1e-5)
     if torch:
         xt, wt, bt = (torch.tensor(a, requires_grad=True) for a in (x9, w9, b9))
         out_t = torch.nn.functional.conv2d(xt, wt, bt, stride, padding)
         out_t.backward(torch.from_numpy(dy9))
         for ours, theirs in zip(results[0], [out_t.detach(), xt.grad, wt.grad, bt.grad]):
             assert np.allclose(ours, theirs.numpy(), rtol=1e-4, atol=1e-4)
-print("Conv2dFn == F.conv2d (bit for bit)" + (" and == PyTorch" if torch else ""),
-      "on 4 strides/paddings, forward and dX, dW, db")
+print("Conv2dFn == F.conv2d (forward and dX bit for bit, dW and db to float32 rounding)"
+      + (" and == PyTorch" if torch else ""), "on 4 strides/paddings")
 
 w_layer = tt.tensor(w9, requires_grad=True)
 for x_grad, w_grad in [(False, True), (True, True), (True, False)]:

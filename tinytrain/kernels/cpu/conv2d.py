@@ -22,11 +22,12 @@ each (:mod:`tinytrain.kernels.cpu.parallel` says why).
   view of the (padded) input (``sliding_window_view``), copied once into a reused
   buffer: the block's im2col, ``[K, Ho*Wo]`` per image with ``K = Cin*Kh*Kw``, exactly
   the output positions. Then one GEMM per image with that long ``K``: forward's
-  ``w2 [Cout, K] @ col`` is already NCHW and is written straight into the output;
-  dW sums ``col @ dy[n].T`` over the images. With many input channels (and stride 1)
-  the windows are packed *wide*: each output row keeps the input's row length, so every
-  window row is one contiguous run of the image and the copy runs over long rows; the
-  few columns that are not outputs are cropped (forward) or meet zeros in ``dy`` (dW).
+  ``[w2 | b] [Cout, K+1] @ [col; 1]`` (the bias against a row of ones) is already NCHW and
+  is written straight into the output; dW sums ``col @ dy[n].T`` over the images. With
+  many input channels (and stride 1) the windows are packed *wide*: each output row keeps
+  the input's row length, so every window row is one contiguous run of the image and the
+  copy runs over long rows; the few columns that are not outputs are left out of the
+  copy to the output (forward) or meet zeros in ``dy`` (dW).
 * **dX writes windows: column shifts.** ``dx_pad[:, window(i, j)] += w[:, :, i, j].T @ dy``
   is a scatter-add per offset (written as a gather this is a "full" convolution of
   ``dy`` with the flipped kernel). A block's padded input gradient is kept channels
@@ -35,7 +36,11 @@ each (:mod:`tinytrain.kernels.cpu.parallel` says why).
   so each offset's product (all of them from one GEMM) is added into long contiguous
   rows. The price is that ``dy`` is laid out on the whole padded grid, with zeros past
   ``Ho``/``Wo``. With a stride, each offset's window is a strided view.
-* ``conv2d_backward_bias``: ``db = dy.sum((0, 2, 3))``, as one GEMV per image.
+* ``conv2d_backward_bias``: ``db = dy.sum((0, 2, 3))``, as one GEMV per image; the layer's
+  ``conv2d_backward`` gets it from dW's GEMM instead (a row of ones under the windows).
+
+The GEMMs go through :mod:`tinytrain.kernels.cpu.gemm`, which cuts them into column
+chunks where the BLAS has small-matrix kernels that make that faster.
 
 Why two layouts: measured on one core (``bench/NOTES_cpu.md``), packing made forward and
 dW 1.1-1.7x faster than column shifts at every size tried (``K`` from 9 to 1152; 30-50x
