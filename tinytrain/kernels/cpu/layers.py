@@ -48,9 +48,10 @@ def _flat(a: Any) -> Any:
     return np.asarray(a, order="C").reshape(-1)
 
 
-#: ReLU takes the maximum with a zeros array of this many elements, piece by piece: NumPy's
-#: SIMD loop for ``maximum`` needs two arrays; with the scalar 0 it runs 3x slower (1.18M
-#: float32: 0.37 ms against 0.13 ms with a 64K-element zeros piece, which stays in cache).
+#: ReLU takes the maximum with a zeros array of this many elements, broadcast over the rows
+#: of the input seen as ``[-1, RELU_PIECE]`` (one NumPy call): NumPy's SIMD loop for
+#: ``maximum`` needs two arrays; with the scalar 0 it runs 3x slower (1.18M float32:
+#: 0.36 ms against 0.11 ms with a 64K-element zeros row, which stays in cache).
 RELU_PIECE = 1 << 16
 _zeros: dict[Any, Any] = {}
 
@@ -70,10 +71,13 @@ def relu_forward(a: Any) -> Any:
     out = memory.empty(a.shape, dtype=a.dtype)
     src, dst, zeros = _flat(a), out.reshape(-1), _zeros_piece(a.dtype)
 
-    def shard(lo: int, hi: int) -> None:
-        for p in range(lo, hi, RELU_PIECE):
-            q = min(p + RELU_PIECE, hi)
-            np.maximum(src[p:q], zeros[: q - p], out=dst[p:q])
+    def shard(lo: int, hi: int) -> None:  # rows of RELU_PIECE against the one zeros row
+        whole = lo + (hi - lo) // RELU_PIECE * RELU_PIECE
+        if whole > lo:
+            np.maximum(src[lo:whole].reshape(-1, RELU_PIECE), zeros,
+                       out=dst[lo:whole].reshape(-1, RELU_PIECE))
+        if whole < hi:
+            np.maximum(src[whole:hi], zeros[: hi - whole], out=dst[whole:hi])
 
     shard_elements(shard, a.size)
     return out
