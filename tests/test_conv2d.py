@@ -424,8 +424,10 @@ def test_module_rejects_bad_arguments():
 
 @pytest.mark.parametrize("workers", [2, 3])
 @pytest.mark.parametrize("stride,padding", [(1, 1), (2, 0)])
-def test_batch_shards_in_parallel_give_the_serial_result(workers, stride, padding, layout):
+def test_batch_shards_in_parallel_give_the_serial_result(workers, stride, padding, layout,
+                                                         monkeypatch):
     """Sharding the batch over threads (kernels/cpu/parallel.py) changes nothing but speed."""
+    monkeypatch.setattr(kernels, "MIN_SHARD_MACS", 1)  # shard even these small convolutions
     from tinytrain.kernels.cpu import parallel
     from tinytrain.kernels.cpu.conv2d import (
         Conv2dMeta,
@@ -478,3 +480,40 @@ def test_batch_shards_in_parallel_give_the_serial_result(workers, stride, paddin
     np.testing.assert_allclose(sharded[0], yt.detach().numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(sharded[1], xt.grad.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(sharded[2], wt.grad.numpy(), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape, threads", [
+    (((64, 1, 28, 28), (16, 1, 3, 3)), {"MainThread"}),    # cnn's conv1: one thread
+    (((64, 16, 26, 26), (32, 16, 3, 3)), {"MainThread", "tinytrain-cpu"}),  # cnn's conv2: two
+])
+def test_a_small_convolution_is_not_split_over_threads(monkeypatch, shape, threads):
+    """Below MIN_SHARD_MACS per shard a convolution runs on the calling thread alone: a
+    thread's share would be mostly Python, which holds the GIL."""
+    import threading
+
+    seen = set()
+    real_forward, real_backward = kernels._forward, kernels._backward_weight
+
+    def forward(*args):
+        seen.add(threading.current_thread().name.split("_")[0])
+        return real_forward(*args)
+
+    def backward_weight(*args, **kwargs):
+        seen.add(threading.current_thread().name.split("_")[0])
+        return real_backward(*args, **kwargs)
+
+    monkeypatch.setattr(kernels, "_forward", forward)
+    monkeypatch.setattr(kernels, "_backward_weight", backward_weight)
+    x_shape, w_shape = shape
+    meta = Conv2dMeta(x_shape, w_shape)
+    x = np.zeros(x_shape, np.float32)
+    w = np.zeros(w_shape, np.float32)
+    before = tt.get_num_threads()
+    try:
+        tt.set_num_threads(2)
+        kernels.conv2d_forward(x, w, None, meta)
+        kernels.conv2d_backward(np.zeros(meta.output_shape, np.float32), x, w, meta,
+                                (False, True, False))
+    finally:
+        tt.set_num_threads(before)
+    assert seen == threads

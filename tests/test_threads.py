@@ -25,6 +25,13 @@ def blas_threads() -> list[int]:
     return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
 
 
+@pytest.fixture(autouse=True)
+def shard_every_convolution(monkeypatch):
+    """These small convolutions would run on one thread (conv2d.MIN_SHARD_MACS); the tests
+    here are about what happens when they are split over threads."""
+    monkeypatch.setattr(conv_kernels, "MIN_SHARD_MACS", 1)
+
+
 def conv_step() -> None:
     x = tt.randn(8, 3, 10, 10, requires_grad=True)
     w = tt.randn(4, 3, 3, 3, requires_grad=True)

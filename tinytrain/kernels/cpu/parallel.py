@@ -173,10 +173,12 @@ def _run(fn: Callable[[int, int], T], a: int, b: int) -> T:
         _local.inside = False
 
 
-def shard_batch(kernel: Callable[..., T], batch: int, *arrays: Any) -> list[T]:
+def shard_batch(kernel: Callable[..., T], batch: int, *arrays: Any, min_shard: int = 2) -> list[T]:
     """``kernel(*(a[lo:hi] for a in arrays), lo, hi)`` for each shard ``[lo, hi)`` of the
-    batch, in parallel. ``arrays`` are batch-major NumPy arrays."""
-    return run_sharded(lambda lo, hi: kernel(*(t[lo:hi] for t in arrays), lo, hi), batch)
+    batch (at least ``min_shard`` images each), in parallel. ``arrays`` are batch-major
+    NumPy arrays."""
+    return run_sharded(lambda lo, hi: kernel(*(t[lo:hi] for t in arrays), lo, hi), batch,
+                       min_shard)
 
 
 def run_sharded(fn: Callable[[int, int], T], batch: int, min_shard: int = 2) -> list[T]:
