@@ -276,8 +276,9 @@ def _backward_weight(grad_out: Any, x: Any, meta: Conv2dMeta, ones: bool = False
     dw_t = np.zeros((shifts, im2col.windows + ones, meta.out_channels), dtype=dtype)
     grid = None
     if im2col.wide:  # dy on the wide columns, transposed; the non-outputs stay zero
-        grid = memory.zeros((im2col.per_block, meta.out_h, meta.padded_w, meta.out_channels),
+        grid = memory.empty((im2col.per_block, meta.out_h, meta.padded_w, meta.out_channels),
                             dtype=dtype)
+        grid[:, :, meta.out_w :] = 0  # the blocks write the rest
     for n0, n1 in im2col.blocks:
         n = n1 - n0
         if grid is None:
@@ -353,8 +354,15 @@ class _GradGrid:
     def __init__(self, grad_out: Any, meta: Conv2dMeta, max_images: int, copies: int) -> None:
         self.dy, self.meta = grad_out, meta
         gh, gw = _grid_hw(meta)
-        self.buf = memory.zeros((copies, meta.out_channels, max_images * gh * gw),
+        self.buf = memory.empty((copies, meta.out_channels, max_images * gh * gw),
                                 dtype=grad_out.dtype)
+        # Zeros where blocks never write: copy 0's positions that are not outputs, and the
+        # first j columns of copy j (the blocks write the rest).
+        first = self.buf[0].reshape(meta.out_channels, max_images, gh, gw)
+        first[:, :, meta.out_h :] = 0
+        first[:, :, : meta.out_h, meta.out_w :] = 0
+        for j in range(1, copies):
+            self.buf[j, :, :j] = 0
 
     def block(self, n0: int, n1: int) -> Any:
         meta, grid_hw = self.meta, _grid_hw(self.meta)
