@@ -33,9 +33,11 @@ each (:mod:`tinytrain.kernels.cpu.parallel` says why).
   ``dy`` with the flipped kernel). A block's padded input gradient is kept channels
   first, ``[Cin, n, Hp, Wp]``, and seen as a matrix ``[Cin, n*Hp*Wp]``; with stride 1 the
   pixels offset ``(i, j)`` touches are its columns shifted by ``i * Wp + j``, a 2-D view,
-  so each offset's product (all of them from one GEMM) is added into long contiguous
-  rows. The price is that ``dy`` is laid out on the whole padded grid, with zeros past
-  ``Ho``/``Wo``. With a stride, each offset's window is a strided view.
+  so the products (from one GEMM) are added into long contiguous rows. The shift by
+  ``j`` is taken on ``dy``'s side (``Kw`` shifted copies of its grid), so the GEMM sums
+  each kernel row and only ``Kh`` blocks are added. The price is that ``dy`` is laid out
+  on the whole padded grid, with zeros past ``Ho``/``Wo``. With a stride, each offset's
+  window is a strided view.
 * ``conv2d_backward_bias``: ``db = dy.sum((0, 2, 3))``, as one GEMV per image; the layer's
   ``conv2d_backward`` gets it from dW's GEMM instead (a row of ones under the windows).
 
