@@ -865,7 +865,7 @@ for name, arr, analytic, idx in [("dX", x6, dx_full, (1, 2, 3, 4)),
     assert abs(numeric - analytic[idx]) < 1e-6
 
 # %% [markdown]
-# The package computes the same three gradients with three separate ops, each run only when
+# The package computes the same three gradients with three ops, each run only when
 # autograd's `ctx.needs_input_grad` asks for it (a frozen layer needs no `dW`; the first layer
 # needs no `dX`). They reuse the forward's tricks: `conv2d_backward_input` adds
 # `W_ij.T @ dY` into the window of offset `(i, j)` of a padded gradient buffer (the scatter
@@ -1064,10 +1064,6 @@ def my_conv2d(x, w, b=None, stride=1, padding=0):
 
 
 # %% [markdown]
-# (The package's Function calls one kernel, `conv2d_backward`, with the same three flags: on
-# the CPU each thread does `dX`, `dW` and `db` for its share of the batch, one hand-off to
-# the threads instead of three, and `db` comes out of `dW`'s GEMM as the row of ones above.)
-#
 # Check it against the package's `F.conv2d` and against PyTorch, forward and the three
 # gradients, with strides and paddings (forward and `dX` come out of the same kernels, bit
 # for bit; `dW` and `db` to float32 rounding, their sums taken in another order), then look
@@ -1142,8 +1138,12 @@ finally:
 
 # %% [markdown]
 # The package's `Conv2dFunction` in [`tinytrain/nn/conv.py`](../tinytrain/nn/conv.py) is this
-# class; the only difference is that it asks `kernels.for_array(x)` for the kernels of the
-# input's device, so the same Function runs the CUDA kernels of chapter 4 on a GPU array.
+# class, with two differences. It asks `kernels.for_array(x)` for the kernels of the input's
+# device, so the same Function runs the CUDA kernels of chapter 4 on a GPU array. And its
+# backward makes one call, `conv2d_backward(dy, x, w, meta, needs)`, with the same three
+# flags: on the CPU each thread does `dX`, `dW` and `db` for its share of the batch (one
+# hand-off to the threads instead of three), and `db` comes out of `dW`'s GEMM as the row of
+# ones above.
 #
 # ### The layer: `tinytrain.nn.Conv2d`
 #
