@@ -30,8 +30,11 @@ def reference_dropout(x: np.ndarray, p: float, seed: int) -> np.ndarray:
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("p", [0.25, 0.5, 0.9])
-def test_dropout_in_pieces_and_shards_is_the_hash_of_each_index(workers, dtype, p):
+def test_dropout_in_pieces_and_shards_is_the_hash_of_each_index(workers, dtype, p,
+                                                                 monkeypatch):
     # Several pieces per shard, a last piece that is not full, and a seed with both halves.
+    monkeypatch.setattr(layers, "DROPOUT_SHARD_PIECE", layers.DROPOUT_PIECE // 2)
+    monkeypatch.setattr(layers, "DROPOUT_MIN_SHARD", layers.DROPOUT_PIECE)
     n = 3 * layers.DROPOUT_PIECE * max(workers, 1) + 1234
     x = np.random.default_rng(0).standard_normal(n).astype(dtype).reshape(-1, 2)
     seed = 0x9E37_79B9_7F4A_7C15
@@ -56,7 +59,9 @@ def test_dropout_of_a_strided_input_uses_its_logical_order():
                                   reference_dropout(np.ascontiguousarray(x), 0.3, 11))
 
 
-def test_relu_in_shards(workers):
+def test_relu_in_shards(workers, monkeypatch):
+    monkeypatch.setattr(layers, "RELU_FORWARD_MIN_SHARD", parallel.MIN_ELEMENTS)
+    monkeypatch.setattr(layers, "RELU_BACKWARD_MIN_SHARD", parallel.MIN_ELEMENTS)
     x = np.random.default_rng(1).standard_normal((3, 5 * parallel.MIN_ELEMENTS + 7))
     x = x.astype(np.float32)
     x[0, :3] = [np.nan, -0.0, 0.0]
@@ -66,6 +71,50 @@ def test_relu_in_shards(workers):
     np.testing.assert_array_equal(layers.relu_backward(g, y), g * (y > 0))
     strided = x[:, ::2]
     np.testing.assert_array_equal(layers.relu_forward(strided), np.maximum(strided, 0))
+
+
+def threads_used(monkeypatch, call) -> set[str]:
+    """The names of the threads that ran a piece of ``call()``'s sharded work (2 threads)."""
+    import threading
+
+    seen: set[str] = set()
+    real = parallel._run
+
+    def spy(fn, a, b):
+        seen.add(threading.current_thread().name.split("_")[0])
+        return real(fn, a, b)
+
+    monkeypatch.setattr(parallel, "_run", spy)
+    before = tt.get_num_threads()
+    tt.set_num_threads(2)
+    try:
+        call()
+    finally:
+        tt.set_num_threads(before)
+    return seen
+
+
+# An element-wise pass is split only when each thread's part pays for the hand-off; the
+# cheaper the pass per element, the more elements that takes (measured in layers.py).
+@pytest.mark.parametrize("op, small, large", [
+    ("relu_forward", 692_224, 2 * layers.RELU_FORWARD_MIN_SHARD),  # cnn's conv1 output: 1 thread
+    ("relu_backward", 262_144, 692_224),                         # cnn's conv1 output: 2 threads
+    ("dropout", 131_072, 589_824),                                 # the example net's: 2 threads
+    ("adam", 131_072, 1_179_648),                                  # the example net's fc1.weight
+])
+def test_an_element_wise_pass_is_split_only_when_large(monkeypatch, op, small, large):
+    def run(n):
+        x = np.ones(n, np.float32)
+        return {
+            "relu_forward": lambda: layers.relu_forward(x),
+            "relu_backward": lambda: layers.relu_backward(x, x),
+            "dropout": lambda: layers.dropout_forward(x, 0.5, 3),
+            "adam": lambda: optim.adam_step(x, x, x.copy(), x.copy(), 1, 1e-3, (0.9, 0.999),
+                                            1e-8, 0.0),
+        }[op]
+
+    assert threads_used(monkeypatch, run(small)) == set()  # one call, never through the pool
+    assert threads_used(monkeypatch, run(large)) == {"MainThread", "tinytrain-cpu"}
 
 
 # More features than rows (split by features, partial sums added), more rows than features
@@ -132,7 +181,8 @@ def reference_adam(p, g, m, v, step, lr, betas, eps):
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "transposed"])
-def test_adam_in_pieces_and_shards_is_the_formula_bit_for_bit(workers, layout):
+def test_adam_in_pieces_and_shards_is_the_formula_bit_for_bit(workers, layout, monkeypatch):
+    monkeypatch.setattr(optim, "ADAM_MIN_SHARD", parallel.MIN_ELEMENTS)
     rng = np.random.default_rng(4)
     shape = (3 * optim.ADAM_PIECE + 77, 3)
     p, g, m = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))

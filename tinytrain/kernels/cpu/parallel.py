@@ -216,15 +216,19 @@ def add_shards(parts: list[Any]) -> Any:
 
 
 #: Element-wise kernels split an array over the threads only when every thread gets at
-#: least this many elements: handing a shard to a worker costs 30-50 us, about one pass
-#: over 64K float32.
+#: least this many elements (unless the kernel asks for more, below). The hand-off is the
+#: cost to beat: a worker that was waiting starts 30-80 us after the call (an OS wake-up,
+#: then the GIL), which is a ReLU pass over ~500K float32 or an Adam update of ~50K.
 MIN_ELEMENTS = 1 << 16
 
 
-def shard_elements(fn: Callable[[int, int], T], size: int) -> list[T]:
+def shard_elements(fn: Callable[[int, int], T], size: int,
+                   min_per_thread: int | None = None) -> list[T]:
     """``fn(a, b)`` for each shard ``[a, b)`` of ``range(size)`` (flat element indices),
-    in parallel when the array is large enough (:data:`MIN_ELEMENTS` per thread)."""
-    return run_sharded(fn, size, min_shard=MIN_ELEMENTS)
+    in parallel when the array is large enough (``min_per_thread`` elements per thread:
+    a cheap pass needs more elements to pay for the hand-off than an expensive one;
+    :data:`MIN_ELEMENTS` when not given)."""
+    return run_sharded(fn, size, min_shard=max(1, min_per_thread or MIN_ELEMENTS))
 
 
 _blas_libraries()
