@@ -113,9 +113,10 @@ _MUL1, _MUL2 = np.uint32(0x85EBCA6B), np.uint32(0xC2B2AE35)
 #: arrays stay in cache (590K float32: 0.98 ms in pieces of 32K, 0.87 in pieces of 64K).
 DROPOUT_PIECE = 1 << 16
 #: ... and this many when the work is split over threads. The hash is ~17 NumPy calls per
-#: piece, and every call takes the GIL again: two threads on 64K pieces wait for each other
-#: so often that they were *slower* than one (590K: 1.16 ms against 0.98). Pieces as large
-#: as the shard (up to this; 2 MiB of scratch each) make it 0.59-0.61 ms on two threads.
+#: piece, and every call takes the GIL again: two threads on 32K or 64K pieces waited for
+#: each other so often that they were *slower* than one (590K: 1.16-1.36 ms against
+#: 0.94-0.98). Pieces as large as the shard (up to this; 2 MiB of scratch each) make it
+#: 0.59-0.61 ms on two threads.
 DROPOUT_SHARD_PIECE = 1 << 19
 #: Elements per thread before dropout is split over the threads.
 DROPOUT_MIN_SHARD = 1 << 17
