@@ -476,9 +476,10 @@ def test_dropout_reproducible_and_p_validation():
     b = nn.Dropout(0.5)(tt.ones(10, 10)).numpy()
     np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(nn.Dropout(0.0)(tt.ones(3)).numpy(), np.ones(3))
-    for p in (-0.1, 1.0):
+    for p in (-0.1, 1.5, float("nan")):
         with pytest.raises(ValueError, match="dropout probability"):
             nn.Dropout(p)
+    np.testing.assert_array_equal(nn.Dropout(1.0)(tt.ones(3)).numpy(), np.zeros(3))  # as torch
 
 
 # ------------------------------------------------------------------------ devices

@@ -156,17 +156,33 @@ def test_step_does_not_record_graph():
 
 
 @pytest.mark.parametrize("cls", [SGD, Adam])
-@pytest.mark.parametrize("lr", [-0.1, -1e-8])
+@pytest.mark.parametrize("lr", [-0.1, -1e-8, float("nan")])
 def test_invalid_lr_raises(cls, lr):
     p = tt.tensor([1.0], requires_grad=True)
     with pytest.raises(ValueError, match="learning rate"):
         cls([p], lr=lr)
-    with pytest.raises(ValueError):  # torch agrees
-        {SGD: torch.optim.SGD, Adam: torch.optim.Adam}[cls]([torch.zeros(1)], lr=lr)
+    if lr < 0:  # torch agrees (a NaN learning rate it lets through)
+        with pytest.raises(ValueError):
+            {SGD: torch.optim.SGD, Adam: torch.optim.Adam}[cls]([torch.zeros(1)], lr=lr)
+
+
+@pytest.mark.parametrize("cls", [SGD, Adam])
+def test_a_zero_learning_rate_leaves_the_parameters_as_pytorch_does(cls):
+    p = tt.tensor([1.0, -2.0], requires_grad=True)
+    tp = torch.tensor([1.0, -2.0], requires_grad=True)
+    p.grad, tp.grad = tt.tensor([0.5, 0.5]), torch.tensor([0.5, 0.5])
+    cls([p], lr=0.0).step()
+    {SGD: torch.optim.SGD, Adam: torch.optim.Adam}[cls]([tp], lr=0.0).step()
+    np.testing.assert_array_equal(p.numpy(), tp.detach().numpy())
 
 
 def test_other_invalid_arguments():
     p = tt.tensor([1.0], requires_grad=True)
+    for kwargs in (dict(eps=-1e-8), dict(weight_decay=-0.1)):
+        with pytest.raises(ValueError, match="must be >= 0"):
+            Adam([p], **kwargs)
+        with pytest.raises(ValueError):  # torch agrees
+            torch.optim.Adam([torch.zeros(1)], **kwargs)
     with pytest.raises(ValueError, match="momentum"):
         SGD([p], lr=0.1, momentum=-0.5)
     with pytest.raises(ValueError, match="nesterov"):

@@ -191,6 +191,19 @@ def test_avg_pool_gradcheck_float64():
 # --------------------------------------------------------------------------- modules
 
 
+@pytest.mark.parametrize("shape, kernel", [((2, 3, 1, 40_000), (1, 40_000)),
+                                           ((1, 2, 200, 200), 200), ((2, 1, 190, 190), 185)])
+def test_max_pool_windows_of_more_than_32767_elements_like_pytorch(shape, kernel):
+    """The arg-max offsets outgrow int16 (the usual type) and take int32."""
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    y, dx = run_pool(max_pool2d, x, np.ones((shape[0], shape[1], 1, 1), np.float32),
+                     kernel_size=kernel)
+    ty, tdx = torch_pool("max_pool2d", x, np.ones((shape[0], shape[1], 1, 1), np.float32),
+                         kernel_size=kernel)
+    np.testing.assert_array_equal(y, ty)
+    np.testing.assert_array_equal(dx, tdx)
+
+
 def test_modules():
     x = tt.tensor(np.arange(2 * 3 * 6 * 6, dtype=np.float32).reshape(2, 3, 6, 6))
     assert MaxPool2d(2)(x).shape == (2, 3, 3, 3)

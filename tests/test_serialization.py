@@ -165,6 +165,21 @@ def test_load_non_tinytrain_file_names_path(tmp_path, kind):
     assert str(path) in str(info.value)
 
 
+def test_file_objects_round_trip_and_parameters_stay_parameters():
+    import io
+
+    model = nn.Linear(3, 2)
+    buffer = io.BytesIO()
+    tt.save({"w": model.weight, "t": tt.ones(2, requires_grad=True), "plain": tt.zeros(2),
+             "state": model.state_dict()}, buffer)
+    buffer.seek(0)
+    got = tt.load(buffer)
+    assert type(got["w"]) is nn.Parameter and got["w"].requires_grad  # as torch.load
+    np.testing.assert_array_equal(got["w"].numpy(), model.weight.numpy())
+    assert type(got["t"]) is tt.Tensor and got["t"].requires_grad
+    assert not got["plain"].requires_grad and not got["state"]["weight"].requires_grad
+
+
 def test_load_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.npz"):
         tt.load(tmp_path / "nope.npz")

@@ -135,6 +135,39 @@ def test_contains_and_numpy_conversion():
     assert isinstance(np.ones(3) + tt.ones(3), tt.Tensor)  # ndarray defers to the Tensor
 
 
+def test_np_array_copies_and_np_asarray_shares_as_with_torch():
+    for lib in (tt, torch):
+        t = lib.zeros(3)
+        copied, shared = np.array(t), np.asarray(t)
+        copied[0], shared[1] = 7.0, 5.0
+        assert t.tolist() == [0.0, 5.0, 0.0], lib.__name__
+    assert np.array(tt.zeros(2), dtype=np.float64).dtype == np.float64
+    with pytest.raises(ValueError, match="copy"):
+        np.array(tt.zeros(2), dtype=np.float64, copy=False)
+
+
+# PyTorch applies integer indices first, as a select; NumPy would put the broadcast
+# dimension of the integer and the list first when a slice separates them.
+@pytest.mark.parametrize("key", [
+    (0, slice(None), [1, 2]),
+    ([1, 0], slice(None), 0),
+    (Ellipsis, 0, slice(1, 3), [0, 4]),
+    (1, slice(None), slice(None), [[0, 1], [2, 3]]),
+    (0, slice(None), [True, False, True, True]),
+    (0, [1, 2]),  # side by side: both orders agree
+])
+def test_indexing_that_mixes_integers_and_lists_matches_torch(key):
+    x = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+    ours, theirs = tt.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    y, ty = ours[key], theirs[tuple(torch.tensor(k) if isinstance(k, list) else k for k in key)]
+    assert y.shape == tuple(ty.shape)
+    np.testing.assert_array_equal(y.detach().numpy(), ty.detach().numpy())
+    g = np.random.default_rng(0).standard_normal(y.shape).astype(np.float32)
+    y.backward(tt.tensor(g))
+    ty.backward(torch.tensor(g))
+    np.testing.assert_array_equal(ours.grad.numpy(), theirs.grad.numpy())
+
+
 # ------------------------------------------------------------------ 2. in-place ops
 
 
@@ -322,6 +355,21 @@ def test_version_counter_counts_like_torch():
     assert x._version == t._version == y._version == v._version == r._version == tr._version
     fresh, tfresh = x + 1, t + 1
     assert fresh._version == tfresh._version == 0
+
+
+@pytest.mark.parametrize("write", ["load_state_dict", "init"])
+def test_writing_weights_between_forward_and_backward_is_caught_as_in_torch(write):
+    """A state dict loaded (or an init run) into the weights a graph saved: backward must
+    refuse, not compute the gradient with the new weights."""
+    for lib in (tt, torch):
+        model, other = lib.nn.Linear(3, 2), lib.nn.Linear(3, 2)
+        y = model(lib.ones(4, 3, requires_grad=True))
+        if write == "load_state_dict":
+            model.load_state_dict(other.state_dict())
+        else:
+            lib.nn.init.zeros_(model.weight)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
 
 
 def test_backward_through_a_modified_saved_tensor_raises():

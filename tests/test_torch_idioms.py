@@ -307,6 +307,8 @@ CASES = {
                                            weight=v.abs().detach()),
                          L.nn.NLLLoss(ignore_index=4)(x.log_softmax(1), L.tensor(LABELS))),
         X, V),
+    "dropout with p=1 drops everything": (
+        lambda L, x: (nn_of(L).dropout(x, 1.0), L.nn.Dropout(1.0)(x)), X),
     "MSELoss(reduction='sum') (Learning PyTorch)": (
         lambda L, x, y: L.nn.MSELoss(reduction="sum")(x, y), X, Y),
 }
@@ -393,6 +395,13 @@ ERRORS = {
     "backward of a constant": lambda L: L.ones(2).sum().backward(),
     "missing tensor method": lambda L: L.ones(2).no_such_method(),
     "missing module attribute": lambda L: L.nn.Linear(2, 2).no_such_layer,
+    "zeros with a negative size": lambda L: L.zeros(2, -1),
+    "randn of a float size": lambda L: L.randn(2.5),
+    "tensor of strings": lambda L: L.tensor(["a"]),
+    "to an unknown device": lambda L: L.zeros(2).to("tpu"),
+    "dropout probability above 1": lambda L: L.nn.Dropout(1.5),
+    "Adam with a negative eps": lambda L: L.optim.Adam([L.zeros(1, requires_grad=True)],
+                                                       eps=-1e-8),
     "optimizer given a parameter twice": lambda L: L.optim.SGD(
         [{"params": [p := L.ones(1, requires_grad=True)]}, {"params": [p]}], lr=0.1),
 }

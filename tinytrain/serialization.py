@@ -23,7 +23,7 @@ import stat
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -42,6 +42,8 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> Any:
         kind = "tensor" if isinstance(obj, Tensor) else "ndarray"
         data = obj.data if isinstance(obj, Tensor) else obj
         arrays[key] = backend.to_device(data, "cpu")
+        if kind == "tensor" and obj.requires_grad:  # a Parameter stays one, as in PyTorch
+            return {"t": kind, "k": key, "grad": "parameter" if _is_parameter(obj) else True}
         return {"t": kind, "k": key}
     if isinstance(obj, dict | list | tuple) and depth >= MAX_DEPTH:
         raise ValueError(f"save: containers nested more than {MAX_DEPTH} deep (or a cycle)")
@@ -62,6 +64,12 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> Any:
             f"pickled objects); save its state instead: tt.save(obj.state_dict(), path), then "
             f"obj.load_state_dict(tt.load(path)) into a new {type(obj).__name__}")
     raise TypeError(f"save: cannot store an object of type {type(obj).__name__}")
+
+
+def _is_parameter(t: Tensor) -> bool:
+    from tinytrain.nn.module import Parameter  # nn imports this module
+
+    return isinstance(t, Parameter)
 
 
 class _Decoder:
@@ -120,14 +128,26 @@ class _Decoder:
             return arr
         if arr.dtype.kind not in "biuf":
             raise ValueError(f"{where}: a Tensor cannot hold dtype {arr.dtype}")
-        return Tensor(backend.to_device(arr, self.device) if self.device else arr)
+        data = backend.to_device(arr, self.device) if self.device else arr
+        grad = node.get("grad", False)
+        if grad not in (False, True, "parameter") or (grad and arr.dtype.kind != "f"):
+            raise ValueError(f"{where}: bad 'grad' {grad!r:.40} for a {arr.dtype} Tensor")
+        if grad == "parameter":
+            from tinytrain.nn.module import Parameter  # nn imports this module
+
+            return Parameter(Tensor(data))
+        return Tensor(data, requires_grad=bool(grad))
 
 
-def save(obj: Any, path: str | os.PathLike) -> None:
-    """Write ``obj`` to ``path`` (an ``.npz`` archive) atomically."""
-    path = replaceable_target(path)
+def save(obj: Any, path: str | os.PathLike | BinaryIO) -> None:
+    """Write ``obj`` to ``path`` (an ``.npz`` archive) atomically; or into an open binary
+    file object (``io.BytesIO``, a file opened ``"wb"``), as it is: no rename there."""
     arrays: dict[str, np.ndarray] = {}
     structure = json.dumps({"format": _FORMAT, "root": _encode(obj, arrays)})
+    if hasattr(path, "write"):
+        np.savez(path, __structure__=np.frombuffer(structure.encode(), dtype=np.uint8), **arrays)
+        return
+    path = replaceable_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path_for(path)
     try:
@@ -167,7 +187,7 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def load(path: str | os.PathLike, map_location: str | None = None,
+def load(path: str | os.PathLike | BinaryIO, map_location: str | None = None,
          weights_only: bool = True) -> Any:
     """Read an object written by :func:`save`. Tensors land on ``map_location`` (default cpu).
 
@@ -180,8 +200,10 @@ def load(path: str | os.PathLike, map_location: str | None = None,
             crafted (the message names the file and what is wrong).
         OSError: the file cannot be read (e.g. PermissionError).
     """
-    path = Path(path)
     device = backend.normalize_device(map_location) if map_location else None
+    if hasattr(path, "read") and hasattr(path, "seek"):  # an open binary file object
+        return _load(path, Path(getattr(path, "name", "<file object>")), device)
+    path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"load: no such file: {path}")
     if path.is_dir():

@@ -28,6 +28,7 @@ from __future__ import annotations
 import builtins
 import math
 import numbers
+import operator
 import sys
 from collections import namedtuple
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -98,6 +99,10 @@ class Tensor:
     _post_accumulate_grad_hooks: Mapping[int, Callable[[Tensor], None]] = MappingProxyType({})
 
     def __init__(self, data: Any, requires_grad: bool = False) -> None:
+        if not isinstance(requires_grad, bool | np.bool_):
+            raise TypeError(f"Tensor(data, requires_grad) wraps data; got requires_grad="
+                            f"{requires_grad!r}. For a new tensor of a shape, use tt.zeros(...) "
+                            "or tt.empty(...); for data, tt.tensor(data)")
         counter = None
         if type(data) is not np.ndarray:
             if isinstance(data, Tensor):
@@ -216,9 +221,17 @@ class Tensor:
         return self._data if self.device == "cpu" else self._data.get()
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        """``np.asarray(t)`` (and matplotlib) see the values, as with PyTorch's CPU tensors."""
+        """NumPy's view of the values, as with PyTorch's CPU tensors: ``np.asarray(t)``
+        shares the tensor's memory, ``np.array(t)`` (``copy=True``) is a copy of it."""
         arr = self.numpy()
-        return arr if dtype is None else arr.astype(dtype, copy=False)
+        if dtype is not None and np.dtype(dtype) != arr.dtype:
+            if copy is False:
+                raise ValueError(f"cannot view a {arr.dtype} Tensor as {np.dtype(dtype)} "
+                                 "without a copy (copy=False)")
+            return arr.astype(dtype)
+        if copy and arr is self._data:  # from the GPU, numpy() already made a new array
+            return arr.copy()
+        return arr
 
     def item(self) -> float | int | bool:
         if self._data.size != 1:
@@ -279,7 +292,11 @@ class Tensor:
         elif device is not None and not backend.is_device(device):
             device, dtype = None, device
         device = backend.normalize_device(device) if device is not None else self.device
-        dtype = np.dtype(dtype) if dtype is not None else self.dtype
+        try:
+            dtype = np.dtype(dtype) if dtype is not None else self.dtype
+        except TypeError:
+            raise InvalidArgument(f"to(): {dtype!r} is neither a device ('cpu', 'cuda', "
+                                  "'cuda:N') nor a dtype") from None
         if device == self.device and dtype == self.dtype:
             return self.clone() if copy else self
         return _To.apply(self, device, dtype)
@@ -961,6 +978,9 @@ class Tensor:
 
     def __getitem__(self, index: Any) -> Tensor:
         index = _raw_index(index)
+        first = _integers_first(index)
+        if first is not None:  # PyTorch's order: the integers select, then the rest
+            return self[first[0]][first[1]]
         out = O.Index.apply(self, index)
         if out._base is not None:  # a slice: in-place ops on it write through self
             out._view_of = (self, index)
@@ -1661,9 +1681,20 @@ def _check_matmul(sa: tuple[int, ...], sb: tuple[int, ...]) -> None:
 
 
 def _shape_arg(shape: tuple) -> tuple[int, ...]:
-    if len(shape) == 1 and isinstance(shape[0], Sequence | np.ndarray):
-        return tuple(int(s) for s in shape[0])
-    return tuple(int(s) for s in shape)
+    """Sizes given as ``f(2, 3)`` or ``f((2, 3))``, as ints (``2.5`` is refused, not cut)."""
+    dims = shape[0] if len(shape) == 1 and isinstance(shape[0], Sequence | np.ndarray) else shape
+    try:
+        return tuple(operator.index(s) for s in dims)
+    except TypeError:
+        raise TypeError(f"sizes must be integers, got {tuple(dims)!r}") from None
+
+
+def _new_shape(shape: tuple) -> tuple[int, ...]:
+    """The shape of a new tensor: :func:`_shape_arg`, and no size below 0."""
+    dims = _shape_arg(shape)
+    if builtins.any(d < 0 for d in dims):
+        raise ShapeError(f"negative dimension in shape {dims}: sizes must be >= 0")
+    return dims
 
 
 def _raw_index(index: Any) -> Any:
@@ -1675,6 +1706,36 @@ def _raw_index(index: Any) -> Any:
         return tuple(i._data if isinstance(i, Tensor) else np.asarray(i)
                      if isinstance(i, range) else i for i in index)
     return np.asarray(index) if isinstance(index, range) else index
+
+
+def _integers_first(index: Any) -> tuple[tuple, tuple] | None:
+    """``(integers, rest)`` when an index mixes integers and array indices that a slice
+    separates, e.g. ``x[0, :, [1, 2]]``; else None.
+
+    PyTorch applies integer indices first, as a select (``[2,3,4] -> [3, 2]`` here); NumPy
+    counts them with the array indices, whose broadcast dimension then goes first
+    (``[2, 3]``). Indexing in two steps, the integers then the rest, gives PyTorch's
+    layout. When the integers and arrays sit side by side, both orders agree.
+    """
+    if not isinstance(index, tuple) or builtins.any(i is None for i in index):
+        return None
+    def is_int(i: Any) -> bool:
+        return isinstance(i, int | np.integer) and not isinstance(i, bool | np.bool_)
+    def is_array(i: Any) -> bool:
+        return isinstance(i, list | np.ndarray) and np.ndim(i) > 0
+    advanced = [k for k, i in enumerate(index) if is_int(i) or is_array(i)]
+    if (not builtins.any(is_int(index[k]) for k in advanced)
+            or not builtins.any(is_array(index[k]) for k in advanced)
+            or advanced[-1] - advanced[0] == len(advanced) - 1):  # side by side
+        return None
+    ints: list[Any] = []
+    for i in index:
+        if is_int(i) or i is Ellipsis:
+            ints.append(i)
+        else:  # one slice per dimension it indexes (a bool mask: one per mask dimension)
+            mask = isinstance(i, list | np.ndarray) and np.asarray(i).dtype == bool
+            ints.extend([slice(None)] * (np.ndim(i) if mask else 1))
+    return tuple(ints), tuple(i for i in index if not is_int(i))
 
 
 def _bool_condition(name: str, condition: Any) -> Tensor:
@@ -1736,6 +1797,9 @@ def tensor(data: Any, dtype: Any = None, device: Any = None,
     xp = backend.array_module(_device(device))
     arr = xp.array(backend.to_device(data, device) if hasattr(data, "dtype") else data,
                    dtype=dtype, copy=True)
+    if arr.dtype.kind not in "biuf":
+        raise InvalidArgument(f"tensor(): can't make a Tensor of {arr.dtype} data; tinytrain "
+                              "tensors hold bool, integer or floating-point numbers")
     return Tensor(arr, requires_grad=requires_grad)
 
 
@@ -1759,7 +1823,7 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
 
 def _full(shape: tuple, fill: float, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
     xp = backend.array_module(_device(device))
-    return Tensor(xp.full(_shape_arg(shape), fill, dtype=np.dtype(dtype)),
+    return Tensor(xp.full(_new_shape(shape), fill, dtype=np.dtype(dtype)),
                   requires_grad=requires_grad)
 
 
@@ -1805,7 +1869,7 @@ def full_like(t: Tensor, fill_value: float, dtype: Any = None,
 def randn(*shape: int, dtype: Any = float32, device: Any = None,
           requires_grad: bool = False) -> Tensor:
     """Standard normal samples from the package generator (same on every device)."""
-    arr = default_generator().standard_normal(_shape_arg(shape)).astype(dtype)
+    arr = default_generator().standard_normal(_new_shape(shape)).astype(dtype)
     return Tensor(backend.to_device(arr, _device(device)),
                   requires_grad=requires_grad)
 
@@ -1813,7 +1877,7 @@ def randn(*shape: int, dtype: Any = float32, device: Any = None,
 def rand(*shape: int, dtype: Any = float32, device: Any = None,
          requires_grad: bool = False) -> Tensor:
     """Uniform samples in [0, 1) from the package generator."""
-    arr = default_generator().random(_shape_arg(shape)).astype(dtype)
+    arr = default_generator().random(_new_shape(shape)).astype(dtype)
     return Tensor(backend.to_device(arr, _device(device)),
                   requires_grad=requires_grad)
 

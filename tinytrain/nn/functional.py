@@ -167,6 +167,7 @@ def cross_entropy(input: Tensor, target: Tensor | Any, weight: Tensor | None = N
     itself skips targets equal to the default ``ignore_index`` (-100); any other
     ``ignore_index`` takes the general path.
     """
+    _floating("cross_entropy: the logits", input)
     if _is_probabilities(input, target):
         return _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
     t = _class_targets("cross_entropy", input, target, reduction, checked_by_kernel=True,
@@ -333,10 +334,12 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     The mask is a hash of (a seed drawn from tinytrain's generator, the element's index),
     computed where ``x`` lives: the same seed drops the same elements on the CPU and the GPU.
     """
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return x
+    if p == 1.0:  # every element dropped (and no 1/(1-p) to scale by), as PyTorch
+        return x * 0.0
     seed = int(default_generator().integers(0, 2**64, dtype=np.uint64))  # one draw per call
     return O.Dropout.apply(x, p, seed)
 
@@ -344,13 +347,15 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
 def dropout2d(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     """Zero each channel ``x[n, c]`` (``[N, C, H, W]``) with probability ``p`` and scale the
     rest by ``1/(1-p)``; the channel mask is drawn from tinytrain's generator."""
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if x.ndim not in (3, 4):
         raise ShapeError(f"dropout2d: expected a 4-D input [N, C, H, W] (or 3-D [C, H, W]), "
                          f"got shape {x.shape}")
     if not training or p == 0.0:
         return x
+    if p == 1.0:
+        return x * 0.0
     keep = default_generator().random(x.shape[:-2] + (1, 1)) >= p
     mask = backend.to_device((keep / (1 - p)).astype(x.dtype), x.device)
     return x * Tensor(mask)

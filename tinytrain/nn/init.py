@@ -25,6 +25,7 @@ from tinytrain.tensor import Tensor
 def _fill(t: Tensor | np.ndarray, values: Any) -> Tensor:
     t = t if isinstance(t, Tensor) else Tensor(t)  # a raw array (m.weight.data) as a Tensor
     t.data[...] = backend.to_device(np.asarray(values).astype(t.dtype), t.device)
+    t._version_counter[0] += 1  # an in-place write, as fill_ / copy_ count it
     return t
 
 
@@ -84,6 +85,8 @@ def _gain_and_fan(t: Tensor, a: float, mode: str, nonlinearity: str) -> tuple[fl
 def kaiming_uniform_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
                      nonlinearity: str = "leaky_relu") -> Tensor:
     """U(-bound, bound) with ``bound = gain * sqrt(3 / fan)``, gain as in PyTorch."""
+    if 0 in t.shape:  # nothing to fill (and no fan to divide by), as PyTorch
+        return t
     gain, fan = _gain_and_fan(t, a, mode, nonlinearity)
     bound = gain * math.sqrt(3.0 / fan)
     return uniform_(t, -bound, bound)
@@ -92,12 +95,16 @@ def kaiming_uniform_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
 def kaiming_normal_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
                     nonlinearity: str = "leaky_relu") -> Tensor:
     """N(0, std^2) with ``std = gain / sqrt(fan)`` (He initialisation)."""
+    if 0 in t.shape:
+        return t
     gain, fan = _gain_and_fan(t, a, mode, nonlinearity)
     return normal_(t, 0.0, gain / math.sqrt(fan))
 
 
 def xavier_uniform_(t: Tensor, gain: float = 1.0) -> Tensor:
     """U(-bound, bound) with ``bound = gain * sqrt(6 / (fan_in + fan_out))`` (Glorot)."""
+    if 0 in t.shape:
+        return t
     fan_in, fan_out = calculate_fan_in_and_fan_out(t)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform_(t, -bound, bound)
@@ -105,6 +112,8 @@ def xavier_uniform_(t: Tensor, gain: float = 1.0) -> Tensor:
 
 def xavier_normal_(t: Tensor, gain: float = 1.0) -> Tensor:
     """N(0, std^2) with ``std = gain * sqrt(2 / (fan_in + fan_out))`` (Glorot)."""
+    if 0 in t.shape:
+        return t
     fan_in, fan_out = calculate_fan_in_and_fan_out(t)
     return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
 

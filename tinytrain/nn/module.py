@@ -315,6 +315,7 @@ class Module:
             values[name] = value
         for name, value in values.items():
             own[name].data[...] = backend.to_device(value, own[name].device)
+            own[name]._version_counter[0] += 1  # in place: a graph that saved it must not run
         return IncompatibleKeys(missing, unexpected)
 
     # ------------------------------------------------------------ modes, devices, grads

@@ -95,7 +95,9 @@ def relu_backward(grad: Any, out: Any) -> Any:
     """The gradient where the forward output ``out`` is positive, 0 elsewhere.
 
     ``grad * (out > 0)``: a product with the mask, not ``np.where``, which branches on every
-    element and on a ReLU's output (half zeros, at random) mispredicts half the time.
+    element and on a ReLU's output (half zeros, at random) mispredicts half the time. The
+    one difference from a select: an infinite or NaN gradient where the output is 0 gives
+    NaN here (``inf * 0``), 0 in PyTorch; a step with such a gradient has diverged anyway.
     """
     dx = memory.empty(grad.shape, dtype=grad.dtype)
     g, y, d = _flat(grad), _flat(out), dx.reshape(-1)

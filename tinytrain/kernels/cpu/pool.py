@@ -62,17 +62,23 @@ def max_pool2d_forward(x: Any, meta: Pool2dMeta) -> tuple[Any, Any]:
     """``x [N, C, H, W] -> (out [N, C, Ho, Wo], argmax [N, C, Ho, Wo])``.
 
     ``argmax`` holds, for every output, the window offset ``k = i * Kw + j`` of the
-    chosen input (int16). Shards of the batch run in parallel
+    chosen input (int16; int32 for windows of more than 32767 elements). Shards of the
+    batch run in parallel
     (:mod:`tinytrain.kernels.cpu.parallel`).
     """
     out = memory.empty(meta.output_shape, dtype=x.dtype)
-    argmax = memory.empty(meta.output_shape, dtype=np.int16)
+    argmax = memory.empty(meta.output_shape, dtype=_offset_dtype(meta))
 
     def shard(xs: Any, o: Any, am: Any, a: int, b: int) -> None:
         _max_scan(xs, replace(meta, batch=b - a), o, am)
 
     shard_batch(shard, meta.batch, x, out, argmax)
     return out, argmax
+
+
+def _offset_dtype(meta: Pool2dMeta) -> Any:
+    """The smallest integer type that holds every window offset ``0 .. Kh*Kw - 1``."""
+    return np.int16 if meta.kernel_h * meta.kernel_w <= np.iinfo(np.int16).max else np.int32
 
 
 def _max_scan(x: Any, meta: Pool2dMeta, best: Any, argmax: Any) -> None:
@@ -95,12 +101,12 @@ def _max_scan(x: Any, meta: Pool2dMeta, best: Any, argmax: Any) -> None:
     np.copyto(best, meta.window(x_pad, *offsets[0]))
     argmax[...] = 0
     take = memory.empty(best.shape, dtype=bool)
-    step = memory.empty(best.shape, dtype=np.int16)
+    step = memory.empty(best.shape, dtype=argmax.dtype)
     for k, (i, j) in enumerate(offsets[1:], start=1):
         value = meta.window(x_pad, i, j)
         np.greater(value, best, out=take)
         np.maximum(best, value, out=best)
-        np.subtract(np.int16(k), argmax, out=step)
+        np.subtract(argmax.dtype.type(k), argmax, out=step)
         step *= take
         argmax += step
     if not np.isfinite(best).all():
@@ -113,14 +119,15 @@ def _max_scan_exact(x_pad: Any, meta: Pool2dMeta) -> tuple[Any, Any]:
     real = memory.zeros((x_pad.shape[2], x_pad.shape[3]), dtype=bool)
     real[meta.pad_h : meta.pad_h + meta.in_h, meta.pad_w : meta.pad_w + meta.in_w] = True
     best = np.full(meta.output_shape, float("-inf"), dtype=x_pad.dtype)
-    argmax = np.full(meta.output_shape, -1, dtype=np.int16)
+    kind = _offset_dtype(meta)
+    argmax = np.full(meta.output_shape, -1, dtype=kind)
     for k, (i, j) in enumerate(meta.offsets()):
         value = meta.window(x_pad, i, j)
         # PyTorch's scan: take a strictly greater value, or a NaN; a window whose
         # real values are all -inf keeps its first real position.
         take = (value > best) | np.isnan(value) | ((argmax < 0) & meta.window(real, i, j))
         best = np.where(take, value, best)
-        argmax = np.where(take, np.int16(k), argmax)
+        argmax = np.where(take, kind(k), argmax)
     return best, argmax
 
 
@@ -139,7 +146,7 @@ def max_pool2d_backward(grad_out: Any, x: Any, meta: Pool2dMeta) -> Any:
     def shard(gs: Any, xs: Any, dxs: Any, a: int, b: int) -> None:
         shard_meta = replace(meta, batch=b - a)
         best = memory.empty(shard_meta.output_shape, dtype=xs.dtype)
-        argmax = memory.empty(shard_meta.output_shape, dtype=np.int16)
+        argmax = memory.empty(shard_meta.output_shape, dtype=_offset_dtype(meta))
         _max_scan(xs, shard_meta, best, argmax)
         dxs[...] = _max_pool2d_backward(gs, argmax, shard_meta)
 
