@@ -1721,8 +1721,9 @@ def _integers_first(index: Any) -> tuple[tuple, tuple] | None:
         return None
     def is_int(i: Any) -> bool:
         return isinstance(i, int | np.integer) and not isinstance(i, bool | np.bool_)
-    def is_array(i: Any) -> bool:
-        return isinstance(i, list | np.ndarray) and np.ndim(i) > 0
+    def is_array(i: Any) -> bool:  # a list, a NumPy or a CuPy array of indices or a mask
+        return (isinstance(i, list) or hasattr(i, "dtype") and not isinstance(i, np.generic)
+                ) and np.ndim(i) > 0
     advanced = [k for k, i in enumerate(index) if is_int(i) or is_array(i)]
     if (not builtins.any(is_int(index[k]) for k in advanced)
             or not builtins.any(is_array(index[k]) for k in advanced)
@@ -1733,7 +1734,8 @@ def _integers_first(index: Any) -> tuple[tuple, tuple] | None:
         if is_int(i) or i is Ellipsis:
             ints.append(i)
         else:  # one slice per dimension it indexes (a bool mask: one per mask dimension)
-            mask = isinstance(i, list | np.ndarray) and np.asarray(i).dtype == bool
+            dtype = i.dtype if hasattr(i, "dtype") else np.asarray(i).dtype
+            mask = is_array(i) and dtype.kind == "b"
             ints.extend([slice(None)] * (np.ndim(i) if mask else 1))
     return tuple(ints), tuple(i for i in index if not is_int(i))
 
