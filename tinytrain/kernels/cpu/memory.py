@@ -11,9 +11,15 @@ So the kernels take their outputs and scratch from here: :func:`empty` returns a
 block that an earlier, dead array used (the newest that fits), or a new one. A block goes
 back to the cache when the last array on it dies: the array is made from a small *lease*
 object that owns nothing but holds the block (NumPy stops collapsing a view's ``base`` at a
-non-array owner, so every view of the array keeps the array, and thus the lease, alive) and
-the lease's ``__del__`` returns the block. Nothing else changes for the arrays' users: they
-are ordinary writeable ndarrays, only not ``OWNDATA``.
+non-array owner, so every view of the array keeps the array, and thus the lease, alive), and
+the lease's death queues the block. Nothing else changes for the arrays' users: they are
+ordinary writeable ndarrays, only not ``OWNDATA``.
+
+The queueing is a weak reference's callback that is C code (``deque.append``), not a
+``__del__`` method: Python checks for signals when it starts running Python code, and a
+Ctrl-C or SIGTERM that arrives inside a ``__del__`` is printed and *ignored* ("Exception
+ignored in ..."). With a thousand arrays dying per step, a training run lost about one
+Ctrl-C in 40 that way.
 
 Only the thread that calls the kernels (the training loop's) uses the cache. The threads of
 the kernels' pool (:mod:`~tinytrain.kernels.cpu.parallel`) take their shards' scratch from
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 from collections import OrderedDict, deque
 from typing import Any
 
@@ -59,20 +66,22 @@ _lock = threading.Lock()
 # A block is (uint8 array, its address). id(block) -> (size, block), oldest first:
 _free: OrderedDict[int, tuple[int, Any]] = OrderedDict()
 _cached = 0  # bytes in _free
-# Blocks whose arrays died, not yet sorted into _free. A lease's __del__ only appends here
-# (atomic, no lock): it may run in any thread, at any allocation, even while this thread
-# holds _lock.
-_returned: deque[tuple[int, Any]] = deque()
+# The weak references of leases that died, not yet sorted into _free. A dying lease's weak
+# reference only appends itself here (atomic, no lock): that may happen in any thread, at
+# any allocation, even while this thread holds _lock.
+_returned: deque[weakref.ref] = deque()
+
+
+# The blocks of live leases, by the weak reference that watches each lease.
+_leased: dict[weakref.ref, tuple[int, Any]] = {}
 
 
 class _Lease:
-    """Owner of one array's memory: it holds the block, its array holds it. When the last
-    array (or view, or buffer export) on it dies, so does the lease, and its block goes back."""
+    """Owner of one array's memory: its array holds it. When the last array (or view, or
+    buffer export) on it dies, so does the lease, and its weak reference in :data:`_leased`
+    queues itself in ``_returned`` (a C call: no Python code runs there)."""
 
-    __slots__ = ("__array_interface__", "block", "size")
-
-    def __del__(self, _back: Any = _returned.append) -> None:
-        _back((self.size, self.block))
+    __slots__ = ("__array_interface__", "__weakref__")
 
 
 def _sort_in() -> None:
@@ -80,7 +89,7 @@ def _sort_in() -> None:
     Call with _lock held."""
     global _cached
     while _returned:
-        size, block = _returned.popleft()
+        size, block = _leased.pop(_returned.popleft())
         _free[id(block)] = (size, block)
         _cached += size
     while _cached > CACHE_LIMIT and _free:
@@ -113,7 +122,7 @@ def empty(shape: Any, dtype: Any = np.float32) -> np.ndarray:
     size = -(-nbytes // _GRAIN) * _GRAIN
     size, block = _take(size)
     lease = _Lease()
-    lease.block, lease.size = block, size
+    _leased[weakref.ref(lease, _returned.append)] = (size, block)
     lease.__array_interface__ = {"data": (block[1], False), "shape": shape,
                                  "typestr": dtype.str, "version": 3}
     return np.asarray(lease)
@@ -137,6 +146,7 @@ def empty_cache() -> None:
     """Give every unused cached block back (as ``torch.cuda.empty_cache`` does on the GPU)."""
     global _cached
     with _lock:
-        _returned.clear()
+        while _returned:
+            _leased.pop(_returned.popleft())
         _free.clear()
         _cached = 0
