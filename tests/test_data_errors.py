@@ -55,3 +55,22 @@ def test_a_failed_download_lists_each_mirror(tmp_path, monkeypatch):
     e = info.value
     assert e.file == FILES[0] and e.found == [] and len(e.errors) == 1
     assert e.errors[0][0].endswith(FILES[0])
+
+
+def test_arguments_in_pytorchs_positional_order_are_refused_not_misread():
+    """DataLoader(ds, 100, False, sampler) (PyTorch's order: sampler 4th) would put the
+    sampler in drop_last, and MNISTMini(root, train, transform) (torchvision's order) the
+    transform in download; both are refused with the order to use instead."""
+    import numpy as np
+
+    from tinytrain.data import DataLoader, DistributedSampler, MNISTMini
+
+    ds = MNISTMini()
+    sampler = DistributedSampler(ds, np.int64(2), np.int64(1))  # NumPy ints, as PyTorch
+    assert len(DataLoader(ds, 100, sampler=sampler)) == len(ds) // 200
+    with pytest.raises(TypeError, match="drop_last must be True or False.*sampler="):
+        DataLoader(ds, 100, False, sampler)
+    with pytest.raises(TypeError, match="download must be True or False.*transform="):
+        MNISTMini(None, False, lambda image: image)
+    with pytest.raises(TypeError, match="download must be True or False"):
+        MNIST(None, True, lambda image: image)

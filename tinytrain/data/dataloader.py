@@ -228,6 +228,12 @@ class DataLoader:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
+        for name, flag in (("shuffle", shuffle), ("drop_last", drop_last)):
+            if not isinstance(flag, bool | np.bool_):  # e.g. PyTorch's order, sampler 4th
+                raise TypeError(
+                    f"DataLoader: {name} must be True or False, got {type(flag).__name__}; "
+                    "the order is DataLoader(dataset, batch_size, shuffle, drop_last, "
+                    "sampler, ...), so pass the others by keyword (sampler=...)")
         if isinstance(num_workers, bool) or not isinstance(num_workers, numbers.Integral) or \
                 num_workers < 0:
             raise ValueError(f"num_workers option should be a non-negative integer, got "

@@ -72,6 +72,16 @@ def default_data_root() -> Path:
     return Path(cache) / "tinytrain"
 
 
+def _check_flags(cls: str, train: Any, download: Any) -> None:
+    """``train`` and ``download`` are True or False: torchvision's order is (root, train,
+    transform, ...), so a transform given by position would land in ``download``."""
+    for name, flag in (("train", train), ("download", download)):
+        if not isinstance(flag, bool | np.bool_):
+            raise TypeError(
+                f"{cls}: {name} must be True or False, got {type(flag).__name__}; the order "
+                f"is {cls}(root, train, download), so pass transform=... by keyword")
+
+
 @dataclass(frozen=True)
 class IdxFile:
     """One file of a data set and its checksums."""
@@ -244,6 +254,7 @@ class MNIST(Dataset):
                 f"{type(self).__name__}: the first argument is root (a folder), as in "
                 f"torchvision's MNIST(root, train=...); pass train={root} by keyword"
             )
+        _check_flags(type(self).__name__, train, download)
         self.root = Path(root).expanduser() if root is not None else default_data_root()
         self.train = train
         for folder in (self.root, self.data_dir):
@@ -525,6 +536,7 @@ class MNISTMini(MNIST):
                 f"MNISTMini: the first argument is root (a folder), as in MNIST(root, train, "
                 f"download); pass train={root} by keyword"
             )
+        _check_flags("MNISTMini", train, download)
         folder = Path(root) if root is not None else ASSETS_DIR / "mnist-mini"
         if not folder.is_dir():
             raise FileNotFoundError(

@@ -12,6 +12,7 @@ into batches without a Python loop over samples.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterator, Sized
 
 import numpy as np
@@ -82,6 +83,10 @@ class RandomSampler(Sampler):
         return len(self.data_source)
 
 
+def _integer(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 class DistributedSampler(Sampler):
     """Rank ``rank``'s shard of a data set split over ``num_replicas`` processes.
 
@@ -128,13 +133,13 @@ class DistributedSampler(Sampler):
     ) -> None:
         if num_replicas is None or rank is None:
             num_replicas, rank = _world(num_replicas, rank)
-        if not isinstance(num_replicas, int) or num_replicas < 1:
+        if not _integer(num_replicas) or num_replicas < 1:
             raise ValueError(f"num_replicas must be a positive integer, got {num_replicas!r}")
-        if not isinstance(rank, int) or not 0 <= rank < num_replicas:
+        if not _integer(rank) or not 0 <= rank < num_replicas:
             raise ValueError(f"rank must be in [0, {num_replicas - 1}], got {rank!r}")
         self.dataset = dataset
-        self.num_replicas = num_replicas
-        self.rank = rank
+        self.num_replicas = int(num_replicas)  # NumPy integers too, as in PyTorch
+        self.rank = int(rank)
         self.shuffle = shuffle
         self.seed = seed
         self.drop_last = drop_last
