@@ -206,6 +206,21 @@ def test_a_real_divergence_exits_1_without_a_traceback(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "diverged" in r.stderr and not (tmp_path / "ck.npz").exists()
+    # one line: NumPy's overflow warnings on the way there are not printed
+    assert "RuntimeWarning" not in r.stderr, r.stderr[-2000:]
+
+
+def test_a_reader_that_goes_away_does_not_end_the_run(tmp_path):
+    """`python -m tinytrain.train ... | head -1`: the pipe closes after the first line; the
+    run must still train and save, not die of a BrokenPipeError."""
+    ck = tmp_path / "ck.npz"
+    p = subprocess.Popen([sys.executable, "-m", "tinytrain.train", *SGD, *MINI, "--epochs", "2",
+                          "--save", str(ck)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.readline()
+    p.stdout.close()  # the reader is gone
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=300) == 0 and "Traceback" not in err, err[-2000:]
+    assert tt.load(ck)["epoch"] == 2
 
 
 @pytest.mark.parametrize("args,expected", [
@@ -235,7 +250,7 @@ def test_a_real_divergence_exits_1_without_a_traceback(tmp_path):
     (["extra"], "unrecognized arguments: extra"),
     (["--data-dir", "/nonexistent/x"], "--data-dir /nonexistent/x is not a readable directory"),
     (["--data-dir", ""], "--data-dir needs a folder name"),
-    (["--resume", ""], "no such checkpoint file"),
+    (["--resume", ""], "--resume needs a file name: no such checkpoint file"),
     (["--resume", "/nonexistent/ck.npz"], "no such checkpoint file"),
 ])
 def test_every_bad_flag_is_one_line_and_exit_2(capsys, args, expected):

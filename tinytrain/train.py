@@ -63,6 +63,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -284,6 +285,8 @@ def _check_paths(args: argparse.Namespace) -> None:
         if not readable:
             raise UsageError(f"--data-dir {d} is not readable (permission denied)")
     if args.resume is not None:
+        if not args.resume:  # Path("") is the current folder
+            raise UsageError("--resume needs a file name: no such checkpoint file ''")
         try:
             r = Path(args.resume).expanduser()
             is_file, is_dir, readable = r.is_file(), r.is_dir(), os.access(r, os.R_OK)
@@ -1100,18 +1103,67 @@ def _interrupted(args: argparse.Namespace | None) -> str:
     return f"the last checkpoint, after epoch {epoch}, is intact in {save}"
 
 
+class _StdoutUntilClosed:
+    """``sys.stdout`` during a run: once its reader has gone (``... | head -3``), what is
+    printed is dropped and training goes on to save its checkpoints. A BrokenPipeError
+    from a progress line must not end a run (and lose the epoch it had just finished)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._to_devnull()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._to_devnull()
+
+    def _to_devnull(self) -> None:
+        """Point the stream's file at /dev/null, so that what is still buffered (and
+        Python's flush at exit) writes there instead of raising again."""
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+        except OSError:
+            return
+        try:
+            os.dup2(devnull, self._stream.fileno())
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+        finally:
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command: returns the exit status (0 ok, 1 run failed, 2 usage, 130 Ctrl-C, 143
     SIGTERM)."""
     prog = "python -m tinytrain.train"
-    args = None
 
     def on_sigterm(signum: int, frame: Any) -> None:
         raise Terminated
 
     in_main_thread = threading.current_thread() is threading.main_thread()
-    if in_main_thread:
-        previous = signal.signal(signal.SIGTERM, on_sigterm)
+    previous = signal.signal(signal.SIGTERM, on_sigterm) if in_main_thread else None
+    stdout, sys.stdout = sys.stdout, _StdoutUntilClosed(sys.stdout)
+    with warnings.catch_warnings():
+        # A run that diverges is reported in one line (the loss or a state is not finite);
+        # NumPy's overflow warnings on the way there would only bury it.
+        warnings.filterwarnings("ignore", r"(overflow|invalid value|divide by zero) "
+                                "encountered", RuntimeWarning)
+        return _main(argv, prog, stdout, previous, in_main_thread)
+
+
+def _main(argv: list[str] | None, prog: str, stdout: Any, previous: Any,
+          in_main_thread: bool) -> int:
+    args = None
     try:
         argv = sys.argv[1:] if argv is None else list(argv)
         args = build_parser().parse_args(argv)
@@ -1134,6 +1186,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{signame}; {_interrupted(args)}", file=sys.stderr)
         return _exit_code(143 if isinstance(exc, Terminated) else 130)
     finally:
+        sys.stdout = stdout
         if in_main_thread:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
     return 0
