@@ -358,3 +358,22 @@ def test_save_through_a_symlink_replaces_the_file_it_points_to(tmp_path):
     link.symlink_to(real)
     tt.save({"a": 2}, link)
     assert link.is_symlink() and tt.load(real)["a"] == 2
+
+
+def test_what_load_would_refuse_is_refused_by_save_and_odd_but_valid_input_works(tmp_path):
+    with pytest.raises(TypeError, match="dtype object"):  # np.savez would pickle it
+        tt.save({"o": np.array([1, "a"], dtype=object)}, tmp_path / "o.npz")
+    with pytest.raises(TypeError, match="complex"):
+        tt.save({"c": np.complex64(1 + 2j)}, tmp_path / "c.npz")
+    assert not list(tmp_path.iterdir())
+    tt.save({np.int64(3): np.float32(2.5)}, tmp_path / "k.npz")  # NumPy keys and scalars
+    assert tt.load(tmp_path / "k.npz") == {3: 2.5}
+    long_name = tmp_path / ("n" * 245 + ".npz")  # 249 bytes: the temporary name is cut short
+    tt.save([1], long_name)
+    assert tt.load(long_name) == [1] and sorted(tmp_path.iterdir())[-1] == long_name
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_load_refuses_a_device_instead_of_reading_it_forever():
+    with pytest.raises(ValueError, match="not a regular file"):
+        tt.load("/dev/zero")

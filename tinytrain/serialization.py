@@ -41,6 +41,9 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> Any:
         key = f"a{len(arrays)}"
         kind = "tensor" if isinstance(obj, Tensor) else "ndarray"
         data = obj.data if isinstance(obj, Tensor) else obj
+        if data.dtype.hasobject:  # np.savez would pickle it, and load refuses pickles
+            raise TypeError(f"save: cannot store an array of dtype {data.dtype} (Python "
+                            "objects); only numbers, strings and bools")
         arrays[key] = backend.to_device(data, "cpu")
         if kind == "tensor" and obj.requires_grad:  # a Parameter stays one, as in PyTorch
             return {"t": kind, "k": key, "grad": "parameter" if _is_parameter(obj) else True}
@@ -49,12 +52,13 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> Any:
         raise ValueError(f"save: containers nested more than {MAX_DEPTH} deep (or a cycle)")
     if isinstance(obj, dict):
         for k in obj:
-            if not isinstance(k, str | int) or isinstance(k, bool):
+            if not isinstance(k, str | int | np.integer) or isinstance(k, bool | np.bool_):
                 raise TypeError(f"save: dict keys must be str or int, got {k!r}")
-        return {"t": "dict", "items": [[k, _encode(v, arrays, depth + 1)] for k, v in obj.items()]}
+        return {"t": "dict", "items": [[int(k) if isinstance(k, np.integer) else k,
+                                        _encode(v, arrays, depth + 1)] for k, v in obj.items()]}
     if isinstance(obj, list | tuple):
         return {"t": type(obj).__name__, "items": [_encode(v, arrays, depth + 1) for v in obj]}
-    if isinstance(obj, np.generic):
+    if isinstance(obj, np.generic) and obj.dtype.kind in "biufU":
         return {"t": "py", "v": obj.item()}
     if obj is None or isinstance(obj, bool | int | float | str):
         return {"t": "py", "v": obj}
@@ -208,6 +212,8 @@ def load(path: str | os.PathLike | BinaryIO, map_location: str | None = None,
         raise FileNotFoundError(f"load: no such file: {path}")
     if path.is_dir():
         raise ValueError(f"load: {path} is a directory, not a file written by tt.save")
+    if not path.is_file():  # a device or a pipe: /dev/zero would be read forever
+        raise ValueError(f"load: {path} is not a regular file, not one written by tt.save")
     with open(path, "rb") as file:  # an unreadable file raises its OSError (PermissionError)
         return _load(file, path, device)
 

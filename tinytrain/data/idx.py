@@ -212,6 +212,13 @@ def replaceable_target(path: str | os.PathLike) -> Path:
     return target
 
 
+#: The longest file name most file systems take (bytes, NAME_MAX).
+_NAME_MAX = 255
+
+
 def temp_path_for(path: Path) -> Path:
-    """A fresh hidden name next to ``path`` for writing it atomically (``.name.<random>.part``)."""
-    return path.with_name(f".{path.name}.{secrets.token_hex(6)}.part")
+    """A fresh hidden name next to ``path`` for writing it atomically (``.name.<random>.part``;
+    the name cut short, so that a name near the file system's limit still gets one)."""
+    suffix = f".{secrets.token_hex(6)}.part"
+    name = path.name.encode()[: _NAME_MAX - 1 - len(suffix)].decode(errors="ignore")
+    return path.with_name(f".{name}{suffix}")
