@@ -55,6 +55,7 @@ def test_a_failed_download_lists_each_mirror(tmp_path, monkeypatch):
     e = info.value
     assert e.file == FILES[0] and e.found == [] and len(e.errors) == 1
     assert e.errors[0][0].endswith(FILES[0])
+    assert list(tmp_path.iterdir()) == []  # no empty mnist/ folder left behind
 
 
 def test_arguments_in_pytorchs_positional_order_are_refused_not_misread():

@@ -591,6 +591,9 @@ def test_an_explicit_data_dir_never_falls_back_to_mnist_mini(capsys, tmp_path, c
         payload = b"junk" if content == "corrupt" else real.read_bytes()
         (tmp_path / "mnist" / MNIST_FILES[0]).write_bytes(payload)
     line = usage_error(capsys, [*SGD, "--data-dir", str(tmp_path), "--no-download"])
+    assert line.startswith("python -m tinytrain.train: error: MNIST: ")  # no --dataset given
+    line = usage_error(capsys, [*SGD, "--data-dir", str(tmp_path), "--no-download",
+                                "--dataset", "mnist"])
     assert line.startswith("python -m tinytrain.train: error: --dataset mnist: ")
 
 
@@ -634,3 +637,17 @@ def test_fuzz_every_flag_is_accepted_or_one_line_exit_2(flag, monkeypatch, capsy
         err = capsys.readouterr().err
         assert code == 2, (value, err)
         error_line(err)
+
+
+def test_a_corrupt_file_that_cannot_be_fetched_again_is_called_corrupt(capsys, tmp_path,
+                                                                        monkeypatch):
+    """With downloads on (the default), a damaged file is fetched again; when that fails, the
+    error says the file is there but damaged, not that it is missing."""
+    from tinytrain.data import MNIST
+
+    monkeypatch.setattr(MNIST, "mirrors", ((tmp_path / "nowhere").as_uri() + "/",))
+    (tmp_path / "mnist").mkdir()
+    (tmp_path / "mnist" / MNIST_FILES[0]).write_bytes(b"junk")
+    line = usage_error(capsys, [*SGD, "--data-dir", str(tmp_path)])
+    assert f"{tmp_path / 'mnist' / MNIST_FILES[0]} is corrupt or incomplete" in line
+    assert "could not be downloaded" in line and "is not in" not in line

@@ -444,7 +444,8 @@ def open_datasets(args: argparse.Namespace) -> tuple[Any, Any, str]:
     except (OSError, ValueError, RuntimeError) as exc:
         absent = isinstance(exc, MissingDataError | DownloadError) and not exc.found
         if args.dataset is not None or args.data_dir is not None or not absent:
-            raise UsageError(f"--dataset {name}: {_data_problem(exc, args)}") from None
+            which = f"--dataset {name}" if args.dataset is not None else "MNIST"
+            raise UsageError(f"{which}: {_data_problem(exc, args)}") from None
         print(f"warning: full MNIST is not available ({_data_problem(exc, args)}); training "
               "on the bundled mnist-mini instead. Set TINYTRAIN_DATA or --data-dir to a folder "
               "holding mnist/.", file=sys.stderr)
@@ -466,6 +467,11 @@ def _data_problem(exc: Exception, args: argparse.Namespace) -> str:
                     f"without --no-download to download them{mini}")
         if isinstance(exc, DownloadError):
             why = exc.errors[0][1] if exc.errors else "no mirror to download from"
+            there = [p for p in exc.found if p.name.startswith(exc.file.removesuffix(".gz"))]
+            if there:  # on disk but damaged: the download was to replace it
+                return (f"{there[0]} is corrupt or incomplete (its checksum is not the official "
+                        f"{exc.file}'s) and a fresh copy could not be downloaded ({why}); "
+                        f"replace it{mini}")
             return (f"{exc.file} is not in {where} and could not be downloaded ({why}); put the "
                     f"data set's four files there{mini}")
     if isinstance(exc, OSError) and exc.filename:

@@ -154,6 +154,7 @@ def download(url: str, dest: Path, md5: str, progress: bool = True, timeout: flo
     """
     from tqdm import tqdm  # a dependency of tinytrain, imported only when downloading
 
+    made = [d for d in (dest.parent, *dest.parent.parents) if not d.exists()]  # deepest first
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path_for(dest)
     digest = hashlib.md5(usedforsecurity=False)
@@ -177,6 +178,11 @@ def download(url: str, dest: Path, md5: str, progress: bool = True, timeout: flo
         os.replace(tmp, dest)
     except BaseException:
         tmp.unlink(missing_ok=True)
+        for folder in made:  # a failed download leaves no empty folders behind
+            try:
+                folder.rmdir()
+            except OSError:  # not empty (another file arrived), or not ours to remove
+                break
         raise
     return dest
 
