@@ -648,6 +648,8 @@ def test_a_corrupt_file_that_cannot_be_fetched_again_is_called_corrupt(capsys, t
     monkeypatch.setattr(MNIST, "mirrors", ((tmp_path / "nowhere").as_uri() + "/",))
     (tmp_path / "mnist").mkdir()
     (tmp_path / "mnist" / MNIST_FILES[0]).write_bytes(b"junk")
-    line = usage_error(capsys, [*SGD, "--data-dir", str(tmp_path)])
+    assert main([*SGD, "--data-dir", str(tmp_path)]) == 2
+    notice, line = capsys.readouterr().err.strip().splitlines()  # "downloading it again"
+    assert "wrong checksum, downloading it again" in notice
     assert f"{tmp_path / 'mnist' / MNIST_FILES[0]} is corrupt or incomplete" in line
     assert "could not be downloaded" in line and "is not in" not in line
