@@ -358,3 +358,22 @@ def test_nproc_that_contradicts_mpiexec_is_refused():
     r = mpirun("-m", "tinytrain.train", *MINI, "--nproc", "3", timeout=60)
     assert r.returncode != 0
     assert "--nproc 3, but mpiexec started 2 processes" in r.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_the_launcher_alone_is_passed_on_at_once(tmp_path, sig):
+    """``kill <pid of python -m tinytrain.train --nproc 2>`` (a scheduler, a script): the ranks
+    did not get the signal, so the launcher passes it on now (it used to wait 10 s, and a run
+    that finished meanwhile was reported interrupted). Stopped, with the checkpoint."""
+    ck = tmp_path / "ck.npz"
+    p = _start_training("--nproc", "2", "--model", "mlp", "--optimizer", "sgd", "--lr", "0.1",
+                        "--epochs", "200", "--save", str(ck))
+    deadline = time.perf_counter() + 120
+    while not ck.exists() and p.poll() is None and time.perf_counter() < deadline:
+        time.sleep(0.05)
+    assert ck.exists(), "no checkpoint was written"
+    p.send_signal(sig)  # the launcher's process only, not its group
+    code, seconds, out = _finish_within(p, 30)
+    assert code == 128 + sig and seconds < 8, (code, seconds, out[-3000:])
+    assert 1 <= tt.load(ck)["epoch"] < 200
+    assert "the last checkpoint, after epoch" in out and "Traceback" not in out

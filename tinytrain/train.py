@@ -1189,6 +1189,7 @@ def _main(argv: list[str] | None, prog: str, stdout: Any, previous: Any,
         if dist.is_initialized() and in_main_thread:  # mpiexec forwards a terminal's Ctrl-C:
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second one would cut this short
         signame = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        # Every rank says it: rank 0 alone could be stopped by another rank's MPI_Abort first.
         print(f"\n{signame}; {_interrupted(args)}", file=sys.stderr)
         return _exit_code(143 if isinstance(exc, Terminated) else 130)
     finally:

@@ -70,9 +70,11 @@ def relaunch(nproc: int, args: list[str]) -> int:
     """Run ``python ARGS`` as ``nproc`` MPI processes and return mpiexec's exit code.
 
     On Ctrl-C (or another KeyboardInterrupt; its ``forward_signal`` attribute, if any, names
-    the signal), returns 128 + the signal's number within 30 s: a terminal's Ctrl-C reaches
-    mpiexec and the ranks too, so first they get 10 s to stop cleanly; a signal that reached
-    only this process is then passed on to mpiexec; after 20 s more, mpiexec is killed.
+    the signal), returns 128 + the signal's number within 30 s (0 if the run had finished
+    anyway). A terminal's Ctrl-C reaches mpiexec and the ranks too, so then they first get
+    10 s to stop cleanly (passing it on at once would be a second Ctrl-C to mpiexec, which
+    aborts the ranks where they are); a signal that reached only this process (``kill``, a
+    scheduler's SIGTERM) is passed on to mpiexec at once. After 20 s more, mpiexec is killed.
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     proc = subprocess.Popen(mpiexec_command(nproc, args),
@@ -81,16 +83,29 @@ def relaunch(nproc: int, args: list[str]) -> int:
         return proc.wait()
     except KeyboardInterrupt as exc:
         sig = getattr(exc, "forward_signal", signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
+        from_terminal = sig == signal.SIGINT and _in_terminal_foreground()
+        if not from_terminal:
             proc.send_signal(sig)
+        try:
+            rc = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            if from_terminal:
+                proc.send_signal(sig)
             try:
-                proc.wait(timeout=20)
+                rc = proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
-                proc.wait()
-        return 128 + sig
+                rc = proc.wait()
+        return 0 if rc == 0 else 128 + sig
+
+
+def _in_terminal_foreground() -> bool:
+    """True when this process runs in its terminal's foreground (where Ctrl-C signals the
+    whole process group, mpiexec and the ranks included)."""
+    try:
+        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except (OSError, ValueError, AttributeError):  # no terminal, or not a POSIX system
+        return False
 
 
 _aborting = False
