@@ -75,3 +75,11 @@ def test_arguments_in_pytorchs_positional_order_are_refused_not_misread():
         MNISTMini(None, False, lambda image: image)
     with pytest.raises(TypeError, match="download must be True or False"):
         MNIST(None, True, lambda image: image)
+
+
+def test_a_mini_folder_of_ones_own_is_not_told_to_git_checkout(tmp_path):
+    from tinytrain.data import MNISTMini
+
+    with pytest.raises(MissingDataError) as info:
+        MNISTMini(tmp_path)
+    assert "git checkout" not in str(info.value) and str(tmp_path) in str(info.value)

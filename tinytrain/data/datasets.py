@@ -554,6 +554,9 @@ class MNISTMini(MNIST):
                          target_transform=target_transform)
 
     def _offline_message(self, f: IdxFile, why: str) -> str:
+        if self.data_dir.resolve() != (ASSETS_DIR / "mnist-mini").resolve():
+            return (f"{self.data_dir / f.name}: missing; a mnist-mini folder holds the four "
+                    f"files of assets/mnist-mini (MNISTMini() with no root uses the bundled one)")
         return (
             f"{self.data_dir / f.name}: missing from the bundled mnist-mini set; restore it with "
             f"`git checkout -- assets/mnist-mini` or `python tools/make_mnist_mini.py`."
