@@ -523,3 +523,19 @@ def test_a_small_convolution_is_not_split_over_threads(monkeypatch, shape, threa
     finally:
         tt.set_num_threads(before)
     assert seen == threads
+
+
+def test_an_empty_batch_gives_empty_outputs_and_zero_weight_gradients_as_torch():
+    torch = pytest.importorskip("torch")
+    from tinytrain.nn import functional as F
+
+    x = tt.zeros(0, 3, 8, 7, requires_grad=True)
+    w = tt.randn(4, 3, 3, 2, requires_grad=True)
+    b = tt.randn(4, requires_grad=True)
+    y = F.max_pool2d(F.conv2d(x, w, b, stride=1, padding=1), 2) + F.avg_pool2d(
+        F.conv2d(x, w, b, stride=1, padding=1), 2)
+    y.sum().backward()
+    ty = torch.nn.functional.conv2d(torch.zeros(0, 3, 8, 7), torch.zeros(4, 3, 3, 2), padding=1)
+    assert y.shape == tuple(torch.nn.functional.max_pool2d(ty, 2).shape) == (0, 4, 4, 4)
+    assert x.grad.shape == (0, 3, 8, 7)
+    assert not w.grad.numpy().any() and not b.grad.numpy().any()

@@ -90,7 +90,7 @@ class Conv2dMeta:
                 f"conv2d: weight must be 4-D [Cout, Cin, Kh, Kw], got shape {w_shape} "
                 f"({len(w_shape)} dims)"
             )
-        if min(x_shape) < 1:
+        if min(x_shape[1:]) < 1:  # an empty batch is fine (an empty output, as PyTorch)
             raise ValueError(f"conv2d: input shape {x_shape} has an empty dimension")
         if min(w_shape) < 1:
             raise ValueError(f"conv2d: weight shape {w_shape} has an empty dimension")
@@ -201,7 +201,7 @@ class Pool2dMeta:
             raise ValueError(
                 f"{op}: input must be 4-D [N, C, H, W], got shape {x_shape} ({len(x_shape)} dims)"
             )
-        if min(x_shape) < 1:
+        if min(x_shape[1:]) < 1:  # an empty batch is fine (an empty output, as PyTorch)
             raise ValueError(f"{op}: input shape {x_shape} has an empty dimension")
         kh, kw = pair(kernel_size, "kernel_size", op)
         sh, sw = pair(kernel_size if stride is None else stride, "stride", op)

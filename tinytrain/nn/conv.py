@@ -21,6 +21,7 @@ import numpy as np
 
 from tinytrain import kernels
 from tinytrain.autograd import Context, Function
+from tinytrain.backend import get_array_module
 from tinytrain.functions import stack
 from tinytrain.kernels.shapes import Conv2dMeta, IntOrPair, Pool2dMeta, pair
 from tinytrain.nn import init
@@ -56,6 +57,11 @@ def _checked(build: Any, *args: Any) -> Any:
 # --------------------------------------------------------------------------- conv2d
 
 
+def _zeros_like_of(a: Any, shape: tuple[int, ...], dtype: Any) -> Any:
+    """Zeros of ``shape`` on ``a``'s device (NumPy or CuPy): an empty batch's results."""
+    return get_array_module(a).zeros(shape, dtype=dtype)
+
+
 class Conv2dFunction(Function):
     """``y = conv2d(x, w) + b``, with three separate backward ops.
 
@@ -67,6 +73,8 @@ class Conv2dFunction(Function):
 
     @staticmethod
     def forward(x: Any, w: Any, b: Any | None, meta: Conv2dMeta) -> Any:
+        if meta.batch == 0:  # nothing for a kernel to do
+            return _zeros_like_of(x, meta.output_shape, np.result_type(x, w))
         return kernels.for_array(x).conv2d_forward(x, w, b, meta)
 
     @staticmethod
@@ -79,7 +87,12 @@ class Conv2dFunction(Function):
     def backward(ctx: Context, grad_out: Any) -> tuple[Any, ...]:
         x, w = ctx.saved_tensors
         needs = ctx.needs_input_grad[:3]
-        gx, gw, gb = kernels.for_array(grad_out).conv2d_backward(grad_out, x, w, ctx.meta, needs)
+        meta = ctx.meta
+        if meta.batch == 0:  # no images: zero gradients for the weights, an empty dx
+            shapes = (meta.input_shape, meta.weight_shape, (meta.out_channels,))
+            return (*(_zeros_like_of(grad_out, shape, grad_out.dtype) if need else None
+                      for need, shape in zip(needs, shapes)), None)
+        gx, gw, gb = kernels.for_array(grad_out).conv2d_backward(grad_out, x, w, meta, needs)
         return gx, gw, gb, None
 
 
@@ -165,6 +178,8 @@ class MaxPool2dFunction(Function):
 
     @staticmethod
     def forward(x: Any, meta: Pool2dMeta) -> Any:
+        if meta.batch == 0:
+            return _zeros_like_of(x, meta.output_shape, x.dtype)
         out, _ = kernels.for_array(x).max_pool2d_forward(x, meta)
         return out
 
@@ -177,6 +192,8 @@ class MaxPool2dFunction(Function):
     @staticmethod
     def backward(ctx: Context, grad_out: Any) -> tuple[Any, None]:
         (x,) = ctx.saved_tensors
+        if ctx.meta.batch == 0:
+            return _zeros_like_of(grad_out, x.shape, grad_out.dtype), None
         return kernels.for_array(grad_out).max_pool2d_backward(grad_out, x, ctx.meta), None
 
 
@@ -200,6 +217,8 @@ class AvgPool2dFunction(Function):
 
     @staticmethod
     def forward(x: Any, meta: Pool2dMeta, count_include_pad: bool) -> Any:
+        if meta.batch == 0:
+            return _zeros_like_of(x, meta.output_shape, x.dtype)
         return kernels.for_array(x).avg_pool2d_forward(x, meta, count_include_pad)
 
     @staticmethod
@@ -208,8 +227,12 @@ class AvgPool2dFunction(Function):
 
     @staticmethod
     def backward(ctx: Context, grad_out: Any) -> tuple[Any, None, None]:
+        meta = ctx.meta
+        if meta.batch == 0:
+            shape = (0, meta.channels, meta.in_h, meta.in_w)
+            return _zeros_like_of(grad_out, shape, grad_out.dtype), None, None
         k = kernels.for_array(grad_out)
-        return k.avg_pool2d_backward(grad_out, ctx.meta, ctx.count_include_pad), None, None
+        return k.avg_pool2d_backward(grad_out, meta, ctx.count_include_pad), None, None
 
 
 def avg_pool2d(
