@@ -139,7 +139,9 @@ def max_pool2d_backward(grad_out: Any, x: Any, meta: Pool2dMeta) -> Any:
     ``x``, which the ReLU before it keeps anyway, and forward does not write an arg-max
     array that backward may never read. One pass per window offset,
     ``dx[window k] = dy * (argmax == k)``; windows that overlap add instead of writing.
-    Shards of the batch run in parallel.
+    Shards of the batch run in parallel. (A product, not a select: an infinite or NaN
+    ``dy`` gives NaN at its window's other positions, where PyTorch gives 0; a step with
+    such a gradient has diverged anyway.)
     """
     dx = memory.empty((meta.batch, meta.channels, meta.in_h, meta.in_w), dtype=grad_out.dtype)
 
