@@ -26,7 +26,7 @@ class SGD(Optimizer):
     def __init__(self, params: Iterable[Tensor], lr: float, momentum: float = 0.0,
                  dampening: float = 0.0, weight_decay: float = 0.0,
                  nesterov: bool = False) -> None:
-        if not lr >= 0:  # 0 is allowed (a frozen run), as in PyTorch; so is NaN refused
+        if not lr >= 0:  # 0 is allowed (a frozen run), as in PyTorch; NaN is not
             raise ValueError(f"SGD: learning rate must be >= 0, got {lr}")
         if momentum < 0 or weight_decay < 0:
             raise ValueError(f"SGD: momentum ({momentum}) and weight_decay ({weight_decay}) "
