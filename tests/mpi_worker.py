@@ -218,6 +218,39 @@ def diverged(device: str) -> None:
     print("the divergence went unnoticed", flush=True)
 
 
+def frozen_on_one_rank(device: str) -> None:
+    model = Chain(8).to(device)
+    if dist.get_rank() == 1:
+        model.layers[0].weight.requires_grad_(False)  # the buckets would differ
+    dist.DistributedDataParallel(model)
+    print("the frozen parameter went unnoticed", flush=True)
+
+
+def mismatched_all_reduce(device: str) -> None:
+    size = 4 if dist.get_rank() == 0 else 6
+    dist.all_reduce(tt.ones(size, device=device))
+    print("the mismatched all_reduce went unnoticed", flush=True)
+
+
+def mismatched_op(device: str) -> None:
+    dist.all_reduce(tt.ones(4, device=device), "sum" if dist.get_rank() == 0 else "max")
+    print("the mismatched op went unnoticed", flush=True)
+
+
+def eval_mode_training(device: str) -> None:
+    """Training with the wrapper in eval mode (dropout off) still averages the gradients."""
+    tt.manual_seed(0)
+    model = dist.DistributedDataParallel(Chain(8).to(device)).eval()
+    opt = tt.optim.SGD(model.parameters(), lr=0.1)
+    x = tt.randn(4, 8, device=device) * (dist.get_rank() + 1)  # different data per rank
+    for _ in range(2):
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+    model.check_consistency()
+    print(f"ok eval_mode_training rank {dist.get_rank()}", flush=True)
+
+
 def raise_on_one_rank(device: str) -> None:
     t = tt.ones(10, device=device)
     dist.all_reduce(t)
@@ -259,6 +292,7 @@ def sharded_evaluation(device: str) -> None:
 
 SCENARIOS = {f.__name__: f for f in [
     collectives, ddp_buckets, ddp_features, zero_grad_after_forward, unused_parameter, diverged,
+    frozen_on_one_rank, mismatched_all_reduce, mismatched_op, eval_mode_training,
     raise_on_one_rank, wait_forever, sharded_evaluation]}
 
 

@@ -143,6 +143,10 @@ def test_sharded_evaluation_counts_equal_one_process_exactly():
      "first step ok"),
     ("unused_parameter", "received no gradient in this step: b.bias, b.weight", None),
     ("diverged", "ranks hold different values of layers.2.bias", None),
+    ("frozen_on_one_rank", "the ranks built different models", None),
+    ("mismatched_all_reduce", "rank 0: all_reduce(op='sum') of float32 [4]; rank 1: "
+                              "all_reduce(op='sum') of float32 [6]", None),
+    ("mismatched_op", "the ranks made different collective calls", None),
 ])
 def test_bugs_that_would_make_ranks_diverge_raise_a_clear_error(scenario, message, reached):
     r = mpirun(WORKER, scenario, timeout=60)
@@ -152,6 +156,12 @@ def test_bugs_that_would_make_ranks_diverge_raise_a_clear_error(scenario, messag
     assert "rank 0 of 2" in r.stderr or "rank 1 of 2" in r.stderr
     if reached:
         assert reached in r.stdout
+
+
+def test_training_with_the_wrapper_in_eval_mode_averages_the_gradients():
+    r = mpirun(WORKER, "eval_mode_training", timeout=60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.count("ok eval_mode_training") == 2
 
 
 def _start(*args: str, new_session: bool = False) -> tuple[subprocess.Popen, dict[int, int]]:
@@ -377,3 +387,20 @@ def test_a_signal_to_the_launcher_alone_is_passed_on_at_once(tmp_path, sig):
     assert code == 128 + sig and seconds < 8, (code, seconds, out[-3000:])
     assert 1 <= tt.load(ck)["epoch"] < 200
     assert "the last checkpoint, after epoch" in out and "Traceback" not in out
+
+
+def test_a_wrapper_used_after_its_group_was_destroyed_says_so():
+    """A group of one (no mpiexec): the wrapper's forward after destroy_process_group()
+    raises a clear error instead of MPICH's 'Invalid communicator'."""
+    _mpiexec()  # skip without MPI
+    code = ("import tinytrain as tt, tinytrain.distributed as dist\n"
+            "dist.init_process_group('mpi')\n"
+            "ddp = dist.DistributedDataParallel(tt.nn.Linear(3, 2))\n"
+            "dist.destroy_process_group()\n"
+            "try:\n"
+            "    ddp(tt.ones(1, 3))\n"
+            "except RuntimeError as e:\n"
+            "    print('refused:', e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=_env(), cwd=ROOT)
+    assert "refused:" in r.stdout and "process group was destroyed" in r.stdout, r.stderr[-2000:]

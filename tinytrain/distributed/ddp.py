@@ -54,7 +54,11 @@ def assign_buckets(nbytes: Sequence[int], first_cap: int, cap: int,
     once it holds at least its cap in bytes (``first_cap`` for the first bucket, ``cap`` for
     the others), so it may end above the cap by its last parameter, and a parameter larger
     than the cap gets a bucket of its own. Parameters with different ``keys`` (dtypes) never
-    share a bucket. This is PyTorch's rule (``_compute_bucket_assignment_by_size``).
+    share a bucket. The size rule is PyTorch's (``_compute_bucket_assignment_by_size``), but
+    PyTorch's first layout takes the parameters in definition order and rebuilds it after
+    the first step in the order the gradients arrived; tinytrain starts from reverse
+    definition order, which is about that rebuilt layout for a feed-forward model. The
+    buckets differ, the averaged gradients do not.
     """
     buckets: list[list[int]] = []
     current: list[int] = []
@@ -185,7 +189,8 @@ class DistributedDataParallel(Module):
 
     def _check_same_model_on_all_ranks(self) -> None:
         """Different models would make the collectives below mismatch: hang or corrupt."""
-        mine = [(n, t.shape, str(t.dtype)) for n, t in self._state()]
+        mine = [(n, t.shape, str(t.dtype), "trained" if t.requires_grad else "frozen")
+                for n, t in self._state()]  # a parameter frozen on one rank only: buckets differ
         for rank, theirs in enumerate(self.group.allgather_object(mine)):
             if theirs != mine:
                 diff = next((f"{a} on rank {rank} but {b} here" for a, b in zip(theirs, mine)
@@ -225,7 +230,10 @@ class DistributedDataParallel(Module):
     # ------------------------------------------------------------ forward
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        if is_grad_enabled() and self.training:
+        # Any forward that records a graph prepares the buckets, in eval mode too (training
+        # with dropout off is still training; PyTorch syncs then as well).
+        if is_grad_enabled():
+            self._check_group_alive()
             if self._in_backward:  # the last backward failed half-way
                 self._abandon_backward()
             self._steps += 1
@@ -235,6 +243,15 @@ class DistributedDataParallel(Module):
                 self._bind(b)
             self._sync_this_backward = self.require_backward_grad_sync
         return self.module(*args, **kwargs)
+
+    def _check_group_alive(self) -> None:
+        from tinytrain import distributed as dist
+
+        if not dist.is_initialized() or dist.group() is not self.group:
+            raise RuntimeError(f"{self._where()}: the process group was destroyed "
+                               "(destroy_process_group()); the wrapper cannot average "
+                               "gradients any more: train ddp.module alone, or wrap again "
+                               "after init_process_group()")
 
     @staticmethod
     def _bind(b: Bucket) -> None:
