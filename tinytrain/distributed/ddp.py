@@ -117,6 +117,13 @@ class DistributedDataParallel(Module):
         first_bucket_cap_mb: size cap of the first bucket (tinytrain-only; PyTorch fixes it
             at 1 MiB).
 
+    Differs from PyTorch: buffers (BatchNorm's running statistics) are broadcast from rank 0
+    when the model is wrapped, not again before every forward (PyTorch's
+    ``broadcast_buffers=True``), so each rank's running statistics follow its own data;
+    :meth:`check_consistency` reports them. For a model with such buffers, broadcast them
+    yourself before evaluating (``dist.broadcast(buf, 0)`` for each of
+    ``ddp.module.buffers()``).
+
     Call it like the module (``ddp(x)``); the step is the usual ``zero_grad -> forward ->
     loss -> backward -> step``. ``ddp.module`` is the wrapped model: save its
     ``state_dict()`` (the wrapper's own has PyTorch's ``module.`` prefix).
