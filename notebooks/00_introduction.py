@@ -60,9 +60,10 @@
 # * **Tensors and backward**, underneath everything: [tensor.py](../tinytrain/tensor.py)
 #   and [autograd/](../tinytrain/autograd), in chapters [1](01_tensors.ipynb) and
 #   [2](02_autograd.ipynb).
-# * **The CPU `Conv2d`, the reference**: a direct convolution, one matrix product per kernel
-#   offset, checked against PyTorch: [kernels/cpu/conv2d.py](../tinytrain/kernels/cpu/conv2d.py),
-#   in [chapter 3](03_conv2d_cpu.ipynb).
+# * **The CPU `Conv2d`, the reference**: a direct convolution (the windows of a few images
+#   packed, one matrix product per image), checked against PyTorch:
+#   [kernels/cpu/conv2d.py](../tinytrain/kernels/cpu/conv2d.py), in
+#   [chapter 3](03_conv2d_cpu.ipynb).
 # * **The CUDA `Conv2d`**: im2col, cuBLAS, and col2im written as a gather, cross-checked with
 #   the CPU kernels over a grid of shapes: [kernels/cuda/](../tinytrain/kernels/cuda), in
 #   [chapter 4](04_cuda_im2col.ipynb).
@@ -206,7 +207,7 @@ fig = figures.draw_first_run(losses, images[:, 0], labels, predicted[:8])
 # %% [markdown]
 # ## 6. How the exercises work
 #
-# Every chapter after this one has 3 to 6 exercises. In each, you write a function the
+# Every chapter after this one has 3 to 5 exercises. In each, you write a function the
 # chapter is about (a transpose's strides, a `Function`'s backward, im2col, a rank's shard, a
 # training step...), and a *checker* cell right after it compares your function with the
 # package, NumPy or PyTorch, on random inputs and edge cases.

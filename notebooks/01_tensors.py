@@ -488,7 +488,16 @@ for _ in range(200):
         written[np.unravel_index(element_offset(expected, root), root.shape)] = 7.5
         mine[(0,) * expected.ndim] = 7.5
         assert np.array_equal(arr.buffer.reshape(root.shape), written)   # ... lands alike
-print("Exercise 1.2: slice_view agrees with NumPy on 200 random slices")
+# slices of views that already have an offset, and bounds that slice.indices must clip
+root = np.arange(60.0).reshape(3, 4, 5)
+for first, second in [((1,), (slice(1, 3),)), ((2, slice(1, None)), (slice(-3, None),)),
+                      ((slice(None), 1), (slice(0, 9),)), ((0,), (slice(-1, None, -2),)),
+                      ((slice(1, None),), (slice(-7, 2), -1))]:
+    inner = slice_view(StridedArray.from_values(root), first)
+    mine, expected = slice_view(inner, second), root[first][second + (...,)]
+    assert mine.offset == element_offset(expected, root), f"{first} then {second}: offset"
+    assert mine.shape == expected.shape and np.array_equal(mine.numpy(), expected), second
+print("Exercise 1.2: slice_view agrees with NumPy on 200 random slices and slices of slices")
 
 # %% [markdown]
 # ### A matrix inside a bigger buffer: the leading dimension
@@ -577,7 +586,7 @@ def broadcast_shape(sa, sb):
     for da, db in zip(sa, sb):
         if da != db and 1 not in (da, db):
             raise ValueError(f"shapes {sa} and {sb}: {da} and {db} are neither equal nor 1")
-        out.append(max(da, db))
+        out.append(db if da == 1 else da)  # (not max: a 0 meets a 1 as a 0)
     return tuple(out)
     ### END SOLUTION
 
@@ -592,8 +601,8 @@ for sa, sb in examples:
 
 check_rng = np.random.default_rng(13)
 for _ in range(300):
-    sa, sb = (tuple(int(n) for n in check_rng.integers(1, 4, check_rng.integers(0, 5)))
-              for _ in range(2))
+    sa, sb = (tuple(int(n) for n in check_rng.integers(0, 4, check_rng.integers(0, 5)))
+              for _ in range(2))   # sizes 0 to 3: a 0 broadcasts against a 1, as NumPy
     try:
         expected = np.broadcast_shapes(sa, sb)
     except ValueError:
@@ -669,6 +678,8 @@ for _ in range(30):
     assert np.array_equal(mine.numpy(), expected), (np_arr.shape, target)
     arr[(0,) * np_arr.ndim] = 99.0                    # one write into arr ...
     assert np.array_equal(mine.numpy(), np.broadcast_to(np_arr, target))   # ... seen everywhere
+row = slice_view(StridedArray.from_values(np.arange(12.0).reshape(3, 4)), (1,))  # offset 4
+assert np.array_equal(broadcast_to(row, (2, 4)).numpy(), [[4, 5, 6, 7]] * 2), "offset lost"
 for shape, target in [((3,), (4,)), ((2, 3), (3,)), ((2, 1), (3, 3))]:
     try:
         broadcast_to(StridedArray.from_values(np.zeros(shape)), target)

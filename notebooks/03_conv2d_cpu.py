@@ -42,7 +42,7 @@
 # 11. Edge-detector filters applied to a real digit.
 #
 # Five exercises (3.1-3.5) ask you to write pieces yourself; each is checked against the
-# package and PyTorch.
+# package (and, where there is one, PyTorch's answer).
 
 # %%
 # %matplotlib inline
@@ -870,9 +870,10 @@ for name, arr, analytic, idx in [("dX", x6, dx_full, (1, 2, 3, 4)),
 # needs no `dX`). They reuse the forward's tricks: `conv2d_backward_input` adds
 # `W_ij.T @ dY` into the window of offset `(i, j)` of a padded gradient buffer (the scatter
 # form of the full convolution above; the package sums each kernel row's offsets in its
-# GEMM first), `conv2d_backward_weight` computes `dY @ window(i, j).T` per offset, and
-# `conv2d_backward_bias` is the sum. And `setup_context` saves only what those
-# ops read: `x` only if `dW` is needed, `w` only if `dX` is.
+# GEMM first), `conv2d_backward_weight` packs the windows of a block of images (as the
+# forward does) and adds one GEMM per image, `col[n] @ dY[n].T`, and `conv2d_backward_bias`
+# is the sum (one more row of that GEMM, against the row of ones). And `setup_context` saves
+# only what those ops read: `x` only if `dW` is needed, `w` only if `dX` is.
 
 # %%
 for stride, padding in [(1, 0), (2, 1), ((2, 1), (0, 2))]:
@@ -898,7 +899,7 @@ print("package backward ops agree with the derivation and with finite difference
 # %% [markdown]
 # ### Exercise 3.3 — the weight gradient, one matrix product per offset
 #
-# Section 6 found `dW[o, c, i, j] = sum over (n, h, w) of dY[n, o, h, w] * x_pad[n, c, h*s + i,
+# Section 8 found `dW[o, c, i, j] = sum over (n, h, w) of dY[n, o, h, w] * x_pad[n, c, h*s + i,
 # w*s + j]`. For one kernel offset `(i, j)` that is one matrix product: `dY` as a matrix
 # `[Cout, N*Ho*Wo]` times the shifted (and strided) window of the padded input as a matrix
 # `[N*Ho*Wo, Cin]` gives `dW[:, :, i, j]`, a `[Cout, Cin]` block. Write
@@ -1426,7 +1427,8 @@ assert np.abs(inner[1]).max() == 0                     # no horizontal edge insi
 #   `nn.Conv2d`, `F.conv2d`, `nn.MaxPool2d` / `F.max_pool2d` and `F.avg_pool2d` match PyTorch.
 #
 # The production code is in [`tinytrain/kernels/cpu/conv2d.py`](../tinytrain/kernels/cpu/conv2d.py)
-# (`Conv2dMeta`, the direct forward and the three backward ops),
+# (the direct forward and the three backward ops; `Conv2dMeta` is in
+# [`tinytrain/kernels/shapes.py`](../tinytrain/kernels/shapes.py)),
 # [`tinytrain/kernels/cpu/parallel.py`](../tinytrain/kernels/cpu/parallel.py) (shards and BLAS
 # threads), [`tinytrain/kernels/cpu/pool.py`](../tinytrain/kernels/cpu/pool.py) (pooling) and
 # [`tinytrain/nn/conv.py`](../tinytrain/nn/conv.py) (the autograd Functions and the layers);

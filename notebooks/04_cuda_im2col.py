@@ -129,6 +129,8 @@ try:
     emulator.launch(no_check, 3, 4, (x, y, np.int64(10), np.float32(2)))
 except EmulatorError as err:
     print("EmulatorError:", err)
+else:
+    raise AssertionError("the emulator should have refused this launch")
 
 # %% [markdown]
 # The same source runs on the GPU through CuPy's `RawKernel` (NVRTC compiles it when it is
@@ -521,6 +523,8 @@ try:
                                     np.int64(3), np.int64(6)))
 except EmulatorError as err:
     print("EmulatorError:", err)
+else:
+    raise AssertionError("the emulator should have refused this launch")
 
 # %% [markdown]
 # `atomicAdd` makes the scatter correct, but not *reproducible*: the additions into one pixel
@@ -549,9 +553,10 @@ assert len(np.unique(orders)) > 1
 # `ki` reads input row `h` at output row `oh` exactly when `oh*sh + ki = h + ph`, so `ki`
 # runs over the values congruent to `h + ph` modulo `sh`, and `oh = (h + ph - ki) / sh` must
 # lie in `[0, Ho)` (likewise for columns). The kernel starts from the largest such `oh`,
-# `(h + ph) / sh`, and steps `ki` up by `sh` while `oh` goes down by one: two divisions per
-# pixel, none in the loop. No two threads write the same address, and every run adds the same
-# numbers in the same order: the same bits, every time.
+# `(h + ph) / sh`, and steps `ki` up by `sh` while `oh` goes down by one: a few divisions
+# per pixel (splitting its index into plane, row and column, then one per axis for the
+# largest `oh` and `ow`), none in the loop. No two threads write the same address, and
+# every run adds the same numbers in the same order: the same bits, every time.
 
 # %%
 start = source.index('extern "C" __global__ void col2im')
@@ -632,6 +637,8 @@ try:
     emulator.launch(broken_kernel, 3, 16, (dy, db, np.int64(4), np.int64(3), np.int64(10)))
 except EmulatorError as err:
     print("EmulatorError:", err)
+else:
+    raise AssertionError("the emulator should have refused this launch")
 
 # %% [markdown]
 # ### Exercise 4.5 — the block's sum, in the block's order
@@ -726,7 +733,7 @@ else:
 # ## 9. Timing done right
 #
 # A kernel launch returns as soon as the work is *queued*: timing a GPU call with the host's
-# clock alone measures the queueing, not the work. Three rules:
+# clock alone measures the queueing, not the work. Four rules:
 #
 # 1. **Warm up**: the first call compiles the kernels (NVRTC, then cached on disk by CuPy)
 #    and grows CuPy's memory pool; never time it.
@@ -829,6 +836,8 @@ try:
     emulator.launch(scale, 3, 4, (x64, np.zeros(10, np.float32), np.int64(10), np.float32(2)))
 except TypeError as err:
     print("TypeError:", err)
+else:
+    raise AssertionError("the launch should have refused these arguments")
 print("what the kernel would read from the float64 buffer:",
       x64.view(np.float32)[:6], "(halves of doubles, not 0, 1, 2, ...)")
 if GPU:
@@ -847,6 +856,8 @@ try:
                                    np.int64(4), np.float32(2)))
 except TypeError as err:
     print("TypeError:", err)
+else:
+    raise AssertionError("the launch should have refused these arguments")
 
 # %% [markdown]
 # **A 32-bit index.** `int i = blockIdx.x * blockDim.x + threadIdx.x` works in every test and

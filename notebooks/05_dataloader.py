@@ -136,6 +136,7 @@ for dtype in (np.uint8, np.int8, np.int16, np.int32, np.float32, np.float64):
         assert np.array_equal(decoded, arr_check) and np.array_equal(data.parse_idx(blob),
                                                                     arr_check)
 for broken in [b"\x01\x00\x08\x01\x00\x00\x00\x01\x07",    # magic is not 00 00
+               b"\x00\x01\x08\x01\x00\x00\x00\x01\x07",    # nor is this one
                b"\x00\x00\x07\x01\x00\x00\x00\x01\x07",    # no type 0x07
                b"\x00\x00\x08\x03\x00\x00\x00\x02",        # 3 sizes declared, 1 present
                b"\x00\x00"]:

@@ -69,7 +69,9 @@ def report(path: Path) -> bool:
             if name == "NotImplementedError" and message.startswith("Exercise"):
                 print(prefix + "not done yet")
             else:
-                print(prefix + f"FAILED: {name}: {message.splitlines()[0] if message else ''}")
+                # the whole message: np.testing's first line is empty, the mismatch below it
+                lines = [line for line in message.splitlines() if line.strip()][:12]
+                print(prefix + f"FAILED: {name}: " + "\n      ".join(lines))
         elif run.error is not None:
             ok = False
             print(f"  cell {run.index} (not an exercise) failed: {run.error[0]}: "

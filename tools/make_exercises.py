@@ -119,7 +119,9 @@ def stub_solutions(source: str, number: str, where: str = "cell") -> tuple[str, 
             doc = ast.get_docstring(fn)
             what = f"write {name}({ast.unparse(fn.args)})"
             if doc:
-                what += ": " + doc.splitlines()[0][0].lower() + doc.splitlines()[0][1:]
+                first = doc.splitlines()[0]
+                keep = first[:2].isupper()  # an acronym ("CUDA C ...") keeps its capitals
+                what += ": " + (first if keep else first[0].lower() + first[1:])
             out.append(f"{indent}raise NotImplementedError({f'Exercise {number}: {what}'!r})")
             names.append(name)
             begin = None
