@@ -107,9 +107,14 @@ def _cuda_kernels() -> str:
 def _mpi() -> str:
     from mpi4py import MPI
 
-    launcher = shutil.which("mpiexec") or shutil.which("mpirun")
+    from tinytrain.distributed.launch import find_mpiexec
+
+    try:  # the launcher --nproc and chapter 7 use: also the one next to this Python
+        launcher = find_mpiexec()
+    except FileNotFoundError:
+        launcher = shutil.which("mpirun") or "none found (pip install mpich)"
     lib = MPI.Get_library_version().splitlines()[0].strip()
-    return f"mpi4py with {lib}; launcher: {launcher or 'not on PATH'}"
+    return f"mpi4py with {lib}; launcher: {launcher}"
 
 
 def _module_version(name: str) -> Callable[[], str]:
