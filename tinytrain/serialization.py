@@ -46,7 +46,8 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> Any:
                             "objects); only numbers, strings and bools")
         arrays[key] = backend.to_device(data, "cpu")
         if kind == "tensor" and obj.requires_grad:  # a Parameter stays one, as in PyTorch
-            return {"t": kind, "k": key, "grad": "parameter" if _is_parameter(obj) else True}
+            grad = "parameter" if isinstance(obj, _parameter_class()) else True
+            return {"t": kind, "k": key, "grad": grad}
         return {"t": kind, "k": key}
     if isinstance(obj, dict | list | tuple) and depth >= MAX_DEPTH:
         raise ValueError(f"save: containers nested more than {MAX_DEPTH} deep (or a cycle)")
@@ -70,10 +71,10 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> Any:
     raise TypeError(f"save: cannot store an object of type {type(obj).__name__}")
 
 
-def _is_parameter(t: Tensor) -> bool:
+def _parameter_class() -> type:
     from tinytrain.nn.module import Parameter  # nn imports this module
 
-    return isinstance(t, Parameter)
+    return Parameter
 
 
 class _Decoder:
@@ -137,9 +138,7 @@ class _Decoder:
         if grad not in (False, True, "parameter") or (grad and arr.dtype.kind != "f"):
             raise ValueError(f"{where}: bad 'grad' {grad!r:.40} for a {arr.dtype} Tensor")
         if grad == "parameter":
-            from tinytrain.nn.module import Parameter  # nn imports this module
-
-            return Parameter(Tensor(data))
+            return _parameter_class()(Tensor(data))
         return Tensor(data, requires_grad=bool(grad))
 
 
@@ -148,15 +147,16 @@ def save(obj: Any, path: str | os.PathLike | BinaryIO) -> None:
     file object (``io.BytesIO``, a file opened ``"wb"``), as it is: no rename there."""
     arrays: dict[str, np.ndarray] = {}
     structure = json.dumps({"format": _FORMAT, "root": _encode(obj, arrays)})
+    arrays["__structure__"] = np.frombuffer(structure.encode(), dtype=np.uint8)
     if hasattr(path, "write"):
-        np.savez(path, __structure__=np.frombuffer(structure.encode(), dtype=np.uint8), **arrays)
+        np.savez(path, **arrays)
         return
     path = replaceable_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path_for(path)
     try:
         with open(tmp, "xb") as f:  # created as open() creates files: 0o666 less the umask
-            np.savez(f, __structure__=np.frombuffer(structure.encode(), dtype=np.uint8), **arrays)
+            np.savez(f, **arrays)
             f.flush()
             os.fsync(f.fileno())
             _keep_mode_of(path, f.fileno())

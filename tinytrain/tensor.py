@@ -1734,8 +1734,8 @@ def _integers_first(index: Any) -> tuple[tuple, tuple] | None:
         if is_int(i) or i is Ellipsis:
             ints.append(i)
         else:  # one slice per dimension it indexes (a bool mask: one per mask dimension)
-            dtype = i.dtype if hasattr(i, "dtype") else np.asarray(i).dtype
-            mask = is_array(i) and dtype.kind == "b"
+            mask = is_array(i) and (i.dtype if hasattr(i, "dtype") else np.asarray(i).dtype
+                                    ).kind == "b"
             ints.extend([slice(None)] * (np.ndim(i) if mask else 1))
     return tuple(ints), tuple(i for i in index if not is_int(i))
 

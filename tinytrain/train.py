@@ -1159,16 +1159,21 @@ def main(argv: list[str] | None = None) -> int:
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, on_sigterm) if in_main_thread else None
     stdout, sys.stdout = sys.stdout, _StdoutUntilClosed(sys.stdout)
-    with warnings.catch_warnings():
-        # A run that diverges is reported in one line (the loss or a state is not finite);
-        # NumPy's overflow warnings on the way there would only bury it.
-        warnings.filterwarnings("ignore", r"(overflow|invalid value|divide by zero) "
-                                "encountered", RuntimeWarning)
-        return _main(argv, prog, stdout, previous, in_main_thread)
+    try:
+        with warnings.catch_warnings():
+            # A run that diverges is reported in one line (the loss or a state is not
+            # finite); NumPy's overflow warnings on the way there would only bury it.
+            warnings.filterwarnings("ignore", r"(overflow|invalid value|divide by zero) "
+                                    "encountered", RuntimeWarning)
+            return _main(argv, prog, in_main_thread)
+    finally:
+        sys.stdout = stdout
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
-def _main(argv: list[str] | None, prog: str, stdout: Any, previous: Any,
-          in_main_thread: bool) -> int:
+def _main(argv: list[str] | None, prog: str, in_main_thread: bool) -> int:
+    """The command itself, inside :func:`main`'s SIGTERM handler and stdout guard."""
     args = None
     try:
         argv = sys.argv[1:] if argv is None else list(argv)
@@ -1192,10 +1197,6 @@ def _main(argv: list[str] | None, prog: str, stdout: Any, previous: Any,
         # Every rank says it: rank 0 alone could be stopped by another rank's MPI_Abort first.
         print(f"\n{signame}; {_interrupted(args)}", file=sys.stderr)
         return _exit_code(143 if isinstance(exc, Terminated) else 130)
-    finally:
-        sys.stdout = stdout
-        if in_main_thread:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
     return 0
 
 
