@@ -186,3 +186,105 @@ def test_the_training_command_leaves_the_blas_alone_and_its_kernels_hold_it(
     assert blas_inside_kernels and all(set(s) == {1} for s in blas_inside_kernels)
     assert inside_linear and all(set(s) == {1} for s in inside_linear)
     assert set(blas_threads()) == {2}
+
+
+# --------------------------------------------------------------------------- the pool itself
+
+@pytest.fixture
+def two_workers():
+    before = tt.get_num_threads()
+    tt.set_num_threads(2)
+    yield
+    tt.set_num_threads(before)
+
+
+def test_every_shard_runs_once_and_the_results_come_in_shard_order(two_workers):
+    from tinytrain.kernels.cpu.parallel import in_worker, run_sharded
+
+    for batch in (2, 3, 7, 64):
+        parts = run_sharded(lambda a, b: (a, b, in_worker()), batch, min_shard=1)
+        assert [(a, b) for a, b, _ in parts] == [(0, batch // 2), (batch // 2, batch)]
+        assert [w for _, _, w in parts] == [False, True]  # the caller runs the first shard
+    assert run_sharded(lambda a, b: (a, b), 3, min_shard=2) == [(0, 3)]  # too small to split
+
+
+def test_an_error_in_the_workers_shard_reaches_the_caller_and_the_pool_goes_on(two_workers):
+    from tinytrain.kernels.cpu.parallel import run_sharded
+
+    def shard(a, b):
+        if a > 0:
+            raise ValueError(f"shard [{a}, {b}) failed")
+        return a
+
+    with pytest.raises(ValueError, match=r"shard \[4, 8\) failed"):
+        run_sharded(shard, 8)
+    assert run_sharded(lambda a, b: b - a, 8) == [4, 4]  # no stale result from the failed call
+
+
+def test_kernels_called_from_several_threads_at_once_each_get_their_own_results(two_workers):
+    """One call uses the pool at a time; a call made meanwhile runs on its own thread."""
+    from tinytrain.kernels.cpu.parallel import run_sharded
+
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for _ in range(200):
+                assert sum(run_sharded(lambda a, b: k * (b - a), 64)) == 64 * k
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(1, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def _python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+def test_a_forked_child_starts_its_own_pool():
+    """A child forked after the pool started has none of its threads: its kernels used to
+    wait forever for a worker that did not exist there."""
+    out = _python(
+        "import os, numpy as np, tinytrain as tt\n"
+        "from tinytrain.kernels.cpu.parallel import run_sharded\n"
+        "tt.set_num_threads(2)\n"
+        "assert run_sharded(lambda a, b: b - a, 8) == [4, 4]\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os._exit(0 if run_sharded(lambda a, b: b - a, 8) == [4, 4] else 3)\n"
+        "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs SIGINT delivered to the process")
+def test_ctrl_c_while_waiting_for_a_shard_leaves_a_pool_that_still_works():
+    """The wait for a slow shard is interrupted: that thread leaves the pool (its late
+    result must not be taken as the next call's), and the next call gets its own."""
+    out = _python(
+        "import os, signal, threading, time, tinytrain as tt\n"
+        "from tinytrain.kernels.cpu.parallel import run_sharded\n"
+        "tt.set_num_threads(2)\n"
+        "def slow(a, b):\n"
+        "    if a > 0:\n"
+        "        time.sleep(0.5)\n"
+        "    return ('slow', a)\n"
+        "threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+        "try:\n"
+        "    run_sharded(slow, 8)\n"
+        "    print('not interrupted')\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted')\n"
+        "print(run_sharded(lambda a, b: ('next', a), 8))\n"
+        "time.sleep(0.6)\n"
+        "print(run_sharded(lambda a, b: ('last', a), 8))\n")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["interrupted", "[('next', 0), ('next', 4)]",
+                                       "[('last', 0), ('last', 4)]"]

@@ -43,9 +43,9 @@ that), at most one per core; ``tinytrain.set_num_threads(n)`` changes it. Withou
 from __future__ import annotations
 
 import os
+import queue
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -59,7 +59,8 @@ _blas: list[Any] | None = None  # threadpoolctl's controller of each loaded BLAS
 _blas_threads = 1  # the BLAS's thread count when it was found: the default number of workers
 _running = 0  # kernels running now, in any thread
 _saved: list[int] = []  # the BLAS thread counts to restore when the last kernel finishes
-_pool: ThreadPoolExecutor | None = None
+_pool: list[_Worker] = []  # the kernels' threads, started when first needed
+_pool_busy = threading.Lock()  # held by the one kernel call that is using the pool
 _local = threading.local()
 
 
@@ -156,13 +157,63 @@ def in_worker() -> bool:
     return getattr(_local, "worker", False)
 
 
-def _executor(workers: int) -> ThreadPoolExecutor:
-    global _pool
+class _Worker:
+    """One thread of the kernels' pool: it takes a shard from its own queue, runs it and
+    releases ``done``; the caller takes ``done`` to wait for it.
+
+    Why not ``concurrent.futures``: a shard's hand-off is what two threads lose against
+    one, and an executor's ``submit`` and ``wait`` are ~20 us each of Python (a Future, its
+    Condition, a waiter object) during which the other thread waits for the GIL. A queue
+    and a lock are each one C call: cnn's training step on two threads went 8.44 -> 8.16 ms
+    (bench/NOTES_cpu.md, v15).
+    """
+
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.result: tuple[Any, BaseException | None] = (None, None)
+        threading.Thread(target=self._loop, name=f"tinytrain-cpu_{len(_pool)}",
+                         daemon=True).start()
+
+    def _loop(self) -> None:
+        _mark_worker()
+        while (job := self.jobs.get()) is not None:
+            fn, a, b = job
+            try:
+                self.result = (_run(fn, a, b), None)
+            except BaseException as exc:  # handed to the caller, which raises it
+                self.result = (None, exc)
+            self.done.release()
+
+
+def _workers_for(count: int) -> list[_Worker]:
+    """The first ``count`` threads of the pool (started now if there are fewer)."""
     with _lock:
-        if _pool is None or _pool._max_workers < workers:
-            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tinytrain-cpu",
-                                       initializer=_mark_worker)
-        return _pool
+        while len(_pool) < count:
+            _pool.append(_Worker())
+        return _pool[:count]
+
+
+def _retire(workers: list[_Worker]) -> None:
+    """Take threads whose shard may still be running out of the pool (the wait for them
+    was interrupted): each ends after its shard, and their ``done`` is never waited on again."""
+    with _lock:
+        for worker in workers:
+            _pool.remove(worker)
+            worker.jobs.put(None)
+
+
+def _forget_pool_in_child() -> None:
+    """After ``os.fork`` the child has none of the pool's threads (and a lock another
+    thread held stays held): it starts its own pool, from nothing, when it needs one."""
+    global _lock, _pool_busy, _running
+    _lock, _pool_busy, _running = threading.Lock(), threading.Lock(), 0
+    _pool.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 def _run(fn: Callable[[int, int], T], a: int, b: int) -> T:
@@ -194,16 +245,33 @@ def run_sharded(fn: Callable[[int, int], T], batch: int, min_shard: int = 2) -> 
         return [fn(0, batch)]
     workers = min(get_num_threads(), max(1, batch // min_shard))
     with blas_single_threaded():
-        if workers == 1:
+        # one kernel call at a time uses the pool; another thread's runs on its own core
+        if workers == 1 or not _pool_busy.acquire(blocking=False):
             return [fn(0, batch)]
-        bounds = [batch * k // workers for k in range(workers + 1)]
-        pool = _executor(workers - 1)
-        futures = [pool.submit(_run, fn, a, b) for a, b in zip(bounds[1:-1], bounds[2:])]
         try:
-            first = _run(fn, bounds[0], bounds[1])
+            bounds = [batch * k // workers for k in range(workers + 1)]
+            pool = _workers_for(workers - 1)
+            for worker, a, b in zip(pool, bounds[1:-1], bounds[2:]):
+                worker.jobs.put((fn, a, b))
+            try:
+                first = _run(fn, bounds[0], bounds[1])
+            finally:
+                try:
+                    for worker in pool:  # every shard is done before an error leaves
+                        worker.done.acquire()
+                except BaseException:  # interrupted (Ctrl-C) while a shard may still run
+                    _retire(pool)
+                    raise
+            results = [first]
+            for worker in pool:
+                value, error = worker.result
+                worker.result = (None, None)
+                if error is not None:
+                    raise error
+                results.append(value)
+            return results
         finally:
-            wait(futures)  # every shard is done before the BLAS is restored or an error leaves
-        return [first] + [f.result() for f in futures]
+            _pool_busy.release()
 
 
 def add_shards(parts: list[Any]) -> Any:
