@@ -265,6 +265,14 @@ print(f"fc1.weight differs by up to {before:.3f} before the broadcast, {after} a
 assert before > 0 and after == 0
 
 # %% [markdown]
+# Parameters then stay identical by themselves (every rank applies the same averaged
+# gradient), but *buffers* do not: BatchNorm's running mean and variance are updated in
+# forward from each rank's own batch. So, as in PyTorch (`broadcast_buffers=True`), the
+# wrapper broadcasts rank 0's buffers again before the forward that follows a training step
+# (and before the first one): every training step starts from rank 0's statistics, and an
+# evaluation right after training uses them on every rank.
+
+# %% [markdown]
 # ## 3. Ring all-reduce
 #
 # How do R processes add their arrays of N numbers so that every one gets the sum? The

@@ -290,10 +290,73 @@ def sharded_evaluation(device: str) -> None:
     print(f"ok sharded_evaluation rank {dist.get_rank()}", flush=True)
 
 
+def ddp_buffers(device: str) -> None:
+    """BatchNorm's running statistics: rank 0's are copied to every rank before a forward
+    that follows a training forward (PyTorch's broadcast_buffers=True), never after wrap
+    with broadcast_buffers=False."""
+    g = dist.group()
+    r = g.rank
+    momentum = 0.1
+    rng = np.random.default_rng(10 + r)  # different data on each rank
+    xs = [tt.tensor(rng.standard_normal((8, 3)).astype(np.float32), device=device)
+          for _ in range(3)]
+
+    def wrapped(**kwargs):
+        tt.manual_seed(0)
+        return dist.DistributedDataParallel(
+            nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4, momentum=momentum)).to(device),
+            **kwargs)
+
+    def stats(ddp) -> np.ndarray:
+        return ddp.module[1].running_mean.numpy().copy()
+
+    def everyone(a: np.ndarray) -> list[np.ndarray]:
+        return [np.array(v, dtype=np.float32) for v in g.allgather_object(a.tolist())]
+
+    def train(ddp, x) -> None:
+        ddp.zero_grad()
+        ddp(x).sum().backward()
+        for p in ddp.parameters():  # a plain SGD step (identical weights on every rank)
+            p.data -= 0.1 * p.grad.data
+
+    ddp = wrapped()
+    train(ddp, xs[0])  # before it: the buffers of rank 0 (equal to the wrapped ones)
+    after1 = everyone(stats(ddp))
+    assert not np.array_equal(after1[0], after1[1])  # each rank's own batch
+    with tt.no_grad():  # the batch mean the next step's BatchNorm sees on this rank
+        mean = ddp.module[0](xs[1]).numpy().mean(axis=0)
+    train(ddp, xs[1])
+    np.testing.assert_allclose(stats(ddp), (1 - momentum) * after1[0] + momentum * mean,
+                               rtol=1e-5, atol=1e-6)  # from rank 0's, not this rank's
+    after2 = everyone(stats(ddp))
+    ddp.eval()
+    with tt.no_grad():  # follows a training forward: evaluated with rank 0's statistics
+        ddp(xs[2])
+    for theirs in everyone(stats(ddp)):
+        np.testing.assert_array_equal(theirs, after2[0])
+    ddp.check_consistency()
+    ddp.module[1].running_mean.data[...] = r
+    with tt.no_grad():  # follows a no_grad forward: nothing is copied (as in PyTorch)
+        ddp(xs[2])
+    assert (stats(ddp) == r).all()
+
+    for kwargs in ({"broadcast_buffers": False}, {"forward_sync_buffers": False,
+                                                  "broadcast_buffers": True}):
+        ddp = wrapped(**kwargs)
+        train(ddp, xs[0])
+        train(ddp, xs[1])
+        ddp.eval()
+        with tt.no_grad():
+            ddp(xs[2])
+        mine = everyone(stats(ddp))
+        assert not np.array_equal(mine[0], mine[1]), kwargs  # each rank's own statistics
+    print(f"ok ddp_buffers rank {r}", flush=True)
+
+
 SCENARIOS = {f.__name__: f for f in [
-    collectives, ddp_buckets, ddp_features, zero_grad_after_forward, unused_parameter, diverged,
-    frozen_on_one_rank, mismatched_all_reduce, mismatched_op, eval_mode_training,
-    raise_on_one_rank, wait_forever, sharded_evaluation]}
+    collectives, ddp_buckets, ddp_features, ddp_buffers, zero_grad_after_forward,
+    unused_parameter, diverged, frozen_on_one_rank, mismatched_all_reduce, mismatched_op,
+    eval_mode_training, raise_on_one_rank, wait_forever, sharded_evaluation]}
 
 
 def main() -> None:

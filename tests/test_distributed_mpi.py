@@ -92,6 +92,10 @@ def test_no_sync_accumulation_and_find_unused_parameters(backend):
     _ok(mpirun(WORKER, "ddp_features", "--backend", backend), "ddp_features")
 
 
+def test_buffers_are_copied_from_rank_0_before_a_forward_as_in_pytorch(backend):
+    _ok(mpirun(WORKER, "ddp_buffers", "--backend", backend), "ddp_buffers")
+
+
 def test_two_ranks_of_batch_32_equal_one_process_of_batch_64(tmp_path):
     """10 SGD steps in float64: the data-parallel run is the big-batch run, to rounding; and
     the two ranks end bit-identical."""

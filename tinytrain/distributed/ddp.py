@@ -4,7 +4,8 @@ Each rank runs the same model on its own shard of the batch. If every rank start
 same weights and applies the same averaged gradient, the weights stay identical, and the
 run computes what one process would on the whole batch. The wrapper does three things:
 
-1. **Broadcast before wrap**: rank 0's parameters and buffers are copied to every rank.
+1. **Broadcast before wrap**: rank 0's parameters and buffers are copied to every rank
+   (the buffers again before each forward that follows a training one, as in PyTorch).
 2. **Buckets**: gradients are grouped, in *reverse* registration order (roughly the order
    in which backward produces them), into a few flat buffers: the first one small
    (``first_bucket_cap_mb``) so that communication starts early, the others up to
@@ -116,13 +117,13 @@ class DistributedDataParallel(Module):
             never).
         first_bucket_cap_mb: size cap of the first bucket (tinytrain-only; PyTorch fixes it
             at 1 MiB).
-
-    Differs from PyTorch: buffers (BatchNorm's running statistics) are broadcast from rank 0
-    when the model is wrapped, not again before every forward (PyTorch's
-    ``broadcast_buffers=True``), so each rank's running statistics follow its own data;
-    :meth:`check_consistency` reports them. For a model with such buffers, broadcast them
-    yourself before evaluating (``dist.broadcast(buf, 0)`` for each of
-    ``ddp.module.buffers()``).
+        broadcast_buffers: copy rank 0's buffers (BatchNorm's running statistics) to every
+            rank before a forward, as PyTorch does: before the first forward and before any
+            forward that follows a training forward (one with autograd on, outside
+            :meth:`no_sync`), so all ranks evaluate with rank 0's statistics and each
+            training step starts from them. ``False``: only when the model is wrapped; each
+            rank's statistics then follow its own data. ``forward_sync_buffers`` is the
+            same flag under PyTorch 2.13's newer name (it wins when given).
 
     Call it like the module (``ddp(x)``); the step is the usual ``zero_grad -> forward ->
     loss -> backward -> step``. ``ddp.module`` is the wrapped model: save its
@@ -132,7 +133,8 @@ class DistributedDataParallel(Module):
     def __init__(self, module: Module, device_ids: Sequence[Any] | None = None,
                  output_device: Any = None, bucket_cap_mb: float = 25.0,
                  find_unused_parameters: bool = False, check_every: int = 0,
-                 first_bucket_cap_mb: float = 1.0) -> None:
+                 first_bucket_cap_mb: float = 1.0, broadcast_buffers: bool = True,
+                 forward_sync_buffers: bool | None = None) -> None:
         from tinytrain import distributed as dist
 
         super().__init__()
@@ -142,6 +144,9 @@ class DistributedDataParallel(Module):
         self.find_unused_parameters = find_unused_parameters
         self.check_every = int(check_every)
         self.require_backward_grad_sync = True  # False inside no_sync()
+        self.forward_sync_buffers = bool(broadcast_buffers if forward_sync_buffers is None
+                                         else forward_sync_buffers)
+        self.require_forward_param_sync = True  # PyTorch's: the last forward was a training one
         self.measure_comm_wait = False           # bench/ddp.py: time blocked in wait()
         self._steps = 0
         self._sync_this_backward = True
@@ -213,6 +218,17 @@ class DistributedDataParallel(Module):
         for w in works:
             w.wait()
 
+    def _broadcast_buffers(self) -> None:
+        """Rank 0's buffers to every rank, in place (looked up each time: a module may have
+        replaced one)."""
+        buffers = [t for _, t in self.module.named_buffers()]
+        if not buffers:
+            return
+        self._check_group_alive()
+        works = [self.group.broadcast(t.data, 0) for t in buffers]
+        for w in works:
+            w.wait()
+
     def _make_buckets(self, named: list[tuple[str, Tensor]], first_cap: int,
                       cap: int) -> list[Bucket]:
         params = [p for _, p in named]
@@ -237,6 +253,10 @@ class DistributedDataParallel(Module):
     # ------------------------------------------------------------ forward
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        if self.forward_sync_buffers and self.require_forward_param_sync:
+            self._broadcast_buffers()  # a model without buffers: nothing to do
+        training = is_grad_enabled() and self.require_backward_grad_sync
+        self.require_forward_param_sync = training
         # Any forward that records a graph prepares the buckets, in eval mode too (training
         # with dropout off is still training; PyTorch syncs then as well).
         if is_grad_enabled():
