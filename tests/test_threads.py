@@ -221,6 +221,23 @@ def test_an_error_in_the_workers_shard_reaches_the_caller_and_the_pool_goes_on(t
     assert run_sharded(lambda a, b: b - a, 8) == [4, 4]  # no stale result from the failed call
 
 
+def test_the_pool_keeps_no_reference_to_a_finished_shard(two_workers):
+    """A worker waiting for its next job must not hold the last one's closure: it holds the
+    kernel's arrays (a layer's output would stay alive until the next sharded call)."""
+    import weakref
+
+    from tinytrain.kernels.cpu.parallel import run_sharded
+
+    class Big:
+        pass
+
+    big = Big()
+    alive = weakref.ref(big)
+    assert run_sharded(lambda a, b, big=big: b - a, 8) == [4, 4]
+    del big
+    assert alive() is None
+
+
 def test_kernels_called_from_several_threads_at_once_each_get_their_own_results(two_workers):
     """One call uses the pool at a time; a call made meanwhile runs on its own thread."""
     from tinytrain.kernels.cpu.parallel import run_sharded

@@ -179,11 +179,11 @@ class _Worker:
     def _loop(self) -> None:
         _mark_worker()
         while (job := self.jobs.get()) is not None:
-            fn, a, b = job
             try:
-                self.result = (_run(fn, a, b), None)
+                self.result = (_run(*job), None)
             except BaseException as exc:  # handed to the caller, which raises it
                 self.result = (None, exc)
+            del job  # the shard's closure holds the kernel's arrays: not until the next job
             self.done.release()
 
 
