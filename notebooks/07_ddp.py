@@ -634,8 +634,9 @@ if GROUP:
 # [tinytrain/distributed/ddp.py](../tinytrain/distributed/ddp.py):
 #
 # * a parameter that got **no gradient** in a step leaves its bucket incomplete: at the end of
-#   backward DDP raises and names it (or, with `find_unused_parameters=True`, counts its
-#   gradient as zero) — never a hang;
+#   backward DDP raises and names it (or, with `find_unused_parameters=True`, averages it
+#   with zeros when another rank has one, and leaves `.grad` unset when no rank has, as
+#   PyTorch does) — never a hang;
 # * ranks that built **different models** are refused when wrapping (names and shapes are
 #   compared first; mismatched collectives would hang or corrupt);
 # * `check_every=K` compares a digest of every parameter across ranks every K steps, and

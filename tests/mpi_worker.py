@@ -158,24 +158,40 @@ def ddp_features(device: str) -> None:
         np.testing.assert_allclose(p.grad.numpy() * R, q.grad.numpy(), rtol=1e-12,
                                    err_msg=name)
 
-    # an unused parameter is allowed when asked for, and its gradient counts as zero
-    class TwoHeads(nn.Module):
+    # unused parameters are allowed when asked for, with PyTorch's gradients: a head used on
+    # rank 0 only gets rank 0's gradient averaged with zeros; one no rank uses keeps no
+    # .grad, so SGD with momentum and weight decay leaves it alone
+    class Heads(nn.Module):
         def __init__(self):
             super().__init__()
-            self.body, self.used, self.unused = nn.Linear(4, 4), nn.Linear(4, 1), nn.Linear(4, 1)
+            self.body, self.mine, self.unused = nn.Linear(4, 4), nn.Linear(4, 1), nn.Linear(4, 1)
 
         def forward(self, x):
-            return self.used(self.body(x))
+            h = self.body(x)
+            return self.mine(h) if r == 0 else h.sum(dim=1, keepdim=True)
 
     tt.manual_seed(0)
-    ddp2 = dist.DistributedDataParallel(TwoHeads().to(device), find_unused_parameters=True)
-    opt = tt.optim.SGD(ddp2.parameters(), lr=0.1)
+    ddp2 = dist.DistributedDataParallel(Heads().to(device), find_unused_parameters=True)
+    unused_before = ddp2.module.unused.weight.numpy().copy()
+    opt = tt.optim.SGD(ddp2.parameters(), lr=0.1, momentum=0.9, weight_decay=0.1)
     for _ in range(2):
         opt.zero_grad()
-        ddp2(tt.ones(2, 4, device=device) * (r + 1)).sum().backward()
+        x = tt.ones(2, 4, device=device) * (r + 1)
+        with tt.no_grad():
+            h0 = ddp2.module.body(tt.ones(2, 4, device=device))  # rank 0's input
+        ddp2(x).sum().backward()
+        assert ddp2.module.unused.weight.grad is None and ddp2.module.unused.bias.grad is None
+        np.testing.assert_allclose(ddp2.module.mine.weight.grad.numpy(),
+                                   h0.sum(dim=0, keepdim=True).numpy() / R, rtol=1e-5)
         opt.step()
-    assert float(np.abs(ddp2.module.unused.weight.grad.numpy()).max()) == 0.0
+    np.testing.assert_array_equal(ddp2.module.unused.weight.numpy(), unused_before)
     ddp2.check_consistency()
+    # a .grad that was there before the step is kept, not unset
+    opt.zero_grad()
+    ddp2.module.unused.weight.grad = tt.full_like(ddp2.module.unused.weight, 3.0)
+    ddp2(tt.ones(2, 4, device=device)).sum().backward()
+    assert (ddp2.module.unused.weight.grad.numpy() == 3.0).all()
+    assert ddp2.module.unused.bias.grad is None
     print(f"ok ddp_features rank {r}", flush=True)
 
 

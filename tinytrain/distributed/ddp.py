@@ -90,6 +90,8 @@ class Bucket:
     grads: list[Tensor]               # the .grad bound to each parameter (wrapping its view)
     ready: list[bool] = field(default_factory=list)
     work: Any = None                  # the all-reduce in flight
+    fresh: list[bool] = field(default_factory=list)  # .grad was None when bound, and no
+    #                                                  gradient has arrived since
 
     @property
     def nbytes(self) -> int:
@@ -110,9 +112,12 @@ class DistributedDataParallel(Module):
             model on the CPU; on GPUs ``[local_rank]`` (or None), the GPU this rank already
             uses. Anything else is an error, not ignored.
         bucket_cap_mb: size cap of the buckets after the first (MiB).
-        find_unused_parameters: allow parameters that get no gradient in a step (their
-            current ``.grad``, zero after ``zero_grad``, is averaged); otherwise they are an
-            error.
+        find_unused_parameters: allow parameters that get no gradient in a step;
+            otherwise they are an error. As in PyTorch, a parameter that got a gradient on
+            some rank gets the average (counting the others' as zero), and one that got
+            none on any rank keeps the ``.grad`` it had before the step (``None`` after
+            ``zero_grad()``, so the optimizer skips it); one more small all-reduce per
+            step (of which parameters each rank used) finds out which.
         check_every: run :meth:`check_consistency` every this many training forwards (0:
             never).
         first_bucket_cap_mb: size cap of the first bucket (tinytrain-only; PyTorch fixes it
@@ -152,6 +157,7 @@ class DistributedDataParallel(Module):
         self._sync_this_backward = True
         self._in_backward = False
         self._next_bucket = 0
+        self._mask_work: Any = None  # find_unused_parameters: which parameters any rank used
         self._timers: list[Any] = []
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         self._check_devices(named)
@@ -244,7 +250,8 @@ class DistributedDataParallel(Module):
                 views.append(buffer[offset:offset + p.numel()].reshape(p.shape))
                 offset += p.numel()
             bucket = Bucket(index, [named[i][0] for i in members], ps, buffer, views,
-                            [Tensor(v) for v in views], [False] * len(ps))
+                            [Tensor(v) for v in views], [False] * len(ps),
+                            fresh=[False] * len(ps))
             buckets.append(bucket)
         for b in buckets:
             self._bind(b)
@@ -288,6 +295,8 @@ class DistributedDataParallel(Module):
         unbound = [slot for slot in range(len(b.params)) if not b.is_bound(slot)]
         if not unbound:
             return
+        for slot in unbound:
+            b.fresh[slot] = b.params[slot].grad is None
         if len(unbound) == len(b.params) and all(p.grad is None for p in b.params):
             b.buffer.fill(0)
         else:
@@ -320,6 +329,7 @@ class DistributedDataParallel(Module):
         return grad_ready
 
     def _grad_ready(self, b: Bucket, slot: int) -> None:
+        b.fresh[slot] = False  # it holds a gradient now (also one accumulated in no_sync)
         if not self._sync_this_backward:
             return
         if not b.is_bound(slot):
@@ -352,11 +362,17 @@ class DistributedDataParallel(Module):
                     f"{self._where()}: these parameters received no gradient in this step: "
                     f"{', '.join(unused)}. Every parameter's gradient is averaged across ranks, "
                     "so DDP must know when they are all ready: make every parameter take part "
-                    "in the loss, or pass find_unused_parameters=True (their gradient then "
-                    "counts as zero), or set requires_grad=False on those you do not train.")
+                    "in the loss, or pass find_unused_parameters=True (a gradient another "
+                    "rank has is then averaged with zeros, and one no rank has stays unset), "
+                    "or set requires_grad=False on those you do not train.")
+            flags = [float(r) for b in self.buckets for r in b.ready]  # used on this rank
             for b in self.buckets[self._next_bucket:]:
                 b.ready = [True] * len(b.params)
             self._launch_ready_buckets()
+            if self.find_unused_parameters:  # after the buckets', in the same order everywhere
+                mask = get_array_module(self.buckets[0].buffer).asarray(
+                    np.array(flags, dtype=np.float32))
+                self._mask_work = self.group.all_reduce(mask, "max")
             timer = self.group.stall_timer() if self.measure_comm_wait else None
             if timer:
                 timer.start()
@@ -370,11 +386,27 @@ class DistributedDataParallel(Module):
             if replaced:
                 raise RuntimeError(f"{self._where()}: .grad of {', '.join(replaced)} was "
                                    "replaced during backward; it was not averaged across ranks")
+            if self.find_unused_parameters:
+                self._unset_unused_grads(mask)
         finally:
             self._abandon_backward()
 
+    def _unset_unused_grads(self, mask: Any) -> None:
+        """``mask``: 1 for each parameter (in bucket order) that some rank used. Those no
+        rank used keep the ``.grad`` they had before the step: ``None`` where the bucket's
+        view was bound in place of a ``None`` (PyTorch leaves those unset)."""
+        self._mask_work.wait()
+        on_any_rank = iter(np.asarray(mask.get() if hasattr(mask, "get") else mask) > 0)
+        for b in self.buckets:
+            for slot, p in enumerate(b.params):
+                if not next(on_any_rank) and b.fresh[slot]:
+                    p.grad = None
+
     def _abandon_backward(self) -> None:
         """Wait for what was started (so no collective dangles) and reset the step's state."""
+        if self._mask_work is not None:
+            self._mask_work.wait()
+            self._mask_work = None
         for b in self.buckets:
             if b.work is not None:
                 b.work.wait()
