@@ -101,6 +101,7 @@ part preflight 60 preflight
 part nccl-collectives 90 worker collectives
 part nccl-ddp-buckets 60 worker ddp_buckets
 part nccl-ddp-features 60 worker ddp_features
+part nccl-ddp-buffers 60 worker ddp_buffers
 part nccl-exact 90 exact
 part train-1gpu 120 "$PY" -m tinytrain.train --device cuda --no-download
 part train-2gpu 120 "$PY" -m tinytrain.train --device cuda --no-download --nproc 2 \
@@ -115,7 +116,7 @@ part bench-buckets 90 "$PY" bench/ddp.py --backend nccl --nproc 2 --no-torch \
     echo "===== summary ($(($(date +%s) - T0)) s in all; logs in $OUT)"
     printf '%s\n' "${RESULTS[@]}"
     echo "--- preflight"; grep -E "cupy|mpiexec|rank" "$OUT/preflight.log"
-    for w in collectives ddp-buckets ddp-features; do
+    for w in collectives ddp-buckets ddp-features ddp-buffers; do
         echo "--- nccl $w"; grep -E "^ok |Error|error" "$OUT/nccl-$w.log" | head -n 4
     done
     echo "--- exactness"; grep -E "max \||parameters" "$OUT/nccl-exact.log"
