@@ -2,6 +2,7 @@
 # One GPU session for tinytrain's data-parallel training (issue 10), on 2 H200s, ~6 minutes.
 #
 #   OUT=/path/for/logs bash tools/gpu_ddp_session.sh
+#   BENCH=0 OUT=... bash tools/gpu_ddp_session.sh     # without the two benchmark parts
 #
 # Run from anywhere (it moves to the repository root). Needs python3 with cupy (and NCCL,
 # e.g. nvidia-nccl-cu13), mpi4py and torch; full MNIST in .dev/data/mnist (or TINYTRAIN_DATA
@@ -107,9 +108,11 @@ part train-1gpu 120 "$PY" -m tinytrain.train --device cuda --no-download
 part train-2gpu 120 "$PY" -m tinytrain.train --device cuda --no-download --nproc 2 \
     --save "$OUT/ddp-2gpu.npz"
 part chapter7 120 "$PY" notebooks/07_ddp.py
-part bench 180 "$PY" bench/ddp.py --backend nccl --nproc 2 --json "$OUT/bench.json"
-part bench-buckets 90 "$PY" bench/ddp.py --backend nccl --nproc 2 --no-torch \
-    --model pytorch-example
+if [ "${BENCH:-1}" != 0 ]; then  # BENCH=0: correctness only (~3 minutes)
+    part bench 180 "$PY" bench/ddp.py --backend nccl --nproc 2 --json "$OUT/bench.json"
+    part bench-buckets 90 "$PY" bench/ddp.py --backend nccl --nproc 2 --no-torch \
+        --model pytorch-example
+fi
 
 {
     echo
