@@ -286,6 +286,14 @@ def wait_forever(device: str) -> None:
     dist.all_reduce(tt.ones(10, device=device))
 
 
+def skip_collective(device: str) -> None:
+    """Rank 1 leaves without the all-reduce that rank 0 waits in (run with --timeout)."""
+    if dist.get_rank() != 1:
+        print(f"waiting rank {dist.get_rank()}", flush=True)
+        dist.all_reduce(tt.ones(10, device=device))
+        print(f"not reached rank {dist.get_rank()}", flush=True)
+
+
 def sharded_evaluation(device: str) -> None:
     """The shards' counts, reduced once, equal one process's evaluation exactly."""
     from tinytrain.data import Subset
@@ -372,15 +380,16 @@ def ddp_buffers(device: str) -> None:
 SCENARIOS = {f.__name__: f for f in [
     collectives, ddp_buckets, ddp_features, ddp_buffers, zero_grad_after_forward,
     unused_parameter, diverged, frozen_on_one_rank, mismatched_all_reduce, mismatched_op,
-    eval_mode_training, raise_on_one_rank, wait_forever, sharded_evaluation]}
+    eval_mode_training, raise_on_one_rank, wait_forever, skip_collective, sharded_evaluation]}
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("scenario", choices=sorted(SCENARIOS))
     p.add_argument("--backend", default="mpi", choices=["mpi", "nccl"])
+    p.add_argument("--timeout", type=float, default=None, help="init_process_group's, seconds")
     args = p.parse_args()
-    dist.init_process_group(args.backend)
+    dist.init_process_group(args.backend, timeout=args.timeout)
     SCENARIOS[args.scenario]("cuda" if args.backend == "nccl" else "cpu")
     if args.scenario == "collectives":
         print(f"ok collectives rank {dist.get_rank()}", flush=True)

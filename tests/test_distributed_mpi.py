@@ -229,6 +229,19 @@ def test_a_rank_killed_with_sigkill_stops_every_rank_within_30_s():
     assert code != 0 and _all_gone(pids, 30 - seconds)
 
 
+def test_a_rank_that_skips_a_collective_is_an_error_after_the_timeout_not_a_hang():
+    """Rank 1 exits without the all-reduce rank 0 waits in (PyTorch raises after its
+    timeout too): rank 0's error names the collective, its rank and the limit, and every
+    rank stops."""
+    t0 = time.monotonic()
+    r = mpirun(WORKER, "skip_collective", "--timeout", "3", timeout=60)
+    assert r.returncode != 0
+    assert "waiting rank 0" in r.stdout and "not reached" not in r.stdout
+    assert re.search(r"all_reduce\(op='sum'\) of float32 \[10\] on rank 0 of 2 \(mpi "
+                     r"backend\) did not complete within 3 s", r.stderr), r.stderr[-2000:]
+    assert time.monotonic() - t0 < 45
+
+
 def test_ctrl_c_stops_every_rank():
     """Ctrl-C in a terminal sends SIGINT to the whole foreground process group."""
     p, pids = _start(WORKER, "wait_forever", new_session=True)

@@ -16,11 +16,13 @@ always started by MPI (there is no ``torchrun``), ops are strings (``"sum"``, ``
 from __future__ import annotations
 
 import atexit
+import datetime
 from typing import Any
 
 from tinytrain.distributed.ddp import DistributedDataParallel
 from tinytrain.distributed.launch import abort_on_uncaught_exception, aborting
 from tinytrain.distributed.process_group import (
+    DEFAULT_TIMEOUT,
     OPS,
     MPIGroup,
     ProcessGroup,
@@ -46,13 +48,19 @@ def is_initialized() -> bool:
     return _group is not None
 
 
-def init_process_group(backend: str = "mpi") -> ProcessGroup:
+def init_process_group(backend: str = "mpi",
+                       timeout: datetime.timedelta | float | None = None) -> ProcessGroup:
     """Join the job's processes (started by ``mpiexec``) as one group; returns it.
 
     ``backend="mpi"`` reduces NumPy tensors through MPI; ``"nccl"`` CuPy tensors through NCCL,
     each rank on the GPU of its local rank. Also: an uncaught exception in any rank now aborts
     every rank, and each rank gets its share of the CPU cores (``tt.set_num_threads``).
     A single process (no mpiexec) is a group of one.
+
+    ``timeout`` (a ``timedelta`` or seconds; default 30 minutes, as PyTorch's CPU backends):
+    how long a rank waits in a collective for the others before it raises an error that
+    names the collective and the rank (which then stops every rank). It covers the ``mpi``
+    backend's collectives and barriers; NCCL's own collectives run on the GPU.
     """
     global _group
     if _group is not None:
@@ -60,6 +68,11 @@ def init_process_group(backend: str = "mpi") -> ProcessGroup:
     if backend not in ("mpi", "nccl"):
         raise ValueError(f"init_process_group: unknown backend {backend!r}; use 'mpi' (CPU "
                          "tensors) or 'nccl' (GPU tensors)")
+    seconds = (DEFAULT_TIMEOUT if timeout is None else timeout.total_seconds()
+               if isinstance(timeout, datetime.timedelta) else timeout)
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+        raise ValueError(f"init_process_group: timeout must be a positive timedelta or number "
+                         f"of seconds, got {timeout!r}")
     try:
         from mpi4py import MPI
     except ImportError as exc:
@@ -70,9 +83,9 @@ def init_process_group(backend: str = "mpi") -> ProcessGroup:
     if backend == "nccl":
         from tinytrain.distributed.nccl import NCCLGroup
 
-        _group = NCCLGroup(comm)
+        _group = NCCLGroup(comm, timeout=float(seconds))
     else:
-        _group = MPIGroup(comm)
+        _group = MPIGroup(comm, timeout=float(seconds))
     share_cpu_cores(_group.local_size)
     atexit.register(_destroy_at_exit)
     return _group
@@ -146,7 +159,7 @@ def _same_call_on_every_rank(what: str, array: Any) -> None:
     layout is checked once, when the model is wrapped."""
     g = group(what)
     mine = f"{what} of {g.describe(array)}"
-    calls = g.allgather_object(mine)
+    calls = g.allgather_object(mine, what=mine)
     if any(call != mine for call in calls):
         listing = "; ".join(f"rank {r}: {call}" for r, call in enumerate(calls))
         raise RuntimeError(f"{what} (rank {g.rank} of {g.world_size}): the ranks made "

@@ -26,7 +26,7 @@ import os
 from typing import Any
 
 from tinytrain import backend
-from tinytrain.distributed.process_group import ProcessGroup, StallTimer, Work
+from tinytrain.distributed.process_group import DEFAULT_TIMEOUT, ProcessGroup, StallTimer, Work
 
 _DTYPES = {"float16": "NCCL_FLOAT16", "float32": "NCCL_FLOAT32", "float64": "NCCL_FLOAT64",
            "int8": "NCCL_INT8", "uint8": "NCCL_UINT8", "int32": "NCCL_INT32",
@@ -53,8 +53,8 @@ class NCCLGroup(ProcessGroup):
     device = "cuda"
     dtypes = tuple(_DTYPES)
 
-    def __init__(self, comm: Any, nccl: Any = None) -> None:
-        super().__init__(comm)
+    def __init__(self, comm: Any, nccl: Any = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+        super().__init__(comm, timeout)
         os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # read when the communicator starts
         self.cp = backend.cupy_module()
         self.nccl = nccl or nccl_module()

@@ -27,12 +27,18 @@ corrupts. Errors name the rank and the operation.
 from __future__ import annotations
 
 import os
+import pickle
 import time
 from typing import Any
 
 import numpy as np
 
 OPS = ("sum", "avg", "max", "min")
+
+#: How long a rank waits in a collective for the others before it raises (PyTorch's default
+#: for its CPU backends, ``default_pg_timeout``): a rank that exited, hangs, or took another
+#: path turns into an error that names the operation instead of a silent hang.
+DEFAULT_TIMEOUT = 30 * 60.0
 
 
 class ReduceOp:
@@ -64,16 +70,18 @@ class ProcessGroup:
         local_rank, local_size: the same among the processes of this machine (MPI's
             shared-memory split), which choose this rank's GPU or share of the CPU cores.
         comm: the MPI communicator (also used by the nccl backend, for the rendezvous).
+        timeout: seconds a collective waits in ``wait()`` before raising (``mpi`` backend,
+            and the nccl backend's MPI calls; NCCL's own run on the GPU).
     """
 
     backend = ""
     device = ""
     dtypes: tuple[str, ...] = ()
 
-    def __init__(self, comm: Any) -> None:
+    def __init__(self, comm: Any, timeout: float = DEFAULT_TIMEOUT) -> None:
         from mpi4py import MPI
 
-        self.comm = comm
+        self.comm, self.timeout = comm, float(timeout)
         self.rank, self.world_size = comm.Get_rank(), comm.Get_size()
         local = comm.Split_type(MPI.COMM_TYPE_SHARED)
         self.local_rank, self.local_size = local.Get_rank(), local.Get_size()
@@ -89,9 +97,24 @@ class ProcessGroup:
     def barrier(self) -> None:
         _MPIWork(self.comm.Ibarrier(), self, "barrier").wait()
 
-    def allgather_object(self, obj: Any) -> list[Any]:
-        """Every rank's ``obj`` (small, picklable), in rank order: for checks, not data."""
-        return self.comm.allgather(obj)
+    def allgather_object(self, obj: Any, what: str = "allgather_object") -> list[Any]:
+        """Every rank's ``obj`` (small, picklable), in rank order: for checks, not data.
+
+        Two non-blocking collectives (the pickles' sizes, then the pickles) waited for like
+        the others, so that a rank that never calls it is an error after the timeout, not a
+        hang (mpi4py's ``comm.allgather`` blocks in C). ``what``: the call it serves, for
+        that error."""
+        from mpi4py import MPI
+
+        mine = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
+        sizes = np.zeros(self.world_size, dtype=np.int32)
+        _MPIWork(_mpi_call(self, what, self.comm.Iallgather,
+                           np.array([mine.size], dtype=np.int32), sizes), self, what).wait()
+        starts = np.concatenate([[0], np.cumsum(sizes[:-1])]).astype(np.int32)
+        everyone = np.empty(int(sizes.sum()), dtype=np.uint8)
+        _MPIWork(_mpi_call(self, what, self.comm.Iallgatherv, mine,
+                           [everyone, (sizes, starts), MPI.BYTE]), self, what).wait()
+        return [pickle.loads(everyone[a:a + n].tobytes()) for a, n in zip(starts, sizes)]
 
     def stall_timer(self) -> StallTimer:
         """A timer for the time this rank is held up waiting for communication."""
@@ -161,7 +184,16 @@ class _MPIWork(Work):
         return self.done
 
     def wait(self) -> None:
+        deadline = time.monotonic() + self.group.timeout
         while not self.is_completed():
+            if time.monotonic() > deadline:
+                g = self.group
+                raise RuntimeError(
+                    f"{self.what} on rank {g.rank} of {g.world_size} ({g.backend} backend) did "
+                    f"not complete within {g.timeout:g} s: another rank has not called it (it "
+                    "exited, hangs, or took another path; every rank must make the same "
+                    "collective calls in the same order). init_process_group(timeout=...) "
+                    "sets the limit")
             _yield()
 
 
