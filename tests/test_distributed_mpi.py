@@ -96,6 +96,30 @@ def test_buffers_are_copied_from_rank_0_before_a_forward_as_in_pytorch(backend):
     _ok(mpirun(WORKER, "ddp_buffers", "--backend", backend), "ddp_buffers")
 
 
+def test_buffers_unused_parameters_and_gradients_match_pytorch_ddp(tmp_path):
+    """tests/ddp_vs_torch.py with each library on two ranks (PyTorch over gloo): every
+    gradient of three SGD steps (momentum, weight decay), which parameters keep no .grad,
+    the BatchNorm's running statistics, the weights and an evaluation agree on each rank."""
+    torch = pytest.importorskip("torch")
+    if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
+        pytest.skip("this PyTorch has no gloo backend")
+    script = str(ROOT / "tests" / "ddp_vs_torch.py")
+    for library in ("torch", "tinytrain"):
+        r = mpirun(script, library, str(tmp_path / library))
+        assert r.returncode == 0, library + ": " + r.stdout[-2000:] + r.stderr[-2000:]
+    for rank in range(2):
+        ours = np.load(tmp_path / f"tinytrain.rank{rank}.npz")
+        theirs = np.load(tmp_path / f"torch.rank{rank}.npz")
+        assert sorted(ours) == sorted(theirs)
+        assert list(ours["step0.no_grad"]) == ["unused.bias", "unused.weight"]
+        for key in theirs:
+            if theirs[key].dtype.kind in "fiu":
+                np.testing.assert_allclose(ours[key], theirs[key], rtol=1e-5, atol=1e-6,
+                                           err_msg=f"rank {rank}: {key}")
+            else:
+                np.testing.assert_array_equal(ours[key], theirs[key], f"rank {rank}: {key}")
+
+
 def test_two_ranks_of_batch_32_equal_one_process_of_batch_64(tmp_path):
     """10 SGD steps in float64: the data-parallel run is the big-batch run, to rounding; and
     the two ranks end bit-identical."""
