@@ -8,7 +8,8 @@ The model has what DDP must handle beyond plain averaging: a BatchNorm (buffers 
 rank 0 before a forward that follows a training one), a head only rank 0 uses (its gradient
 averaged with rank 1's zeros) and a head no rank uses (``find_unused_parameters=True``: its
 ``.grad`` stays None, so momentum and weight decay leave it alone). Both libraries start from
-the same weights (drawn here with NumPy) and see the same data on each rank.
+the same weights (drawn here with NumPy) and see the same data on each rank; three steps,
+then one step that accumulates two ``no_sync`` micro-batches before the one that averages.
 """
 
 from __future__ import annotations
@@ -71,13 +72,27 @@ saved: dict[str, np.ndarray] = {}
 for step in range(3):
     x = torch.tensor(data.standard_normal((8, 3)).astype(np.float32))
     opt.zero_grad()
-    ddp(x).sum().backward()
+    (ddp(x) ** 2).sum().backward()
     saved[f"step{step}.no_grad"] = np.array(
         sorted(n for n, p in model.named_parameters() if p.grad is None))
     for n, p in model.named_parameters():
         if p.grad is not None:
             saved[f"step{step}.grad.{n}"] = p.grad.numpy().copy()
     opt.step()
+opt.zero_grad()  # gradient accumulation: two local backwards, then one that averages
+for micro in range(3):
+    x = torch.tensor(data.standard_normal((4, 3)).astype(np.float32))
+    if micro < 2:
+        with ddp.no_sync():
+            (ddp(x) ** 2).sum().backward()
+    else:
+        (ddp(x) ** 2).sum().backward()
+saved["accumulated.no_grad"] = np.array(
+    sorted(n for n, p in model.named_parameters() if p.grad is None))
+for n, p in model.named_parameters():
+    if p.grad is not None:
+        saved[f"accumulated.grad.{n}"] = p.grad.numpy().copy()
+opt.step()
 ddp.eval()
 with torch.no_grad():  # follows a training forward: rank 0's running statistics everywhere
     saved["eval"] = ddp(torch.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)))
