@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -282,26 +283,142 @@ def test_a_forked_child_starts_its_own_pool():
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs SIGINT delivered to the process")
-def test_ctrl_c_while_waiting_for_a_shard_leaves_a_pool_that_still_works():
-    """The wait for a slow shard is interrupted: that thread leaves the pool (its late
-    result must not be taken as the next call's), and the next call gets its own."""
+def test_ctrl_c_while_waiting_for_a_shard_is_raised_once_the_shard_is_done():
+    """A kernel's effects must not go on after its caller has seen the Ctrl-C (a training
+    loop that restores its weights would have them overwritten by the late half of an
+    optimizer step); a second Ctrl-C gives up on the shard, whose thread leaves the pool,
+    so that its late result is never taken for the next call's."""
     out = _python(
         "import os, signal, threading, time, tinytrain as tt\n"
         "from tinytrain.kernels.cpu.parallel import run_sharded\n"
         "tt.set_num_threads(2)\n"
+        "done = []\n"
         "def slow(a, b):\n"
         "    if a > 0:\n"
         "        time.sleep(0.5)\n"
+        "        done.append(a)\n"
         "    return ('slow', a)\n"
-        "threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
-        "try:\n"
-        "    run_sharded(slow, 8)\n"
-        "    print('not interrupted')\n"
-        "except KeyboardInterrupt:\n"
-        "    print('interrupted')\n"
-        "print(run_sharded(lambda a, b: ('next', a), 8))\n"
-        "time.sleep(0.6)\n"
-        "print(run_sharded(lambda a, b: ('last', a), 8))\n")
+        "def interrupt(*at):\n"
+        "    for t in at:\n"
+        "        threading.Timer(t, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+        "for at in [(0.1,), (0.1, 0.2)]:\n"
+        "    done.clear()\n"
+        "    interrupt(*at)\n"
+        "    try:\n"
+        "        run_sharded(slow, 8)\n"
+        "        print('not interrupted')\n"
+        "    except KeyboardInterrupt:\n"
+        "        print(f'{len(at)} Ctrl-C: interrupted, the shard done: {done == [4]}')\n"
+        "    print(run_sharded(lambda a, b: ('next', a), 8))\n"
+        "    time.sleep(0.6)\n")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["interrupted", "[('next', 0), ('next', 4)]",
-                                       "[('last', 0), ('last', 4)]"]
+    assert out.stdout.splitlines() == [
+        "1 Ctrl-C: interrupted, the shard done: True", "[('next', 0), ('next', 4)]",
+        "2 Ctrl-C: interrupted, the shard done: False", "[('next', 0), ('next', 4)]"]
+
+
+class _PutThenInterrupt:
+    """A worker's job queue whose ``put`` is followed by a Ctrl-C (once)."""
+
+    def __init__(self, real):
+        self.real, self.fired = real, False
+
+    def put(self, job):
+        self.real.put(job)
+        if not self.fired:
+            self.fired = True
+            raise KeyboardInterrupt
+
+    def get(self):
+        return self.real.get()
+
+
+def test_a_ctrl_c_while_shards_are_handed_out_waits_for_the_shards_that_were(two_workers):
+    """Python may raise KeyboardInterrupt just after ``put`` returned: the call does not
+    know whether the worker got its shard; it waits behind it for it, and the pool goes on."""
+    from tinytrain.kernels.cpu import parallel
+
+    parallel.run_sharded(lambda a, b: None, 8)  # the pool's thread exists
+    worker = parallel._pool[0]
+    worker.jobs = _PutThenInterrupt(worker.jobs)
+    done = []
+
+    def slow(a, b):
+        if a > 0:
+            time.sleep(0.3)
+            done.append(a)
+        return a
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            parallel.run_sharded(slow, 8)
+        assert done == [4]  # not raised before the worker's shard was done
+        assert parallel.run_sharded(lambda a, b: (a, b), 8) == [(0, 4), (4, 8)]
+    finally:
+        worker.jobs = worker.jobs.real
+
+
+def test_a_call_interrupted_before_it_let_go_of_the_pool_does_not_keep_it(two_workers):
+    from tinytrain.kernels.cpu import parallel
+    from tinytrain.kernels.cpu.parallel import in_worker, run_sharded
+
+    assert parallel._claim_pool()  # as if interrupted between taking the pool and using it
+    parts = run_sharded(lambda a, b: in_worker(), 8)
+    assert parts == [False, True]  # this thread's next call uses the pool again
+
+
+def test_while_another_thread_uses_the_pool_a_call_runs_the_same_shards_in_turn(two_workers):
+    """The same shards (so the same sums, in the same order): a result does not depend on
+    which thread got the pool."""
+    from tinytrain.kernels.cpu import parallel
+    from tinytrain.kernels.cpu.parallel import in_worker, run_sharded
+
+    other = threading.Thread(target=parallel._claim_pool)
+    other.start()
+    other.join()
+    try:
+        assert run_sharded(lambda a, b: (a, b, in_worker()), 8) == [(0, 4, False),
+                                                                     (4, 8, False)]
+    finally:
+        parallel._user = None
+
+
+def test_a_kernel_run_while_python_exits_does_not_hang_it():
+    """A ``__del__`` that runs a kernel at interpreter exit: the pool's daemon threads no
+    longer run then, so the shards run on the exiting thread."""
+    out = _python(
+        "import numpy as np, tinytrain as tt\n"
+        "tt.set_num_threads(2)\n"
+        "class Summary:\n"
+        "    def __init__(self, t):\n"
+        "        self.t = t\n"
+        "    def __del__(self):\n"
+        "        print('relu at exit:', float(self.t.relu().numpy().sum()) > 0, flush=True)\n"
+        "x = tt.tensor(np.random.default_rng(0).standard_normal(4_000_000).astype(np.float32))\n"
+        "x.relu()  # the pool's thread is started\n"
+        "summary = Summary(x)\n")
+    assert out.returncode == 0, out.stderr  # (a hang fails by _python's timeout)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+def test_a_child_forked_while_a_kernel_runs_gets_the_blas_thread_count_back():
+    out = _python(
+        "import os, threading, time, tinytrain as tt\n"
+        "from threadpoolctl import threadpool_info, threadpool_limits\n"
+        "from tinytrain.kernels.cpu.parallel import run_sharded\n"
+        "def blas():\n"
+        "    return [p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas']\n"
+        "threadpool_limits(2, user_api='blas')\n"
+        "tt.set_num_threads(2)\n"
+        "t = threading.Thread(target=run_sharded, args=(lambda a, b: time.sleep(0.5), 8))\n"
+        "t.start()\n"
+        "time.sleep(0.1)\n"
+        "assert blas() == [1]  # held by the kernel in the other thread\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    run_sharded(lambda a, b: None, 8)\n"
+        "    os._exit(0 if blas() == [2] else 3)\n"
+        "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+        "t.join()\n")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0"]

@@ -36,6 +36,7 @@ Arrays under :data:`MIN_BYTES` come from ``np.empty`` as before (glibc's heap re
 from __future__ import annotations
 
 import math
+import os
 import threading
 import weakref
 from collections import OrderedDict, deque
@@ -74,6 +75,16 @@ _returned: deque[weakref.ref] = deque()
 
 # The blocks of live leases, by the weak reference that watches each lease.
 _leased: dict[weakref.ref, tuple[int, Any]] = {}
+
+
+def _new_lock_in_child() -> None:
+    """A child forked while another thread held ``_lock`` would wait for it forever."""
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 class _Lease:

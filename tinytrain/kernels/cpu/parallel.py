@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import os
 import queue
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -60,7 +61,6 @@ _blas_threads = 1  # the BLAS's thread count when it was found: the default numb
 _running = 0  # kernels running now, in any thread
 _saved: list[int] = []  # the BLAS thread counts to restore when the last kernel finishes
 _pool: list[_Worker] = []  # the kernels' threads, started when first needed
-_pool_busy = threading.Lock()  # held by the one kernel call that is using the pool
 _local = threading.local()
 
 
@@ -107,22 +107,29 @@ def blas_single_threaded() -> Iterator[None]:
     """The BLAS at one thread inside the block; its own thread count again after it."""
     global _running, _saved
     libs = _blas_libraries()
-    with _lock:
-        if _running == 0:
-            _saved = [lib.get_num_threads() for lib in libs]
-            for lib, n in zip(libs, _saved):
-                if n != 1:
-                    lib.set_num_threads(1)
-        _running += 1
+    counted = False  # set in the same breath as the count, so a Ctrl-C cannot leave it up
     try:
-        yield
-    finally:
         with _lock:
-            _running -= 1
             if _running == 0:
+                _saved = [lib.get_num_threads() for lib in libs]
                 for lib, n in zip(libs, _saved):
                     if n != 1:
-                        lib.set_num_threads(n)
+                        lib.set_num_threads(1)
+            _running += 1
+            counted = True
+        yield
+    finally:
+        if counted:
+            with _lock:
+                _running -= 1
+                if _running == 0:
+                    _restore_blas(libs)
+
+
+def _restore_blas(libs: list[Any]) -> None:
+    for lib, n in zip(libs, _saved):
+        if n != 1:
+            lib.set_num_threads(n)
 
 
 def get_num_threads() -> int:
@@ -157,6 +164,9 @@ def in_worker() -> bool:
     return getattr(_local, "worker", False)
 
 
+_MARK = ("mark",)  # a job that only says "every job before me is done"
+
+
 class _Worker:
     """One thread of the kernels' pool: it takes a shard from its own queue, runs it and
     releases ``done``; the caller takes ``done`` to wait for it.
@@ -168,23 +178,70 @@ class _Worker:
     (bench/NOTES_cpu.md, v15).
     """
 
+    started = 0  # for the threads' names
+
     def __init__(self) -> None:
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
         self.done = threading.Lock()
         self.done.acquire()
         self.result: tuple[Any, BaseException | None] = (None, None)
-        threading.Thread(target=self._loop, name=f"tinytrain-cpu_{len(_pool)}",
-                         daemon=True).start()
+        self.finished = False  # set just before ``done`` is released
+        self.marked = threading.Lock()  # released when a _MARK job is reached
+        self.marked.acquire()
+        _Worker.started += 1
+        thread = threading.Thread(target=self._loop, name=f"tinytrain-cpu_{_Worker.started}",
+                                  daemon=True)
+        try:
+            thread.start()
+        except BaseException:  # (a Ctrl-C in start): if the thread runs, it ends at once
+            self.jobs.put(None)
+            raise
 
     def _loop(self) -> None:
         _mark_worker()
         while (job := self.jobs.get()) is not None:
+            if job is _MARK:  # every job queued before it is done (see _drain)
+                self.marked.release()
+                continue
             try:
-                self.result = (_run(*job), None)
+                # the shard holds the BLAS at one thread itself: a retired worker's shard may
+                # outlive its caller's kernel, and a multi-threaded BLAS called from several
+                # threads at once can hang
+                with blas_single_threaded():
+                    self.result = (_run(*job), None)
             except BaseException as exc:  # handed to the caller, which raises it
                 self.result = (None, exc)
             del job  # the shard's closure holds the kernel's arrays: not until the next job
+            self.finished = True
             self.done.release()
+
+
+# One kernel call at a time uses the pool (another thread's runs its shards one after the
+# other on its own core). The pool's state must survive a Ctrl-C at any point of a call
+# (Python raises KeyboardInterrupt between any two bytecodes): the calling thread is
+# recorded as the pool's user, so that a call interrupted before it could let go is found
+# by the next call of the same thread, which takes the pool again; and no call returns or
+# raises while a shard it handed out may still run (_run_on_pool).
+_user: int | None = None
+
+
+def _claim_pool() -> bool:
+    """Make the calling thread the pool's user; False while another thread uses it."""
+    global _user
+    me = threading.get_ident()
+    with _lock:
+        if _user is not None and _user != me:
+            return False
+        _user = me
+        return True
+
+
+def _release_pool() -> None:
+    global _user
+    with _lock:
+        for worker in _pool:
+            worker.result = (None, None)  # what a failed call did not collect: its arrays
+        _user = None
 
 
 def _workers_for(count: int) -> list[_Worker]:
@@ -195,21 +252,27 @@ def _workers_for(count: int) -> list[_Worker]:
         return _pool[:count]
 
 
-def _retire(workers: list[_Worker]) -> None:
-    """Take threads whose shard may still be running out of the pool (the wait for them
-    was interrupted): each ends after its shard, and their ``done`` is never waited on again."""
-    with _lock:
-        for worker in workers:
+def _retire_locked(workers: list[_Worker]) -> None:
+    """Take threads whose shard may still be running out of the pool (``_lock`` held): each
+    ends after its shard, and their ``done`` is never waited on again."""
+    for worker in list(workers):
+        if worker in _pool:
             _pool.remove(worker)
-            worker.jobs.put(None)
+        worker.jobs.put(None)
+    workers.clear()
 
 
 def _forget_pool_in_child() -> None:
     """After ``os.fork`` the child has none of the pool's threads (and a lock another
-    thread held stays held): it starts its own pool, from nothing, when it needs one."""
-    global _lock, _pool_busy, _running
-    _lock, _pool_busy, _running = threading.Lock(), threading.Lock(), 0
+    thread held stays held): it starts its own pool, from nothing, when it needs one. A
+    kernel that was running in another thread of the parent never ends here: the BLAS gets
+    back the thread count it had before."""
+    global _lock, _running, _user
+    _lock, _user = threading.Lock(), None
     _pool.clear()
+    if _running:
+        _running = 0
+        _restore_blas(_blas or [])
 
 
 if hasattr(os, "register_at_fork"):
@@ -245,33 +308,91 @@ def run_sharded(fn: Callable[[int, int], T], batch: int, min_shard: int = 2) -> 
         return [fn(0, batch)]
     workers = min(get_num_threads(), max(1, batch // min_shard))
     with blas_single_threaded():
-        # one kernel call at a time uses the pool; another thread's runs on its own core
-        if workers == 1 or not _pool_busy.acquire(blocking=False):
+        if workers == 1:
             return [fn(0, batch)]
+        bounds = [batch * k // workers for k in range(workers + 1)]
+        shards = list(zip(bounds[:-1], bounds[1:]))
+        if sys.is_finalizing() or not _claim_pool():
+            # the same shards, one after the other (the same sums in the same order: the
+            # results do not depend on which thread got the pool); at exit, daemon
+            # threads no longer run
+            return [_run(fn, a, b) for a, b in shards]
         try:
-            bounds = [batch * k // workers for k in range(workers + 1)]
-            pool = _workers_for(workers - 1)
-            for worker, a, b in zip(pool, bounds[1:-1], bounds[2:]):
-                worker.jobs.put((fn, a, b))
+            return _run_on_pool(fn, shards)
+        finally:
+            _release_pool()
+
+
+def _run_on_pool(fn: Callable[[int, int], T], shards: list[tuple[int, int]]) -> list[T]:
+    """The first shard on the calling thread, the others on the pool's threads.
+
+    Every shard is done before this returns or raises: a kernel's effects (an optimizer's
+    in-place update, say) must not go on after its caller has moved on, e.g. to restore the
+    weights after a Ctrl-C."""
+    pool = _workers_for(len(shards) - 1)
+    handing_out = True
+    try:
+        for worker, (a, b) in zip(pool, shards[1:]):
+            worker.finished = False
+            worker.jobs.put((fn, a, b))
+        handing_out = False
+        try:
+            first = _run(fn, *shards[0])
+        finally:
+            _wait_for(pool)
+    except BaseException:
+        if handing_out:  # which workers got a shard is not known: wait for any that did
+            _drain(pool)
+        raise
+    results = [first]
+    for worker in pool:
+        value, error = worker.result
+        if error is not None:
+            raise error
+        results.append(value)
+    return results
+
+
+def _wait_for(pool: list[_Worker]) -> None:
+    """Wait for each worker's shard. A Ctrl-C meanwhile is raised once they are done (as a
+    PyTorch op finishes before Python sees the signal); a second one gives up on them, and
+    they leave the pool (their late ``done`` must never be taken for another call's)."""
+    interrupted: BaseException | None = None
+    for worker in pool:
+        while True:
             try:
-                first = _run(fn, bounds[0], bounds[1])
-            finally:
-                try:
-                    for worker in pool:  # every shard is done before an error leaves
-                        worker.done.acquire()
-                except BaseException:  # interrupted (Ctrl-C) while a shard may still run
+                worker.done.acquire()
+                break
+            except BaseException as exc:
+                if interrupted is not None:
                     _retire(pool)
                     raise
-            results = [first]
-            for worker in pool:
-                value, error = worker.result
-                worker.result = (None, None)
-                if error is not None:
-                    raise error
-                results.append(value)
-            return results
-        finally:
-            _pool_busy.release()
+                interrupted = exc
+                if worker.finished:  # the signal may have come just after the acquire:
+                    worker.done.acquire(blocking=False)  # either way, now it is held
+                    break
+    if interrupted is not None:
+        raise interrupted
+
+
+def _drain(pool: list[_Worker]) -> None:
+    """After an exception while shards were being handed out: a _MARK behind each worker's
+    job (queues are first in, first out) says when the shard it may have got is done; then
+    its ``done`` is taken if that shard released it. Interrupted again: they leave the pool."""
+    try:
+        for worker in pool:
+            worker.jobs.put(_MARK)
+        for worker in pool:
+            worker.marked.acquire()
+            worker.done.acquire(blocking=False)
+    except BaseException:
+        _retire(pool)
+        raise
+
+
+def _retire(workers: list[_Worker]) -> None:
+    with _lock:
+        _retire_locked(workers)
 
 
 def add_shards(parts: list[Any]) -> Any:
