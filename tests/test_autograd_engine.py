@@ -237,6 +237,28 @@ def test_no_grad_as_decorator_and_restores_on_exception():
         assert g(x).grad_fn is not None
 
 
+def test_a_ctrl_c_just_after_no_grad_switched_the_mode_leaves_it_restored(monkeypatch):
+    """Python may raise KeyboardInterrupt just after a call returns: if that call was the
+    switch in ``no_grad().__enter__``, the with-block never starts and its ``__exit__``
+    never runs; graph recording stayed off for the rest of the program."""
+    from tinytrain.autograd import grad_mode
+
+    real = grad_mode._set_enabled
+    calls = []
+
+    def switch_then_interrupt(mode):
+        real(mode)
+        calls.append(mode)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(grad_mode, "_set_enabled", switch_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        with tt.no_grad():
+            pass  # pragma: no cover - not reached
+    assert tt.is_grad_enabled() and calls == [False, True]
+
+
 def test_set_grad_enabled():
     x = leaf([1.0])
     try:

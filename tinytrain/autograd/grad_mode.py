@@ -32,7 +32,11 @@ class _GradMode:
 
     def __enter__(self) -> None:
         self._prev = is_grad_enabled()
-        _set_enabled(self.mode)
+        try:
+            _set_enabled(self.mode)
+        except BaseException:  # a Ctrl-C just after the switch: the with-block never
+            _set_enabled(self._prev)  # starts, so __exit__ would not restore the mode
+            raise
 
     def __exit__(self, *exc: object) -> None:
         _set_enabled(self._prev)
