@@ -502,8 +502,9 @@ print("Exercise 7.3: correct")
 # ### The real thing: gradients as bucket views
 #
 # `DistributedDataParallel(model)` does all of the above: it broadcasts rank 0's weights,
-# assigns the buckets, allocates one flat buffer per bucket and **binds every parameter's
-# `.grad` to a view of its bucket** before backward. The engine's `AccumulateGrad` adds each
+# assigns the buckets, allocates one flat buffer per bucket and, in each forward that records
+# a graph, **binds every parameter's `.grad` to a view of its bucket** (until then `.grad`
+# stays `None`, as in PyTorch). The engine's `AccumulateGrad` adds each
 # new gradient *in place* into an existing `.grad` (chapter 2), so backward writes straight into
 # the buckets, with no copy. A hook per parameter counts the ready gradients; a full bucket's
 # all-reduce (`"avg"`) starts at once, asynchronously; a callback that the engine runs at the
@@ -516,6 +517,7 @@ if GROUP:
     ddp = dist.DistributedDataParallel(build_model("convnet"), bucket_cap_mb=CAP / 2**20,
                                        first_bucket_cap_mb=FIRST_CAP / 2**20)
     print(ddp)
+    out = ddp(tt.randn(2, 1, 28, 28))  # a forward that records a graph binds the .grads
     for b in ddp.buckets:
         views = all(np.shares_memory(p.grad.numpy(), b.buffer) for p in b.params)
         print(f"bucket {b.index}: {b.nbytes / 1024:7.1f} KiB, every .grad a view of it: "

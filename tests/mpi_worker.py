@@ -106,10 +106,7 @@ def ddp_buckets(device: str) -> None:
                      ["layers.1.bias", "layers.1.weight", "layers.0.bias", "layers.0.weight"]
                      ], names
     assert [b.nbytes for b in ddp.buckets] == [cap, 2 * cap, 2 * cap]
-    for b in ddp.buckets:
-        xp = get_array_module(b.buffer)
-        for p in b.params:  # every .grad is a view into its bucket
-            assert p.grad is not None and xp.shares_memory(p.grad.data, b.buffer)
+    assert all(p.grad is None for p in model.parameters())  # as in PyTorch, until forward
     real = g.all_reduce
 
     def recording(array, op="sum"):
@@ -120,7 +117,12 @@ def ddp_buckets(device: str) -> None:
     x = tt.randn(16, 64, device=device)
     opt = tt.optim.SGD(ddp.parameters(), lr=0.1)
     opt.zero_grad()
-    ddp(x).sum().backward()
+    out = ddp(x)
+    for b in ddp.buckets:
+        xp = get_array_module(b.buffer)
+        for p in b.params:  # forward bound every .grad to a view into its bucket
+            assert p.grad is not None and xp.shares_memory(p.grad.data, b.buffer)
+    out.sum().backward()
     g.all_reduce = real
     starts = [i for i, e in enumerate(events) if e.startswith("all_reduce")]
     grads = [i for i, e in enumerate(events) if e.startswith("grad")]
@@ -253,6 +255,27 @@ def mismatched_op(device: str) -> None:
     print("the mismatched op went unnoticed", flush=True)
 
 
+def barrier_against_all_reduce(device: str) -> None:
+    if dist.get_rank() == 0:
+        dist.barrier()
+    else:
+        dist.all_reduce(tt.ones(4, device=device))
+    print("the barrier paired with an all_reduce went unnoticed", flush=True)
+
+
+def ddp_peer_gone(device: str) -> None:
+    """Rank 1 leaves after one step; rank 0's next backward waits for it (run with
+    --timeout): one timeout, not one per bucket or a second one while cleaning up."""
+    tt.manual_seed(0)
+    ddp = dist.DistributedDataParallel(Chain(8).to(device), first_bucket_cap_mb=0.0001)
+    assert len(ddp.buckets) > 1
+    ddp(tt.ones(2, 8, device=device)).sum().backward()
+    if dist.get_rank() == 1:
+        sys.exit(0)
+    print(f"backward without rank 1 at {time.monotonic():.3f}", flush=True)
+    ddp(tt.ones(2, 8, device=device)).sum().backward()
+
+
 def eval_mode_training(device: str) -> None:
     """Training with the wrapper in eval mode (dropout off) still averages the gradients."""
     tt.manual_seed(0)
@@ -380,7 +403,8 @@ def ddp_buffers(device: str) -> None:
 SCENARIOS = {f.__name__: f for f in [
     collectives, ddp_buckets, ddp_features, ddp_buffers, zero_grad_after_forward,
     unused_parameter, diverged, frozen_on_one_rank, mismatched_all_reduce, mismatched_op,
-    eval_mode_training, raise_on_one_rank, wait_forever, skip_collective, sharded_evaluation]}
+    eval_mode_training, raise_on_one_rank, wait_forever, skip_collective, sharded_evaluation,
+    barrier_against_all_reduce, ddp_peer_gone]}
 
 
 def main() -> None:

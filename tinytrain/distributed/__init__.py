@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import atexit
 import datetime
+import faulthandler
+import numbers
+import sys
 from typing import Any
 
 from tinytrain.distributed.ddp import DistributedDataParallel
@@ -42,6 +45,30 @@ def is_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def _rendezvous_waiting_for_every_rank(backend: str, timeout: float) -> ProcessGroup:
+    """MPI's initialisation and the group's set-up wait, inside MPI's C code, for every
+    rank to arrive; a rank that failed before it would leave the others there forever. A
+    watchdog that needs no Python (``faulthandler``'s) ends this process after ``timeout``
+    with the stack, where this function's name says what it waited for; the launcher then
+    stops the others. (It replaces a ``faulthandler.dump_traceback_later`` of the caller's.)"""
+    faulthandler.dump_traceback_later(timeout, exit=True, file=sys.__stderr__)
+    try:
+        try:
+            from mpi4py import MPI
+        except ImportError as exc:
+            raise RuntimeError("tinytrain.distributed needs MPI: pip install mpi4py mpich "
+                               f"({exc})") from None
+        abort_on_uncaught_exception()
+        comm = MPI.COMM_WORLD.Dup()
+        if backend == "nccl":
+            from tinytrain.distributed.nccl import NCCLGroup
+
+            return NCCLGroup(comm, timeout=timeout)
+        return MPIGroup(comm, timeout=timeout)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 def is_initialized() -> bool:
@@ -70,22 +97,12 @@ def init_process_group(backend: str = "mpi",
                          "tensors) or 'nccl' (GPU tensors)")
     seconds = (DEFAULT_TIMEOUT if timeout is None else timeout.total_seconds()
                if isinstance(timeout, datetime.timedelta) else timeout)
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
-        raise ValueError(f"init_process_group: timeout must be a positive timedelta or number "
-                         f"of seconds, got {timeout!r}")
-    try:
-        from mpi4py import MPI
-    except ImportError as exc:
-        raise RuntimeError("tinytrain.distributed needs MPI: pip install mpi4py mpich "
-                           f"({exc})") from None
-    abort_on_uncaught_exception()
-    comm = MPI.COMM_WORLD.Dup()
-    if backend == "nccl":
-        from tinytrain.distributed.nccl import NCCLGroup
-
-        _group = NCCLGroup(comm, timeout=float(seconds))
-    else:
-        _group = MPIGroup(comm, timeout=float(seconds))
+    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
+        raise TypeError(f"init_process_group: timeout must be a datetime.timedelta or a "
+                        f"number of seconds, got {timeout!r}")
+    if not seconds > 0:
+        raise ValueError(f"init_process_group: timeout must be positive, got {timeout!r}")
+    _group = _rendezvous_waiting_for_every_rank(backend, float(seconds))
     share_cpu_cores(_group.local_size)
     atexit.register(_destroy_at_exit)
     return _group
@@ -149,7 +166,7 @@ def _array(tensor: Any, what: str) -> Any:
     return array
 
 
-def _same_call_on_every_rank(what: str, array: Any) -> None:
+def _same_call_on_every_rank(what: str, array: Any | None) -> None:
     """Raise, on every rank at once, if the ranks did not all make this same call.
 
     MPI does not check: an all-reduce of 4 floats on one rank and 6 on another, of float32
@@ -158,7 +175,7 @@ def _same_call_on_every_rank(what: str, array: Any) -> None:
     all-gather, ~0.1 ms). DistributedDataParallel's bucket all-reduces skip this: their
     layout is checked once, when the model is wrapped."""
     g = group(what)
-    mine = f"{what} of {g.describe(array)}"
+    mine = what if array is None else f"{what} of {g.describe(array)}"
     calls = g.allgather_object(mine, what=mine)
     if any(call != mine for call in calls):
         listing = "; ".join(f"rank {r}: {call}" for r, call in enumerate(calls))
@@ -203,8 +220,11 @@ def broadcast(tensor: Tensor, src: int = 0, async_op: bool = False) -> Work | No
 
 
 def barrier() -> None:
-    """Wait until every rank has called ``barrier()``."""
-    group("barrier()").barrier()
+    """Wait until every rank has called ``barrier()`` (a rank that made another collective
+    call instead raises on every rank, as for :func:`all_reduce`)."""
+    g = group("barrier()")
+    _same_call_on_every_rank("barrier()", None)
+    g.barrier()
 
 
 __all__ = [

@@ -41,6 +41,7 @@ import numpy as np
 
 from tinytrain.autograd import is_grad_enabled, queue_callback
 from tinytrain.backend import cupy_module, get_array_module
+from tinytrain.distributed.process_group import CollectiveTimeout
 from tinytrain.nn.module import Module
 from tinytrain.tensor import Tensor
 
@@ -92,6 +93,8 @@ class Bucket:
     work: Any = None                  # the all-reduce in flight
     fresh: list[bool] = field(default_factory=list)  # .grad was None when bound, and no
     #                                                  gradient has arrived since
+    used: list[bool] = field(default_factory=list)   # got a gradient on this rank since the
+    #                                                  last averaging backward (no_sync too)
 
     @property
     def nbytes(self) -> int:
@@ -122,13 +125,20 @@ class DistributedDataParallel(Module):
             never).
         first_bucket_cap_mb: size cap of the first bucket (tinytrain-only; PyTorch fixes it
             at 1 MiB).
-        broadcast_buffers: copy rank 0's buffers (BatchNorm's running statistics) to every
-            rank before a forward, as PyTorch does: before the first forward and before any
-            forward that follows a training forward (one with autograd on, outside
-            :meth:`no_sync`), so all ranks evaluate with rank 0's statistics and each
-            training step starts from them. ``False``: only when the model is wrapped; each
-            rank's statistics then follow its own data. ``forward_sync_buffers`` is the
-            same flag under PyTorch 2.13's newer name (it wins when given).
+        forward_sync_buffers: copy rank 0's buffers (BatchNorm's running statistics) to
+            every rank before a forward, as PyTorch does: before the first forward and
+            before any forward that follows a training forward (one with autograd on,
+            outside :meth:`no_sync`), so all ranks evaluate with rank 0's statistics and
+            each training step starts from them. ``False``: each rank's statistics follow
+            its own data (they are still copied once, when the model is wrapped). Default
+            True.
+        broadcast_buffers: PyTorch's older name (deprecated there in 2.13), with its
+            meaning: ``False`` also leaves the buffers out of the copy at wrap (rank-local
+            buffers); ignored when ``forward_sync_buffers`` is given. The attribute
+            ``ddp.broadcast_buffers`` reads and sets ``forward_sync_buffers``.
+
+    Every rank must call the wrapper's forward the same number of times (the buffers'
+    broadcast is a collective); evaluate on one rank with ``ddp.module``.
 
     Call it like the module (``ddp(x)``); the step is the usual ``zero_grad -> forward ->
     loss -> backward -> step``. ``ddp.module`` is the wrapped model: save its
@@ -138,7 +148,7 @@ class DistributedDataParallel(Module):
     def __init__(self, module: Module, device_ids: Sequence[Any] | None = None,
                  output_device: Any = None, bucket_cap_mb: float = 25.0,
                  find_unused_parameters: bool = False, check_every: int = 0,
-                 first_bucket_cap_mb: float = 1.0, broadcast_buffers: bool = True,
+                 first_bucket_cap_mb: float = 1.0, broadcast_buffers: bool | None = None,
                  forward_sync_buffers: bool | None = None) -> None:
         from tinytrain import distributed as dist
 
@@ -149,8 +159,10 @@ class DistributedDataParallel(Module):
         self.find_unused_parameters = find_unused_parameters
         self.check_every = int(check_every)
         self.require_backward_grad_sync = True  # False inside no_sync()
-        self.forward_sync_buffers = bool(broadcast_buffers if forward_sync_buffers is None
-                                         else forward_sync_buffers)
+        if forward_sync_buffers is not None:  # PyTorch 2.13's rule for the two flags
+            self.forward_sync_buffers, buffers_at_wrap = bool(forward_sync_buffers), True
+        else:
+            self.forward_sync_buffers = buffers_at_wrap = broadcast_buffers in (None, True)
         self.require_forward_param_sync = True  # PyTorch's: the last forward was a training one
         self.measure_comm_wait = False           # bench/ddp.py: time blocked in wait()
         self._steps = 0
@@ -162,7 +174,8 @@ class DistributedDataParallel(Module):
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         self._check_devices(named)
         self._check_same_model_on_all_ranks()
-        self._broadcast_from_rank0()
+        self._broadcast_from_rank0(buffers_at_wrap)
+        self._buffers_in_sync = buffers_at_wrap  # check_consistency compares them while True
         self.buckets = self._make_buckets(named, int(first_bucket_cap_mb * MB),
                                           int(bucket_cap_mb * MB))
         self._hooks = [p.register_post_accumulate_grad_hook(self._hook(b, slot))
@@ -209,7 +222,8 @@ class DistributedDataParallel(Module):
         """Different models would make the collectives below mismatch: hang or corrupt."""
         mine = [(n, t.shape, str(t.dtype), "trained" if t.requires_grad else "frozen")
                 for n, t in self._state()]  # a parameter frozen on one rank only: buckets differ
-        for rank, theirs in enumerate(self.group.allgather_object(mine)):
+        for rank, theirs in enumerate(self.group.allgather_object(
+                mine, what=f"{self._where()}: comparing the ranks' models when wrapping")):
             if theirs != mine:
                 diff = next((f"{a} on rank {rank} but {b} here" for a, b in zip(theirs, mine)
                              if a != b), f"{len(theirs)} tensors on rank {rank} but {len(mine)} "
@@ -219,8 +233,18 @@ class DistributedDataParallel(Module):
     def _state(self) -> list[tuple[str, Tensor]]:
         return list(self.module.named_parameters()) + list(self.module.named_buffers())
 
-    def _broadcast_from_rank0(self) -> None:
-        works = [self.group.broadcast(t.data, 0) for _, t in self._state()]
+    @property
+    def broadcast_buffers(self) -> bool:
+        """PyTorch's alias of :attr:`forward_sync_buffers`."""
+        return self.forward_sync_buffers
+
+    @broadcast_buffers.setter
+    def broadcast_buffers(self, value: bool) -> None:
+        self.forward_sync_buffers = bool(value)
+
+    def _broadcast_from_rank0(self, buffers: bool) -> None:
+        state = self._state() if buffers else list(self.module.named_parameters())
+        works = [self.group.broadcast(t.data, 0) for _, t in state]
         for w in works:
             w.wait()
 
@@ -234,6 +258,7 @@ class DistributedDataParallel(Module):
         works = [self.group.broadcast(t.data, 0) for t in buffers]
         for w in works:
             w.wait()
+        self._buffers_in_sync = True
 
     def _make_buckets(self, named: list[tuple[str, Tensor]], first_cap: int,
                       cap: int) -> list[Bucket]:
@@ -251,11 +276,9 @@ class DistributedDataParallel(Module):
                 offset += p.numel()
             bucket = Bucket(index, [named[i][0] for i in members], ps, buffer, views,
                             [Tensor(v) for v in views], [False] * len(ps),
-                            fresh=[False] * len(ps))
+                            fresh=[False] * len(ps), used=[False] * len(ps))
             buckets.append(bucket)
-        for b in buckets:
-            self._bind(b)
-        return buckets
+        return buckets  # bound by the first forward: until then .grad stays as it was
 
     # ------------------------------------------------------------ forward
 
@@ -276,6 +299,7 @@ class DistributedDataParallel(Module):
             for b in self.buckets:
                 self._bind(b)
             self._sync_this_backward = self.require_backward_grad_sync
+        self._buffers_in_sync = False  # the module may update them from this rank's batch
         return self.module(*args, **kwargs)
 
     def _check_group_alive(self) -> None:
@@ -330,6 +354,7 @@ class DistributedDataParallel(Module):
 
     def _grad_ready(self, b: Bucket, slot: int) -> None:
         b.fresh[slot] = False  # it holds a gradient now (also one accumulated in no_sync)
+        b.used[slot] = True
         if not self._sync_this_backward:
             return
         if not b.is_bound(slot):
@@ -365,7 +390,7 @@ class DistributedDataParallel(Module):
                     "in the loss, or pass find_unused_parameters=True (a gradient another "
                     "rank has is then averaged with zeros, and one no rank has stays unset), "
                     "or set requires_grad=False on those you do not train.")
-            flags = [float(r) for b in self.buckets for r in b.ready]  # used on this rank
+            flags = [float(u) for b in self.buckets for u in b.used]  # since the last sync
             for b in self.buckets[self._next_bucket:]:
                 b.ready = [True] * len(b.params)
             self._launch_ready_buckets()
@@ -388,29 +413,38 @@ class DistributedDataParallel(Module):
                                    "replaced during backward; it was not averaged across ranks")
             if self.find_unused_parameters:
                 self._unset_unused_grads(mask)
+        except CollectiveTimeout as exc:  # another rank is gone: waiting again would take
+            self._abandon_backward(wait=False)  # another full timeout
+            raise CollectiveTimeout(f"{self._where()}, averaging the gradients at the end of "
+                                    f"backward: {exc}") from None
         finally:
             self._abandon_backward()
 
     def _unset_unused_grads(self, mask: Any) -> None:
-        """``mask``: 1 for each parameter (in bucket order) that some rank used. Those no
-        rank used keep the ``.grad`` they had before the step: ``None`` where the bucket's
-        view was bound in place of a ``None`` (PyTorch leaves those unset)."""
+        """``mask``: 1 for each parameter (in bucket order) that some rank used since the last
+        averaging backward (``no_sync`` micro-batches count, as in PyTorch). Those no rank
+        used keep the ``.grad`` they had before: ``None`` where the bucket's view was bound in
+        place of a ``None`` (PyTorch leaves those unset). Those some rank used now hold the
+        average on every rank, also where this rank had none."""
         self._mask_work.wait()
         on_any_rank = iter(np.asarray(mask.get() if hasattr(mask, "get") else mask) > 0)
         for b in self.buckets:
             for slot, p in enumerate(b.params):
-                if not next(on_any_rank) and b.fresh[slot]:
+                if next(on_any_rank):
+                    b.fresh[slot] = False
+                elif b.fresh[slot]:
                     p.grad = None
 
-    def _abandon_backward(self) -> None:
-        """Wait for what was started (so no collective dangles) and reset the step's state."""
-        if self._mask_work is not None:
+    def _abandon_backward(self, wait: bool = True) -> None:
+        """Wait for what was started (so no collective dangles) and reset the step's state
+        (also the parameters used since the last averaging backward)."""
+        if self._mask_work is not None and wait:
             self._mask_work.wait()
-            self._mask_work = None
+        self._mask_work = None
         for b in self.buckets:
-            if b.work is not None:
+            if b.work is not None and wait:
                 b.work.wait()
-            b.work, b.ready = None, [False] * len(b.params)
+            b.work, b.ready, b.used = None, [False] * len(b.params), [False] * len(b.params)
         self._next_bucket = 0
         self._in_backward = False
 
@@ -424,15 +458,19 @@ class DistributedDataParallel(Module):
     # ------------------------------------------------------------ consistency
 
     def check_consistency(self) -> None:
-        """Raise if any parameter or buffer differs, in any bit, between ranks.
+        """Raise if any parameter differs, in any bit, between ranks; the buffers too while
+        they should be equal: from the wrapper's copy of rank 0's (at wrap, or before a
+        forward) until a forward runs (BatchNorm updates them from each rank's batch).
 
         Every rank hashes each tensor (on the host) and the digests are gathered: one small
         collective, but a copy of the model to the host, so use it every few hundred steps.
         """
-        names = [n for n, _ in self._state()]
+        state = (self._state() if self._buffers_in_sync
+                 else list(self.module.named_parameters()))
+        names = [n for n, _ in state]
         mine = [hashlib.blake2b(np.ascontiguousarray(t.numpy()).tobytes(), digest_size=8)
-                .hexdigest() for _, t in self._state()]
-        everyone = self.group.allgather_object(mine)
+                .hexdigest() for _, t in state]
+        everyone = self.group.allgather_object(mine, what=f"{self._where()}: check_consistency")
         differ = [n for i, n in enumerate(names) if len({d[i] for d in everyone}) > 1]
         if differ:
             raise RuntimeError(

@@ -50,6 +50,10 @@ class ReduceOp:
     MIN = "min"
 
 
+class CollectiveTimeout(RuntimeError):
+    """A rank waited longer than the group's timeout for the others to join a collective."""
+
+
 class Work:
     """Handle of a collective that was started: ``wait()`` before using its result."""
 
@@ -188,7 +192,7 @@ class _MPIWork(Work):
         while not self.is_completed():
             if time.monotonic() > deadline:
                 g = self.group
-                raise RuntimeError(
+                raise CollectiveTimeout(
                     f"{self.what} on rank {g.rank} of {g.world_size} ({g.backend} backend) did "
                     f"not complete within {g.timeout:g} s: another rank has not called it (it "
                     "exited, hangs, or took another path; every rank must make the same "
