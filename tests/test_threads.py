@@ -149,7 +149,7 @@ def test_the_default_worker_count_is_the_blas_setting_at_import(limit):
     command, or a user's threadpool_limits around a loop), the workers default to the
     BLAS's thread count from when tinytrain was imported."""
     code = (
-        "import threadpoolctl\n"
+        "import numpy, threadpoolctl  # the BLAS is loaded, so the limit applies to it\n"
         "threadpoolctl.threadpool_limits(2, user_api='blas')\n"
         "import tinytrain as tt, tinytrain.nn.functional as F\n"
         f"{limit}\n"
