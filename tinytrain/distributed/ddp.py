@@ -140,6 +140,11 @@ class DistributedDataParallel(Module):
     Every rank must call the wrapper's forward the same number of times (the buffers'
     broadcast is a collective); evaluate on one rank with ``ddp.module``.
 
+    Differs from PyTorch: from a forward that records a graph until its backward, every
+    ``.grad`` is already its bucket's view (zeros where no gradient has arrived yet, also
+    inside ``no_sync``); PyTorch's stay None until their gradient arrives. After an
+    averaging backward they agree again.
+
     Call it like the module (``ddp(x)``); the step is the usual ``zero_grad -> forward ->
     loss -> backward -> step``. ``ddp.module`` is the wrapped model: save its
     ``state_dict()`` (the wrapper's own has PyTorch's ``module.`` prefix).
