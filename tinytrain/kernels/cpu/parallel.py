@@ -301,8 +301,10 @@ def run_sharded(fn: Callable[[int, int], T], batch: int, min_shard: int = 2) -> 
     ``fn`` must only write to the part of its outputs that belongs to its shard.
     Shards have at least ``min_shard`` images; a batch too small to split (or one
     worker) runs as a single call on the calling thread. The calling thread runs the first
-    shard itself, the pool's threads the others. The BLAS runs on one thread until every
-    shard has finished, also when one raises.
+    shard itself, the pool's threads the others; while another thread's call uses the
+    pool, the calling thread runs the same shards in turn. The BLAS runs on one thread
+    until every shard has finished, also when one raises; a Ctrl-C is raised once they
+    have (see :func:`_wait_for`).
     """
     if getattr(_local, "inside", False):
         return [fn(0, batch)]
