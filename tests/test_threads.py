@@ -332,6 +332,9 @@ class _PutThenInterrupt:
     def get(self):
         return self.real.get()
 
+    def empty(self):
+        return self.real.empty()
+
 
 def test_a_ctrl_c_while_shards_are_handed_out_waits_for_the_shards_that_were(two_workers):
     """Python may raise KeyboardInterrupt just after ``put`` returned: the call does not
@@ -356,6 +359,32 @@ def test_a_ctrl_c_while_shards_are_handed_out_waits_for_the_shards_that_were(two
         assert parallel.run_sharded(lambda a, b: (a, b), 8) == [(0, 4), (4, 8)]
     finally:
         worker.jobs = worker.jobs.real
+
+
+def test_a_worker_left_in_a_bad_state_by_an_escaped_call_is_healed_or_replaced(two_workers):
+    """A Ctrl-C can still land in a call's own bookkeeping (Python checks for signals even
+    inside an ``except``): the next call checks every worker first, so it never takes an
+    earlier call's ``done`` or result."""
+    from tinytrain.kernels.cpu import parallel
+
+    parallel.run_sharded(lambda a, b: None, 8)
+    worker = parallel._pool[0]
+    done = []
+
+    def slow(a, b):
+        if a > 0:
+            time.sleep(0.2)
+            done.append(a)
+        return ("new", a)
+
+    worker.result = (("stale", 4), None)  # a shard that ended after its call had left
+    worker.done.release()
+    assert parallel.run_sharded(slow, 8) == [("new", 0), ("new", 4)] and done == [4]
+    assert parallel._pool == [worker]  # healed: its late done was taken first
+    worker.idle = False  # as if a shard of an earlier call were still running on it
+    done.clear()
+    assert parallel.run_sharded(slow, 8) == [("new", 0), ("new", 4)] and done == [4]
+    assert worker not in parallel._pool and len(parallel._pool) == 1  # replaced
 
 
 def test_a_call_interrupted_before_it_let_go_of_the_pool_does_not_keep_it(two_workers):

@@ -60,6 +60,7 @@ _blas: list[Any] | None = None  # threadpoolctl's controller of each loaded BLAS
 _blas_threads = 1  # the BLAS's thread count when it was found: the default number of workers
 _running = 0  # kernels running now, in any thread
 _saved: list[int] = []  # the BLAS thread counts to restore when the last kernel finishes
+_pinned = False  # the BLAS is at one thread (set by a kernel) and not yet restored
 _pool: list[_Worker] = []  # the kernels' threads, started when first needed
 _local = threading.local()
 
@@ -105,13 +106,15 @@ class _Blas:
 @contextmanager
 def blas_single_threaded() -> Iterator[None]:
     """The BLAS at one thread inside the block; its own thread count again after it."""
-    global _running, _saved
+    global _running, _saved, _pinned
     libs = _blas_libraries()
     counted = False  # set in the same breath as the count, so a Ctrl-C cannot leave it up
     try:
         with _lock:
             if _running == 0:
-                _saved = [lib.get_num_threads() for lib in libs]
+                if not _pinned:  # (a restore cut short by a Ctrl-C: keep the counts saved)
+                    _saved = [lib.get_num_threads() for lib in libs]
+                    _pinned = True  # before the switch, which a Ctrl-C may cut short too
                 for lib, n in zip(libs, _saved):
                     if n != 1:
                         lib.set_num_threads(1)
@@ -124,6 +127,7 @@ def blas_single_threaded() -> Iterator[None]:
                 _running -= 1
                 if _running == 0:
                     _restore_blas(libs)
+                    _pinned = False
 
 
 def _restore_blas(libs: list[Any]) -> None:
@@ -185,7 +189,7 @@ class _Worker:
         self.done = threading.Lock()
         self.done.acquire()
         self.result: tuple[Any, BaseException | None] = (None, None)
-        self.finished = False  # set just before ``done`` is released
+        self.idle = True  # no shard handed out and not yet waited for (set after ``done``)
         self.marked = threading.Lock()  # released when a _MARK job is reached
         self.marked.acquire()
         _Worker.started += 1
@@ -201,7 +205,7 @@ class _Worker:
         _mark_worker()
         while (job := self.jobs.get()) is not None:
             if job is _MARK:  # every job queued before it is done (see _drain)
-                self.marked.release()
+                _release(self.marked)
                 continue
             try:
                 # the shard holds the BLAS at one thread itself: a retired worker's shard may
@@ -212,27 +216,46 @@ class _Worker:
             except BaseException as exc:  # handed to the caller, which raises it
                 self.result = (None, exc)
             del job  # the shard's closure holds the kernel's arrays: not until the next job
-            self.finished = True
-            self.done.release()
+            _release(self.done)
+            self.idle = True
+
+
+def _release(lock: threading.Lock) -> None:
+    try:
+        lock.release()
+    except RuntimeError:  # already released and not taken since: nobody waits for it
+        pass
 
 
 # One kernel call at a time uses the pool (another thread's runs its shards one after the
 # other on its own core). The pool's state must survive a Ctrl-C at any point of a call
-# (Python raises KeyboardInterrupt between any two bytecodes): the calling thread is
-# recorded as the pool's user, so that a call interrupted before it could let go is found
-# by the next call of the same thread, which takes the pool again; and no call returns or
-# raises while a shard it handed out may still run (_run_on_pool).
+# (Python raises KeyboardInterrupt between any two bytecodes, even inside an ``except``):
+#
+# * a call does not return or raise while a shard it handed out may still run
+#   (_run_on_pool, _wait_for), except where a Ctrl-C lands in its own bookkeeping;
+# * so each call first checks every worker (_claim_pool): one still busy with an earlier
+#   call's shard leaves the pool, one whose ``done`` was released and never taken gets it
+#   taken, so that no call ever takes another's ``done`` or result;
+# * the calling thread is recorded as the pool's user: a call interrupted before it could
+#   let go is found by the next call of the same thread, which takes the pool again.
 _user: int | None = None
 
 
 def _claim_pool() -> bool:
-    """Make the calling thread the pool's user; False while another thread uses it."""
+    """Make the calling thread the pool's user (and check its workers, above); False while
+    another thread uses it."""
     global _user
     me = threading.get_ident()
     with _lock:
         if _user is not None and _user != me:
             return False
         _user = me
+        for worker in list(_pool):
+            if not worker.idle or not worker.jobs.empty():
+                _retire_locked([worker])
+                continue
+            worker.done.acquire(blocking=False)
+            worker.marked.acquire(blocking=False)
         return True
 
 
@@ -267,11 +290,11 @@ def _forget_pool_in_child() -> None:
     thread held stays held): it starts its own pool, from nothing, when it needs one. A
     kernel that was running in another thread of the parent never ends here: the BLAS gets
     back the thread count it had before."""
-    global _lock, _running, _user
+    global _lock, _running, _user, _pinned
     _lock, _user = threading.Lock(), None
     _pool.clear()
-    if _running:
-        _running = 0
+    if _pinned:
+        _running, _pinned = 0, False
         _restore_blas(_blas or [])
 
 
@@ -335,7 +358,7 @@ def _run_on_pool(fn: Callable[[int, int], T], shards: list[tuple[int, int]]) -> 
     handing_out = True
     try:
         for worker, (a, b) in zip(pool, shards[1:]):
-            worker.finished = False
+            worker.idle = False
             worker.jobs.put((fn, a, b))
         handing_out = False
         try:
@@ -360,19 +383,20 @@ def _wait_for(pool: list[_Worker]) -> None:
     PyTorch op finishes before Python sees the signal); a second one gives up on them, and
     they leave the pool (their late ``done`` must never be taken for another call's)."""
     interrupted: BaseException | None = None
-    for worker in pool:
-        while True:
-            try:
-                worker.done.acquire()
-                break
-            except BaseException as exc:
-                if interrupted is not None:
-                    _retire(pool)
-                    raise
-                interrupted = exc
-                if worker.finished:  # the signal may have come just after the acquire:
-                    worker.done.acquire(blocking=False)  # either way, now it is held
-                    break
+    pending = list(pool)
+    while pending:
+        try:
+            while pending:  # (the loop, not only the wait, inside the try)
+                pending[0].done.acquire()
+                del pending[0]
+        except BaseException as exc:
+            if interrupted is not None:
+                _retire(pending)
+                raise
+            interrupted = exc
+            if pending and pending[0].idle:  # the signal may have come just after the
+                pending[0].done.acquire(blocking=False)  # acquire: either way, it is held
+                del pending[0]
     if interrupted is not None:
         raise interrupted
 
