@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from tinytrain.autograd import is_grad_enabled, queue_callback
-from tinytrain.backend import cupy_module, get_array_module
+from tinytrain.backend import cupy_module, get_array_module, to_device
 from tinytrain.distributed.process_group import CollectiveTimeout
 from tinytrain.nn.module import Module
 from tinytrain.tensor import Tensor
@@ -400,8 +400,7 @@ class DistributedDataParallel(Module):
                 b.ready = [True] * len(b.params)
             self._launch_ready_buckets()
             if self.find_unused_parameters:  # after the buckets', in the same order everywhere
-                mask = get_array_module(self.buckets[0].buffer).asarray(
-                    np.array(flags, dtype=np.float32))
+                mask = to_device(np.array(flags, dtype=np.float32), self.group.device)
                 self._mask_work = self.group.all_reduce(mask, "max")
             timer = self.group.stall_timer() if self.measure_comm_wait else None
             if timer:
@@ -432,7 +431,7 @@ class DistributedDataParallel(Module):
         place of a ``None`` (PyTorch leaves those unset). Those some rank used now hold the
         average on every rank, also where this rank had none."""
         self._mask_work.wait()
-        on_any_rank = iter(np.asarray(mask.get() if hasattr(mask, "get") else mask) > 0)
+        on_any_rank = iter(to_device(mask, "cpu") > 0)
         for b in self.buckets:
             for slot, p in enumerate(b.params):
                 if next(on_any_rank):
