@@ -278,11 +278,10 @@ def _workers_for(count: int) -> list[_Worker]:
 def _retire_locked(workers: list[_Worker]) -> None:
     """Take threads whose shard may still be running out of the pool (``_lock`` held): each
     ends after its shard, and their ``done`` is never waited on again."""
-    for worker in list(workers):
+    for worker in workers:
         if worker in _pool:
             _pool.remove(worker)
         worker.jobs.put(None)
-    workers.clear()
 
 
 def _forget_pool_in_child() -> None:
