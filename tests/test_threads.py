@@ -265,21 +265,30 @@ def _python(code: str) -> subprocess.CompletedProcess:
                           timeout=60)
 
 
+def _forked_child_passes(before: str, child: str, ok: str, after: str = "") -> None:
+    """In a fresh process: run ``before``, fork, and in the child run ``child`` and exit 0
+    if ``ok`` holds (3 if not); the parent then runs ``after``. Asserts the child's 0."""
+    out = _python(
+        "import os, tinytrain as tt\n"
+        "from tinytrain.kernels.cpu.parallel import run_sharded\n"
+        "tt.set_num_threads(2)\n"
+        f"{before}"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        f"    {child}\n"
+        f"    os._exit(0 if {ok} else 3)\n"
+        "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+        f"{after}")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0"]
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
 def test_a_forked_child_starts_its_own_pool():
     """A child forked after the pool started has none of its threads: its kernels used to
     wait forever for a worker that did not exist there."""
-    out = _python(
-        "import os, numpy as np, tinytrain as tt\n"
-        "from tinytrain.kernels.cpu.parallel import run_sharded\n"
-        "tt.set_num_threads(2)\n"
-        "assert run_sharded(lambda a, b: b - a, 8) == [4, 4]\n"
-        "pid = os.fork()\n"
-        "if pid == 0:\n"
-        "    os._exit(0 if run_sharded(lambda a, b: b - a, 8) == [4, 4] else 3)\n"
-        "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n")
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["0"]
+    _forked_child_passes("assert run_sharded(lambda a, b: b - a, 8) == [4, 4]\n",
+                         "parts = run_sharded(lambda a, b: b - a, 8)", "parts == [4, 4]")
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs SIGINT delivered to the process")
@@ -431,23 +440,14 @@ def test_a_kernel_run_while_python_exits_does_not_hang_it():
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
 def test_a_child_forked_while_a_kernel_runs_gets_the_blas_thread_count_back():
-    out = _python(
-        "import os, threading, time, tinytrain as tt\n"
+    _forked_child_passes(
+        "import threading, time\n"
         "from threadpoolctl import threadpool_info, threadpool_limits\n"
-        "from tinytrain.kernels.cpu.parallel import run_sharded\n"
         "def blas():\n"
         "    return [p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas']\n"
         "threadpool_limits(2, user_api='blas')\n"
-        "tt.set_num_threads(2)\n"
         "t = threading.Thread(target=run_sharded, args=(lambda a, b: time.sleep(0.5), 8))\n"
         "t.start()\n"
         "time.sleep(0.1)\n"
-        "assert blas() == [1]  # held by the kernel in the other thread\n"
-        "pid = os.fork()\n"
-        "if pid == 0:\n"
-        "    run_sharded(lambda a, b: None, 8)\n"
-        "    os._exit(0 if blas() == [2] else 3)\n"
-        "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
-        "t.join()\n")
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["0"]
+        "assert blas() == [1]  # held by the kernel in the other thread\n",
+        "run_sharded(lambda a, b: None, 8)", "blas() == [2]", after="t.join()\n")
