@@ -406,3 +406,132 @@ def test_a_device_loader_refuses_a_collate_fn():
         DataLoader(TensorDataset(np.arange(4)), collate_fn=list, device="cuda")
     with pytest.raises(ValueError, match="unknown device 'gpu'"):
         DataLoader(TensorDataset(np.arange(4)), device="gpu")
+
+
+# --------------------------------------------------------------------------- samplers, indices,
+# collate_fn and dict samples as PyTorch scripts use them
+
+
+def _values(loader):
+    return [b.numpy().tolist() if isinstance(b, Tensor) else b for b in loader]
+
+
+def test_samplers_are_iterated_like_torch_even_with_an_indices_attribute():
+    """Only a tinytrain Sampler's indices() is the fast path: torch's SubsetRandomSampler, a
+    torch tensor and a user class storing ``self.indices`` are iterated, as PyTorch does."""
+    items = np.arange(0, 50, 10)
+
+    class Stored:
+        def __init__(self):
+            self.indices = [3, 1]
+
+        def __iter__(self):
+            return iter(self.indices)
+
+        def __len__(self):
+            return 2
+
+    from tinytrain.data import Sampler
+
+    class ReverseSampler(Sampler):  # PyTorch-style: __iter__, not indices()
+        def __init__(self, n):
+            self.n = n
+
+        def __iter__(self):
+            return iter(range(self.n - 1, -1, -1))
+
+        def __len__(self):
+            return self.n
+
+    for sampler in (tud.SubsetRandomSampler([3, 1], generator=torch.Generator().manual_seed(0)),
+                    torch.tensor([4, 3, 2, 1, 0]), Stored(), ReverseSampler(5)):
+        ours = _values(DataLoader(items, batch_size=2, sampler=sampler))
+        theirs = [b.tolist() for b in tud.DataLoader(items, batch_size=2, sampler=sampler)]
+        if isinstance(sampler, tud.SubsetRandomSampler):  # its own random order each epoch
+            assert sorted(sum(ours, [])) == [10, 30]
+        else:
+            assert ours == theirs
+    with pytest.raises(NotImplementedError, match="must implement indices\\(\\) or __iter__"):
+        list(DataLoader(items, sampler=type("Empty", (Sampler,), {"__len__": lambda s: 5})()))
+
+
+@pytest.mark.parametrize("bad", [[0.9, 3.7], [True, False], [[0, 1], [2, 3]]])
+def test_non_integer_indices_are_refused_not_truncated(bad):
+    items = np.arange(0, 50, 10)
+    with pytest.raises(TypeError, match="integer"):
+        list(DataLoader(items, batch_size=2, sampler=bad))
+    with pytest.raises(TypeError, match="Subset: indices must be a 1-D sequence of integers"):
+        Subset(items, bad)
+
+
+def test_out_of_range_sampler_indices_name_the_index():
+    with pytest.raises(IndexError, match="index 7, out of range for a data set of 5"):
+        list(DataLoader(np.arange(5), batch_size=2, sampler=[0, 7]))
+
+
+def test_collate_fn_results_are_returned_as_torch_returns_them():
+    items = [(np.float32(i), i) for i in range(4)]
+    batch = next(iter(DataLoader(items, batch_size=2,
+                                 collate_fn=lambda s: {"x": np.array([a for a, _ in s])})))
+    assert isinstance(batch, dict) and isinstance(batch["x"], Tensor)
+    np.testing.assert_array_equal(batch["x"].numpy(), [0, 1])
+    assert next(iter(DataLoader(items, batch_size=2, collate_fn=lambda s: None))) is None
+    labels = next(iter(DataLoader(items, batch_size=2, collate_fn=lambda s: [b for _, b in s])))
+    assert labels == [0, 1]
+    x, y = next(iter(DataLoader(items, batch_size=2, collate_fn=lambda s: (
+        np.array([a for a, _ in s]), np.array([b for _, b in s])))))
+    assert isinstance(x, Tensor) and y.numpy().tolist() == [0, 1]
+
+
+def test_dict_samples_are_collated_into_a_dict_like_torch():
+    samples = [{"x": np.full(2, i, np.float32), "y": i} for i in range(5)]
+    ours = list(DataLoader(samples, batch_size=2))
+    theirs = list(tud.DataLoader(samples, batch_size=2))
+    assert len(ours) == len(theirs) == 3
+    for a, b in zip(ours, theirs, strict=True):
+        assert list(a) == list(b) == ["x", "y"]
+        for key in a:
+            np.testing.assert_array_equal(a[key].numpy(), b[key].numpy())
+            assert str(a[key].dtype) == str(b[key].dtype).removeprefix("torch.")
+    with pytest.raises(ValueError, match="has fields \\['x'\\] but sample 0"):
+        collate([{"x": 1, "y": 2}, {"x": 1}])
+
+
+@pytest.mark.parametrize("sample", [np.str_("a"), ((np.zeros(2), 1), 2), None])
+def test_fields_that_are_not_numbers_are_refused_naming_the_sample(sample):
+    with pytest.raises(TypeError, match="sample 0 \\(dataset index 0\\)"):
+        collate([sample, sample])
+
+
+def test_seeds_are_checked_when_made_and_negative_seeds_work_as_in_torch():
+    a = _values(DataLoader(np.arange(10), batch_size=5, shuffle=True, seed=-1))
+    assert sorted(sum(a, [])) == list(range(10))
+    assert a == _values(DataLoader(np.arange(10), batch_size=5, shuffle=True, seed=-1))
+    assert a != _values(DataLoader(np.arange(10), batch_size=5, shuffle=True, seed=1))
+    sampler = DistributedSampler(range(10), num_replicas=2, rank=0, seed=-3)
+    sampler.set_epoch(-1)
+    assert len(sampler.indices()) == 5
+    for bad in ("3", 1.5, None):
+        with pytest.raises(TypeError, match="seed must be an integer"):
+            DataLoader(np.arange(4), shuffle=True, seed=bad) if bad is not None else \
+                DistributedSampler(range(4), num_replicas=1, rank=0, seed=bad)
+    with pytest.raises(TypeError, match="epoch must be an integer"):
+        sampler.set_epoch(0.5)
+
+
+def test_distributed_sampler_refuses_a_data_set_that_changed_length():
+    data = list(range(10))
+    sampler = DistributedSampler(data, num_replicas=3, rank=0, shuffle=False)
+    data += [10, 11, 12, 13]
+    with pytest.raises(ValueError, match="has 14 samples now but 10 when the sampler was made"):
+        sampler.indices()
+
+
+def test_subset_and_mnist_indexing_errors_are_clear(mini):
+    sub = Subset(TensorDataset(np.arange(0, 50, 10)), [1, 2, 3])
+    np.testing.assert_array_equal(sub[[0, 2]][0], [10, 30])  # a list goes to the dataset
+    with pytest.raises(IndexError, match="Subset: index 3 out of range for 3 samples"):
+        sub[3]
+    for bad in (1.0, True):
+        with pytest.raises(TypeError, match="MNISTMini: a sample index must be an integer"):
+            mini[bad]

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from tinytrain import backend
-from tinytrain.data.sampler import RandomSampler, Sampler, SequentialSampler
+from tinytrain.data.sampler import RandomSampler, Sampler, SequentialSampler, _seed, epoch_indices
 
 
 class Dataset:
@@ -87,7 +87,11 @@ class Subset(Dataset):
 
     def __init__(self, dataset: Any, indices: Sequence[int] | np.ndarray) -> None:
         self.dataset = dataset
-        self.indices = np.asarray(indices, dtype=np.int64).reshape(-1)
+        indices = np.asarray(indices)
+        if indices.size and (indices.ndim != 1 or indices.dtype.kind not in "iu"):
+            raise TypeError(f"Subset: indices must be a 1-D sequence of integers, got dtype "
+                            f"{indices.dtype} and shape {indices.shape}")
+        self.indices = indices.astype(np.int64).reshape(-1)
         n = len(dataset)
         if self.indices.size and (self.indices.min() < -n or self.indices.max() >= n):
             raise IndexError(f"Subset: indices out of range for a dataset of {n} samples")
@@ -95,14 +99,28 @@ class Subset(Dataset):
     def __len__(self) -> int:
         return len(self.indices)
 
-    def __getitem__(self, index: int) -> Any:
-        return self.dataset[int(self.indices[index])]
+    def __getitem__(self, index: int | list[int]) -> Any:
+        """Sample ``index`` of the subset; a list of indices is passed on to the dataset as
+        one list of its own indices, as PyTorch's ``Subset`` does."""
+        if isinstance(index, list):
+            return self.dataset[[int(self.indices[sample_index(i, len(self), "Subset")])
+                                 for i in index]]
+        return self.dataset[int(self.indices[sample_index(index, len(self), "Subset")])]
 
     def get_batch(self, indices: np.ndarray) -> tuple[np.ndarray, ...] | np.ndarray:
         inner = self.indices[np.asarray(indices)]
         if hasattr(self.dataset, "get_batch"):
             return self.dataset.get_batch(inner)
         return collate([self.dataset[int(i)] for i in inner], inner)
+
+
+def sample_index(index: Any, size: int, what: str) -> int:
+    """``index`` as an int in ``[-size, size)``, or a clear error naming ``what``."""
+    if isinstance(index, bool | np.bool_) or not isinstance(index, numbers.Integral):
+        raise TypeError(f"{what}: a sample index must be an integer, got {index!r}")
+    if not -size <= index < size:
+        raise IndexError(f"{what}: index {index} out of range for {size} samples")
+    return int(index)
 
 
 def random_split(dataset: Any, lengths: Sequence[float], seed: int | None = None
@@ -129,52 +147,69 @@ def random_split(dataset: Any, lengths: Sequence[float], seed: int | None = None
 
 def collate(
     samples: Sequence[Any], indices: Sequence[int] | np.ndarray | None = None
-) -> tuple[np.ndarray, ...] | np.ndarray:
+) -> tuple[np.ndarray, ...] | dict[Any, np.ndarray] | np.ndarray:
     """Stack samples field by field: B samples of fields ``[*s_k]`` -> arrays ``[B, *s_k]``.
 
     Args:
-        samples: B samples, each a tuple (or list) of fields, or each a single array/scalar.
+        samples: B samples, each a tuple (or list) of fields, a dict of fields (the same keys
+            in every sample), or a single array/scalar.
         indices: the samples' dataset indices, only used in error messages.
 
     Returns:
-        A tuple with one stacked array per field (a single array when the samples are not
-        tuples). Python ints become int64, floats float64, bools bool (as in PyTorch).
+        A tuple with one stacked array per field, a dict with one per key (as PyTorch's
+        default collate), or a single array when the samples are single values. Python ints
+        become int64, floats float64, bools bool (as in PyTorch).
 
     Raises:
-        ValueError: two samples of a batch differ in number of fields, or a field's shape or
-            dtype; the message names both samples, their dataset indices, and what differs.
+        ValueError: two samples of a batch differ in number of fields (or keys), or a field's
+            shape or dtype; the message names both samples, their dataset indices, and what
+            differs.
+        TypeError: a field is not numeric (a string, None, a nested tuple...); PyTorch would
+            keep such fields as lists, tinytrain batches only arrays.
     """
     if len(samples) == 0:
         raise ValueError("collate: empty batch")
     if indices is None:
         indices = range(len(samples))
-    single = not isinstance(samples[0], (tuple, list))
-    rows = [(s,) if single else tuple(s) for s in samples]
-    n_fields = len(rows[0])
 
     def who(j: int) -> str:
         return f"sample {j} (dataset index {indices[j]})"
 
+    if isinstance(samples[0], dict):
+        keys = list(samples[0])
+        for j, sample in enumerate(samples):
+            if not isinstance(sample, dict) or list(sample) != keys:
+                got = list(sample) if isinstance(sample, dict) else type(sample).__name__
+                raise ValueError(f"collate: {who(j)} has fields {got} but {who(0)} has {keys}")
+        return {key: _stack([sample[key] for sample in samples], f"field {key!r}", who)
+                for key in keys}
+    single = not isinstance(samples[0], (tuple, list))
+    rows = [(s,) if single else tuple(s) for s in samples]
+    n_fields = len(rows[0])
     for j, row in enumerate(rows):
         if len(row) != n_fields:
             raise ValueError(f"collate: {who(j)} has {len(row)} fields but {who(0)} has {n_fields}")
-    fields = []
-    for k in range(n_fields):
-        values = [_as_field(row[k], k, who(j)) for j, row in enumerate(rows)]
-        shape, dtype = values[0].shape, values[0].dtype
-        for j, v in enumerate(values):
-            if v.shape != shape:
-                raise ValueError(
-                    f"collate: cannot stack field {k}: {who(j)} has shape {v.shape} but "
-                    f"{who(0)} has shape {shape} (all samples of a batch need the same shape)"
-                )
-            if v.dtype != dtype:
-                raise ValueError(
-                    f"collate: cannot stack field {k}: {who(j)} has dtype {v.dtype} but "
-                    f"{who(0)} has dtype {dtype} (all samples of a batch need the same dtype)"
-                )
-        fields.append(np.stack(values))
+    fields = [_stack([row[k] for row in rows], f"field {k}", who) for k in range(n_fields)]
     return fields[0] if single else tuple(fields)
+
+
+def _stack(raw: list[Any], field: str, who: Callable[[int], str]) -> np.ndarray:
+    """One field of every sample of a batch, stacked: ``[B, *shape]``; shapes and dtypes
+    must agree (the error names the first sample that differs)."""
+    values = [_as_field(value, field, who(j)) for j, value in enumerate(raw)]
+    shape, dtype = values[0].shape, values[0].dtype
+    for j, v in enumerate(values):
+        if v.shape != shape:
+            raise ValueError(
+                f"collate: cannot stack {field}: {who(j)} has shape {v.shape} but "
+                f"{who(0)} has shape {shape} (all samples of a batch need the same shape)"
+            )
+        if v.dtype != dtype:
+            raise ValueError(
+                f"collate: cannot stack {field}: {who(j)} has dtype {v.dtype} but "
+                f"{who(0)} has dtype {dtype} (all samples of a batch need the same dtype)"
+            )
+    return np.stack(values)
 
 
 class DataLoader:
@@ -187,11 +222,15 @@ class DataLoader:
         drop_last: drop the last batch when it has fewer than ``B`` samples (default: keep it).
         sampler: where the indices come from (a :class:`Sampler` or any iterable of ints with a
             length), e.g. a :class:`DistributedSampler`. Not together with ``shuffle``/``seed``.
+            Each epoch's indices are checked: integers within the data set (a float or bool
+            index is an error, not a truncated other sample).
         seed: makes ``shuffle`` reproducible: epoch ``e``'s order depends only on
             ``(seed, e)``. Without a seed, orders come from tinytrain's global generator
             (``tinytrain.manual_seed``).
-        collate_fn: turns a list of samples into a tuple of arrays (default: :func:`collate`);
-            when given, ``get_batch`` is not used.
+        collate_fn: turns a list of samples into a batch (default: :func:`collate`); when
+            given, ``get_batch`` is not used, and what it returns is the batch, as in PyTorch,
+            except that NumPy arrays in it (alone, in a tuple or list, or a dict's values)
+            become Tensors.
         device: ``"cuda"`` keeps the whole data set on the GPU: the first epoch stacks every
             sample once (``get_batch`` of all indices) and copies the fields to the GPU;
             from then on each epoch copies only its order (int64 ``[n]``) and each batch is
@@ -204,9 +243,11 @@ class DataLoader:
 
     Each ``iter(loader)`` is one epoch and yields ``len(loader)`` batches: a tuple of Tensors,
     one per field, each ``[B, *sample_shape]`` (MNIST: ``x`` float32 ``[B, 1, 28, 28]``, ``y``
-    int64 ``[B]``); a dataset whose samples are single arrays gives single Tensors.
-    Differences from PyTorch: no worker processes (the fast path makes them unnecessary for
-    in-memory data), and ``seed`` instead of ``generator``. ``loader.dataset`` is the dataset.
+    int64 ``[B]``); a dataset whose samples are single arrays gives single Tensors, and
+    one whose samples are dicts gives a dict of Tensors. Differences from PyTorch: no worker
+    processes (the fast path makes them unnecessary for in-memory data), ``seed`` instead of
+    ``generator``, and the default collate batches only numbers (no strings, no nested
+    tuples: :func:`collate` says so, naming the sample). ``loader.dataset`` is the dataset.
     """
 
     def __init__(
@@ -240,6 +281,8 @@ class DataLoader:
                              f"{num_workers!r}; use num_workers=0 to disable multiprocessing")
         if persistent_workers and num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")
+        if seed is not None:
+            _seed(seed)
         if sampler is not None and (shuffle or seed is not None):
             raise ValueError(
                 "DataLoader: give either a sampler or shuffle/seed, not both (the sampler "
@@ -273,48 +316,71 @@ class DataLoader:
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self) -> Iterator[Any]:
-        if hasattr(self.sampler, "indices"):
-            order = np.asarray(self.sampler.indices(), dtype=np.int64)
-        else:
-            order = np.fromiter(iter(self.sampler), dtype=np.int64)
+        order = epoch_indices(self.sampler, len(self.dataset))
         B = self.batch_size
         stop = len(order) - len(order) % B if self.drop_last else len(order)
         if self.device != "cpu":
-            single, fields = self._on_device()
+            layout, fields = self._on_device()
             order = backend.to_device(order, self.device)  # the epoch's one copy
             for start in range(0, stop, B):
                 idx = order[start : start + B]
-                batch = tuple(_to_tensor(f.take(idx, axis=0)) for f in fields)
-                yield batch[0] if single else batch
+                yield _unflatten(layout, [_to_tensor(f.take(idx, axis=0)) for f in fields])
             return
         for start in range(0, stop, B):
             yield self._batch(order[start : start + B])
 
-    def _on_device(self) -> tuple[bool, tuple[Any, ...]]:
-        """(single field?, every field of the whole data set on ``self.device``), made once."""
+    def _on_device(self) -> tuple[Any, tuple[Any, ...]]:
+        """(how the fields are grouped, every field of the whole data set on
+        ``self.device``), made once."""
         if self._resident is None:
             everything = np.arange(len(self.dataset), dtype=np.int64)
             get_batch = getattr(self.dataset, "get_batch", None)
             fields = (get_batch(everything) if get_batch is not None
                       else collate([self.dataset[int(i)] for i in everything], everything))
-            single = not isinstance(fields, (tuple, list))
-            fields = (fields,) if single else tuple(fields)
-            self._resident = single, tuple(
-                backend.to_device(np.ascontiguousarray(f), self.device) for f in fields)
+            layout, flat = _flatten(fields)
+            self._resident = layout, tuple(
+                backend.to_device(np.ascontiguousarray(f), self.device) for f in flat)
         return self._resident
 
     def _batch(self, idx: np.ndarray) -> Any:
-        """Fetch and stack the samples ``idx`` (int64 ``[B]``) and wrap them as Tensors."""
-        get_batch = getattr(self.dataset, "get_batch", None)
+        """Fetch and stack the samples ``idx`` (int64 ``[B]``) and wrap them as Tensors.
+
+        A ``collate_fn``'s result is returned as PyTorch returns it, except that its NumPy
+        arrays (alone, in a tuple or list, or the values of a dict) become Tensors."""
         if self.collate_fn is not None:
-            fields = self.collate_fn([self.dataset[int(i)] for i in idx])
-        elif get_batch is not None:
+            out = self.collate_fn([self.dataset[int(i)] for i in idx])
+            if isinstance(out, dict):
+                return {k: _tensor_if_array(v) for k, v in out.items()}
+            if isinstance(out, list):
+                return [_tensor_if_array(v) for v in out]
+            if isinstance(out, tuple):
+                return tuple(_tensor_if_array(v) for v in out)
+            return _tensor_if_array(out)
+        get_batch = getattr(self.dataset, "get_batch", None)
+        if get_batch is not None:
             fields = get_batch(idx)
         else:
             fields = collate([self.dataset[int(i)] for i in idx], idx)
-        if isinstance(fields, (tuple, list)):
-            return tuple(_to_tensor(f) for f in fields)
-        return _to_tensor(fields)
+        layout, flat = _flatten(fields)
+        return _unflatten(layout, [_to_tensor(f) for f in flat])
+
+
+def _flatten(fields: Any) -> tuple[Any, list[Any]]:
+    """A batch's fields as a list, and what :func:`_unflatten` needs to group them again:
+    None for a single array, ``tuple`` for a tuple or list, the keys for a dict."""
+    if isinstance(fields, dict):
+        return list(fields), list(fields.values())
+    if isinstance(fields, (tuple, list)):
+        return tuple, list(fields)
+    return None, [fields]
+
+
+def _unflatten(layout: Any, flat: list[Any]) -> Any:
+    if layout is None:
+        return flat[0]
+    if layout is tuple:
+        return tuple(flat)
+    return dict(zip(layout, flat))
 
 
 def _to_tensor(array: np.ndarray) -> Any:
@@ -333,9 +399,19 @@ def _as_numpy(a: Any) -> np.ndarray:
     return np.asarray(a)
 
 
-def _as_field(value: Any, k: int, who: str) -> np.ndarray:
+def _tensor_if_array(value: Any) -> Any:
+    """A NumPy array of numbers as a Tensor; anything else as it is."""
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biufc":
+        return _to_tensor(value)
+    return value
+
+
+def _as_field(value: Any, field: str, who: str) -> np.ndarray:
     """One field of one sample as an array; Python scalars get PyTorch's collate dtypes."""
     if isinstance(value, (np.ndarray, np.generic)):
+        if value.dtype.kind not in "biuf":
+            raise TypeError(f"collate: {field} of {who} has dtype {value.dtype}; a batch "
+                            "field must be numbers (bool, integer or float)")
         return np.asarray(value)
     if isinstance(value, bool):
         return np.asarray(value, dtype=np.bool_)
@@ -346,6 +422,6 @@ def _as_field(value: Any, k: int, who: str) -> np.ndarray:
     if hasattr(value, "numpy"):
         return np.asarray(value.numpy())
     raise TypeError(
-        f"collate: field {k} of {who} is a {type(value).__name__}; a field must be an array, a "
-        f"Tensor or a number"
+        f"collate: {field} of {who} is a {type(value).__name__}; a field must be an array, a "
+        f"Tensor or a number (a sample is a tuple or dict of such fields, not nested)"
     )

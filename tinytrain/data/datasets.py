@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from tinytrain.data.dataloader import Dataset, collate
+from tinytrain.data.dataloader import Dataset, collate, sample_index
 from tinytrain.data.idx import _gunzip, parse_idx, temp_path_for
 from tinytrain.tensor import Tensor
 
@@ -297,9 +297,7 @@ class MNIST(Dataset):
         ``transform`` receives the image as a NumPy array and ``target_transform`` the label
         as an int; an array a transform returns is wrapped as a Tensor (no copy).
         """
-        n = len(self.labels)
-        if not -n <= index < n:
-            raise IndexError(f"{type(self).__name__}: index {index} out of range for {n} samples")
+        index = sample_index(index, len(self.labels), type(self).__name__)
         image, label = _to_float(self.images[index])[None], int(self.labels[index])
         if self.transform is not None:
             image = self.transform(image)

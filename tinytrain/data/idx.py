@@ -128,7 +128,8 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
         training images and ``uint8 [60000]`` for its labels.
 
     Raises:
-        FileNotFoundError: when ``path`` does not exist.
+        FileNotFoundError: when ``path`` does not exist (and other ``OSError`` s as Python
+            raises them, e.g. ``IsADirectoryError``, each naming the path).
         ValueError: naming the file and the problem: wrong magic, unknown type code, truncated
             header or data, trailing bytes, or a corrupt gzip stream.
     """

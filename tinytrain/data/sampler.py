@@ -13,23 +13,62 @@ into batches without a Python loop over samples.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterator, Sized
+from collections.abc import Iterable, Iterator, Sized
 
 import numpy as np
 
 
 class Sampler:
-    """Base class: subclasses implement :meth:`indices` and ``__len__``."""
+    """Base class: subclasses implement ``__len__`` and either :meth:`indices` (the whole
+    epoch as one array: tinytrain's samplers) or ``__iter__`` (as in PyTorch); the
+    DataLoader uses whichever the subclass defines."""
 
     def indices(self) -> np.ndarray:
         """The indices of one epoch, int64 ``[len(self)]``."""
-        raise NotImplementedError
+        if type(self).__iter__ is not Sampler.__iter__:
+            return np.fromiter(iter(self), dtype=np.int64)
+        raise NotImplementedError(f"{type(self).__name__} must implement indices() or "
+                                  "__iter__ (the indices of one epoch)")
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.indices().tolist())
 
     def __len__(self) -> int:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement __len__")
+
+
+def epoch_indices(sampler: Sampler | Iterable[int], size: int) -> np.ndarray:
+    """One epoch of ``sampler`` as int64 ``[n]``, checked: integers (not floats or bools,
+    which NumPy would silently truncate into other samples), within a data set of ``size``.
+
+    A tinytrain :class:`Sampler` gives the epoch as one array (:meth:`Sampler.indices`);
+    anything else is iterated, as PyTorch does (e.g. a list, ``SubsetRandomSampler``).
+    """
+    if isinstance(sampler, Sampler):
+        order = np.asarray(sampler.indices())
+    else:
+        order = np.asarray(list(sampler))
+    if order.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if order.ndim != 1 or order.dtype.kind not in "iu":
+        first = order.reshape(-1)[0] if order.ndim else order
+        raise TypeError(f"sampler {type(sampler).__name__} gave indices of dtype {order.dtype} "
+                        f"and shape {order.shape} (e.g. {first!r}); a sampler yields integer "
+                        "indices, one at a time")
+    low, high = int(order.min()), int(order.max())
+    if low < -size or high >= size:
+        bad = high if high >= size else low
+        raise IndexError(f"sampler {type(sampler).__name__} gave index {bad}, out of range for "
+                         f"a data set of {size} samples")
+    return order.astype(np.int64, copy=False)
+
+
+def _seed(value: object, name: str = "seed") -> int:
+    """A seed or epoch as a non-negative integer for NumPy's generator (PyTorch accepts
+    negative seeds too: they are taken modulo 2**64)."""
+    if not _integer(value):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    return int(value) % (1 << 64)
 
 
 class SequentialSampler(Sampler):
@@ -60,18 +99,21 @@ class RandomSampler(Sampler):
     """
 
     def __init__(self, data_source: Sized, seed: int | None = None) -> None:
+        if seed is not None:
+            _seed(seed)
         self.data_source = data_source
         self.seed = seed
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next :meth:`indices` call produce epoch ``epoch``'s order."""
+        _seed(epoch, "epoch")
         self.epoch = epoch
 
     def indices(self) -> np.ndarray:
         n = len(self.data_source)
         if self.seed is not None:
-            rng = np.random.default_rng((self.seed, self.epoch))
+            rng = np.random.default_rng((_seed(self.seed), _seed(self.epoch, "epoch")))
         else:
             from tinytrain.random import default_generator
 
@@ -137,6 +179,7 @@ class DistributedSampler(Sampler):
             raise ValueError(f"num_replicas must be a positive integer, got {num_replicas!r}")
         if not _integer(rank) or not 0 <= rank < num_replicas:
             raise ValueError(f"rank must be in [0, {num_replicas - 1}], got {rank!r}")
+        _seed(seed)
         self.dataset = dataset
         self.num_replicas = int(num_replicas)  # NumPy integers too, as in PyTorch
         self.rank = int(rank)
@@ -144,7 +187,7 @@ class DistributedSampler(Sampler):
         self.seed = seed
         self.drop_last = drop_last
         self.epoch = 0
-        n = len(dataset)
+        n = self._size = len(dataset)
         if drop_last:
             self.num_samples = n // num_replicas
         else:
@@ -154,12 +197,18 @@ class DistributedSampler(Sampler):
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose shuffled order the next iteration uses (same on all ranks)."""
+        _seed(epoch, "epoch")
         self.epoch = epoch
 
     def _order(self) -> np.ndarray:
         n = len(self.dataset)
+        if n != self._size:  # the shards were sized for another length: they would miss some
+            raise ValueError(
+                f"DistributedSampler: the data set has {n} samples now but {self._size} when "
+                "the sampler was made (its shards were sized for that); make a new sampler")
         if self.shuffle:
-            order = np.random.default_rng((self.seed, self.epoch)).permutation(n)
+            seeds = (_seed(self.seed), _seed(self.epoch, "epoch"))
+            order = np.random.default_rng(seeds).permutation(n)
         else:
             order = np.arange(n)
         if self.total_size > n:  # pad with the first indices, wrapping if n < padding
@@ -177,7 +226,7 @@ class DistributedSampler(Sampler):
         entry is True, on the last ``total_size - n`` ranks.
         """
         positions = np.arange(self.rank, self.total_size, self.num_replicas)
-        return positions >= len(self.dataset)
+        return positions >= self._size
 
     def __len__(self) -> int:
         return self.num_samples
