@@ -505,3 +505,140 @@ def test_layers_match_torch(device):
                       (nn.Flatten(0, 2), torch.nn.Flatten(0, 2))]:
         np.testing.assert_allclose(ours(tt.tensor(x, device=device)).numpy(),
                                    ref(torch.from_numpy(x)).numpy(), rtol=1e-6, atol=1e-7)
+
+
+# --------------------------------------------------------------------------- registration and
+# containers as PyTorch has them (a review's client programs; each case was silently wrong)
+
+
+def test_sequential_renumbers_after_delete_so_append_keeps_every_layer():
+    ours = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 3))
+    theirs = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU(), torch.nn.Linear(2, 3))
+    for s, sig in ((ours, nn.Sigmoid()), (theirs, torch.nn.Sigmoid())):
+        del s[0]
+        s.append(sig)
+    assert [type(m).__name__ for m in ours] == [type(m).__name__ for m in theirs]
+    assert list(ours._modules) == list(theirs._modules) == ["0", "1", "2"]
+    with pytest.raises(IndexError, match="out of range for a Sequential of 3"):
+        ours[5] = nn.ReLU()
+
+
+@pytest.mark.parametrize("make", [lambda: nn.Sequential(nn.Linear(2, 2), nn.ReLU()),
+                                  lambda: nn.ModuleList([nn.Linear(2, 2), nn.ReLU()])])
+def test_insert_of_a_non_module_changes_nothing(make):
+    container = make()
+    with pytest.raises(TypeError, match="int is not a Module"):
+        container.insert(0, 5)
+    assert len(container) == 2 and isinstance(container[0], nn.Linear)
+
+
+def test_names_and_kinds_are_checked_as_pytorch_does():
+    m = nn.Module()
+    with pytest.raises(TypeError, match="parameter 'w'"):
+        m.register_parameter("w", tt.zeros(3))  # a plain Tensor would be neither trained nor saved
+    with pytest.raises(TypeError, match="module name should be a string"):
+        m.add_module(0, nn.ReLU())
+    for bad in ("a.b", ""):
+        with pytest.raises(KeyError, match="can't be empty or contain"):
+            m.add_module(bad, nn.ReLU())
+    m.fc = nn.Linear(2, 2)
+    with pytest.raises(TypeError, match="as child module 'fc'"):
+        m.fc = tt.zeros(3)
+    m.plain = 1
+    with pytest.raises(KeyError, match="attribute 'plain' already exists"):
+        m.register_parameter("plain", nn.Parameter(np.zeros(2, np.float32)))
+    with pytest.raises(ValueError, match="training mode is expected to be boolean"):
+        m.train("no")
+
+
+def test_to_refuses_integer_dtypes_and_names_an_unknown_device():
+    m = nn.Linear(2, 2)
+    before = m.weight.numpy().copy()
+    for dtype in (np.int32, bool, tt.int64):
+        with pytest.raises(TypeError, match="only accepts floating point dtypes"):
+            m.to(dtype)
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        m.to("tpu")
+    np.testing.assert_array_equal(m.weight.numpy(), before)
+    assert m.to(np.float64).weight.dtype == np.float64
+
+
+def test_load_state_dict_checks_every_value_before_copying_any():
+    m = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    before = {k: v.numpy().copy() for k, v in m.state_dict().items()}
+    for bad in (np.array(["a", "b"]), None):
+        sd = {k: np.ones(v.shape, np.float32) for k, v in m.state_dict().items()}
+        sd["1.bias"] = bad
+        with pytest.raises(TypeError, match="1.bias is"):
+            m.load_state_dict(sd)
+        for k, v in m.state_dict().items():
+            np.testing.assert_array_equal(v.numpy(), before[k])
+
+
+def test_tied_weights_are_in_the_state_dict_under_both_names_like_torch():
+    def tied(lib):
+        a, b = lib.Linear(3, 3), lib.Linear(3, 3)
+        b.weight = a.weight
+        return lib.Sequential(a, b)
+
+    ours, theirs = tied(nn), tied(torch.nn)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert len(list(ours.parameters())) == len(list(theirs.parameters())) == 3
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    np.testing.assert_array_equal(ours[1].weight.numpy(), theirs[1].weight.detach().numpy())
+
+
+def test_batchnorm_loads_a_state_dict_without_its_batch_count_like_torch():
+    ours, theirs = nn.BatchNorm2d(3), torch.nn.BatchNorm2d(3)
+    sd = {k: v for k, v in theirs.state_dict().items() if k != "num_batches_tracked"}
+    theirs.load_state_dict(sd)  # strict, and accepted
+    ours.load_state_dict({k: v.numpy() for k, v in sd.items()})
+    assert int(ours.num_batches_tracked.item()) == 0
+    with pytest.raises(KeyError, match="missing keys \\['running_var'\\]"):
+        ours.load_state_dict({k: v.numpy() for k, v in sd.items() if k != "running_var"})
+
+
+@pytest.mark.parametrize("args", [(2, 1), (5,), (0, 3)])
+def test_flatten_refuses_dimensions_out_of_range_like_torch(args):
+    x = np.zeros((2, 3, 4), np.float32)
+    with pytest.raises(Exception) as theirs:
+        torch.nn.Flatten(*args)(torch.from_numpy(x))
+    with pytest.raises((IndexError, ValueError, RuntimeError)):
+        nn.Flatten(*args)(tt.tensor(x))
+    assert theirs.type in (IndexError, RuntimeError)
+
+
+def test_linear_with_no_input_features_gives_the_bias_like_torch():
+    ours, theirs = nn.Linear(0, 3), torch.nn.Linear(0, 3)
+    ours.bias.data[...] = theirs.bias.detach().numpy()
+    y = ours(tt.zeros((2, 0)))
+    np.testing.assert_array_equal(y.numpy(), theirs(torch.zeros(2, 0)).detach().numpy())
+    y.sum().backward()
+    assert ours.weight.grad.shape == (3, 0) and ours.bias.grad.numpy().tolist() == [2, 2, 2]
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"label_smoothing": 0.1},
+                                    {"weight": np.arange(1, 5, dtype=np.float32)}])
+def test_cross_entropy_of_an_all_ignored_batch_has_zero_gradients_like_torch(kwargs):
+    """The mean is NaN (0 / 0) in both, but PyTorch's gradient is zero: one optimizer step on
+    an all-padding batch must not turn the weights NaN."""
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    ours = tt.tensor(x, requires_grad=True)
+    theirs = torch.tensor(x, requires_grad=True)
+    t = np.full(3, -100)
+    kw_t = {k: tt.tensor(v) if k == "weight" else v for k, v in kwargs.items()}
+    kw_p = {k: torch.tensor(v) if k == "weight" else v for k, v in kwargs.items()}
+    loss = nn.functional.cross_entropy(ours, tt.tensor(t), **kw_t)
+    ref = torch.nn.functional.cross_entropy(theirs, torch.tensor(t), **kw_p)
+    loss.backward()
+    ref.backward()
+    assert np.isnan(loss.item()) and torch.isnan(ref)
+    np.testing.assert_array_equal(ours.grad.numpy(), theirs.grad.numpy())
+    with pytest.raises(ValueError, match="label_smoothing must be between 0.0 and 1.0"):
+        nn.functional.cross_entropy(ours, tt.tensor(np.zeros(3, np.int64)), label_smoothing=1.5)
+
+
+def test_random_init_refuses_integer_tensors():
+    for init in (nn.init.normal_, nn.init.uniform_, nn.init.kaiming_uniform_):
+        with pytest.raises(TypeError, match="expects a floating point tensor"):
+            init(tt.zeros((3, 3), dtype=tt.int64))

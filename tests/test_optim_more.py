@@ -220,3 +220,45 @@ def test_a_step_writes_in_place_and_graphs_that_saved_the_weights_see_it(cls):
         opt.step()
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             y.backward()
+
+
+# --------------------------------------------------------------------------- late, raw errors
+# turned into early, clear ones (a review's client programs)
+
+
+def test_a_gradient_of_the_wrong_shape_is_refused_when_assigned_or_named_at_step():
+    w = tt.nn.Parameter(np.zeros((3, 4), np.float32))
+    for bad, error in ((tt.zeros((4, 3)), "different size"), (tt.zeros((3, 4), dtype=tt.float64),
+                       "different type"), (np.zeros((3, 4), np.float32), "a Tensor or None")):
+        with pytest.raises((ValueError, TypeError), match=error):
+            w.grad = bad  # refused, as PyTorch refuses it
+    assert w.grad is None
+    for make in (lambda p: optim.SGD(p, lr=0.1, momentum=0.9), lambda p: optim.Adam(p)):
+        w.grad = tt.zeros((3, 4))
+        w.grad.data = np.zeros((4, 3), np.float32)  # the array behind it replaced
+        with pytest.raises(ValueError, match="shape \\(3, 4\\) has a .grad of shape \\(4, 3\\)"):
+            make([w]).step()
+
+
+def test_load_state_dict_checks_shapes_and_indices_before_changing_anything():
+    small = tt.nn.Linear(4, 3)
+    opt = optim.Adam(small.parameters(), lr=0.5)
+    small(tt.ones((2, 4))).sum().backward()
+    opt.step()
+    saved = opt.state_dict()
+    big = tt.nn.Linear(5, 3)
+    other = optim.Adam(big.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="parameter 0 has shape \\(3, 5\\) but its saved"):
+        other.load_state_dict(saved)
+    assert other.param_groups[0]["lr"] == 0.1 and not other.state  # unchanged
+    saved["state"][7] = saved["state"][0]
+    with pytest.raises(ValueError, match="parameter index 7, but this optimizer has 2"):
+        optim.Adam(small.parameters()).load_state_dict(saved)
+
+
+def test_duplicate_parameters_in_a_group_warn_like_torch():
+    w = tt.nn.Parameter(np.zeros(2, np.float32))
+    with pytest.warns(UserWarning, match="duplicate parameters"):
+        optim.SGD([w, w], lr=0.1)
+    with pytest.raises(ValueError, match="betas"):
+        optim.Adam([w], betas=(0.9,))

@@ -377,3 +377,21 @@ def test_what_load_would_refuse_is_refused_by_save_and_odd_but_valid_input_works
 def test_load_refuses_a_device_instead_of_reading_it_forever():
     with pytest.raises(ValueError, match="not a regular file"):
         tt.load("/dev/zero")
+
+
+def test_an_archive_entry_flagged_encrypted_is_a_clear_error_naming_the_file(tmp_path):
+    """A flipped bit in a zip header's flags marks an entry encrypted: zipfile raises a bare
+    RuntimeError about the entry; the error must name the file on disk."""
+    path = tmp_path / "enc.npz"
+    tt.save({"w": np.arange(4.0)}, path)
+    data = bytearray(path.read_bytes())
+    at = data.find(b"PK\x03\x04")
+    data[at + 6] |= 1  # general purpose flags, bit 0: encrypted
+    central = data.find(b"PK\x01\x02")
+    while central >= 0:
+        data[central + 8] |= 1
+        central = data.find(b"PK\x01\x02", central + 4)
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="not a readable tinytrain file") as info:
+        tt.load(path)
+    assert str(path) in str(info.value)

@@ -604,3 +604,120 @@ def test_tensor_of_a_cupy_array_stays_on_the_gpu():
 def test_tensor_device_defaults_to_where_the_data_is():
     assert tt.tensor(np.ones(2)).device == "cpu" and tt.tensor([1.0]).device == "cpu"
     assert tt.tensor(np.ones(2), device=tt.device("cpu")).device == tt.device("cpu")
+
+
+# --------------------------------------------------------------------------- a review's client
+# programs against PyTorch: each case was a wrong number or a raw NumPy error before
+
+
+def _grad_after(lib, steps):
+    x = lib.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    steps(x * 1)
+    return x.grad.tolist()
+
+
+@pytest.mark.parametrize("steps", [
+    lambda y: (lambda v: (y.mul_(2), (v * 3).sum().backward()))(y[0:2]),
+    lambda y: (lambda v, w: (v.mul_(5), w.sum().backward()))(y[0:2], y[1:3]),
+    lambda y: (lambda v: (y.mul_(2), v.add_(1), y.sum().backward()))(y[0:2]),
+    lambda y: (lambda v: (y.mul_(3), (v * v).sum().backward()))(y.reshape(2, 2)),
+    lambda y: (lambda v: (y[1:].mul_(3), (v * 2).sum().backward()))(y.reshape(2, 2)[0]),
+], ids=["view-then-base", "sibling-views", "stale-view-written", "reshape", "view-of-view"])
+def test_a_view_made_before_an_in_place_write_sees_it_in_its_gradient(steps):
+    """PyTorch regenerates a view's grad_fn when its base is written after the view was
+    made; tinytrain's views kept the old node and gave silently wrong gradients."""
+    assert _grad_after(tt, steps) == _grad_after(torch, steps)
+
+
+@pytest.mark.parametrize("index", [
+    (0, None, [1, 0]), (0, slice(None), [1, 0], None), (slice(1, None), 0, None, [[0], [1]]),
+    (None, 0, [1, 0]), (0, slice(None), [1, 2]), (1, Ellipsis, [0, 1]),
+])
+def test_integer_and_array_indices_read_and_write_in_pytorch_order(index):
+    data = np.arange(120.0).reshape(3, 4, 5, 2)
+    ours, theirs = tt.tensor(data), torch.tensor(data)
+    got, want = ours[index], theirs[index]
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    value = np.arange(float(want.numel())).reshape(tuple(want.shape)) + 1000
+    ours[index] = tt.tensor(value)
+    theirs[index] = torch.tensor(value)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_integer_results_are_not_differentiable():
+    x = tt.tensor([1.5, 2.5], requires_grad=True)
+    for y in (x.long(), x.int(), x.bool(), x.argmax(0)):
+        assert not y.requires_grad and y.grad_fn is None
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        (x.long().float() * 3).sum().backward()
+    z = tt.zeros(3, dtype=tt.int64)
+    z[0:2] = x * 2
+    assert not z.requires_grad and z.tolist() == [3, 5, 0]
+
+
+def test_std_of_equal_values_has_a_zero_gradient_like_torch():
+    for unbiased in (True, False):
+        grads = []
+        for lib in (tt, torch):
+            x = lib.tensor([[1.0, 1.0, 1.0], [1.0, 2.0, 4.0]], requires_grad=True)
+            x.std(1, unbiased=unbiased).sum().backward()
+            grads.append(np.asarray(x.grad.tolist()))
+        np.testing.assert_allclose(grads[0], grads[1], rtol=1e-6)
+        assert not np.isnan(grads[0]).any()
+
+
+@pytest.mark.parametrize("op", [
+    lambda t: t.sum(dim=()), lambda t: t.sum(dim=[]), lambda t: t.mean(dim=()),
+    lambda t: t.var(dim=()),
+])
+def test_an_empty_dim_list_reduces_every_dim_like_torch(op):
+    data = np.arange(24.0).reshape(2, 3, 4)
+    np.testing.assert_allclose(op(tt.tensor(data)).item(), op(torch.tensor(data)).item())
+
+
+@pytest.mark.parametrize("op", [
+    lambda t: t.sum(0), lambda t: t.sum(-1), lambda t: t.mean(0), lambda t: t.amax(-1),
+    lambda t: t.max(0)[0], lambda t: t.max(-1)[1], lambda t: t.argmax(0, keepdim=True),
+    lambda t: t.softmax(-1), lambda t: t.log_softmax(0), lambda t: t.logsumexp(0),
+    lambda t: t.transpose(0, 0), lambda t: t.var(0, unbiased=False),
+])
+def test_a_0d_tensor_takes_dim_0_and_minus_1_like_torch(op):
+    ours, theirs = op(tt.tensor(2.0)), op(torch.tensor(2.0))
+    assert tuple(ours.shape) == tuple(theirs.shape) == ()
+    assert float(ours.item()) == float(theirs.item())
+    with pytest.raises(IndexError):
+        tt.tensor(2.0).sum(1)
+
+
+def test_empty_dims_give_empty_softmax_and_minus_inf_logsumexp_like_torch():
+    x = np.zeros((2, 0), np.float32)
+    assert tt.tensor(x).softmax(1).shape == (2, 0) == tuple(torch.tensor(x).softmax(1).shape)
+    assert tt.tensor(x).logsumexp(1).tolist() == torch.tensor(x).logsumexp(1).tolist()
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda: tt.zeros((2, 3)).sum((1, -1)), "appears more than once"),
+    (lambda: tt.zeros((2, 3)).flip(0, 0), "appears more than once"),
+    (lambda: tt.zeros((2, 3, 4)).transpose(0, 4), "out of range"),
+    (lambda: tt.ones(2).repeat(2, -1), "must be >= 0"),
+    (lambda: tt.eye(-1), "must be >= 0"),
+    (lambda: tt.arange(0, 5, 0), "inconsistent"),
+    (lambda: tt.arange(0, 5, -1), "inconsistent"),
+    (lambda: tt.tensor([[1, 2], [3]]), "different lengths"),
+    (lambda: tt.randn(3, dtype=tt.int64), "floating point dtype"),
+    (lambda: tt.rand_like(tt.zeros(2, dtype=tt.int64)), "floating point dtype"),
+    (lambda: tt.ones(3).expand(2, 3).add_(1), "more than one element"),
+    (lambda: tt.ones(3).expand(2, 3).__setitem__(0, 5.0), "more than one element"),
+])
+def test_bad_arguments_get_clear_errors_not_numpy_tracebacks(call, error):
+    with pytest.raises((ValueError, RuntimeError, IndexError, TypeError), match=error):
+        call()
+
+
+def test_assigned_grads_are_checked_and_backward_takes_a_list():
+    x = tt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    with pytest.raises(ValueError, match="different size"):
+        x.grad = tt.zeros(1)
+    (x * 2).backward(gradient=[1.0, 1.0, 1.0])
+    assert x.grad.tolist() == [2.0, 2.0, 2.0]

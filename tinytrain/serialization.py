@@ -253,6 +253,7 @@ def _load(file: Any, path: Path, device: str | None) -> Any:
         return _Decoder(arrays, device).node(meta.get("root"), "root", 0)
     except ValueError as exc:  # also json.JSONDecodeError and UnicodeDecodeError
         raise ValueError(f"load: {path} is not a readable tinytrain file: {exc}") from None
-    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, RecursionError) as exc:
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, RuntimeError,
+            NotImplementedError) as exc:  # RuntimeError: an 'encrypted' or too deep entry
         raise ValueError(f"load: {path} is not a readable tinytrain file: "
                          f"{type(exc).__name__}: {exc}") from None

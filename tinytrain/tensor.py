@@ -91,11 +91,15 @@ class Tensor:
     __array_priority__ = 1000  # make ``ndarray + Tensor`` call Tensor.__radd__
 
     # defaults shared by every instance until set (creating a tensor is on the hot path)
-    grad: Tensor | None = None
+    _grad: Tensor | None = None
     grad_fn: Node | None = None
     requires_grad: bool = False
     _acc_node: AccumulateGrad | None = None
     _base: Tensor | None = None  # the tensor whose memory this one is a view of
+    # A recorded view: how it was made, (Function, inputs), and the version it was made at
+    # (see _refresh_view).
+    _view_replay: tuple[Any, tuple[Any, ...]] | None = None
+    _view_version: int = 0
     _post_accumulate_grad_hooks: Mapping[int, Callable[[Tensor], None]] = MappingProxyType({})
 
     def __init__(self, data: Any, requires_grad: bool = False) -> None:
@@ -122,6 +126,30 @@ class Tensor:
             self.requires_grad = True
 
     # ------------------------------------------------------------ properties
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The gradient accumulated by ``backward()`` (None until then)."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        """Checked as PyTorch checks it: a Tensor of this tensor's shape, dtype and device
+        (a wrong one would fail later, deep in an optimizer or the next accumulation)."""
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got "
+                                f"{type(value).__name__}")
+            if value.shape != self.shape:
+                raise ShapeError(f"assigned grad has data of a different size: shape "
+                                 f"{value.shape}, the tensor's {self.shape}")
+            if value.dtype != self.dtype:
+                raise DTypeError(f"assigned grad has data of a different type: {value.dtype}, "
+                                 f"the tensor's {self.dtype}")
+            if type(value._data) is not type(self._data):
+                raise RuntimeError(f"assigned grad has data located on a different device: "
+                                   f"{value.device}, the tensor's {self.device}")
+        self._grad = value
 
     @property
     def data(self) -> Any:
@@ -344,6 +372,17 @@ class Tensor:
         self.requires_grad = requires_grad
         return self
 
+    def _refresh_view(self) -> None:
+        """A view whose memory was written in place since it was made (through its base or
+        another view: the version they share moved) takes its graph node anew from its
+        parent's current graph, so that gradients see the write, as PyTorch regenerates a
+        view's ``grad_fn``. The view op runs again on the same parent (a new view of the
+        same memory, whose node is all that is kept)."""
+        cls, inputs = self._view_replay
+        self._view_version = self._version_counter[0]
+        fresh = cls.apply(*inputs)
+        self.grad_fn, self.requires_grad = fresh.grad_fn, fresh.requires_grad
+
     def detach(self) -> Tensor:
         """The same array, cut from the graph (shares memory and version, like PyTorch)."""
         return Tensor(self)
@@ -358,6 +397,8 @@ class Tensor:
 
     def _grad_node(self) -> Node:
         """The node gradients flow into: ``grad_fn``, or the leaf's AccumulateGrad."""
+        if self._view_replay is not None and self._version_counter[0] != self._view_version:
+            self._refresh_view()
         if self.grad_fn is not None:
             return self.grad_fn
         if self._acc_node is None:
@@ -386,7 +427,9 @@ class Tensor:
             owned = True
         else:
             owned = False
-            grad = gradient._data if isinstance(gradient, Tensor) else gradient
+            if not isinstance(gradient, Tensor):  # a list, a number or an array
+                gradient = tensor(gradient, dtype=self.dtype, device=self.device)
+            grad = gradient._data
             if tuple(grad.shape) != self.shape:
                 raise ShapeError(
                     f"backward(): gradient has shape {tuple(grad.shape)} but the tensor has "
@@ -676,12 +719,15 @@ class Tensor:
           slice ``x[i]`` the write goes through ``x[i] = result``, so that ``x``'s graph
           records it too (PyTorch's CopySlices); other views (reshape, permute) refuse.
         """
+        self._check_writeable(name)
         recording = is_grad_enabled() and (
             self.requires_grad or builtins.any(isinstance(a, Tensor) and a.requires_grad
                                                for a in args))
         source, view_of = self, None
         if recording:
             base = self._base
+            if self._view_replay is not None and self._version_counter[0] != self._view_version:
+                self._refresh_view()  # written through its base since it was made
             if self.requires_grad and self.grad_fn is None:
                 raise RuntimeError(f"{name}: {_LEAF_INPLACE}")
             if base is not None and base.requires_grad and base.grad_fn is None:
@@ -719,6 +765,17 @@ class Tensor:
             self._data[...] = out._data
             self._version_counter[0] += 1
         return self
+
+    def _check_writeable(self, name: str) -> None:
+        """An expanded view (``expand``, ``broadcast_to``) has many elements on one memory
+        location, and NumPy makes it read-only: say so, as PyTorch does, not NumPy's
+        "assignment destination is read-only"."""
+        flags = getattr(self._data, "flags", None)
+        if flags is not None and not getattr(flags, "writeable", True):
+            raise RuntimeError(
+                f"{name}: unsupported operation: more than one element of the written-to "
+                f"tensor refers to a single memory location (an expand() or broadcast_to() "
+                f"view, or a read-only array); clone() it before writing")
 
     def add_(self, other: Any, alpha: float = 1) -> Tensor:
         return self._inplace("add_", lambda s: s.add(other, alpha), other)
@@ -779,7 +836,12 @@ class Tensor:
 
     def __setitem__(self, index: Any, value: Any) -> None:
         """``t[index] = value``: an in-place write (PyTorch's ``index_put_``)."""
+        self._check_writeable("__setitem__")
         index = _raw_index(index)
+        first = _integers_first(index)
+        if first is not None:  # the layout __getitem__ reads: select, then write the rest
+            self[first[0]][first[1]] = value
+            return
         if isinstance(value, Tensor):
             value = value.to(self.device, self.dtype)
         else:
@@ -819,6 +881,9 @@ class Tensor:
         """``log(softmax(x))`` along ``dim``, computed stably; floating input (``dtype``
         converts first, as in PyTorch)."""
         x = self._float_for("log_softmax", dtype)
+        if x.ndim == 0 or x.numel() == 0:  # one value: log(1) = 0; nothing: nothing
+            x._reduction_axes(dim)
+            return x - x
         (axis,) = O._normalize_axis(dim, self.ndim)
         return O.LogSoftmax.apply(x, axis)
 
@@ -826,6 +891,9 @@ class Tensor:
         """``exp(x) / sum(exp(x))`` along ``dim``, computed stably; floating input
         (``dtype`` converts first, as in PyTorch)."""
         x = self._float_for("softmax", dtype)
+        if x.ndim == 0 or x.numel() == 0:  # one value: 1 (its gradient 0); nothing: nothing
+            x._reduction_axes(dim)
+            return (x - x).exp()
         (axis,) = O._normalize_axis(dim, self.ndim)
         return O.Softmax.apply(x, axis)
 
@@ -845,17 +913,28 @@ class Tensor:
         ``dtype`` converts first; ``keepdims`` is NumPy's name for ``keepdim``."""
         x = self if dtype is None else self.to(dtype=dtype)
         keep = keepdim if keepdims is None else keepdims
-        return O.Sum.apply(x, O._normalize_axis(dim, self.ndim), keep)
+        return O.Sum.apply(x, self._reduction_axes(dim), keep)
 
     def mean(self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
              dtype: Any = None, keepdims: bool | None = None) -> Tensor:
         """Mean over ``dim`` (all if None) of a floating tensor (``dtype`` converts first)."""
         x = self._float_for("mean", dtype)
         keep = keepdim if keepdims is None else keepdims
-        return O.Mean.apply(x, O._normalize_axis(dim, self.ndim), keep)
+        return O.Mean.apply(x, self._reduction_axes(dim), keep)
+
+    def _reduction_axes(self, dim: Any) -> tuple[int, ...] | None:
+        """The axes a reduction over ``dim`` reduces, as PyTorch reads ``dim``: None and an
+        empty tuple or list mean every axis, and a 0-d tensor takes ``dim`` 0 or -1 (its
+        one value: None here)."""
+        if dim is None or (isinstance(dim, tuple | list) and len(dim) == 0):
+            return None
+        if self.ndim == 0:
+            O._normalize_axis(dim, 1)  # 0 or -1, else an IndexError naming it
+            return None
+        return O._normalize_axis(dim, self.ndim)
 
     def _reduce_check(self, name: str, dim: Any) -> tuple[int, ...] | None:
-        axes = O._normalize_axis(dim, self.ndim)
+        axes = self._reduction_axes(dim)
         if self._data.size == 0 and (axes is None or builtins.any(
                 self.shape[a] == 0 for a in axes)):
             raise RuntimeError(f"{name}(): cannot reduce an empty dimension (shape {self.shape})")
@@ -876,6 +955,10 @@ class Tensor:
             return self.maximum(dim) if name == "max" else self.minimum(dim)
         if dim is None:
             return (self.amax if name == "max" else self.amin)()
+        if self.ndim == 0:  # its one value, at index 0
+            self._reduction_axes(dim)
+            index = Tensor(backend.array_module(self.device).zeros((), dtype=int64))
+            return (MaxResult if name == "max" else MinResult)(O.Clone.apply(self), index)
         (axis,) = self._reduce_check(name, dim)
         find = self._data.argmax if name == "max" else self._data.argmin
         index = backend.get_array_module(self._data).expand_dims(find(axis=axis), axis)
@@ -944,9 +1027,14 @@ class Tensor:
         return self.reshape(other.shape)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        """Merge dimensions ``start_dim .. end_dim`` (inclusive) into one (a 0-d tensor
+        becomes ``[1]``)."""
+        s, e = O._normalize_axis((start_dim, end_dim), max(self.ndim, 1))
+        if s > e:
+            raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
+                             f"for a tensor with {self.ndim} dimensions")
         if self.ndim == 0:
             return self.reshape(1)
-        s, e = start_dim % self.ndim, end_dim % self.ndim
         new = self.shape[:s] + (int(np.prod(self.shape[s:e + 1])),) + self.shape[e + 1:]
         return self.reshape(new)
 
@@ -961,13 +1049,17 @@ class Tensor:
         return self.reshape(self.shape[:axis] + (1,) + self.shape[axis:])
 
     def permute(self, *dims: int | Sequence[int]) -> Tensor:
-        dims = tuple(d % self.ndim for d in _shape_arg(dims))
+        dims = O._normalize_axis(tuple(_shape_arg(dims)), self.ndim) or ()
         if sorted(dims) != list(range(self.ndim)):
             raise ShapeError(f"permute: {dims} is not a permutation of the {self.ndim} dims")
         return O.Permute.apply(self, dims)
 
     def transpose(self, dim0: int, dim1: int) -> Tensor:
+        (d0,), (d1,) = (O._normalize_axis(d, builtins.max(self.ndim, 1)) for d in (dim0, dim1))
+        if self.ndim == 0:
+            return self
         dims = list(range(self.ndim))
+        dim0, dim1 = d0, d1
         dims[dim0], dims[dim1] = dims[dim1], dims[dim0]
         return self.permute(dims)
 
@@ -1019,6 +1111,8 @@ class Tensor:
         """Tile the tensor ``sizes[d]`` times along each dimension (a copy; extra leading
         sizes add dimensions): ``[2, 3].repeat(2, 1, 1)`` is ``[2, 2, 3]``."""
         reps = _shape_arg(sizes)
+        if builtins.any(r < 0 for r in reps):
+            raise ShapeError(f"repeat: sizes must be >= 0, got {reps}")
         if len(reps) < self.ndim:
             raise ShapeError(f"Number of dimensions of repeat dims ({len(reps)}) can not be "
                              f"smaller than number of dimensions of tensor ({self.ndim})")
@@ -1289,7 +1383,7 @@ class Tensor:
             correction = 0 if unbiased is False else 1
         if self.dtype.kind != "f":
             raise DTypeError(f"std and var only support floating point dtypes, got {self.dtype}")
-        axes = O._normalize_axis(dim, self.ndim)
+        axes = self._reduction_axes(dim)
         count = self.numel() if axes is None else int(np.prod([self.shape[a] for a in axes]))
         centered = self - self.mean(axes, keepdim=True)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -1298,12 +1392,14 @@ class Tensor:
     def std(self, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
             correction: float | None = None) -> Tensor:
         """Standard deviation: ``sqrt(var(...))`` with the same arguments."""
-        return self.var(dim, unbiased, keepdim, correction=correction).sqrt()
+        return O.StdFromVar.apply(self.var(dim, unbiased, keepdim, correction=correction))
 
     def logsumexp(self, dim: Any, keepdim: bool = False) -> Tensor:
         """``log(sum(exp(x)))`` over ``dim``, computed stably (the max taken out first)."""
         x = self if self.dtype.kind == "f" else self.float()
-        axes = O._normalize_axis(dim, x.ndim)
+        axes = x._reduction_axes(dim)
+        if x.numel() == 0:  # an empty sum: log(0) = -inf, as in PyTorch
+            return x.exp().sum(axes, keepdim).log()
         top = x.amax(axes, keepdim=True)._data
         top = Tensor(backend.get_array_module(top).where(np.isinf(top), 0, top))  # inf - inf
         out = (x - top).exp().sum(axes, keepdim=True).log() + top
@@ -1717,7 +1813,7 @@ def _integers_first(index: Any) -> tuple[tuple, tuple] | None:
     (``[2, 3]``). Indexing in two steps, the integers then the rest, gives PyTorch's
     layout. When the integers and arrays sit side by side, both orders agree.
     """
-    if not isinstance(index, tuple) or builtins.any(i is None for i in index):
+    if not isinstance(index, tuple):
         return None
     def is_int(i: Any) -> bool:
         return isinstance(i, int | np.integer) and not isinstance(i, bool | np.bool_)
@@ -1731,13 +1827,13 @@ def _integers_first(index: Any) -> tuple[tuple, tuple] | None:
         return None
     ints: list[Any] = []
     for i in index:
-        if is_int(i) or i is Ellipsis:
+        if is_int(i) or i is Ellipsis or i is None:  # None: the new axis, made in step one
             ints.append(i)
         else:  # one slice per dimension it indexes (a bool mask: one per mask dimension)
             mask = is_array(i) and (i.dtype if hasattr(i, "dtype") else np.asarray(i).dtype
                                     ).kind == "b"
             ints.extend([slice(None)] * (np.ndim(i) if mask else 1))
-    return tuple(ints), tuple(i for i in index if not is_int(i))
+    return tuple(ints), tuple(slice(None) if i is None else i for i in index if not is_int(i))
 
 
 def _bool_condition(name: str, condition: Any) -> Tensor:
@@ -1795,10 +1891,16 @@ def tensor(data: Any, dtype: Any = None, device: Any = None,
     if device is None:
         on_gpu = hasattr(data, "dtype") and backend.device_of(data) == "cuda"
         device = backend.CUDA if on_gpu else _device(None)
-    dtype = np.dtype(dtype) if dtype is not None else _default_dtype(data)
-    xp = backend.array_module(_device(device))
-    arr = xp.array(backend.to_device(data, device) if hasattr(data, "dtype") else data,
-                   dtype=dtype, copy=True)
+    try:
+        dtype = np.dtype(dtype) if dtype is not None else _default_dtype(data)
+        xp = backend.array_module(_device(device))
+        arr = xp.array(backend.to_device(data, device) if hasattr(data, "dtype") else data,
+                       dtype=dtype, copy=True)
+    except ValueError as exc:
+        if "inhomogeneous" not in str(exc) and "sequence" not in str(exc):
+            raise
+        raise InvalidArgument(f"tensor(): the nested lists have different lengths (a tensor "
+                              f"is rectangular): {str(data)[:80]}") from None
     if arr.dtype.kind not in "biuf":
         raise InvalidArgument(f"tensor(): can't make a Tensor of {arr.dtype} data; tinytrain "
                               "tensors hold bool, integer or floating-point numbers")
@@ -1871,6 +1973,7 @@ def full_like(t: Tensor, fill_value: float, dtype: Any = None,
 def randn(*shape: int, dtype: Any = float32, device: Any = None,
           requires_grad: bool = False) -> Tensor:
     """Standard normal samples from the package generator (same on every device)."""
+    _floating_samples("randn", dtype)
     arr = default_generator().standard_normal(_new_shape(shape)).astype(dtype)
     return Tensor(backend.to_device(arr, _device(device)),
                   requires_grad=requires_grad)
@@ -1879,9 +1982,17 @@ def randn(*shape: int, dtype: Any = float32, device: Any = None,
 def rand(*shape: int, dtype: Any = float32, device: Any = None,
          requires_grad: bool = False) -> Tensor:
     """Uniform samples in [0, 1) from the package generator."""
+    _floating_samples("rand", dtype)
     arr = default_generator().random(_new_shape(shape)).astype(dtype)
     return Tensor(backend.to_device(arr, _device(device)),
                   requires_grad=requires_grad)
+
+
+def _floating_samples(name: str, dtype: Any) -> None:
+    """Real-valued samples cast to integers would be mostly zeros: refused, as in PyTorch."""
+    if np.dtype(dtype).kind != "f":
+        raise DTypeError(f"{name}: samples need a floating point dtype, got {np.dtype(dtype)} "
+                         "(for random integers use randint)")
 
 
 def randn_like(t: Tensor, dtype: Any = None) -> Tensor:
@@ -1895,6 +2006,8 @@ def rand_like(t: Tensor, dtype: Any = None) -> Tensor:
 def eye(n: int, m: int | None = None, dtype: Any = float32, device: Any = None,
         requires_grad: bool = False) -> Tensor:
     """The ``[n, m]`` identity matrix (``m`` defaults to ``n``)."""
+    if n < 0 or (m is not None and m < 0):
+        raise ShapeError(f"eye: sizes must be >= 0, got n={n}, m={m}")
     xp = backend.array_module(_device(device))
     return Tensor(xp.eye(n, m, dtype=np.dtype(dtype)), requires_grad=requires_grad)
 
@@ -1968,6 +2081,9 @@ def arange(start: float, end: float | None = None, step: float = 1, dtype: Any =
            device: Any = None) -> Tensor:
     if end is None:
         start, end = 0, start
+    if step == 0 or (end - start) * step < 0:
+        raise InvalidArgument(f"arange: start {start}, end {end} and step {step} are "
+                              "inconsistent (step must be non-zero and point from start to end)")
     xp = backend.array_module(_device(device))
     arr = xp.arange(start, end, step)
     if dtype is None:

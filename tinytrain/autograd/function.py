@@ -255,7 +255,9 @@ class Function:
         output = Tensor(out)
         if getattr(out, "base", None) is not None or any(r is out for r in raw):
             _share_version_if_view(output, out, inputs, raw)
-        if any_needs and is_grad_enabled():
+        # Integer and bool results are not differentiable (a cast to int64, an argmax):
+        # they never require grad, as in PyTorch.
+        if any_needs and is_grad_enabled() and _differentiable(out):
             ctx = Context(tuple(needs))
             raw = tuple(raw)
             cls.setup_context(ctx, raw, out)
@@ -264,6 +266,9 @@ class Function:
             nexts = tuple(x._grad_node() if n else None for x, n in zip(inputs, needs))
             output.grad_fn = Node(cls, ctx, nexts)
             output.requires_grad = True
+            if output._base is not None:  # a view: how to make its node again (_refresh_view)
+                output._view_replay = (cls, inputs)
+                output._view_version = output._version_counter[0]
         return output
 
 
@@ -279,7 +284,7 @@ def _apply_ctx_style(cls: type[Function], inputs: tuple[Any, ...]) -> Tensor:
                             f"Functions return one Tensor")
         out = Tensor(out)
     output = Tensor(out)  # shares out's memory and version; never an input's own object
-    if any(needs) and is_grad_enabled():
+    if any(needs) and is_grad_enabled() and _differentiable(out):
         _check_same_device(cls, inputs)
         ctx._versions = tuple((t._version_counter, t._version_counter[0])
                               if isinstance(t, Tensor) else None for t in ctx._saved)
@@ -287,6 +292,12 @@ def _apply_ctx_style(cls: type[Function], inputs: tuple[Any, ...]) -> Tensor:
         output.grad_fn = CtxNode(cls, ctx, nexts)
         output.requires_grad = True
     return output
+
+
+def _differentiable(out: Any) -> bool:
+    """Whether a Function's result can carry a gradient: floating (not integer or bool)."""
+    dtype = getattr(out, "dtype", None)
+    return dtype is None or dtype.kind == "f"
 
 
 def _root(array: Any) -> Any:

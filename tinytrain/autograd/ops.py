@@ -56,6 +56,8 @@ def broadcast_shapes(op: str, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[i
 
 
 def _normalize_axis(axis: Any, ndim: int) -> tuple[int, ...] | None:
+    """``axis`` (an int or a sequence) as non-negative axes of an ``ndim``-d tensor; None
+    stays None. Out of range: an IndexError; twice the same: an InvalidArgument."""
     if axis is None:
         return None
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
@@ -64,6 +66,9 @@ def _normalize_axis(axis: Any, ndim: int) -> tuple[int, ...] | None:
         if not -ndim <= a < max(ndim, 1):
             raise IndexError(f"axis {a} is out of range for a tensor with {ndim} dimensions")
         out.append(a % max(ndim, 1))
+    if len(set(out)) != len(out):
+        raise InvalidArgument(f"dims {axes}: a dimension appears more than once (a tensor with "
+                              f"{ndim} dimensions)")
     return tuple(out)
 
 
@@ -339,6 +344,18 @@ class Sqrt(Function):
     def backward(ctx, g):
         (out,) = ctx.saved_tensors
         return g / (2 * out)
+
+
+class StdFromVar(Sqrt):
+    """``std = sqrt(var)``: where the variance is 0 (all values equal) the gradient is 0, as
+    PyTorch's ``std_backward`` has it; sqrt's own would be ``inf``, and ``0 * inf`` through
+    the variance NaN."""
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return get_array_module(out).where(out == 0, 0, g / (2 * out)).astype(out.dtype)
 
 
 class ReLU(Function):

@@ -69,6 +69,8 @@ class ModuleList(Module):
         return self
 
     def insert(self, index: int, module: Module) -> None:
+        if not isinstance(module, Module):  # before anything changes
+            raise TypeError(f"ModuleList.insert: {type(module).__name__} is not a Module")
         values = list(self._modules.values())
         values.insert(index, module)
         self._renumber(values)

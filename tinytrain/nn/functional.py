@@ -168,6 +168,9 @@ def cross_entropy(input: Tensor, target: Tensor | Any, weight: Tensor | None = N
     ``ignore_index`` takes the general path.
     """
     _floating("cross_entropy: the logits", input)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
+                         f"{label_smoothing}")
     if _is_probabilities(input, target):
         return _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
     t = _class_targets("cross_entropy", input, target, reduction, checked_by_kernel=True,
@@ -216,17 +219,27 @@ def _nll(logp: Tensor, t: Any, weight: Tensor | None, ignore_index: int, reducti
     safe = xp.where(keep, t, 0)
     w_t = Tensor(w[safe] * keep)  # each sample's weight, 0 if ignored
     loss = -logp[xp.arange(n), safe] * w_t
-    total = w_t.sum()
+    # Every target ignored: the mean is NaN (0 / 0) but the gradient zero, as in PyTorch
+    # (dividing by the zero total would give 0 * inf = NaN gradients, and one optimizer
+    # step on an all-padding batch would turn every weight NaN). So divide by 1 and add a
+    # NaN that carries no gradient. Array ops only: no wait for a GPU.
+    none_kept = ~keep.any()
+    nan = Tensor(xp.where(none_kept, xp.nan, 0).astype(logp.dtype))
+
+    def mean(total: Any) -> Tensor:
+        return Tensor(xp.where(none_kept, 1, total).astype(logp.dtype))
+
+    total = w_t.data.sum()
     if label_smoothing:
         smooth = -(logp * Tensor(w)).sum(1) * Tensor(keep.astype(logp.dtype))
         if reduction == "mean":
             # PyTorch: each part divided by the total weight (by the count without weights)
-            denom = total if weight is not None else Tensor(keep.sum().astype(logp.dtype))
-            return ((1 - label_smoothing) * loss.sum() / total
-                    + label_smoothing / c * smooth.sum() / denom)
+            denom = total if weight is not None else keep.sum()
+            return ((1 - label_smoothing) * loss.sum() / mean(total)
+                    + label_smoothing / c * smooth.sum() / mean(denom) + nan)
         loss = (1 - label_smoothing) * loss + label_smoothing / c * smooth
     if reduction == "mean":
-        return loss.sum() / total
+        return loss.sum() / mean(total) + nan
     return _reduce(loss, reduction, "cross_entropy")
 
 

@@ -37,11 +37,20 @@ def calculate_fan_in_and_fan_out(t: Tensor) -> tuple[int, int]:
     return t.shape[1] * receptive, t.shape[0] * receptive
 
 
+def _floating(t: Tensor | np.ndarray, name: str) -> None:
+    """Random draws are real numbers: cast into an integer tensor they would be truncated
+    (mostly to 0), so, as PyTorch, refuse."""
+    if t.dtype.kind != "f":
+        raise TypeError(f"{name} expects a floating point tensor, got dtype {t.dtype}")
+
+
 def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
+    _floating(t, "uniform_")
     return _fill(t, default_generator().uniform(a, b, size=t.shape))
 
 
 def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
+    _floating(t, "normal_")
     return _fill(t, default_generator().normal(mean, std, size=t.shape))
 
 

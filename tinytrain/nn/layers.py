@@ -264,12 +264,23 @@ class Sequential(Module):
         return values[i]
 
     def __setitem__(self, i: int, module: Module) -> None:
-        key = list(self._modules)[i]
-        self.add_module(key, module)
+        keys = list(self._modules)
+        if not -len(keys) <= i < len(keys):
+            raise IndexError(f"index {i} is out of range for a Sequential of {len(keys)}")
+        self.add_module(keys[i], module)
 
     def __delitem__(self, i: int | slice) -> None:
-        for key in list(self._modules)[i] if isinstance(i, slice) else [list(self._modules)[i]]:
+        """Delete, then number the rest ``"0"``, ``"1"``, ... again, as PyTorch does (so
+        that ``append`` cannot reuse a name that is still taken)."""
+        keys = list(self._modules)
+        if not isinstance(i, slice) and not -len(keys) <= i < len(keys):
+            raise IndexError(f"index {i} is out of range for a Sequential of {len(keys)}")
+        for key in keys[i] if isinstance(i, slice) else [keys[i]]:
             del self._modules[key]
+        modules = list(self._modules.values())
+        self._modules.clear()
+        for n, m in enumerate(modules):
+            self.add_module(str(n), m)
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -287,6 +298,8 @@ class Sequential(Module):
         return self
 
     def insert(self, index: int, module: Module) -> Sequential:
+        if not isinstance(module, Module):  # before anything changes
+            raise TypeError(f"Sequential.insert: {type(module).__name__} is not a Module")
         modules = list(self._modules.values())
         modules.insert(index, module)
         self._modules.clear()

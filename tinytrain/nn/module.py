@@ -54,6 +54,27 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
+def _check_name(module: Module, name: Any, kind: str, registry: dict[str, Any]) -> None:
+    """A parameter's, buffer's or submodule's name must be a key of ``state_dict()`` on its
+    own: a non-empty string without '.', not already another kind of attribute."""
+    if not isinstance(name, str):
+        raise TypeError(f"{kind} name should be a string, got {type(name).__name__} {name!r}")
+    if not name or "." in name:
+        raise KeyError(f"{kind} name can't be empty or contain '.', got {name!r}")
+    others = [r for r in (module._parameters, module._buffers, module._modules)
+              if r is not registry]
+    if any(name in r for r in others) or (name in module.__dict__ and name not in registry):
+        raise KeyError(f"attribute {name!r} already exists")
+
+
+def _is_dtype(value: Any) -> bool:
+    try:
+        np.dtype(value)
+    except TypeError:
+        return False
+    return value is not None
+
+
 class Module:
     """Base class of every layer and model."""
 
@@ -86,6 +107,9 @@ class Module:
                     f"cannot assign {type(value).__name__!r} as parameter {name!r} (an "
                     f"nn.Parameter or None expected); wrap it: nn.Parameter(value)"
                 )
+            if name in self._modules and value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__!r} as child module "
+                                f"{name!r} (an nn.Module or None expected)")
         target = (self._parameters if isinstance(value, Parameter)
                   else self._modules if isinstance(value, Module)
                   else self._parameters if name in self._parameters else None)
@@ -118,19 +142,19 @@ class Module:
         object.__delattr__(self, name)
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
+        _check_name(self, name, "parameter", self._parameters)
         if param is None:
             self._parameters[name] = None
+        elif not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign {type(param).__name__!r} as parameter {name!r} (an "
+                            f"nn.Parameter or None expected); wrap it: nn.Parameter(value)")
         else:
             setattr(self, name, param)
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """A tensor that is state (moved with ``to``) but not trained. Persistent buffers
         are in ``state_dict()``; ``persistent=False`` ones are not."""
-        if not isinstance(name, str) or not name or "." in name:
-            raise KeyError(f"buffer name must be a non-empty string without '.', got {name!r}")
-        if name in self._parameters or name in self._modules or (
-                name in self.__dict__ and name not in self._buffers):
-            raise KeyError(f"attribute {name!r} already exists")
+        _check_name(self, name, "buffer", self._buffers)
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign {type(tensor).__name__!r} as buffer {name!r} "
                             f"(a Tensor or None expected)")
@@ -144,6 +168,7 @@ class Module:
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass (add_module "
                             f"{name!r})")
+        _check_name(self, name, "module", self._modules)
         self._modules[name] = module
 
     register_module = add_module
@@ -267,14 +292,14 @@ class Module:
 
     def state_dict(self) -> OrderedDict[str, Tensor]:
         """Every parameter and persistent buffer by dotted name, detached (sharing memory),
-        in PyTorch's order: module by module, each one's parameters, then its buffers."""
+        in PyTorch's order: module by module, each one's parameters, then its buffers. A
+        parameter shared by two modules (tied weights) is there under both names, as in
+        PyTorch (``named_parameters()`` gives it once)."""
         out: OrderedDict[str, Tensor] = OrderedDict()
-        seen: set[int] = set()
         for mod_name, m in self.named_modules():
             prefix = f"{mod_name}." if mod_name else ""
             for name, p in m._parameters.items():
-                if p is not None and id(p) not in seen:
-                    seen.add(id(p))
+                if p is not None:
                     out[prefix + name] = p.detach()
             for name, b in m._buffers.items():
                 if b is not None and name not in m._non_persistent_buffers:
@@ -291,9 +316,15 @@ class Module:
         check runs before anything is copied: an error leaves the module as it was.
         Returns ``(missing_keys, unexpected_keys)``, as PyTorch does.
         """
-        own = dict(self.named_parameters())
-        own.update(self.named_buffers(persistent_only=True))
-        missing = [k for k in own if k not in state_dict]
+        own: dict[str, Tensor] = {}
+        optional = set()  # keys a state dict may lack (older PyTorch BatchNorm checkpoints)
+        for mod_name, m in self.named_modules():
+            prefix = f"{mod_name}." if mod_name else ""
+            own.update((prefix + n, p) for n, p in m._parameters.items() if p is not None)
+            own.update((prefix + n, b) for n, b in m._buffers.items()
+                       if b is not None and n not in m._non_persistent_buffers)
+            optional.update(prefix + n for n in getattr(m, "_optional_state", ()))
+        missing = [k for k in own if k not in state_dict and k not in optional]
         unexpected = [k for k in state_dict if k not in own]
         if strict and (missing or unexpected):
             raise StateDictKeyError(
@@ -306,7 +337,16 @@ class Module:
                 continue
             value = state_dict[name]
             value = value.data if isinstance(value, Tensor) else value
-            value = np.asarray(value) if isinstance(value, (list, int, float)) else value
+            if not hasattr(value, "shape") or not hasattr(value, "dtype"):
+                try:
+                    value = np.asarray(value)
+                except Exception:
+                    value = np.asarray(None, dtype=object)
+            if value.dtype.kind not in "biuf":
+                raise TypeError(
+                    f"load_state_dict for {type(self).__name__}: {name} is "
+                    f"{type(state_dict[name]).__name__} {state_dict[name]!r:.60} in the state "
+                    f"dict; a Tensor or an array of numbers is expected")
             if tuple(value.shape) != target.shape:
                 raise ShapeError(
                     f"load_state_dict for {type(self).__name__}: {name} has shape "
@@ -321,6 +361,8 @@ class Module:
     # ------------------------------------------------------------ modes, devices, grads
 
     def train(self, mode: bool = True) -> Module:
+        if not isinstance(mode, bool):
+            raise ValueError(f"training mode is expected to be boolean, got {mode!r}")
         for m in self.modules():
             object.__setattr__(m, "training", mode)
         return self
@@ -336,8 +378,15 @@ class Module:
         if isinstance(device, Tensor):
             device, dtype = device.device, device.dtype
         if device is not None and not backend.is_device(device):
+            if isinstance(device, str) and not _is_dtype(device):
+                backend.normalize_device(device)  # raises: unknown device, naming it
             device, dtype = None, device
         device = backend.normalize_device(device) if device is not None else None
+        if dtype is not None:
+            if not _is_dtype(dtype) or np.dtype(dtype).kind != "f":
+                raise TypeError(f"nn.Module.to only accepts floating point dtypes, got "
+                                f"{dtype!r} (integer weights could not be trained)")
+            dtype = np.dtype(dtype)
         for t in list(self.parameters()) + [b for _, b in self.named_buffers()]:
             for holder in (t, t.grad):
                 if holder is None:

@@ -26,6 +26,9 @@ from tinytrain.tensor import ShapeError, Tensor, tensor
 
 class _BatchNorm(Module):
     ndims: tuple[int, ...] = ()  # the input dimensions this layer accepts
+    # A state dict without the count (PyTorch's before 0.4.1, and hand-made ones) still loads
+    # strictly, keeping the layer's own count, as in PyTorch.
+    _optional_state = ("num_batches_tracked",)
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True) -> None:

@@ -27,7 +27,7 @@ class Adam(Optimizer):
                  weight_decay: float = 0.0) -> None:
         if not lr >= 0:  # 0 is allowed (a frozen run), as in PyTorch; NaN is not
             raise ValueError(f"Adam: learning rate must be >= 0, got {lr}")
-        if not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
+        if len(betas) != 2 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
             raise ValueError(f"Adam: betas must be in [0, 1), got {betas}")
         if not eps >= 0 or not weight_decay >= 0:
             raise ValueError(f"Adam: eps ({eps}) and weight_decay ({weight_decay}) must be >= 0")

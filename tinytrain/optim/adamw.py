@@ -28,7 +28,7 @@ class AdamW(Optimizer):
                  weight_decay: float = 1e-2) -> None:
         if not lr >= 0:
             raise ValueError(f"AdamW: learning rate must be >= 0, got {lr}")
-        if not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
+        if len(betas) != 2 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
             raise ValueError(f"AdamW: betas must be in [0, 1), got {betas}")
         if not eps >= 0 or not weight_decay >= 0:
             raise ValueError(f"AdamW: eps ({eps}) and weight_decay ({weight_decay}) must be >= 0")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from tinytrain import backend
-from tinytrain.tensor import Tensor
+from tinytrain.tensor import ShapeError, Tensor
 
 
 class Optimizer:
@@ -45,6 +46,10 @@ class Optimizer:
             if id(p) in taken:
                 raise ValueError(f"{type(self).__name__}: some parameters appear in more than "
                                  f"one parameter group (shape {p.shape})")
+        if len({id(p) for p in group["params"]}) != len(group["params"]):
+            warnings.warn(f"{type(self).__name__} contains a parameter group with duplicate "
+                          "parameters: each copy is stepped, so such a parameter moves twice "
+                          "per step (PyTorch warns the same)", UserWarning, stacklevel=3)
         self.param_groups.append(group)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -75,7 +80,7 @@ class Optimizer:
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                g = p.grad.data
+                g = self._grad(p)
                 if wd:
                     g = g + wd * p.data
                 state = self.state.setdefault(p, {})
@@ -84,6 +89,16 @@ class Optimizer:
                 state["step"] += 1
                 yield group, p, g, state
                 p._version_counter[0] += 1
+
+    def _grad(self, p: Tensor) -> Any:
+        """``p.grad``'s array, checked: a gradient assigned by hand with another shape would
+        otherwise fail deep in the update with NumPy's broadcast error (PyTorch refuses the
+        assignment itself)."""
+        g = p.grad.data
+        if tuple(g.shape) != p.shape:
+            raise ShapeError(f"{type(self).__name__}.step: a parameter of shape {p.shape} has "
+                             f"a .grad of shape {tuple(g.shape)}")
+        return g
 
     def _params(self) -> list[Tensor]:
         return [p for g in self.param_groups for p in g["params"]]
@@ -107,15 +122,25 @@ class Optimizer:
                 f"sizes {[len(g['params']) for g in groups]} but this optimizer has "
                 f"{[len(g['params']) for g in self.param_groups]}"
             )
-        for g, own in zip(groups, self.param_groups):
-            own.update({k: v for k, v in g.items() if k != "params"})
-        self.state = {}
+        state = {}  # checked whole before anything changes
         for i, s in state_dict["state"].items():
+            if not 0 <= int(i) < len(params):
+                raise ValueError(f"{type(self).__name__}.load_state_dict: the saved state has "
+                                 f"parameter index {i}, but this optimizer has {len(params)} "
+                                 "parameters")
             p = params[int(i)]
             entry = {}
             for k, v in s.items():
                 v = v.data if isinstance(v, Tensor) else v
-                if hasattr(v, "shape") and tuple(v.shape) == p.shape:
+                if getattr(v, "ndim", 0):  # a per-element buffer must fit its parameter
+                    if tuple(v.shape) != p.shape:
+                        raise ShapeError(
+                            f"{type(self).__name__}.load_state_dict: parameter {i} has shape "
+                            f"{p.shape} but its saved {k!r} has shape {tuple(v.shape)} (a "
+                            "state saved for another model?)")
                     v = backend.to_device(v, p.device).astype(p.dtype, copy=True)
                 entry[k] = v
-            self.state[p] = entry
+            state[p] = entry
+        for g, own in zip(groups, self.param_groups):
+            own.update({k: v for k, v in g.items() if k != "params"})
+        self.state = state

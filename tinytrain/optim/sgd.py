@@ -51,6 +51,6 @@ class SGD(Optimizer):
                     if buf is None:  # the first step fills it with the gradient
                         buf = state["momentum_buffer"] = get_array_module(p.data).empty_like(p.data)
                         first = True
-                kernels.for_array(p.data).sgd_step(p.data, p.grad.data, buf, lr, mom, damp, wd,
+                kernels.for_array(p.data).sgd_step(p.data, self._grad(p), buf, lr, mom, damp, wd,
                                                    nesterov, first)
                 p._version_counter[0] += 1  # written in place: a graph that saved p must see it
