@@ -642,3 +642,26 @@ def test_random_init_refuses_integer_tensors():
     for init in (nn.init.normal_, nn.init.uniform_, nn.init.kaiming_uniform_):
         with pytest.raises(TypeError, match="expects a floating point tensor"):
             init(tt.zeros((3, 3), dtype=tt.int64))
+
+
+def test_functional_argument_checks_match_torch():
+    w = tt.zeros((5, 2), requires_grad=True)
+    idx = tt.tensor([0, 1])
+    with pytest.raises(IndexError, match="padding_idx 5 must be within num_embeddings"):
+        nn.functional.embedding(idx, w, padding_idx=5)
+    with pytest.raises(ValueError, match="'weight' must be 2-D"):
+        nn.functional.embedding(idx, tt.zeros(5))
+    a, b = tt.zeros(3), tt.ones(3)
+    with pytest.raises(ValueError, match="delta must be > 0"):
+        nn.functional.huber_loss(a, b, delta=-1.0)
+    with pytest.raises(ValueError, match="beta must be >= 0"):
+        nn.functional.smooth_l1_loss(a, b, beta=-1.0)
+    x = np.arange(12.0).reshape(1, 2, 6)
+    for args in (((-4, -4),), ((6, 0), "reflect"), ((7, 0), "circular"), ((1, 1), "reflect", 1.0)):
+        with pytest.raises(RuntimeError):
+            torch.nn.functional.pad(torch.tensor(x), *args)
+        with pytest.raises(ValueError):
+            nn.functional.pad(tt.tensor(x), *args)
+    for args in (((-3, -3),), ((5, 0), "reflect"), ((6, 0), "circular")):
+        assert (tuple(nn.functional.pad(tt.tensor(x), *args).shape)
+                == tuple(torch.nn.functional.pad(torch.tensor(x), *args).shape))

@@ -721,3 +721,55 @@ def test_assigned_grads_are_checked_and_backward_takes_a_list():
         x.grad = tt.zeros(1)
     (x * 2).backward(gradient=[1.0, 1.0, 1.0])
     assert x.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+@pytest.mark.parametrize("steps", [
+    lambda lib, s: (lambda buf: (lambda row: (buf.__setitem__(1, s * 2),
+                                              ((row * 10).sum() + s.sum()).backward()))(buf[1]))(
+        lib.zeros(2, 3)),
+    lambda lib, s: (lambda b: (lambda v: (b.mul_(s), v.sum().backward()))(b[0]))(lib.ones(2, 3)),
+    lambda lib, s: (lambda b: (lambda v, w: (w.copy_(s * 3), (v * v).sum().backward()))(
+        b.reshape(6), b[1]))(lib.zeros(2, 3)),
+], ids=["setitem", "mul_", "through-a-sibling"])
+def test_a_view_of_a_base_without_grad_follows_a_write_that_brings_grad(steps):
+    """A view of a tensor with no graph, taken before a write of a value that requires grad:
+    PyTorch's view then requires grad too; tinytrain's kept no graph (s.grad missed it)."""
+    grads = []
+    for lib in (tt, torch):
+        s = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        steps(lib, s)
+        grads.append(s.grad.tolist())
+    assert grads[0] == grads[1]
+
+
+def test_writing_with_grad_through_a_view_made_under_no_grad_is_refused_like_torch():
+    x = tt.ones((3, 2), requires_grad=True)
+    b = x * 1
+    with tt.no_grad():
+        v = b[1]
+    with pytest.raises(RuntimeError, match="created in no_grad mode and is being modified"):
+        v.mul_(tt.tensor([2.0, 3.0], requires_grad=True))
+    with tt.no_grad():
+        v.mul_(2)  # without grad it is an ordinary write
+    assert b[1].tolist() == [2.0, 2.0]
+
+
+@pytest.mark.parametrize("x, lo, hi", [
+    ([-1.0, 0.5, 2.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]),
+    ([0.5, -2.0, 3.0], np.zeros((2, 3)), None),
+    ([0.5, 1.0, 2.0], [1.0, 1.0, 1.0], [2.0, 2.0, 2.0]),  # ties
+    ([0.5, -2.0, 3.0], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0]),  # min > max: max wins
+    (np.linspace(-2, 2, 6).reshape(2, 3), [[-1.0, 0.0, 1.0]], [[0.5], [1.5]]),
+])
+def test_clamp_with_tensor_bounds_differentiates_every_operand_like_torch(x, lo, hi):
+    results = []
+    for lib in (tt, torch):
+        t = lib.tensor(np.asarray(x, dtype=np.float64), requires_grad=True)
+        bounds = [None if b is None else lib.tensor(np.asarray(b, dtype=np.float64),
+                                                    requires_grad=True) for b in (lo, hi)]
+        y = t.clamp(*bounds)
+        weights = lib.tensor(np.arange(1.0, y.numel() + 1).reshape(tuple(y.shape)))
+        (y * weights).sum().backward()
+        results.append([y.tolist(), t.grad.tolist()] + [None if b is None else b.grad.tolist()
+                                                         for b in bounds])
+    assert results[0] == results[1]

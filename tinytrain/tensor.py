@@ -100,6 +100,7 @@ class Tensor:
     # (see _refresh_view).
     _view_replay: tuple[Any, tuple[Any, ...]] | None = None
     _view_version: int = 0
+    _view_without_grad: bool = False  # a view made under no_grad: never written with autograd
     _post_accumulate_grad_hooks: Mapping[int, Callable[[Tensor], None]] = MappingProxyType({})
 
     def __init__(self, data: Any, requires_grad: bool = False) -> None:
@@ -380,8 +381,12 @@ class Tensor:
         same memory, whose node is all that is kept)."""
         cls, inputs = self._view_replay
         self._view_version = self._version_counter[0]
-        fresh = cls.apply(*inputs)
-        self.grad_fn, self.requires_grad = fresh.grad_fn, fresh.requires_grad
+        try:
+            fresh = cls.apply(*inputs)
+        except Exception:  # the parent's array was replaced (``.data = ...``) by another shape
+            return
+        if fresh.shape == self.shape:
+            self.grad_fn, self.requires_grad = fresh.grad_fn, fresh.requires_grad
 
     def detach(self) -> Tensor:
         """The same array, cut from the graph (shares memory and version, like PyTorch)."""
@@ -620,6 +625,14 @@ class Tensor:
         if min is None and max is None:
             raise InvalidArgument("clamp: at least one of min and max must not be None")
         dtype = result_type(self, *(b for b in (min, max) if b is not None))
+        if isinstance(min, Tensor) or isinstance(max, Tensor):  # bounds with gradients
+            lo, hi = (None if b is None else b._cast(dtype) if isinstance(b, Tensor)
+                      else tensor(b, dtype=dtype, device=self.device) for b in (min, max))
+            shape = self.shape
+            for b in (lo, hi):
+                if b is not None:
+                    shape = O.broadcast_shapes("clamp", shape, b.shape)
+            return O.ClampTensor.apply(self._cast(dtype), lo, hi)
         lo, hi = (None if b is None else scalar_array(b, dtype) for b in (min, max))
         return O.Clamp.apply(self._cast(dtype), lo, hi)
 
@@ -728,6 +741,11 @@ class Tensor:
             base = self._base
             if self._view_replay is not None and self._version_counter[0] != self._view_version:
                 self._refresh_view()  # written through its base since it was made
+            if self._view_without_grad:
+                raise RuntimeError(
+                    f"{name}: a view was created in no_grad mode and is being modified in place "
+                    "with grad mode enabled: the write could not be part of the base's graph. "
+                    "Make the view with grad mode enabled, or write under no_grad")
             if self.requires_grad and self.grad_fn is None:
                 raise RuntimeError(f"{name}: {_LEAF_INPLACE}")
             if base is not None and base.requires_grad and base.grad_fn is None:

@@ -238,6 +238,8 @@ class Function:
         array_type, mixed, any_needs = None, False, False
         for x in inputs:  # one pass: raw arrays, which need grad, whether devices may differ
             if isinstance(x, Tensor):
+                if x._view_replay is not None and x._version_counter[0] != x._view_version:
+                    x._refresh_view()  # a view whose memory was written since it was made
                 data = x._data
                 if array_type is None:
                     array_type = type(data)
@@ -255,6 +257,12 @@ class Function:
         output = Tensor(out)
         if getattr(out, "base", None) is not None or any(r is out for r in raw):
             _share_version_if_view(output, out, inputs, raw)
+            if output._base is not None:  # a view: how to make its node again (_refresh_view)
+                if is_grad_enabled():
+                    output._view_replay = (cls, inputs)
+                    output._view_version = output._version_counter[0]
+                else:
+                    output._view_without_grad = True
         # Integer and bool results are not differentiable (a cast to int64, an argmax):
         # they never require grad, as in PyTorch.
         if any_needs and is_grad_enabled() and _differentiable(out):
@@ -266,9 +274,6 @@ class Function:
             nexts = tuple(x._grad_node() if n else None for x, n in zip(inputs, needs))
             output.grad_fn = Node(cls, ctx, nexts)
             output.requires_grad = True
-            if output._base is not None:  # a view: how to make its node again (_refresh_view)
-                output._view_replay = (cls, inputs)
-                output._view_version = output._version_counter[0]
         return output
 
 

@@ -273,6 +273,40 @@ class Clamp(Function):
         return g * keep, None, None
 
 
+class ClampTensor(Function):
+    """``a`` limited to tensor bounds ``lo``/``hi`` (broadcast together; either may be
+    None), with PyTorch's gradients: ``a`` where ``lo <= a <= hi``; ``lo`` where ``a < lo``
+    (and ``lo < hi``); ``hi`` where ``a > hi`` (or ``hi < lo``: the result is ``hi`` then)."""
+
+    @staticmethod
+    def forward(a, lo, hi):
+        xp = get_array_module(a)
+        out = a if lo is None else xp.maximum(a, lo)
+        return out if hi is None else xp.minimum(out, hi)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, lo, hi = ctx.saved_tensors
+        keep = True
+        if lo is not None:
+            keep = keep & (a >= lo)
+        if hi is not None:
+            keep = keep & (a <= hi)
+        ga = unbroadcast(g * keep, a.shape) if ctx.needs_input_grad[0] else None
+        glo = ghi = None
+        if lo is not None and ctx.needs_input_grad[1]:
+            below = (a < lo) & (lo < hi) if hi is not None else a < lo
+            glo = unbroadcast(g * below, lo.shape)
+        if hi is not None and ctx.needs_input_grad[2]:
+            above = (a > hi) | (hi < lo) if lo is not None else a > hi
+            ghi = unbroadcast(g * above, hi.shape)
+        return ga, glo, ghi
+
+
 # ------------------------------------------------------------ elementwise, unary
 
 

@@ -289,6 +289,8 @@ def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",  # no
     """Per element ``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``
     (``d = input - target``; ``beta = 0`` is the L1 loss)."""
     _warn_broadcast("smooth_l1_loss", input, target)
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
     d = input - target
     if beta == 0:
         return _reduce(d.abs(), reduction, "smooth_l1_loss")
@@ -301,6 +303,8 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",  # noqa: 
                delta: float = 1.0) -> Tensor:
     """Per element ``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
     _warn_broadcast("huber_loss", input, target)
+    if not delta > 0:
+        raise ValueError(f"huber_loss: delta must be > 0, got {delta}")
     d = input - target
     a = d.abs()
     return _reduce(where(a < delta, 0.5 * d * d, delta * (a - 0.5 * delta)), reduction,
@@ -408,6 +412,18 @@ def pad(input: Tensor, pad: tuple[int, ...], mode: str = "constant",  # noqa: A0
     widths = [(0, 0)] * input.ndim
     for i in range(len(pad) // 2):
         widths[input.ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
+    for axis, ((lo, hi), n) in enumerate(zip(widths, input.shape)):
+        if n + lo + hi < 0:
+            raise ShapeError(f"pad: padding {lo, hi} of dimension {axis} (size {n}) leaves "
+                             f"{n + lo + hi} elements")
+        if mode == "reflect" and (lo >= n or hi >= n):
+            raise ShapeError(f"pad: reflect padding {lo, hi} must be smaller than dimension "
+                             f"{axis}'s size {n}")
+        if mode == "circular" and (lo > n or hi > n):
+            raise ShapeError(f"pad: circular padding {lo, hi} can wrap at most once around "
+                             f"dimension {axis} (size {n})")
+    if mode != "constant" and value is not None and value != 0:
+        raise InvalidArgument(f"pad: padding mode {mode!r} doesn't take a value, got {value}")
     if any(lo < 0 or hi < 0 for lo, hi in widths):  # crop first, then pad what is positive
         input = input[tuple(slice(max(-lo, 0), n - max(-hi, 0))
                             for (lo, hi), n in zip(widths, input.shape))]
@@ -431,7 +447,13 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> 
     idx = input.data if isinstance(input, Tensor) else np.asarray(input)
     if idx.dtype.kind not in "iu":
         raise DTypeError(f"embedding: indices must be integers, got {idx.dtype}")
+    if weight.ndim != 2:
+        raise ShapeError(f"embedding: 'weight' must be 2-D [num_embeddings, dim], got shape "
+                         f"{weight.shape}")
     n = weight.shape[0]
+    if padding_idx is not None and not -n <= padding_idx < n:
+        raise IndexRangeError(f"embedding: padding_idx {padding_idx} must be within "
+                              f"num_embeddings ({n})")
     if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
         raise IndexRangeError(f"embedding: index out of range in self: indices from "
                               f"{int(idx.min())} to {int(idx.max())} for {n} embeddings")
