@@ -687,3 +687,56 @@ def test_a_function_uses_one_style():
 
     assert not any(op._ctx_style for op in vars(ops).values()
                    if isinstance(op, type) and issubclass(op, Function))
+
+
+def test_grad_mode_decorators_cover_generators_and_the_bare_form_like_torch():
+    @tt.no_grad()
+    def steps():
+        for _ in range(2):
+            yield tt.is_grad_enabled()
+
+    assert list(steps()) == [False, False]  # the body runs at next(), in the mode
+
+    @tt.no_grad
+    def bare(x):
+        return (x * 2).requires_grad
+
+    @tt.inference_mode
+    def inferred(x):
+        return x * 2
+
+    x = tt.ones(2, requires_grad=True)
+    assert bare(x) is False and inferred(x).requires_grad is False
+    assert tt.is_grad_enabled()
+
+    def echo():
+        got = yield 1
+        yield got * 10
+
+    gen = tt.no_grad()(echo)()
+    assert next(gen) == 1 and gen.send(3) == 30
+    with pytest.raises(TypeError, match="mode must be True or False"):
+        tt.set_grad_enabled("no")
+    assert tt.is_grad_enabled()
+    with pytest.raises(TypeError, match="True or False"):
+        x.requires_grad_("False")
+    with pytest.raises(RuntimeError, match="doesn't require gradient"):
+        tt.zeros(2).register_post_accumulate_grad_hook(lambda t: None)
+
+
+def test_random_functions_take_pytorchs_forms_and_refuse_bad_arguments():
+    tt.manual_seed(0)
+    a = tt.randint(2, (5,))  # randint(high, size)
+    assert a.shape == (5,) and set(a.tolist()) <= {0, 1}
+    assert tt.randint(0, 5, (3,), dtype=tt.float32).dtype == tt.float32
+    for seed in (-1, tt.tensor(3), 1.5):
+        tt.manual_seed(seed)
+    tt.manual_seed(7)
+    first = tt.randn(3).tolist()
+    tt.manual_seed(7)
+    assert tt.randn(3).tolist() == first
+    for call, error in ((lambda: tt.randint(5, 5), "less than"), (lambda: tt.randint(0, 2.5),
+                        "integer"), (lambda: tt.randperm(-1), "non-negative"),
+                        (lambda: tt.randint(0, 300, (2,), dtype=tt.uint8), "does not fit")):
+        with pytest.raises((ValueError, TypeError), match=error):
+            call()

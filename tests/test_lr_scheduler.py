@@ -74,3 +74,69 @@ def test_step_lr_rejects_bad_step_size():
     opt = optim.SGD([tt.zeros(1, requires_grad=True)], lr=0.1)
     with pytest.raises(ValueError, match="step_size"):
         optim.lr_scheduler.StepLR(opt, step_size=0)
+
+
+# --------------------------------------------------------------------------- chaining and
+# resuming as PyTorch does (a review's client programs)
+
+
+def _two(lr=0.1):
+    return (optim.SGD([tt.zeros(2, requires_grad=True)], lr=lr),
+            torch.optim.SGD([torch.zeros(2, requires_grad=True)], lr=lr))
+
+
+def test_a_cosine_after_a_warm_up_starts_from_the_initial_rate_like_torch():
+    ours, theirs = _two()
+    rates = []
+    for opt, lib in ((ours, optim.lr_scheduler), (theirs, torch.optim.lr_scheduler)):
+        warm = lib.LambdaLR(opt, lambda e: (e + 1) / 5)
+        cos = lib.CosineAnnealingLR(opt, T_max=20)
+        seq = []
+        for step in range(12):
+            opt.step()
+            (warm if step < 4 else cos).step()
+            seq.append(opt.param_groups[0]["lr"])
+        rates.append(seq)
+    np.testing.assert_allclose(rates[0], rates[1], rtol=1e-12)
+    assert rates[0][4] > 0.099  # the cosine starts from 0.1 (from 0.02 before: 0.0199)
+
+
+def test_cosine_chains_with_another_scheduler_like_torch():
+    ours, theirs = _two()
+    rates = []
+    for opt, lib in ((ours, optim.lr_scheduler), (theirs, torch.optim.lr_scheduler)):
+        both = [lib.CosineAnnealingLR(opt, T_max=20), lib.ExponentialLR(opt, 0.9)]
+        seq = []
+        for _ in range(8):
+            opt.step()
+            for s in both:
+                s.step()
+            seq.append(opt.param_groups[0]["lr"])
+        rates.append(seq)
+    np.testing.assert_allclose(rates[0], rates[1], rtol=1e-12)
+
+
+def test_step_lr_reports_its_last_rate_after_a_resume_like_torch():
+    opt, topt = _two()
+    a = optim.lr_scheduler.StepLR(opt, 2, 0.5)
+    for _ in range(5):
+        opt.step()
+        a.step()
+    fresh = optim.lr_scheduler.StepLR(optim.SGD([tt.zeros(2, requires_grad=True)], lr=0.1), 2, 0.5)
+    fresh.load_state_dict(a.state_dict())
+    assert fresh.get_last_lr() == a.get_last_lr() == [0.025]
+
+
+@pytest.mark.parametrize("make, error", [
+    (lambda o: optim.lr_scheduler.OneCycleLR(o, max_lr=[1.0], total_steps=10), "expected 2"),
+    (lambda o: optim.lr_scheduler.OneCycleLR(o, max_lr=[1, 1, 1], total_steps=10), "expected 2"),
+    (lambda o: optim.lr_scheduler.OneCycleLR(o, max_lr=1.0, total_steps=2.5), "total_steps"),
+    (lambda o: optim.lr_scheduler.StepLR(o, "3"), "step_size"),
+    (lambda o: optim.lr_scheduler.CosineAnnealingLR(o, None), "T_max"),
+    (lambda o: optim.lr_scheduler.MultiStepLR(o, ["a"]), "milestones"),
+])
+def test_scheduler_arguments_are_checked(make, error):
+    opt = optim.SGD([{"params": [tt.zeros(1, requires_grad=True)]},
+                     {"params": [tt.zeros(1, requires_grad=True)]}], lr=0.1, momentum=0.9)
+    with pytest.raises(ValueError, match=error):
+        make(opt)

@@ -16,9 +16,14 @@ _generator = np.random.default_rng(0)
 
 
 def manual_seed(seed: int) -> np.random.Generator:
-    """Reseed the package generator (like ``torch.manual_seed``) and return it."""
+    """Reseed the package generator (like ``torch.manual_seed``) and return it. Any integer
+    works (a negative one is taken modulo 2**64, as PyTorch does), also a one-element tensor."""
     global _generator
-    _generator = np.random.default_rng(seed)
+    try:
+        value = int(seed)
+    except (TypeError, ValueError):
+        raise TypeError(f"manual_seed: the seed must be an integer, got {seed!r}") from None
+    _generator = np.random.default_rng(value % (1 << 64))
     return _generator
 
 

@@ -205,6 +205,8 @@ def load(path: str | os.PathLike | BinaryIO, map_location: str | None = None,
         OSError: the file cannot be read (e.g. PermissionError).
     """
     device = backend.normalize_device(map_location) if map_location else None
+    if device == "cuda":
+        backend.array_module(device)  # no GPU here: say so now, not as a damaged file
     if hasattr(path, "read") and hasattr(path, "seek"):  # an open binary file object
         return _load(path, Path(getattr(path, "name", "<file object>")), device)
     path = Path(path)

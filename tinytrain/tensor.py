@@ -365,6 +365,8 @@ class Tensor:
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Mark a leaf as needing ``.grad`` (in place; returns self)."""
+        if not isinstance(requires_grad, builtins.bool):
+            raise TypeError(f"requires_grad_ takes True or False, got {requires_grad!r}")
         if not self.is_leaf:
             raise RuntimeError("requires_grad_ can only change leaf tensors; use detach() first")
         if requires_grad and self.dtype.kind != "f":
@@ -446,6 +448,9 @@ class Tensor:
         """Call ``hook(self)`` each time a gradient has been added into ``self.grad``."""
         if not self.is_leaf:
             raise RuntimeError("post-accumulate-grad hooks can only be registered on leaves")
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require "
+                               "gradient (it would never run)")
         if "_post_accumulate_grad_hooks" not in self.__dict__:
             self._post_accumulate_grad_hooks = {}
         handle = RemovableHandle(self._post_accumulate_grad_hooks)
@@ -2039,10 +2044,23 @@ def linspace(start: float, end: float, steps: int, dtype: Any = float32,
 
 def randint(low: int, high: int | None = None, size: Sequence[int] = (), dtype: Any = int64,
             device: Any = None) -> Tensor:
-    """Integers uniform in ``[low, high)`` (``randint(high, size)`` means ``low = 0``)."""
-    if high is None:
+    """Integers uniform in ``[low, high)`` (``randint(high, size)`` means ``low = 0``); a
+    floating ``dtype`` holds the same whole numbers, as in PyTorch."""
+    if isinstance(high, tuple | list) and size == ():  # randint(high, size), positionally
+        high, size = high, None
+        low, high, size = 0, low, high
+    elif high is None:
         low, high = 0, low
-    arr = default_generator().integers(low, high, size=_shape_arg((size,)), dtype=np.dtype(dtype))
+    for name, bound in (("low", low), ("high", high)):
+        if isinstance(bound, builtins.bool) or not isinstance(bound, numbers.Integral):
+            raise TypeError(f"randint: {name} must be an integer, got {bound!r}")
+    if not low < high:
+        raise InvalidArgument(f"randint: low ({low}) must be less than high ({high})")
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu" and (low < np.iinfo(dtype).min or high - 1 > np.iinfo(dtype).max):
+        raise InvalidArgument(f"randint: [{low}, {high}) does not fit in {dtype}")
+    arr = default_generator().integers(int(low), int(high), size=_shape_arg((size,)),
+                                       dtype=np.int64).astype(dtype)
     return Tensor(backend.to_device(np.asarray(arr), _device(device)))
 
 
@@ -2091,6 +2109,8 @@ def set_printoptions(precision: int | None = None, threshold: int | None = None,
 
 def randperm(n: int, dtype: Any = int64, device: Any = None) -> Tensor:
     """A random permutation of ``0 .. n-1`` from the package generator."""
+    if isinstance(n, builtins.bool) or not isinstance(n, numbers.Integral) or n < 0:
+        raise InvalidArgument(f"randperm: n must be a non-negative integer, got {n!r}")
     arr = default_generator().permutation(int(n)).astype(dtype)
     return Tensor(backend.to_device(arr, _device(device)))
 

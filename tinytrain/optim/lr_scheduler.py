@@ -29,7 +29,10 @@ class LRScheduler:
             raise TypeError(f"{type(self).__name__} needs an Optimizer, got "
                             f"{type(optimizer).__name__}")
         self.optimizer = optimizer
-        self.base_lrs = [g["lr"] for g in optimizer.param_groups]
+        # As PyTorch: the first scheduler records each group's rate as "initial_lr", and
+        # every scheduler made later (a cosine after a warm-up) starts from it, not from
+        # whatever rate the groups have reached by then.
+        self.base_lrs = [g.setdefault("initial_lr", g["lr"]) for g in optimizer.param_groups]
         self.last_epoch = 0
         self._set(self.get_lr())
 
@@ -61,30 +64,44 @@ class LRScheduler:
 class CosineAnnealingLR(LRScheduler):
     """``lr_t = eta_min + (base_lr - eta_min) * (1 + cos(pi * t / T_max)) / 2``.
 
-    PyTorch's closed form: ``t`` counts ``step()`` calls, so after ``T_max`` steps the
-    rate has decayed from each group's ``base_lr`` to ``eta_min``. Unlike PyTorch's, it
-    then stays at ``eta_min`` instead of rising again.
+    ``t`` counts ``step()`` calls, so after ``T_max`` steps the rate has decayed from each
+    group's ``base_lr`` to ``eta_min``. Each step computes it as PyTorch does, from the
+    current rate (``lr_t = eta_min + (lr_{t-1} - eta_min) * (1 + cos(pi t / T)) /
+    (1 + cos(pi (t - 1) / T))``), so that it chains with another scheduler stepped alongside
+    and matches PyTorch's numbers. Unlike PyTorch's, after ``T_max`` it leaves the rate as
+    it is (at ``eta_min``) instead of rising again.
     """
 
     def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0) -> None:  # noqa: N803
-        if T_max <= 0:
+        if isinstance(T_max, bool) or not isinstance(T_max, int | float) or not T_max > 0:
             raise ValueError(f"CosineAnnealingLR: T_max must be > 0, got {T_max}")
         self.T_max, self.eta_min = T_max, eta_min
         super().__init__(optimizer)
 
     def get_lr(self) -> list[float]:
-        t = min(self.last_epoch, self.T_max)
-        return [self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * t / self.T_max))
-                / 2 for base in self.base_lrs]
+        t, groups = self.last_epoch, self.optimizer.param_groups
+        if t == 0 or t > self.T_max:
+            return [g["lr"] for g in groups]
+        factor = (1 + math.cos(math.pi * t / self.T_max)) / (
+            1 + math.cos(math.pi * (t - 1) / self.T_max))
+        return [self.eta_min + (g["lr"] - self.eta_min) * factor for g in groups]
 
     def state_dict(self) -> dict[str, Any]:
         return {"T_max": self.T_max, "eta_min": self.eta_min, "base_lrs": list(self.base_lrs),
-                "last_epoch": self.last_epoch}
+                "last_epoch": self.last_epoch, "_last_lr": list(self._last_lr)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.T_max, self.eta_min = int(state["T_max"]), float(state["eta_min"])
+        """Restore the schedule's position and the rates it had set (so that it continues
+        even where the optimizer's own state was not loaded; a state from before the rates
+        were saved gets them from the closed form)."""
+        self.T_max, self.eta_min = state["T_max"], float(state["eta_min"])
         self.base_lrs, self.last_epoch = list(state["base_lrs"]), int(state["last_epoch"])
-        self._set(self.get_lr())
+        if "_last_lr" in state:
+            self._set(list(state["_last_lr"]))
+        else:
+            t = min(self.last_epoch, self.T_max)
+            self._set([self.eta_min + (base - self.eta_min)
+                       * (1 + math.cos(math.pi * t / self.T_max)) / 2 for base in self.base_lrs])
 
 
 class StepLR(LRScheduler):
@@ -96,7 +113,7 @@ class StepLR(LRScheduler):
     """
 
     def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1) -> None:
-        if step_size < 1:
+        if isinstance(step_size, bool) or not isinstance(step_size, int) or step_size < 1:
             raise ValueError(f"StepLR: step_size must be >= 1, got {step_size}")
         self.step_size, self.gamma = step_size, gamma
         super().__init__(optimizer)
@@ -107,11 +124,13 @@ class StepLR(LRScheduler):
 
     def state_dict(self) -> dict[str, Any]:
         return {"step_size": self.step_size, "gamma": self.gamma,
-                "base_lrs": list(self.base_lrs), "last_epoch": self.last_epoch}
+                "base_lrs": list(self.base_lrs), "last_epoch": self.last_epoch,
+                "_last_lr": list(self._last_lr)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step_size, self.gamma = int(state["step_size"]), float(state["gamma"])
         self.base_lrs, self.last_epoch = list(state["base_lrs"]), int(state["last_epoch"])
+        self._last_lr = list(state.get("_last_lr", [g["lr"] for g in self.optimizer.param_groups]))
 
 
 class MultiStepLR(LRScheduler):
@@ -119,6 +138,8 @@ class MultiStepLR(LRScheduler):
 
     def __init__(self, optimizer: Optimizer, milestones: Sequence[int], gamma: float = 0.1
                  ) -> None:
+        if any(isinstance(m, bool) or not isinstance(m, int) for m in milestones):
+            raise ValueError(f"MultiStepLR: milestones must be integers, got {list(milestones)}")
         self.milestones, self.gamma = Counter(int(m) for m in milestones), gamma
         super().__init__(optimizer)
 
@@ -182,7 +203,7 @@ class OneCycleLR(LRScheduler):
                 raise ValueError("OneCycleLR: give total_steps, or epochs and steps_per_epoch "
                                  "(all positive)")
             total_steps = epochs * steps_per_epoch
-        if total_steps <= 0:
+        if not isinstance(total_steps, int) or isinstance(total_steps, bool) or total_steps <= 0:
             raise ValueError(f"OneCycleLR: total_steps must be positive, got {total_steps}")
         if not 0 <= pct_start <= 1:
             raise ValueError(f"OneCycleLR: pct_start must be in [0, 1], got {pct_start}")
@@ -202,6 +223,9 @@ class OneCycleLR(LRScheduler):
                             "max_momentum")]
         groups = optimizer.param_groups
         max_lrs = list(max_lr) if isinstance(max_lr, list | tuple) else [max_lr] * len(groups)
+        if len(max_lrs) != len(groups):
+            raise ValueError(f"OneCycleLR: expected {len(groups)} values for max_lr (one per "
+                             f"parameter group), got {len(max_lrs)}")
         self.cycle_momentum = cycle_momentum
         if cycle_momentum and not any(k in optimizer.defaults for k in ("momentum", "betas")):
             raise ValueError("OneCycleLR: the optimizer has neither momentum nor betas; pass "
