@@ -128,7 +128,8 @@ def contiguous_strides(shape, itemsize):
 
 
 # %% tags=["checker"]
-assert tuple(contiguous_strides((2, 3), 4)) == a.strides
+got = contiguous_strides((2, 3), 4)
+assert tuple(got) == a.strides, f"shape (2, 3), 4-byte items: returned {got}, NumPy's {a.strides}"
 check_rng = np.random.default_rng(11)
 for dtype in (np.float32, np.float64, np.int8, np.int16):
     for ndim in range(5):
@@ -469,7 +470,9 @@ def random_index(rng, shape):
 
 example = slice_view(StridedArray.from_values(np.arange(12.0).reshape(3, 4)), (1, slice(0, 4, 2)))
 print("arange(12).reshape(3, 4)[1, 0:4:2] ->", example)
-assert example.shape == (2,) and example.strides == (2,) and example.offset == 4
+assert (example.shape, example.strides, example.offset) == ((2,), (2,), 4), (
+    f"[1, 0:4:2] of a (3, 4) array: shape {example.shape}, strides {example.strides}, offset "
+    f"{example.offset}; expected shape (2,), strides (2,) (in elements), offset 4")
 
 check_rng = np.random.default_rng(12)
 for _ in range(200):
@@ -565,7 +568,8 @@ assert Mn[:, ::2].strides[1] != Mn.itemsize
 #
 # > Line the two shapes up **from the right**. Two dimensions are compatible when they are
 # > equal or one of them is 1; a missing dimension counts as 1. The result has, in each
-# > position, the larger of the two sizes. Otherwise it is an error.
+# > position, the size that is not 1 (the larger one, except that a 0 against a 1 gives 0:
+# > an empty axis stays empty). Otherwise it is an error.
 #
 # So `(3, 1) + (1, 4)` gives `(3, 4)`: the column is repeated 4 times to the right, the row 3
 # times downwards.
@@ -596,7 +600,8 @@ examples = [((3, 1), (1, 4)), ((3, 4), (4,)), ((2, 1, 5), (3, 1)), ((), (2, 2)),
             ((8, 1, 6, 1), (7, 1, 5))]
 for sa, sb in examples:
     ours = broadcast_shape(sa, sb)
-    assert ours == np.broadcast_shapes(sa, sb)
+    assert tuple(ours) == np.broadcast_shapes(sa, sb), (
+        f"{sa} and {sb}: returned {ours}, expected {np.broadcast_shapes(sa, sb)}")
     print(f"{str(sa):14s} + {str(sb):10s} -> {ours}")
 
 check_rng = np.random.default_rng(13)
@@ -608,7 +613,8 @@ for _ in range(300):
     except ValueError:
         expected = None
     if expected is not None:
-        assert tuple(broadcast_shape(sa, sb)) == expected, (sa, sb)
+        got = broadcast_shape(sa, sb)
+        assert tuple(got) == expected, f"{sa} and {sb}: returned {got}, expected {expected}"
         continue
     try:
         broadcast_shape(sa, sb)
@@ -680,7 +686,7 @@ for _ in range(30):
     assert np.array_equal(mine.numpy(), np.broadcast_to(np_arr, target))   # ... seen everywhere
 row = slice_view(StridedArray.from_values(np.arange(12.0).reshape(3, 4)), (1,))  # offset 4
 assert np.array_equal(broadcast_to(row, (2, 4)).numpy(), [[4, 5, 6, 7]] * 2), "offset lost"
-for shape, target in [((3,), (4,)), ((2, 3), (3,)), ((2, 1), (3, 3))]:
+for shape, target in [((3,), (4,)), ((2, 3), (3,)), ((2, 1), (3, 3)), ((1, 3), (3,))]:
     try:
         broadcast_to(StridedArray.from_values(np.zeros(shape)), target)
     except ValueError:

@@ -847,7 +847,9 @@ for name, (shape, expr) in expressions.items():
     # with a larger step, central differences stay within 1e-5; forward ones do not
     coarse = numerical_grad(lambda arr, expr=expr: expr(tt.tensor(arr)).item(), x_check,
                             eps=1e-3)
-    assert np.array_equal(x_check, before), f"{name}: x changed"
+    assert np.array_equal(x_check, before), (
+        f"{name}: x changed; save each element and put the saved value back (x + eps - eps "
+        "is not always x: rounding)")
     assert np.shape(numeric) == shape, f"{name}: gradient of shape {np.shape(numeric)}"
     leaf = tt.tensor(x_check, requires_grad=True)
     expr(leaf).backward()
@@ -1243,7 +1245,7 @@ def same_steps(make_mine, make_tt, make_torch, n_steps=8, seed=7):
     ps_tt = [tt.tensor(s.copy(), requires_grad=True) for s in starts]
     ps_t = [torch.tensor(s.copy(), requires_grad=True) for s in starts] if torch else []
     opts = [make_mine(ps_mine), make_tt(ps_tt)] + ([make_torch(ps_t)] if torch else [])
-    for _ in range(n_steps):
+    for step in range(1, n_steps + 1):
         grads = [rng.standard_normal(s.shape) * rng.uniform(0.1, 10) for s in starts]
         for p, g in zip(ps_mine, grads):
             p.grad = g.copy()
@@ -1253,10 +1255,12 @@ def same_steps(make_mine, make_tt, make_torch, n_steps=8, seed=7):
             p.grad = torch.tensor(g)
         for opt in opts:
             opt.step()
-        for a, b in zip(ps_mine, ps_tt):
-            assert np.allclose(a.data, b.numpy(), rtol=1e-13, atol=1e-13)
-        for a, b in zip(ps_mine, ps_t):
-            assert np.allclose(a.data, b.detach().numpy(), rtol=1e-13, atol=1e-13)
+        for who, theirs in (("tinytrain's", [b.numpy() for b in ps_tt]),
+                            ("PyTorch's", [b.detach().numpy() for b in ps_t])):
+            for i, (a, b) in enumerate(zip(ps_mine, theirs)):
+                assert np.allclose(a.data, b, rtol=1e-13, atol=1e-13), (
+                    f"after step {step}, parameter {i} (shape {a.data.shape}) differs from "
+                    f"{who} by up to {np.abs(a.data - b).max():.3g}")
     return n_steps
 
 
@@ -1349,9 +1353,18 @@ class Adam:
 # %% tags=["checker"]
 n = same_steps(lambda ps: Adam(ps, lr=0.01), lambda ps: tt.optim.Adam(ps, lr=0.01),
                lambda ps: torch.optim.Adam(ps, lr=0.01), n_steps=12, seed=24)
-frozen = Parameter(np.ones(3))                          # a parameter without a gradient ...
+frozen = Parameter(np.ones(3))                   # a parameter without a gradient ...
 Adam([frozen, Parameter(np.ones(2))], lr=0.1).step()
 assert np.array_equal(frozen.data, np.ones(3)), "a parameter whose grad is None must not move"
+frozen.grad = np.ones(3)                         # ... and one whose gradient goes away after a
+opt = Adam([frozen], lr=0.1)                     # step: its m is not zero, and None is not a
+opt.step()                                       # zero gradient (PyTorch skips it too)
+after_one = frozen.data.copy()
+frozen.grad = None
+opt.step()
+assert np.array_equal(frozen.data, after_one), (
+    "a parameter whose grad is None must not move, also after earlier steps (skip it: "
+    "do not treat None as a zero gradient)")
 print("Exercise 2.4: Adam gives tinytrain's" + (" and PyTorch's" if torch else ""),
       f"parameters after each of {n} steps")
 
@@ -1603,8 +1616,9 @@ print(f"the Value engine takes {ratio:,.0f}x as long per step; it builds "
 # multiply and add (the node count printed above, for this toy network on 8 points), and
 # each costs some microseconds of interpreter time, forward and backward. The tensor engine
 # creates one node per matrix operation, and each hands its whole loop to NumPy's compiled
-# code: a tensor node costs more than a `Value` node (the per-node times printed above), but
-# there are far fewer of them. The gap grows with the batch and the width — the `Value`
+# code: a tensor node does a whole matrix operation for a few microseconds of interpreter
+# time, about what one `Value` node spends on one multiply (the per-node times printed above),
+# and there are far fewer of them. The gap grows with the batch and the width — the `Value`
 # count grows with both, the tensor count with neither — which is why every framework is
 # built on tensor ops, and why the rest of this course is about making a few large ops fast.
 

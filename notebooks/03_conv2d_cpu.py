@@ -201,7 +201,8 @@ def conv_output_size(size, kernel, stride=1, padding=0):
 
 
 # %% tags=["checker"]
-assert conv_output_size(28, 5, 2, 2) == 14
+got = conv_output_size(28, 5, 2, 2)
+assert got == 14, f"28 wide, a 5-wide kernel, stride 2, padding 2: returned {got}, expected 14"
 check_rng = np.random.default_rng(31)
 fitted = 0
 for _ in range(300):
@@ -872,7 +873,9 @@ for name, arr, analytic, idx in [("dX", x6, dx_full, (1, 2, 3, 4)),
 # form of the full convolution above; the package sums each kernel row's offsets in its
 # GEMM first), `conv2d_backward_weight` packs the windows of a block of images (as the
 # forward does) and adds one GEMM per image, `col[n] @ dY[n].T`, and `conv2d_backward_bias`
-# is the sum (one more row of that GEMM, against the row of ones). And `setup_context` saves
+# is the sum over images and positions (a GEMV with a vector of ones; the combined
+# `conv2d_backward` that the layer calls gets it from dW's GEMM instead, as one more row
+# against a row of ones under the windows). And `setup_context` saves
 # only what those ops read: `x` only if `dW` is needed, `w` only if `dX` is.
 
 # %%
@@ -944,13 +947,16 @@ for _ in range(10):
     dy_check = check_rng.standard_normal(meta_check.output_shape)
     dw_mine = conv2d_weight_grad(x_check, dy_check, kh, kw, stride, padding)
     assert np.shape(dw_mine) == (cout, cin, kh, kw), f"shape {np.shape(dw_mine)}"
-    assert np.allclose(dw_mine, conv2d_backward_weight(dy_check, x_check, meta_check))
+    assert np.allclose(dw_mine, conv2d_backward_weight(dy_check, x_check, meta_check)), (
+        f"x {x_check.shape}, kernel {kh}x{kw}, stride {stride}, padding {padding}: dW differs "
+        f"from conv2d_backward_weight by up to "
+        f"{np.abs(dw_mine - conv2d_backward_weight(dy_check, x_check, meta_check)).max():.3g}")
     if torch is not None:
         w_t = torch.zeros((cout, cin, kh, kw), dtype=torch.float64, requires_grad=True)
         out_t = torch.nn.functional.conv2d(torch.from_numpy(x_check), w_t, stride=stride,
                                            padding=padding)
         out_t.backward(torch.from_numpy(dy_check))
-        assert np.allclose(dw_mine, w_t.grad.numpy())
+        assert np.allclose(dw_mine, w_t.grad.numpy()), "dW differs from PyTorch's"
 print("Exercise 3.3: conv2d_weight_grad matches conv2d_backward_weight"
       + (" and PyTorch" if torch else ""))
 
@@ -1007,12 +1013,15 @@ for _ in range(10):
     dy_check = check_rng.standard_normal(meta_check.output_shape)
     dx_mine = conv2d_input_grad_shift(dy_check, w_check, padding)
     assert np.shape(dx_mine) == x_check.shape, f"shape {np.shape(dx_mine)}, not {x_check.shape}"
-    assert np.allclose(dx_mine, conv2d_backward_input(dy_check, w_check, meta_check))
+    assert np.allclose(dx_mine, conv2d_backward_input(dy_check, w_check, meta_check)), (
+        f"x {x_check.shape}, w {w_check.shape}, padding {padding}: dX differs from "
+        f"conv2d_backward_input by up to "
+        f"{np.abs(dx_mine - conv2d_backward_input(dy_check, w_check, meta_check)).max():.3g}")
     if torch is not None:
         x_t = torch.tensor(x_check, requires_grad=True)
         torch.nn.functional.conv2d(x_t, torch.from_numpy(w_check), padding=padding).backward(
             torch.from_numpy(dy_check))
-        assert np.allclose(dx_mine, x_t.grad.numpy())
+        assert np.allclose(dx_mine, x_t.grad.numpy()), "dX differs from PyTorch's"
 print("Exercise 3.4: conv2d_input_grad_shift matches conv2d_backward_input"
       + (" and PyTorch" if torch else ""))
 

@@ -468,8 +468,12 @@ for batch in batches_check:
     mine = stack_batch(batch)
     expected = data.collate(batch)
     assert len(mine) == len(expected), f"{len(mine)} fields, expected {len(expected)}"
-    for got, want in zip(mine, expected):
-        assert got.shape == want.shape and np.array_equal(got, want), (got.shape, want.shape)
+    for k, (got, want) in enumerate(zip(mine, expected)):
+        got = np.asarray(got)
+        assert got.shape == want.shape, f"field {k}: shape {got.shape}, expected {want.shape}"
+        assert got.dtype == want.dtype, (f"field {k}: dtype {got.dtype}, expected {want.dtype} "
+                                         "(Python ints stack to int64, floats to float64)")
+        assert np.array_equal(got, want), f"field {k}: the values differ from collate's"
 assert stack_batch([mini[0], mini[1]])[0].shape == (2, 1, 28, 28)
 try:
     stack_batch([(np.zeros((1, 28, 28)), 3), (np.zeros((1, 28, 27)), 5)])
@@ -542,7 +546,8 @@ print(f"one epoch of mnist-mini: fast path {t_fast * 1e3:.0f} ms, slow path {t_s
 # all ranks compute the same order (the same `(seed, epoch)`), and rank *r* takes positions
 # `r, r + R, r + 2R, …`. Three properties matter:
 #
-# * **disjoint**: no two ranks see the same sample in an epoch;
+# * **disjoint**: no two ranks see the same sample in an epoch (except the few padded
+#   repeats of the tail below; with `drop_last=True` exactly disjoint);
 # * **same length on every rank**: every rank runs the same number of steps, otherwise the
 #   gradient all-reduce of the last step waits forever for a rank that has already finished;
 # * a **documented tail**: when R does not divide n, either *pad* the order with its first few
@@ -640,8 +645,8 @@ print("Exercise 5.4: shard matches DistributedSampler")
 # * A `DataLoader` is: an order (seeded per epoch), batches of B (keep or drop the tail), and a
 #   shape-preserving stack `[B, *sample_shape]` that refuses ragged batches.
 # * Fetching a batch with one fancy index gives the same numbers many times faster.
-# * `DistributedSampler` gives every rank a disjoint shard of the same length, padding (or
-#   dropping) the tail.
+# * `DistributedSampler` gives every rank a disjoint shard of the same length, padding (a few
+#   repeats) or dropping the tail.
 #
 # **What the package has that we did not build here:** downloads from several mirrors with MD5
 # checks, a progress bar and atomic writes; Fashion-MNIST (also found where Debian's

@@ -469,7 +469,10 @@ try:
         model.train(start_in_train_mode)
         acc_mine = evaluate_accuracy(model, val_loader)
         assert model.training == start_in_train_mode, "leave the model in the mode it was in"
-        assert np.isclose(acc_mine, train.evaluate(model, val_loader).accuracy), acc_mine
+        assert seen and not any(graph for graph, _ in seen), "evaluate under tt.no_grad()"
+        assert not any(training for _, training in seen), "evaluate in eval mode (dropout off)"
+        expected_acc = train.evaluate(model, val_loader).accuracy
+        assert np.isclose(acc_mine, expected_acc), f"accuracy {acc_mine}, expected {expected_acc}"
         acc_uneven = evaluate_accuracy(model, uneven_loader)   # a mean of batch accuracies
         assert np.isclose(acc_uneven, acc_mine), "count correct answers over all samples"
 finally:
@@ -726,7 +729,7 @@ print(f"test accuracy: the mlp {mlp_acc:.1%} (5,000 training images, 3 epochs),"
 assert 0.90 <= mlp_acc < test_acc, mlp_acc                    # measured 0.91-0.93
 
 # %% [markdown]
-# The MLP's 23,860 parameters land well below the convnet (printed above), although it saw
+# The MLP (23,860 parameters) lands well below the convnet (printed above), although it saw
 # more images: seeing the image as a 2-D grid, with the same small filters applied everywhere,
 # is worth a lot. (`--preset infinitrain` reproduces InfiniTrain's own run: the `cnn`, plain
 # SGD at 0.01, batch 64, one epoch.)

@@ -159,7 +159,10 @@ for cuts in ([40], [10, 30], [1, 2, 60], [32]):
     shards = [gradients(net, x[a:b], y[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
     sizes = [b - a for a, b in zip(bounds[:-1], bounds[1:])]
     for i, w in enumerate(whole):
-        mine = combine_shard_gradients([s[i] for s in shards], sizes)
+        given = [s[i].copy() for s in shards]
+        mine = combine_shard_gradients(given, list(sizes))
+        assert all(np.array_equal(g, s[i]) for g, s in zip(given, shards)), (
+            "combine_shard_gradients changed its input arrays; compute into new ones")
         assert mine.shape == w.shape, (mine.shape, w.shape)
         np.testing.assert_allclose(mine, w, rtol=0, atol=1e-14)
     plain = [np.mean([s[i] for s in shards], axis=0) for i in range(len(whole))]
@@ -724,7 +727,9 @@ for n, world in [(1000, 3), (999, 2), (10, 4), (1000, 7)]:
     shards = [evaluate(model, DataLoader(shard_dataset(data, r, world), batch_size=250))
               for r in range(world)]
     acc, loss = global_metrics([(s.loss_sum, s.correct, s.total) for s in shards])
-    assert acc == whole.correct / whole.total, (acc, whole)
+    assert np.isclose(acc, whole.correct / whole.total, rtol=0, atol=1e-12), (
+        f"{n} samples on {world} ranks: accuracy {acc}, expected "
+        f"{whole.correct}/{whole.total} = {whole.correct / whole.total}")
     assert abs(loss - whole.loss_sum / whole.total) < 1e-6
     averaged = np.mean([s.accuracy for s in shards])
     print(f"{n} samples on {world} ranks: accuracy {100 * acc:.2f}%, mean of per-rank "
