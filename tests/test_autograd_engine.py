@@ -740,3 +740,20 @@ def test_random_functions_take_pytorchs_forms_and_refuse_bad_arguments():
                         (lambda: tt.randint(0, 300, (2,), dtype=tt.uint8), "does not fit")):
         with pytest.raises((ValueError, TypeError), match=error):
             call()
+
+
+def test_requires_grad_is_checked_when_set_like_torch():
+    x = tt.ones(2, requires_grad=True)
+    y = x * 2
+    for value in (False, True):
+        with pytest.raises(RuntimeError, match="only change requires_grad flags of leaf"):
+            y.requires_grad = value  # False would silently cut the graph
+    assert y.requires_grad and y.grad_fn is not None
+    with pytest.raises(TypeError, match="floating point"):
+        tt.zeros(2, dtype=tt.int64).requires_grad = True
+    with pytest.raises(TypeError, match="True or False"):
+        tt.zeros(2).requires_grad = "yes"
+    leaf = tt.zeros(2)
+    leaf.requires_grad = True
+    (leaf * 3).sum().backward()
+    assert leaf.grad.tolist() == [3.0, 3.0]

@@ -93,7 +93,7 @@ class Tensor:
     # defaults shared by every instance until set (creating a tensor is on the hot path)
     _grad: Tensor | None = None
     grad_fn: Node | None = None
-    requires_grad: bool = False
+    _requires_grad: bool = False
     _acc_node: AccumulateGrad | None = None
     _base: Tensor | None = None  # the tensor whose memory this one is a view of
     # A recorded view: how it was made, (Function, inputs), and the version it was made at
@@ -124,9 +124,31 @@ class Tensor:
                 raise DTypeError(f"Only Tensors of floating point and complex dtype can require "
                                  f"gradients (tinytrain has no complex dtype), not {data.dtype}; "
                                  f"give a float dtype, e.g. dtype=tt.float32")
-            self.requires_grad = True
+            self._requires_grad = True
 
     # ------------------------------------------------------------ properties
+
+    @property
+    def requires_grad(self) -> bool:
+        """Whether ops on this tensor record the graph (and a leaf gets ``.grad``)."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        """As PyTorch: a leaf's flag only (a computed tensor's would cut or fake the graph;
+        ``detach()`` is the way to leave it), a bool, and True only for floating dtypes."""
+        if not isinstance(value, builtins.bool | np.bool_):
+            raise TypeError(f"requires_grad must be True or False, got {value!r}")
+        if self.grad_fn is not None:
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables" + (
+                    ". If you want to use a computed variable in a subgraph that doesn't "
+                    "require differentiation use var_no_grad = var.detach()"
+                    if not value else ""))
+        if value and self.dtype.kind != "f":
+            raise DTypeError(f"only Tensors of floating point dtype can require gradients, "
+                             f"not {self.dtype}; convert it first: .float()")
+        self._requires_grad = builtins.bool(value)
 
     @property
     def grad(self) -> Tensor | None:
@@ -372,7 +394,7 @@ class Tensor:
         if requires_grad and self.dtype.kind != "f":
             raise DTypeError(f"only Tensors of floating point dtype can require gradients, "
                              f"not {self.dtype}; convert it first: .float()")
-        self.requires_grad = requires_grad
+        self._requires_grad = requires_grad
         return self
 
     def _refresh_view(self) -> None:
@@ -388,7 +410,7 @@ class Tensor:
         except Exception:  # the parent's array was replaced (``.data = ...``) by another shape
             return
         if fresh.shape == self.shape:
-            self.grad_fn, self.requires_grad = fresh.grad_fn, fresh.requires_grad
+            self.grad_fn, self._requires_grad = fresh.grad_fn, fresh.requires_grad
 
     def detach(self) -> Tensor:
         """The same array, cut from the graph (shares memory and version, like PyTorch)."""
@@ -737,10 +759,9 @@ class Tensor:
           slice ``x[i]`` the write goes through ``x[i] = result``, so that ``x``'s graph
           records it too (PyTorch's CopySlices); other views (reshape, permute) refuse.
         """
-        self._check_writeable(name)
         recording = is_grad_enabled() and (
-            self.requires_grad or builtins.any(isinstance(a, Tensor) and a.requires_grad
-                                               for a in args))
+            self._requires_grad or builtins.any(isinstance(a, Tensor) and a._requires_grad
+                                                for a in args))
         source, view_of = self, None
         if recording:
             base = self._base
@@ -765,7 +786,7 @@ class Tensor:
                         f"an out-of-place op, or clone() the view first"
                     )
             source = Tensor(self._data.copy())
-            source.grad_fn, source.requires_grad = self.grad_fn, self.requires_grad
+            source.grad_fn, source._requires_grad = self.grad_fn, self.requires_grad
         out = compute(source)
         if out.shape != self.shape:
             raise RuntimeError(
@@ -778,27 +799,34 @@ class Tensor:
                 f"{self.dtype} (in-place ops keep the tensor's dtype; use the out-of-place "
                 f"form, e.g. x = x + y)"
             )
-        if out.requires_grad:
+        if out._requires_grad:
             out = out._cast(self.dtype)
-            self.grad_fn, self.requires_grad = out.grad_fn, True
+            self.grad_fn, self._requires_grad = out.grad_fn, True
         if view_of is not None:
             parent, index = view_of
             parent[index] = out  # writes our memory and records the write in parent's graph
         else:
-            self._data[...] = out._data
+            try:
+                self._data[...] = out._data
+            except ValueError:
+                self._write(name, Ellipsis, out._data)  # raises, saying why
             self._version_counter[0] += 1
         return self
 
-    def _check_writeable(self, name: str) -> None:
-        """An expanded view (``expand``, ``broadcast_to``) has many elements on one memory
-        location, and NumPy makes it read-only: say so, as PyTorch does, not NumPy's
-        "assignment destination is read-only"."""
-        flags = getattr(self._data, "flags", None)
-        if flags is not None and not getattr(flags, "writeable", True):
+    def _write(self, name: str, index: Any, values: Any) -> None:
+        """``self._data[index] = values``. An expanded view (``expand``, ``broadcast_to``)
+        has many elements on one memory location, and NumPy makes it read-only: say so, as
+        PyTorch does, not NumPy's "assignment destination is read-only" (checked only when
+        the write fails: it costs nothing on the way that works)."""
+        try:
+            self._data[index] = values
+        except ValueError:
+            if getattr(getattr(self._data, "flags", None), "writeable", True):
+                raise
             raise RuntimeError(
                 f"{name}: unsupported operation: more than one element of the written-to "
                 f"tensor refers to a single memory location (an expand() or broadcast_to() "
-                f"view, or a read-only array); clone() it before writing")
+                f"view, or a read-only array); clone() it before writing") from None
 
     def add_(self, other: Any, alpha: float = 1) -> Tensor:
         return self._inplace("add_", lambda s: s.add(other, alpha), other)
@@ -859,7 +887,6 @@ class Tensor:
 
     def __setitem__(self, index: Any, value: Any) -> None:
         """``t[index] = value``: an in-place write (PyTorch's ``index_put_``)."""
-        self._check_writeable("__setitem__")
         index = _raw_index(index)
         first = _integers_first(index)
         if first is not None:  # the layout __getitem__ reads: select, then write the rest
@@ -869,8 +896,8 @@ class Tensor:
             value = value.to(self.device, self.dtype)
         else:
             value = tensor(value, dtype=self.dtype, device=self.device)
-        if not (is_grad_enabled() and (self.requires_grad or value.requires_grad)):
-            self._data[index] = value._data  # nothing to record: write just those elements
+        if not (is_grad_enabled() and (self._requires_grad or value._requires_grad)):
+            self._write("__setitem__", index, value._data)  # nothing to record: just those
             self._version_counter[0] += 1
             return
         self._inplace("__setitem__", lambda s: O.IndexPut.apply(s, value, index), value,

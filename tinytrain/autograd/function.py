@@ -181,11 +181,11 @@ class AccumulateGrad(Node):
             raise RuntimeError(
                 f"gradient of shape {grad.shape} does not match the leaf's shape {t.shape}"
             )
-        if t.grad is None:
+        if t._grad is None:  # (the shape is checked above, the dtype made: no setter checks)
             own = owned and grad.dtype == t.dtype and grad.flags.c_contiguous
-            t.grad = Tensor(grad if own else grad.astype(t.dtype, copy=True))
+            t._grad = Tensor(grad if own else grad.astype(t.dtype, copy=True))
         else:
-            t.grad.data += grad
+            t._grad.data += grad
         for hook in list(t._post_accumulate_grad_hooks.values()):
             hook(t)
         return ()
@@ -246,8 +246,9 @@ class Function:
                 elif type(data) is not array_type:
                     mixed = True
                 raw.append(data)
-                needs.append(x.requires_grad)
-                any_needs |= x.requires_grad
+                need = x._requires_grad
+                needs.append(need)
+                any_needs |= need
             else:
                 raw.append(x)
                 needs.append(False)
@@ -265,7 +266,8 @@ class Function:
                     output._view_without_grad = True
         # Integer and bool results are not differentiable (a cast to int64, an argmax):
         # they never require grad, as in PyTorch.
-        if any_needs and is_grad_enabled() and _differentiable(out):
+        if any_needs and is_grad_enabled() and (
+                getattr(out, "dtype", None) is None or out.dtype.kind == "f"):
             ctx = Context(tuple(needs))
             raw = tuple(raw)
             cls.setup_context(ctx, raw, out)
@@ -273,7 +275,7 @@ class Function:
                 ctx._versions = _saved_versions(ctx._saved, inputs, raw, output)
             nexts = tuple(x._grad_node() if n else None for x, n in zip(inputs, needs))
             output.grad_fn = Node(cls, ctx, nexts)
-            output.requires_grad = True
+            output._requires_grad = True
         return output
 
 
@@ -295,7 +297,7 @@ def _apply_ctx_style(cls: type[Function], inputs: tuple[Any, ...]) -> Tensor:
                               if isinstance(t, Tensor) else None for t in ctx._saved)
         nexts = tuple(x._grad_node() if n else None for x, n in zip(inputs, needs))
         output.grad_fn = CtxNode(cls, ctx, nexts)
-        output.requires_grad = True
+        output._requires_grad = True
     return output
 
 
