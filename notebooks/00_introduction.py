@@ -102,8 +102,9 @@
 #   backward pass as convolutions, the `Conv2d` `Function` and pooling. *You use* the
 #   package's threaded kernels, to time against.
 # * **[Chapter 4 — CUDA im2col](04_cuda_im2col.ipynb)**, 3 h; before it: chapter 3, reading
-#   C; a GPU is optional. *You build* CUDA kernels: a grid-stride loop, im2col, col2im as a
-#   gather, a block reduction. *You use* the emulator that runs CUDA C on the CPU, the
+#   C; a GPU is optional. *You build* a CUDA kernel (a grid-stride loop) and the index maps
+#   of im2col, col2im as a gather and a block reduction, checked against the package's
+#   kernels. *You use* the emulator that runs CUDA C on the CPU, the
 #   launcher, and cuBLAS through CuPy.
 # * **[Chapter 5 — DataLoader](05_dataloader.ipynb)**, 1.5 h; before it: chapter 1 (dtypes
 #   and bytes). *You build* an IDX reader, the offset bug and its fix, batching and
@@ -230,8 +231,9 @@ fig = figures.draw_first_run(losses, images[:, 0], labels, predicted[:8])
 # ## 7. How the course checks itself
 #
 # Every chapter is executed by the tests (`make test` runs each notebook under nbval), so an
-# `assert` in a chapter is a check that runs in CI, and every number the text quotes is
-# computed in the cell beside it. The learner copies are run too: each checker must fail on
+# `assert` in a chapter is a check that runs in CI, and the numbers a chapter measures are
+# computed in its cells (a few sizes in the text, such as a GPU's 132 multiprocessors, are
+# quoted). The learner copies are run too: each checker must fail on
 # its stub, and every other cell must pass. `make book` executes every chapter and renders it,
 # outputs and figures included, as a static web site in `build/book/`, to read without
 # running anything.

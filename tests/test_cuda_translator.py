@@ -199,7 +199,7 @@ MUTATIONS = [
     ("conv2d", "real v = y[c * N * P + n * P + p];", "real v = y[n * C * P + c * P + p];"),
     ("conv2d", "if (h >= 0 && h < H && w >= 0 && w < W)", "if (h >= 0 && h <= H && w >= 0)"),
     ("conv2d", "dx[n0 * C * H * W + i] = sum;", "dx[i] = sum;"),
-    ("conv2d", "rows[i] = dy[(n * C + c) * P + j - n * P];", "rows[i] = dy[(n * C + c) * P + j];"),
+    ("conv2d", "rows[i] = dy[(n * C + c) * P + (j - n * P)];", "rows[i] = dy[(n * C + c) * P + j];"),
     ("conv2d", "s += part[t * Cout * Kb + i];", "s += part[t * Cout * K + i];"),
     ("conv2d", "col[C * Kh * Kw * cols + j] = 1;", "col[C * Kh * Kw * cols + j] = 0.5;"),
     ("pool", "if (k == ki * Kw + kj) {", "if (k == kj * Kh + ki) {"),

@@ -138,7 +138,7 @@ extern "C" __global__ void nchw_to_rows(const real* __restrict__ dy, real* __res
         index_t c = i / NP;
         index_t j = i - c * NP;
         index_t n = j / P;
-        rows[i] = dy[(n * C + c) * P + j - n * P];
+        rows[i] = dy[(n * C + c) * P + (j - n * P)];
     }
 }
 
@@ -155,7 +155,7 @@ extern "C" __global__ void channel_sum(const real* __restrict__ dy, real* __rest
         real s = 0;
         for (index_t j = threadIdx.x; j < NP; j += blockDim.x) {
             index_t n = j / P;
-            s += dy[(n * C + c) * P + j - n * P];
+            s += dy[(n * C + c) * P + (j - n * P)];
         }
         partial[threadIdx.x] = s;
         __syncthreads();
