@@ -535,3 +535,29 @@ def test_subset_and_mnist_indexing_errors_are_clear(mini):
     for bad in (1.0, True):
         with pytest.raises(TypeError, match="MNISTMini: a sample index must be an integer"):
             mini[bad]
+
+
+def test_a_tensor_index_and_a_sampler_keeping_its_indices_in_a_list(mini):
+    sub = Subset(TensorDataset(np.arange(0, 50, 10)), [1, 2, 3])
+    assert sub[tt_tensor(1)][0] == 20 and mini[tt_tensor(3)][1] == mini[3][1]
+
+    from tinytrain.data import Sampler
+
+    class Listed(Sampler):  # PyTorch-style: the order kept as self.indices, a list
+        def __init__(self, order):
+            self.indices = order
+
+        def __iter__(self):
+            return iter(self.indices)
+
+        def __len__(self):
+            return len(self.indices)
+
+    batches = list(DataLoader(np.arange(0, 50, 10), batch_size=2, sampler=Listed([4, 0, 2])))
+    assert [b.tolist() for b in batches] == [[40, 0], [20]]
+
+
+def tt_tensor(value):
+    import tinytrain as tt
+
+    return tt.tensor(value)

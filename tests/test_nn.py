@@ -665,3 +665,15 @@ def test_functional_argument_checks_match_torch():
     for args in (((-3, -3),), ((5, 0), "reflect"), ((6, 0), "circular")):
         assert (tuple(nn.functional.pad(tt.tensor(x), *args).shape)
                 == tuple(torch.nn.functional.pad(torch.tensor(x), *args).shape))
+
+
+def test_a_tied_weight_saved_under_one_name_still_loads_strictly():
+    """Before tinytrain listed tied weights under every name, its state dicts had one."""
+    a, b = nn.Linear(3, 3), nn.Linear(3, 3)
+    b.weight = a.weight
+    model = nn.Sequential(a, b)
+    older = {k: v.numpy() + 1 for k, v in model.state_dict().items() if k != "1.weight"}
+    model.load_state_dict(older)
+    np.testing.assert_array_equal(model[1].weight.numpy(), older["0.weight"])
+    with pytest.raises(KeyError, match="missing keys \\['0.bias'\\]"):
+        model.load_state_dict({k: v for k, v in older.items() if k != "0.bias"})

@@ -773,3 +773,40 @@ def test_clamp_with_tensor_bounds_differentiates_every_operand_like_torch(x, lo,
         results.append([y.tolist(), t.grad.tolist()] + [None if b is None else b.grad.tolist()
                                                          for b in bounds])
     assert results[0] == results[1]
+
+
+def test_flatten_with_start_and_end_on_one_dim_like_torch():
+    for shape, args in (((3,), ()), ((4, 5), (1,)), ((), ()), ((2, 3, 4), (2,))):
+        data = np.zeros(shape, np.float32)
+        want = tuple(torch.tensor(data).flatten(*args).shape)
+        assert tt.tensor(data).flatten(*args).shape == want
+    assert nn.Flatten()(tt.zeros((4, 5))).shape == (4, 5)
+
+
+@pytest.mark.parametrize("between", ["no_grad read", "custom Function"])
+def test_a_view_read_without_grad_after_a_write_keeps_its_place_in_the_graph(between):
+    """A view's node is remade only with grad enabled: a read under no_grad (logging, a
+    ctx-style Function's forward) must not cut it from the graph for good."""
+    grads = []
+    for lib in (tt, torch):
+        a = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        x = a * 1
+        v = x[1:]
+        x.mul_(2)
+        if between == "no_grad read":
+            with lib.no_grad():
+                v.sum()
+        else:
+            class Double(lib.autograd.Function):
+                @staticmethod
+                def forward(ctx, t):
+                    return t * 2
+
+                @staticmethod
+                def backward(ctx, g):
+                    return g * 2
+
+            v = Double.apply(v)
+        ((v * v).sum() + x.sum()).backward()
+        grads.append(a.grad.tolist())
+    assert grads[0] == grads[1]

@@ -403,6 +403,8 @@ class Tensor:
         parent's current graph, so that gradients see the write, as PyTorch regenerates a
         view's ``grad_fn``. The view op runs again on the same parent (a new view of the
         same memory, whose node is all that is kept)."""
+        if not is_grad_enabled():  # nothing is recorded now; a later use with grad refreshes
+            return
         cls, inputs = self._view_replay
         self._view_version = self._version_counter[0]
         try:
@@ -759,14 +761,14 @@ class Tensor:
           slice ``x[i]`` the write goes through ``x[i] = result``, so that ``x``'s graph
           records it too (PyTorch's CopySlices); other views (reshape, permute) refuse.
         """
+        if self._view_replay is not None and self._version_counter[0] != self._view_version:
+            self._refresh_view()  # written through its base since it was made (with grad only)
         recording = is_grad_enabled() and (
             self._requires_grad or builtins.any(isinstance(a, Tensor) and a._requires_grad
                                                 for a in args))
         source, view_of = self, None
         if recording:
             base = self._base
-            if self._view_replay is not None and self._version_counter[0] != self._view_version:
-                self._refresh_view()  # written through its base since it was made
             if self._view_without_grad:
                 raise RuntimeError(
                     f"{name}: a view was created in no_grad mode and is being modified in place "
@@ -1079,7 +1081,7 @@ class Tensor:
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         """Merge dimensions ``start_dim .. end_dim`` (inclusive) into one (a 0-d tensor
         becomes ``[1]``)."""
-        s, e = O._normalize_axis((start_dim, end_dim), max(self.ndim, 1))
+        (s,), (e,) = (O._normalize_axis(d, max(self.ndim, 1)) for d in (start_dim, end_dim))
         if s > e:
             raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
                              f"for a tensor with {self.ndim} dimensions")

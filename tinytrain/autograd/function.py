@@ -281,6 +281,10 @@ class Function:
 
 def _apply_ctx_style(cls: type[Function], inputs: tuple[Any, ...]) -> Tensor:
     """``apply`` of a ctx-style Function: ``forward(ctx, *inputs)`` on the Tensors."""
+    for x in inputs:
+        if isinstance(x, Tensor) and x._view_replay is not None and (
+                x._version_counter[0] != x._view_version):
+            x._refresh_view()  # a view whose memory was written since it was made
     needs = tuple(isinstance(x, Tensor) and x.requires_grad for x in inputs)
     ctx = Context(needs)
     with no_grad():

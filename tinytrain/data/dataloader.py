@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -116,8 +117,12 @@ class Subset(Dataset):
 
 def sample_index(index: Any, size: int, what: str) -> int:
     """``index`` as an int in ``[-size, size)``, or a clear error naming ``what``."""
-    if isinstance(index, bool | np.bool_) or not isinstance(index, numbers.Integral):
-        raise TypeError(f"{what}: a sample index must be an integer, got {index!r}")
+    try:
+        if isinstance(index, bool | np.bool_):
+            raise TypeError
+        index = operator.index(index)  # ints, NumPy integers, one-element integer tensors
+    except TypeError:
+        raise TypeError(f"{what}: a sample index must be an integer, got {index!r}") from None
     if not -size <= index < size:
         raise IndexError(f"{what}: index {index} out of range for {size} samples")
     return int(index)

@@ -44,7 +44,7 @@ def epoch_indices(sampler: Sampler | Iterable[int], size: int) -> np.ndarray:
     A tinytrain :class:`Sampler` gives the epoch as one array (:meth:`Sampler.indices`);
     anything else is iterated, as PyTorch does (e.g. a list, ``SubsetRandomSampler``).
     """
-    if isinstance(sampler, Sampler):
+    if isinstance(sampler, Sampler) and callable(sampler.indices):  # (not a list it keeps)
         order = np.asarray(sampler.indices())
     else:
         order = np.asarray(list(sampler))

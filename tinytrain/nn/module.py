@@ -324,7 +324,11 @@ class Module:
             own.update((prefix + n, b) for n, b in m._buffers.items()
                        if b is not None and n not in m._non_persistent_buffers)
             optional.update(prefix + n for n in getattr(m, "_optional_state", ()))
-        missing = [k for k in own if k not in state_dict and k not in optional]
+        # A tied weight is under several names; a state dict that has it under one of them
+        # (tinytrain's before it listed every name, or a hand-made one) loads it there.
+        present = {id(own[k]) for k in own if k in state_dict}
+        missing = [k for k in own
+                   if k not in state_dict and k not in optional and id(own[k]) not in present]
         unexpected = [k for k in state_dict if k not in own]
         if strict and (missing or unexpected):
             raise StateDictKeyError(
