@@ -140,3 +140,21 @@ def test_scheduler_arguments_are_checked(make, error):
                      {"params": [tt.zeros(1, requires_grad=True)]}], lr=0.1, momentum=0.9)
     with pytest.raises(ValueError, match=error):
         make(opt)
+
+
+def test_stepping_the_scheduler_before_the_optimizer_warns_like_torch():
+    import warnings
+
+    p = tt.nn.Parameter(np.ones(2, np.float32))
+    opt = optim.SGD([p], lr=0.1)
+    sched = optim.lr_scheduler.StepLR(opt, 1)
+    with pytest.warns(UserWarning, match="before `optimizer.step\\(\\)`"):
+        sched.step()
+    opt2 = optim.SGD([p], lr=0.1)
+    sched2 = optim.lr_scheduler.StepLR(opt2, 1)
+    p.grad = tt.ones(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opt2.step()
+        sched2.step()  # the right order: no warning
+    assert opt2._step_count == 1

@@ -810,3 +810,14 @@ def test_a_view_read_without_grad_after_a_write_keeps_its_place_in_the_graph(bet
         ((v * v).sum() + x.sum()).backward()
         grads.append(a.grad.tolist())
     assert grads[0] == grads[1]
+
+
+def test_a_views_requires_grad_follows_its_base_joining_a_graph_like_torch():
+    flags = []
+    for lib in (tt, torch):
+        x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        d = (x * 1).detach()
+        v = d[1]
+        d.mul_(lib.tensor([2.0, 2.0, 2.0], requires_grad=True))
+        flags.append((d.requires_grad, v.requires_grad))
+    assert flags[0] == flags[1] == (True, True)

@@ -130,7 +130,10 @@ class Tensor:
 
     @property
     def requires_grad(self) -> bool:
-        """Whether ops on this tensor record the graph (and a leaf gets ``.grad``)."""
+        """Whether ops on this tensor record the graph (and a leaf gets ``.grad``); a view
+        whose base joined a graph after the view was made says so too."""
+        if self._view_replay is not None and self._version_counter[0] != self._view_version:
+            self._refresh_view()
         return self._requires_grad
 
     @requires_grad.setter

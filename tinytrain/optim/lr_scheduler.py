@@ -13,6 +13,7 @@ the metric stops improving.
 from __future__ import annotations
 
 import math
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -40,6 +41,11 @@ class LRScheduler:
         raise NotImplementedError
 
     def step(self) -> None:
+        if self.last_epoch == 0 and getattr(self.optimizer, "_step_count", 1) == 0:
+            warnings.warn(
+                "Detected call of `lr_scheduler.step()` before `optimizer.step()`: call them in "
+                "the opposite order (optimizer first), or the first value of the schedule is "
+                "skipped (as PyTorch warns)", UserWarning, stacklevel=2)
         self.last_epoch += 1
         self._set(self.get_lr())
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -17,6 +18,20 @@ class Optimizer:
     Parameters with ``requires_grad=False`` (frozen layers) are accepted, as in PyTorch:
     they never get a ``.grad``, and ``step()`` skips every parameter whose ``.grad`` is None.
     """
+
+    _step_count = 0  # step() calls so far (a scheduler stepped before any warns, as PyTorch's)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Each optimizer's ``step`` counts its calls in ``_step_count``."""
+        super().__init_subclass__(**kwargs)
+        step = cls.__dict__.get("step")
+        if step is not None:
+            @functools.wraps(step)
+            def counted(self: Optimizer, *args: Any, **kw: Any) -> Any:
+                self._step_count += 1
+                return step(self, *args, **kw)
+
+            cls.step = counted  # type: ignore[method-assign]
 
     def __init__(self, params: Iterable[Tensor] | Iterable[dict], defaults: dict[str, Any]) -> None:
         params = list(params)
