@@ -67,8 +67,10 @@ _HOOKS = ("tinytrain has no tensor hooks; use register_post_accumulate_grad_hook
           "a module's register_forward_hook")
 _STORAGE = "a tinytrain Tensor wraps one NumPy/CuPy array: use t.data (the array) or t.numpy()"
 TENSOR_HINTS = {
-    "register_hook": _HOOKS, "retain_grad": "tinytrain keeps .grad for leaves only; to see a "
-    "non-leaf's gradient make it a leaf: y = y.detach().requires_grad_()",
+    "register_hook": _HOOKS, "retain_grad": "tinytrain keeps .grad for leaves only. To see a "
+    "non-leaf's gradient, split the computation there: y_leaf = y.detach().requires_grad_(), "
+    "finish the forward from y_leaf and backward; y_leaf.grad is y's gradient (then, if the "
+    "graph before y is needed too, y.backward(y_leaf.grad))",
     "storage": _STORAGE, "untyped_storage": _STORAGE, "storage_offset": _STORAGE,
     "as_strided": _STORAGE,
     "pin_memory": "tinytrain does not pin CPU memory; .to('cuda') copies directly",
