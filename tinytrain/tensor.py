@@ -132,7 +132,7 @@ class Tensor:
     def requires_grad(self) -> bool:
         """Whether ops on this tensor record the graph (and a leaf gets ``.grad``); a view
         whose base joined a graph after the view was made says so too."""
-        if self._view_replay is not None and self._version_counter[0] != self._view_version:
+        if self._view_replay is not None:
             self._refresh_view()
         return self._requires_grad
 
@@ -405,8 +405,9 @@ class Tensor:
         another view: the version they share moved) takes its graph node anew from its
         parent's current graph, so that gradients see the write, as PyTorch regenerates a
         view's ``grad_fn``. The view op runs again on the same parent (a new view of the
-        same memory, whose node is all that is kept)."""
-        if not is_grad_enabled():  # nothing is recorded now; a later use with grad refreshes
+        same memory, whose node is all that is kept). Nothing to do if it was not written
+        since, or without grad (nothing is recorded now; a later use with grad refreshes)."""
+        if self._version_counter[0] == self._view_version or not is_grad_enabled():
             return
         cls, inputs = self._view_replay
         self._view_version = self._version_counter[0]
@@ -431,7 +432,7 @@ class Tensor:
 
     def _grad_node(self) -> Node:
         """The node gradients flow into: ``grad_fn``, or the leaf's AccumulateGrad."""
-        if self._view_replay is not None and self._version_counter[0] != self._view_version:
+        if self._view_replay is not None:
             self._refresh_view()
         if self.grad_fn is not None:
             return self.grad_fn
@@ -764,7 +765,7 @@ class Tensor:
           slice ``x[i]`` the write goes through ``x[i] = result``, so that ``x``'s graph
           records it too (PyTorch's CopySlices); other views (reshape, permute) refuse.
         """
-        if self._view_replay is not None and self._version_counter[0] != self._view_version:
+        if self._view_replay is not None:
             self._refresh_view()  # written through its base since it was made (with grad only)
         recording = is_grad_enabled() and (
             self._requires_grad or builtins.any(isinstance(a, Tensor) and a._requires_grad
@@ -811,10 +812,7 @@ class Tensor:
             parent, index = view_of
             parent[index] = out  # writes our memory and records the write in parent's graph
         else:
-            try:
-                self._data[...] = out._data
-            except ValueError:
-                self._write(name, Ellipsis, out._data)  # raises, saying why
+            self._write(name, Ellipsis, out._data)
             self._version_counter[0] += 1
         return self
 
@@ -1114,8 +1112,7 @@ class Tensor:
         if self.ndim == 0:
             return self
         dims = list(range(self.ndim))
-        dim0, dim1 = d0, d1
-        dims[dim0], dims[dim1] = dims[dim1], dims[dim0]
+        dims[d0], dims[d1] = dims[d1], dims[d0]
         return self.permute(dims)
 
     def t(self) -> Tensor:
@@ -2079,7 +2076,6 @@ def randint(low: int, high: int | None = None, size: Sequence[int] = (), dtype: 
     """Integers uniform in ``[low, high)`` (``randint(high, size)`` means ``low = 0``); a
     floating ``dtype`` holds the same whole numbers, as in PyTorch."""
     if isinstance(high, tuple | list) and size == ():  # randint(high, size), positionally
-        high, size = high, None
         low, high, size = 0, low, high
     elif high is None:
         low, high = 0, low

@@ -238,7 +238,7 @@ class Function:
         array_type, mixed, any_needs = None, False, False
         for x in inputs:  # one pass: raw arrays, which need grad, whether devices may differ
             if isinstance(x, Tensor):
-                if x._view_replay is not None and x._version_counter[0] != x._view_version:
+                if x._view_replay is not None:
                     x._refresh_view()  # a view whose memory was written since it was made
                 data = x._data
                 if array_type is None:
@@ -266,8 +266,7 @@ class Function:
                     output._view_without_grad = True
         # Integer and bool results are not differentiable (a cast to int64, an argmax):
         # they never require grad, as in PyTorch.
-        if any_needs and is_grad_enabled() and (
-                getattr(out, "dtype", None) is None or out.dtype.kind == "f"):
+        if any_needs and is_grad_enabled() and _differentiable(out):
             ctx = Context(tuple(needs))
             raw = tuple(raw)
             cls.setup_context(ctx, raw, out)
@@ -281,10 +280,7 @@ class Function:
 
 def _apply_ctx_style(cls: type[Function], inputs: tuple[Any, ...]) -> Tensor:
     """``apply`` of a ctx-style Function: ``forward(ctx, *inputs)`` on the Tensors."""
-    for x in inputs:
-        if isinstance(x, Tensor) and x._view_replay is not None and (
-                x._version_counter[0] != x._view_version):
-            x._refresh_view()  # a view whose memory was written since it was made
+    # (reading requires_grad remakes a view's node if its memory was written since)
     needs = tuple(isinstance(x, Tensor) and x.requires_grad for x in inputs)
     ctx = Context(needs)
     with no_grad():

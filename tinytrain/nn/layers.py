@@ -277,7 +277,10 @@ class Sequential(Module):
             raise IndexError(f"index {i} is out of range for a Sequential of {len(keys)}")
         for key in keys[i] if isinstance(i, slice) else [keys[i]]:
             del self._modules[key]
-        modules = list(self._modules.values())
+        self._renumber(list(self._modules.values()))
+
+    def _renumber(self, modules: list[Module]) -> None:
+        """Hold ``modules``, named ``"0"``, ``"1"``, ... (as ModuleList's)."""
         self._modules.clear()
         for n, m in enumerate(modules):
             self.add_module(str(n), m)
@@ -302,9 +305,7 @@ class Sequential(Module):
             raise TypeError(f"Sequential.insert: {type(module).__name__} is not a Module")
         modules = list(self._modules.values())
         modules.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(modules):
-            self.add_module(str(i), m)
+        self._renumber(modules)
         return self
 
 

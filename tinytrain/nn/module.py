@@ -295,16 +295,18 @@ class Module:
         in PyTorch's order: module by module, each one's parameters, then its buffers. A
         parameter shared by two modules (tied weights) is there under both names, as in
         PyTorch (``named_parameters()`` gives it once)."""
-        out: OrderedDict[str, Tensor] = OrderedDict()
+        return OrderedDict((name, t.detach()) for name, t in self._named_state())
+
+    def _named_state(self) -> Iterator[tuple[str, Tensor]]:
+        """``state_dict()``'s names and the tensors themselves (not detached)."""
         for mod_name, m in self.named_modules():
             prefix = f"{mod_name}." if mod_name else ""
             for name, p in m._parameters.items():
                 if p is not None:
-                    out[prefix + name] = p.detach()
+                    yield prefix + name, p
             for name, b in m._buffers.items():
                 if b is not None and name not in m._non_persistent_buffers:
-                    out[prefix + name] = b.detach()
-        return out
+                    yield prefix + name, b
 
     def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True
                         ) -> IncompatibleKeys:
@@ -316,14 +318,10 @@ class Module:
         check runs before anything is copied: an error leaves the module as it was.
         Returns ``(missing_keys, unexpected_keys)``, as PyTorch does.
         """
-        own: dict[str, Tensor] = {}
-        optional = set()  # keys a state dict may lack (older PyTorch BatchNorm checkpoints)
-        for mod_name, m in self.named_modules():
-            prefix = f"{mod_name}." if mod_name else ""
-            own.update((prefix + n, p) for n, p in m._parameters.items() if p is not None)
-            own.update((prefix + n, b) for n, b in m._buffers.items()
-                       if b is not None and n not in m._non_persistent_buffers)
-            optional.update(prefix + n for n in getattr(m, "_optional_state", ()))
+        own = dict(self._named_state())
+        # keys a state dict may lack (older PyTorch BatchNorm checkpoints)
+        optional = {f"{mod_name}.{n}" if mod_name else n for mod_name, m in self.named_modules()
+                    for n in getattr(m, "_optional_state", ())}
         # A tied weight is under several names; a state dict that has it under one of them
         # (tinytrain's before it listed every name, or a hand-made one) loads it there.
         present = {id(own[k]) for k in own if k in state_dict}
@@ -344,9 +342,9 @@ class Module:
             if not hasattr(value, "shape") or not hasattr(value, "dtype"):
                 try:
                     value = np.asarray(value)
-                except Exception:
-                    value = np.asarray(None, dtype=object)
-            if value.dtype.kind not in "biuf":
+                except Exception:  # (ragged lists, say): refused just below
+                    value = None
+            if value is None or value.dtype.kind not in "biuf":
                 raise TypeError(
                     f"load_state_dict for {type(self).__name__}: {name} is "
                     f"{type(state_dict[name]).__name__} {state_dict[name]!r:.60} in the state "
