@@ -360,7 +360,8 @@ print(inspect.getsource(ops.Mul))
 # %% [markdown]
 # `Function.apply` (in `tinytrain/autograd/function.py`) is the only place where Tensors
 # and graph bookkeeping appear: it unwraps the inputs, calls `forward`, wraps the output, and
-# — if grad mode is on and some input requires grad — creates a context, calls
+# — if grad mode is on, some input requires grad and the result is floating (an integer
+# result, such as a cast to int64, is not differentiable) — creates a context, calls
 # `setup_context`, and records a graph node pointing at the inputs' nodes.
 #
 # Let us build a miniature version of all this in a few dozen lines: a `MiniTensor`, a
