@@ -821,3 +821,117 @@ def test_a_views_requires_grad_follows_its_base_joining_a_graph_like_torch():
         d.mul_(lib.tensor([2.0, 2.0, 2.0], requires_grad=True))
         flags.append((d.requires_grad, v.requires_grad))
     assert flags[0] == flags[1] == (True, True)
+
+
+# ------------------------------------------------------------------ fifth review round
+
+
+def test_backward_through_a_write_into_a_0d_tensor_like_torch():
+    for lib in (tt, torch):
+        x = lib.tensor(2.0, requires_grad=True)
+        y = x * 1
+        y[...] = 5.0
+        (y * 3).backward()
+        assert float(x.grad) == 0.0
+
+
+@pytest.mark.parametrize("values,op", [([1.0, np.nan, 3.0], "max"), ([1.0, np.nan, np.nan], "min"),
+                                       ([np.nan, 2.0, 2.0], "max")])
+def test_max_min_of_nan_give_the_gradient_to_the_nans_like_torch(values, op):
+    ours, theirs = pair(values, requires_grad=True)
+    getattr(ours, op)().backward()
+    getattr(theirs, op)().backward()
+    np.testing.assert_array_equal(ours.grad.numpy(), theirs.grad.numpy())
+
+
+@pytest.mark.parametrize("p", [0.5, 1, 1.5, 2, 3, np.inf, -1, -2.5])
+@pytest.mark.parametrize("values", [[0.0, 1.0, -2.0], [0.0, 0.0, 0.0], [[0.5, -1.0], [0.0, 3.0]]])
+@pytest.mark.parametrize("dim", [None, 0, -1])
+def test_norm_and_its_gradient_at_zeros_like_torch(p, values, dim):
+    ours, theirs = pair(np.asarray(values, dtype=np.float64), requires_grad=True)
+    a, b = ours.norm(p=p, dim=dim), theirs.norm(p=p, dim=dim)
+    np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-12)
+    g = np.arange(1, a.numel() + 1, dtype=np.float64).reshape(a.shape)
+    (a * tt.tensor(g)).sum().backward()
+    (b * torch.tensor(g)).sum().backward()
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name,kwargs", [("smooth_l1_loss", {"beta": 1.0}),
+                                         ("smooth_l1_loss", {"beta": 0.5}),
+                                         ("huber_loss", {"delta": 2.0})])
+def test_smooth_l1_and_huber_of_infinite_differences_have_finite_gradients(name, kwargs):
+    x = [np.inf, -np.inf, 0.3, -0.7, 2.0, -5.0, 0.5, -1.0]
+    ours, theirs = pair(np.asarray(x, dtype=np.float64), requires_grad=True)
+    a = getattr(nn.functional, name)(ours, tt.zeros(8, dtype=tt.float64), reduction="none",
+                                     **kwargs)
+    b = getattr(torch.nn.functional, name)(theirs, torch.zeros(8, dtype=torch.float64),
+                                           reduction="none", **kwargs)
+    np.testing.assert_array_equal(a.numpy(), b.detach().numpy())
+    a.sum().backward()
+    b.sum().backward()
+    np.testing.assert_array_equal(ours.grad.numpy(), theirs.grad.numpy())
+
+
+@pytest.mark.parametrize("case", [
+    lambda L: L.zeros(2, 3).argmax(keepdim=True),
+    lambda L: L.zeros(2, 3).argmin(keepdim=True),
+    lambda L: L.tensor([True, False]).square(),
+    lambda L: L.stack(L.zeros(0, 2).chunk(3)),
+    lambda L: L.zeros(3).masked_fill(L.tensor([[True], [False]]), 1.0),
+    lambda L: L.zeros(1, 0, 1).unflatten(2, (-1, 1)),
+    lambda L: L.arange(6).unflatten(0, (2, -1)),
+    lambda L: L.tensor(1.0).any(-1),
+    lambda L: L.tensor(0.0).all(0),
+    lambda L: L.tensor(3.0).norm(dim=0),
+    lambda L: L.tensor(1.0).cumsum(-1),
+    lambda L: L.tensor(3.0).movedim(0, -1),
+    lambda L: L.zeros(0, dtype=L.int64) // 0,
+    lambda L: L.tensor([[]], dtype=L.int64) % L.tensor([0]),
+], ids=["argmax", "argmin", "square-bool", "chunk-empty", "masked_fill-broadcast",
+        "unflatten-empty", "unflatten", "any-0d", "all-0d", "norm-0d", "cumsum-0d",
+        "movedim-0d", "floordiv-empty", "remainder-empty"])
+def test_edge_cases_the_fuzzer_found_give_torchs_result(case):
+    same(case(tt), case(torch))
+
+
+@pytest.mark.parametrize("case,match", [
+    (lambda L: L.outer(L.ones(2, 3), L.ones(3)), "1-D"),
+    (lambda L: L.zeros(6).unflatten(0, (4, -1)), "unflatten"),
+    (lambda L: L.cat([L.tensor(1.0), L.tensor(2.0)]), "zero-dimensional tensor"),
+    (lambda L: L.tensor([1, 2]) // 0, "ZeroDivisionError"),
+    (lambda L: L.zeros(3).masked_fill_(L.tensor([[True], [False]]), 1.0), "masked_fill_"),
+])
+def test_edge_cases_the_fuzzer_found_raise_like_torch(case, match):
+    with pytest.raises((RuntimeError, ValueError)):
+        case(torch)
+    with pytest.raises((RuntimeError, ValueError), match=match):
+        case(tt)
+
+
+@pytest.mark.parametrize("dim", [1.0, (0, 1.5), True, "0"])
+def test_a_dim_that_is_not_an_int_is_a_type_error(dim):
+    with pytest.raises(TypeError):
+        torch.zeros(2, 3).sum(dim)
+    with pytest.raises(TypeError, match="dim must be an int or a sequence of ints"):
+        tt.zeros(2, 3).sum(dim)
+
+
+def test_writing_a_size_1_value_and_a_wrong_shape_like_torch():
+    ours, theirs = tt.zeros(2, 3), torch.zeros(2, 3)
+    ours[-1, 0] = tt.tensor([7.0])
+    theirs[-1, 0] = torch.tensor([7.0])
+    ours[0] = tt.tensor([[1.0, 2.0, 3.0]])
+    theirs[0] = torch.tensor([[1.0, 2.0, 3.0]])
+    same(ours, theirs)
+    for grad in (False, True):
+        x = tt.zeros(2, 3, requires_grad=grad) * 1
+        with pytest.raises(ValueError, match=r"value of shape \(2,\) does not broadcast to the "
+                                             r"\(3,\) indexed \(tensor shape \(2, 3\)\)"):
+            x[0] = tt.zeros(2)
+    v = tt.ones(1, 3, requires_grad=True)
+    x = tt.zeros(2, 3, requires_grad=True)
+    y = x * 1
+    y[1] = v
+    y.sum().backward()
+    np.testing.assert_array_equal(v.grad.numpy(), np.ones((1, 3)))

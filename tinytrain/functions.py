@@ -164,6 +164,10 @@ def cat(tensors: Sequence[Tensor], dim: int = 0, *, out: Tensor | None = None) -
     tensors = [_t(t) for t in tensors]
     if not tensors:
         raise O.InvalidArgument("cat: expected a non-empty sequence of tensors")
+    for i, t in enumerate(tensors):
+        if t.ndim == 0:
+            raise O.ShapeError(f"cat: zero-dimensional tensor (at position {i}) cannot be "
+                               f"concatenated; stack() makes a new dimension")
     (axis,) = O._normalize_axis(dim, tensors[0].ndim)
     for i, t in enumerate(tensors):
         if t.ndim != tensors[0].ndim or builtins.any(
@@ -342,7 +346,7 @@ def dot(input: Any, tensor: Any) -> Tensor:  # noqa: A002
 
 def outer(input: Any, vec2: Any) -> Tensor:  # noqa: A002
     """``[n]`` and ``[m]`` -> ``[n, m]`` of all products."""
-    return _t(input).unsqueeze(1) * _t(vec2).unsqueeze(0)
+    return _t(input).outer(vec2)
 
 
 def tril(input: Any, diagonal: int = 0) -> Tensor:  # noqa: A002

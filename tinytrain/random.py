@@ -16,13 +16,17 @@ _generator = np.random.default_rng(0)
 
 
 def manual_seed(seed: int) -> np.random.Generator:
-    """Reseed the package generator (like ``torch.manual_seed``) and return it. Any integer
-    works (a negative one is taken modulo 2**64, as PyTorch does), also a one-element tensor."""
+    """Reseed the package generator (like ``torch.manual_seed``) and return it. Any integer in
+    PyTorch's range, ``[-2**63, 2**64)``, works (a negative one is taken modulo 2**64, as
+    PyTorch does), also a one-element tensor."""
     global _generator
     try:
         value = int(seed)
     except (TypeError, ValueError):
         raise TypeError(f"manual_seed: the seed must be an integer, got {seed!r}") from None
+    if not -(1 << 63) <= value < 1 << 64:  # (taken modulo 2**64 it would alias another seed)
+        raise ValueError(f"manual_seed: seed {value} is out of range: it must be in "
+                         f"[-2**63, 2**64)")
     _generator = np.random.default_rng(value % (1 << 64))
     return _generator
 

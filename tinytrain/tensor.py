@@ -85,6 +85,21 @@ class RemovableHandle:
         self._hooks.pop(self.id, None)
 
 
+def _nonempty_result(a: Any, b: Any) -> bool:
+    """False when ``a op b`` broadcasts to an empty result (nothing divided, nothing to
+    refuse)."""
+    return math.prod(np.broadcast_shapes(np.shape(a._data if isinstance(a, Tensor) else a),
+                                         np.shape(b._data if isinstance(b, Tensor) else b))) > 0
+
+
+def _broadcasts(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """True if ``shape`` broadcasts to ``target`` (as a value written there)."""
+    try:
+        return np.broadcast_shapes(shape, target) == tuple(target)
+    except ValueError:
+        return False
+
+
 class Tensor:
     """An n-dimensional array on ``"cpu"`` or ``"cuda"`` that can record gradients."""
 
@@ -569,7 +584,8 @@ class Tensor:
             raise DTypeError(f"{op.__name__} is not implemented for bool tensors")
         divisor = (a if reverse else b)
         divisor = divisor._data if isinstance(divisor, Tensor) else divisor
-        if a.dtype.kind in "iu" and builtins.bool((divisor == 0).any()):
+        if (a.dtype.kind in "iu" and _nonempty_result(a, b)
+                and builtins.bool((divisor == 0).any())):
             raise RuntimeError("ZeroDivisionError: integer division or modulo by zero")
         return self._binary(op, other, reverse)
 
@@ -636,7 +652,8 @@ class Tensor:
         if a.dtype == bool_:
             raise DTypeError("div with a rounding_mode is not implemented for bool tensors")
         divisor = b._data if isinstance(b, Tensor) else b
-        if a.dtype.kind in "iu" and builtins.bool((divisor == 0).any()):
+        if (a.dtype.kind in "iu" and _nonempty_result(a, b)
+                and builtins.bool((divisor == 0).any())):
             raise RuntimeError("ZeroDivisionError: integer division by zero")
         return O.DivRounded.apply(a, b, rounding_mode)
 
@@ -740,11 +757,11 @@ class Tensor:
 
     def any(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         """True where any element over ``dim`` (all dims if None) is non-zero."""
-        return Tensor(self._data.any(axis=O._normalize_axis(dim, self.ndim), keepdims=keepdim))
+        return Tensor(self._data.any(axis=self._reduction_axes(dim), keepdims=keepdim))
 
     def all(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         """True where every element over ``dim`` (all dims if None) is non-zero."""
-        return Tensor(self._data.all(axis=O._normalize_axis(dim, self.ndim), keepdims=keepdim))
+        return Tensor(self._data.all(axis=self._reduction_axes(dim), keepdims=keepdim))
 
     # ------------------------------------------------------------ in-place ops
 
@@ -899,12 +916,24 @@ class Tensor:
             value = value.to(self.device, self.dtype)
         else:
             value = tensor(value, dtype=self.dtype, device=self.device)
-        if not (is_grad_enabled() and (self._requires_grad or value._requires_grad)):
-            self._write("__setitem__", index, value._data)  # nothing to record: just those
-            self._version_counter[0] += 1
-            return
-        self._inplace("__setitem__", lambda s: O.IndexPut.apply(s, value, index), value,
-                      any_dtype=True)
+        lead = 0  # leading size-1 dims of the value broadcast away (NumPy refuses [1] -> [])
+        while lead < value.ndim and value.shape[lead] == 1:
+            lead += 1
+        if lead:
+            value = value.reshape(value.shape[lead:])
+        try:
+            if not (is_grad_enabled() and (self._requires_grad or value._requires_grad)):
+                self._write("__setitem__", index, value._data)  # nothing to record: just those
+                self._version_counter[0] += 1
+                return
+            self._inplace("__setitem__", lambda s: O.IndexPut.apply(s, value, index), value,
+                          any_dtype=True)
+        except ValueError as e:  # NumPy's "could not broadcast", said with the shapes
+            if type(e) is not ValueError or _broadcasts(value.shape, self._data[index].shape):
+                raise
+            raise ShapeError(f"__setitem__: a value of shape {value.shape} does not broadcast "
+                             f"to the {tuple(self._data[index].shape)} indexed (tensor shape "
+                             f"{self.shape})") from None
 
     # ------------------------------------------------------------ unary
 
@@ -1040,8 +1069,9 @@ class Tensor:
         axes = self._reduce_check(name, dim)
         axis = None if axes is None else axes[0]
         out = getattr(self._data, name)(axis=axis)
-        if keepdim and axis is not None:
-            out = backend.get_array_module(out).expand_dims(out, axis)
+        if keepdim:  # (no dim: every dim kept, of size 1, as in PyTorch)
+            out = (out.reshape((1,) * self.ndim) if axis is None
+                   else backend.get_array_module(out).expand_dims(out, axis))
         return Tensor(backend.get_array_module(out).asarray(out).astype(int64, copy=False))
 
     # ------------------------------------------------------------ shapes
@@ -1133,6 +1163,13 @@ class Tensor:
     def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
         """Split dimension ``dim`` into ``sizes`` (one may be -1): ``[N, 12]`` -> ``[N, 3, 4]``."""
         (axis,) = O._normalize_axis(dim, self.ndim)
+        sizes, n = list(sizes), self.shape[axis]
+        known = math.prod(s for s in sizes if s != -1)
+        if sizes.count(-1) == 1 and known:  # inferred from this dim (also when it is empty)
+            sizes[sizes.index(-1)] = n // known
+        if sizes.count(-1) > 1 or math.prod(sizes) != n:
+            raise ShapeError(f"unflatten: sizes {tuple(sizes)} do not multiply to dimension "
+                             f"{axis}'s size {n} (shape {self.shape})")
         return self.reshape(self.shape[:axis] + tuple(sizes) + self.shape[axis + 1:])
 
     def expand(self, *sizes: int | Sequence[int]) -> Tensor:
@@ -1198,6 +1235,8 @@ class Tensor:
         if chunks <= 0:
             raise ShapeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
         (axis,) = O._normalize_axis(dim, self.ndim)
+        if self.shape[axis] == 0:  # as PyTorch: ``chunks`` empty pieces
+            return tuple(self.narrow(dim, 0, 0) for _ in range(chunks))
         return self.split(builtins.max(-(-self.shape[axis] // chunks), 1), dim)
 
     def flip(self, *dims: int | Sequence[int]) -> Tensor:
@@ -1228,6 +1267,8 @@ class Tensor:
         """Move dimension(s) ``source`` to position(s) ``destination``."""
         src = O._normalize_axis(source, self.ndim)
         dst = O._normalize_axis(destination, self.ndim)
+        if self.ndim == 0:  # (dims 0 and -1 of a 0-d tensor: nothing moves)
+            return self.view(())
         order = [d for d in range(self.ndim) if d not in src]
         for s, d in sorted(zip(dst, src)):
             order.insert(s, d)
@@ -1269,9 +1310,7 @@ class Tensor:
         """A copy with ``value`` wherever the bool ``mask`` (broadcast to self's shape) is
         True; the dtype stays self's. ``value`` is a number or a 0-d tensor."""
         mask = _bool_condition("masked_fill", mask)
-        if O.broadcast_shapes("masked_fill", self.shape, mask.shape) != self.shape:
-            raise ShapeError(f"masked_fill: mask of shape {mask.shape} does not broadcast to "
-                             f"the tensor's shape {self.shape}")
+        O.broadcast_shapes("masked_fill", self.shape, mask.shape)
         if isinstance(value, Tensor):
             if value.ndim:
                 raise ShapeError(f"masked_fill only supports a 0-dimensional value tensor, but "
@@ -1282,6 +1321,10 @@ class Tensor:
         return O.Where.apply(mask, value, self)
 
     def masked_fill_(self, mask: Any, value: Any) -> Tensor:
+        mask = _bool_condition("masked_fill_", mask)
+        if O.broadcast_shapes("masked_fill_", self.shape, mask.shape) != self.shape:
+            raise ShapeError(f"masked_fill_: mask of shape {mask.shape} does not broadcast to "
+                             f"the tensor's shape {self.shape}")
         return self._inplace("masked_fill_", lambda s: s.masked_fill(mask, value), value)
 
     def _index_array(self, name: str, index: Any) -> Any:
@@ -1461,9 +1504,9 @@ class Tensor:
         """The ``p``-norm over ``dim`` (all entries if None): 2 / ``"fro"`` (default), 1,
         ``inf``, ``-inf``, 0 (count of non-zeros) or any other number."""
         x = self if self.dtype.kind == "f" else self.float()
-        axes = O._normalize_axis(dim, x.ndim)
+        axes = x._reduction_axes(dim)
         if p in ("fro", 2):
-            return O.Norm2.apply(x, axes, keepdim)
+            return O.Norm.apply(x, 2, axes, keepdim)
         if p == 1:
             return x.abs().sum(axes, keepdim)
         if p in (np.inf, -np.inf):
@@ -1472,7 +1515,7 @@ class Tensor:
             return (x != 0).sum(axes, keepdim).to(dtype=x.dtype)
         if isinstance(p, str):
             raise InvalidArgument(f"norm: unknown p {p!r}; use a number or 'fro'")
-        return (x.abs() ** p).sum(axes, keepdim) ** (1 / p)
+        return O.Norm.apply(x, p, axes, keepdim)
 
     def isclose(self, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
                 equal_nan: bool = False) -> Tensor:
@@ -1501,7 +1544,8 @@ class Tensor:
         return self._float_op(O.Cos)
 
     def square(self) -> Tensor:
-        return self * self
+        x = self._cast(int64) if self.dtype == bool_ else self  # (bool squares to int64)
+        return x * x
 
     def _rounding(self, name: str) -> Tensor:
         if self.dtype.kind != "f" and name != "sign" or self.dtype == bool_:
@@ -1672,7 +1716,11 @@ class Tensor:
 
     def outer(self, vec2: Tensor) -> Tensor:
         """``[n]`` and ``[m]`` -> ``[n, m]`` of all products."""
-        return self.unsqueeze(1) * _as_operand(vec2, self, "outer").unsqueeze(0)
+        vec2 = _as_operand(vec2, self, "outer")
+        if self.ndim != 1 or vec2.ndim != 1:
+            raise ShapeError(f"outer: expected two 1-D tensors, got shapes {self.shape} and "
+                             f"{vec2.shape}")
+        return self.unsqueeze(1) * vec2.unsqueeze(0)
 
     # ------------------------------------------------------------ new tensors like this one
 

@@ -60,16 +60,25 @@ def _normalize_axis(axis: Any, ndim: int) -> tuple[int, ...] | None:
     stays None. Out of range: an IndexError; twice the same: an InvalidArgument."""
     if axis is None:
         return None
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(_dims_of(axis))
     out = []
     for a in axes:
-        if not -ndim <= a < max(ndim, 1):
+        if not isinstance(a, int | np.integer) or isinstance(a, bool):
+            raise TypeError(f"dim must be an int or a sequence of ints, got {axis!r}")
+        if not -max(ndim, 1) <= a < max(ndim, 1):  # (a 0-d tensor takes 0 and -1, as torch)
             raise IndexError(f"axis {a} is out of range for a tensor with {ndim} dimensions")
         out.append(a % max(ndim, 1))
     if len(set(out)) != len(out):
         raise InvalidArgument(f"dims {axes}: a dimension appears more than once (a tensor with "
                               f"{ndim} dimensions)")
     return tuple(out)
+
+
+def _dims_of(axis: Any) -> Any:
+    try:
+        return iter(axis)
+    except TypeError:
+        raise TypeError(f"dim must be an int or a sequence of ints, got {axis!r}") from None
 
 
 def _expand_reduced(grad: Any, shape: tuple[int, ...], axis: tuple[int, ...] | None,
@@ -511,7 +520,8 @@ class Amax(Function):
         a, axis, keepdims = inputs
         ctx.shape, ctx.axis, ctx.keepdims = a.shape, axis, keepdims
         out = _expand_reduced(output, a.shape, axis, keepdims)
-        ctx.save_for_backward(a == out)
+        # where the result is NaN, it came from the NaNs (as PyTorch: they share the gradient)
+        ctx.save_for_backward((a == out) | ((a != a) & (out != out)))
 
     @staticmethod
     def backward(ctx, g):
@@ -713,7 +723,7 @@ class IndexPut(Function):
     def backward(ctx, g):
         ga = gv = None
         if ctx.needs_input_grad[0]:
-            ga = g.copy()
+            ga = get_array_module(g).array(g)  # a copy, and an array also when g is 0-d
             ga[ctx.index] = 0
         if ctx.needs_input_grad[1]:
             gv = unbroadcast(g[ctx.index], ctx.v_shape)
@@ -1160,27 +1170,35 @@ class Softplus(Function):
         return get_array_module(g).where(z > ctx.threshold, g, g * Sigmoid.forward(z)), None, None
 
 
-class Norm2(Function):
-    """The Euclidean norm over ``axis`` (all if None): ``sqrt(sum(a^2))``. Its gradient
-    ``a / norm`` is taken as 0 where the norm is 0 (PyTorch's subgradient)."""
+class Norm(Function):
+    """The ``p``-norm over ``axis`` (all if None), ``p != 0``: ``sum(|a|^p)^(1/p)``. Its
+    gradient ``sign(a) (|a| / norm)^(p-1)`` is taken as 0 where ``a`` or the norm is 0
+    (PyTorch's subgradient; for ``p < 1`` the formula is infinite there)."""
 
     @staticmethod
-    def forward(a, axis, keepdims):
-        return get_array_module(a).sqrt((a * a).sum(axis=axis, keepdims=keepdims))
+    def forward(a, p, axis, keepdims):
+        xp = get_array_module(a)
+        if p == 2:
+            return xp.sqrt((a * a).sum(axis=axis, keepdims=keepdims))
+        with np.errstate(divide="ignore"):  # p < 0: a zero makes the norm 0, as in PyTorch
+            return (xp.abs(a) ** p).sum(axis=axis, keepdims=keepdims) ** (1 / p)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        a, ctx.axis, ctx.keepdims = inputs
+        a, ctx.p, ctx.axis, ctx.keepdims = inputs
         ctx.save_for_backward(a, output)
 
     @staticmethod
     def backward(ctx, g):
         a, out = ctx.saved_tensors
-        xp = get_array_module(g)
+        xp, p = get_array_module(g), ctx.p
         g = _expand_reduced(g, a.shape, ctx.axis, ctx.keepdims)
         out = _expand_reduced(out, a.shape, ctx.axis, ctx.keepdims)
+        zero = (out == 0) if p == 2 else (out == 0) | (a == 0)
         safe = xp.where(out == 0, 1, out)
-        return xp.where(out == 0, 0, g * a / safe).astype(g.dtype, copy=False), None, None
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            d = a / safe if p == 2 else xp.sign(a) * (xp.abs(a) / safe) ** (p - 1)
+            return xp.where(zero, 0, g * d).astype(g.dtype, copy=False), None, None, None
 
 
 # -------------------------------------------------------- shapes: expand, repeat, pad
