@@ -677,3 +677,126 @@ def test_a_tied_weight_saved_under_one_name_still_loads_strictly():
     np.testing.assert_array_equal(model[1].weight.numpy(), older["0.weight"])
     with pytest.raises(KeyError, match="missing keys \\['0.bias'\\]"):
         model.load_state_dict({k: v for k, v in older.items() if k != "0.bias"})
+
+
+# ------------------------------------------------------------------ fifth review round
+
+
+def _both(lib):
+    """Sequential(shared, ReLU, shared) with a BatchNorm shared twice, in either library."""
+    shared, bn = lib.nn.Linear(2, 2), lib.nn.BatchNorm1d(2)
+    return lib.nn.Sequential(shared, lib.nn.ReLU(), shared, bn, bn), shared
+
+
+def test_a_module_registered_twice_is_visited_once_like_torch():
+    for lib in (tt, torch):
+        net, shared = _both(lib)
+        linear = lib.nn.Linear
+        with lib.no_grad():
+            shared.weight.fill_(1.0)
+            net.apply(lambda m, linear=linear: m.weight.mul_(0.5) if isinstance(m, linear)
+                      else None)
+        assert float(shared.weight.sum()) == 2.0  # halved once, not twice
+        assert len(list(net.modules())) == 4 and len(list(net.children())) == 3
+        assert len(list(net.buffers())) == 3 and len(list(net.named_buffers())) == 3
+    ours, theirs = _both(tt)[0], _both(torch)[0]
+    assert [n for n, _ in ours.named_modules()] == [n for n, _ in theirs.named_modules()]
+    assert ([n for n, _ in ours.named_modules(remove_duplicate=False)]
+            == [n for n, _ in theirs.named_modules(remove_duplicate=False)])
+    assert list(ours.state_dict()) == list(theirs.state_dict())  # every name still there
+    assert repr(ours).count("Linear(") == repr(theirs).count("Linear(") == 2
+
+
+def test_train_goes_through_each_childs_own_train_like_torch():
+    class FrozenBN(nn.BatchNorm1d):
+        def train(self, mode=True):
+            return super().train(False)
+
+    net = nn.Sequential(nn.Sequential(nn.Linear(2, 2), FrozenBN(2)), nn.Dropout())
+    net.eval()
+    net.train()
+    assert net.training and net[0].training and net[1].training
+    assert not net[0][1].training  # its override kept it in eval mode
+
+
+def test_assigning_over_a_parameter_or_a_none_module_like_torch():
+    m = nn.Module()
+    m.w = nn.Parameter(tt.zeros(2))
+    with pytest.raises(TypeError, match="cannot assign 'Linear' as parameter 'w'"):
+        m.w = nn.Linear(1, 1)
+    ours, theirs = nn.Module(), torch.nn.Module()
+    for mod, lib in ((ours, nn), (theirs, torch.nn)):
+        mod.a, mod.c = lib.Linear(1, 1), lib.Linear(1, 1)
+        mod.a = None  # keeps its slot
+        mod.a = lib.Linear(1, 1)
+    assert list(ours.state_dict()) == list(theirs.state_dict()) == [
+        "a.weight", "a.bias", "c.weight", "c.bias"]
+
+
+def test_a_class_weight_of_a_loss_is_a_buffer_like_torch():
+    w = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+    for ours, theirs in ((nn.CrossEntropyLoss(weight=tt.tensor(w)),
+                          torch.nn.CrossEntropyLoss(weight=torch.tensor(w))),
+                         (nn.NLLLoss(weight=tt.tensor(w)),
+                          torch.nn.NLLLoss(weight=torch.tensor(w))),
+                         (nn.CrossEntropyLoss(), torch.nn.CrossEntropyLoss())):
+        assert list(ours.state_dict()) == list(theirs.state_dict())
+    loss = nn.CrossEntropyLoss(weight=tt.tensor(w))
+    loss.load_state_dict({"weight": tt.tensor(w * 2)})
+    np.testing.assert_array_equal(loss.weight.numpy(), w * 2)
+
+
+def test_load_state_dict_takes_a_pytorch_state_dict():
+    theirs = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
+    ours = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
+    ours.load_state_dict(theirs.state_dict())
+    for name, t in theirs.state_dict().items():
+        np.testing.assert_array_equal(ours.state_dict()[name].numpy(), t.numpy())
+
+
+@pytest.mark.parametrize("shape,target_shape", [((4,), ()), ((5, 4, 3), (5, 3)),
+                                                ((2, 4, 3, 2), (2, 3, 2))])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("kwargs", [{}, {"label_smoothing": 0.1}, {"weight": [1.0, 2, 3, 4]},
+                                    {"ignore_index": 1}])
+def test_cross_entropy_and_nll_take_unbatched_and_k_dim_inputs_like_torch(
+        shape, target_shape, reduction, kwargs):
+    rng = np.random.default_rng(len(shape))
+    x, t = rng.standard_normal(shape), rng.integers(0, 4, target_shape)
+    losses = [("cross_entropy", kwargs)]
+    if "label_smoothing" not in kwargs:
+        losses.append(("nll_loss", kwargs))
+    for name, kw in losses:
+        ours, theirs = tt.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        ko = {k: tt.tensor(v) if k == "weight" else v for k, v in kw.items()}
+        kt = {k: torch.tensor(v, dtype=torch.float64) if k == "weight" else v
+              for k, v in kw.items()}
+        a = getattr(nn.functional, name)(ours, tt.tensor(t), reduction=reduction, **ko)
+        b = getattr(torch.nn.functional, name)(theirs, torch.tensor(t), reduction=reduction, **kt)
+        assert a.shape == tuple(b.shape), name
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-10, err_msg=name)
+        g = rng.standard_normal(a.shape)
+        (a * tt.tensor(g)).sum().backward()
+        (b * torch.tensor(g)).sum().backward()
+        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-10,
+                                   atol=1e-12, err_msg=name)
+    probs = rng.random(shape)
+    a = nn.functional.cross_entropy(tt.tensor(x), tt.tensor(probs), reduction=reduction)
+    b = torch.nn.functional.cross_entropy(torch.tensor(x), torch.tensor(probs),
+                                          reduction=reduction)
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10)
+
+
+def test_class_losses_name_themselves_and_the_shapes_in_errors():
+    with pytest.raises(ValueError, match=r"nll_loss: weight must be \[C\] = \[4\]"):
+        nn.functional.nll_loss(tt.zeros(3, 4), tt.zeros(3, dtype=tt.int64), weight=tt.ones(3))
+    with pytest.raises(ValueError, match=r"targets must be class indices of shape \(5, 3\)"):
+        nn.functional.cross_entropy(tt.zeros(5, 4, 3), tt.zeros(5, dtype=tt.int64))
+
+
+def test_pooling_and_softmax_print_their_arguments_like_torch():
+    for ours, theirs in ((nn.MaxPool2d(3), torch.nn.MaxPool2d(3)),
+                         (nn.AvgPool2d(2), torch.nn.AvgPool2d(2))):
+        assert ours.stride == theirs.stride == ours.kernel_size
+        assert f"stride={theirs.stride}" in repr(ours)
+    assert repr(nn.LogSoftmax(dim=1)) == repr(torch.nn.LogSoftmax(dim=1)) == "LogSoftmax(dim=1)"

@@ -257,7 +257,9 @@ class MaxPool2d(Module):
         self, kernel_size: IntOrPair, stride: IntOrPair | None = None, padding: IntOrPair = 0
     ) -> None:
         super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        # as PyTorch: no stride means the kernel's, and the attribute says so
+        self.kernel_size, self.padding = kernel_size, padding
+        self.stride = kernel_size if stride is None else stride
 
     def forward(self, x: Tensor) -> Tensor:
         return max_pool2d(x, self.kernel_size, self.stride, self.padding)
@@ -277,7 +279,9 @@ class AvgPool2d(Module):
         count_include_pad: bool = True,
     ) -> None:
         super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        # as PyTorch: no stride means the kernel's, and the attribute says so
+        self.kernel_size, self.padding = kernel_size, padding
+        self.stride = kernel_size if stride is None else stride
         self.count_include_pad = count_include_pad
 
     def forward(self, x: Tensor) -> Tensor:

@@ -150,6 +150,9 @@ def cross_entropy(input: Tensor, target: Tensor | Any, weight: Tensor | None = N
                   label_smoothing: float = 0.0) -> Tensor:
     """Cross-entropy of ``input`` logits ``[N, C]`` against integer class ``target [N]``, or
     against class probabilities ``target [N, C]`` (a float tensor of the input's shape).
+    As in PyTorch, ``input`` may also be unbatched, ``[C]`` (``target []``), or have more
+    dimensions, ``[N, C, d1, ...]`` (``target [N, d1, ...]``, one class per position;
+    ``"none"`` returns the loss in that shape, ``"mean"`` averages over every position).
 
     ``reduction`` is ``"mean"`` (over the batch, the default), ``"sum"`` or ``"none"``;
     ``weight [C]`` weighs each class (a weighted mean divides by the targets' total weight),
@@ -171,29 +174,69 @@ def cross_entropy(input: Tensor, target: Tensor | Any, weight: Tensor | None = N
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
                          f"{label_smoothing}")
+    input, target, shape = _as_rows("cross_entropy", input, target)  # noqa: A001
     if _is_probabilities(input, target):
-        return _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
+        loss = _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
+        return _unflatten_none(loss, reduction, shape)
     t = _class_targets("cross_entropy", input, target, reduction, checked_by_kernel=True,
                        ignore_index=ignore_index)
     host = backend.device_of(t) == "cpu"
     ignoring = ignore_index != -100 or (host and t.size and bool((t == ignore_index).any()))
     if weight is None and not label_smoothing and not ignoring:
-        return O.CrossEntropy.apply(input, t, reduction)
-    return _nll(input.log_softmax(1), t, weight, ignore_index, reduction, label_smoothing)
+        loss = O.CrossEntropy.apply(input, t, reduction)
+    else:
+        loss = _nll(input.log_softmax(1), t, weight, ignore_index, reduction, label_smoothing,
+                    "cross_entropy")
+    return _unflatten_none(loss, reduction, shape)
+
+
+def _as_rows(name: str, input: Tensor, target: Any) -> tuple[Tensor, Any, Any]:  # noqa: A002
+    """PyTorch's other input layouts for a class loss as the ``[N, C]`` one: unbatched
+    ``[C]`` (target ``[]``) and K-dimensional ``[N, C, d1, ...]`` (target ``[N, d1, ...]``),
+    the class axis moved last and the rest flattened: ``[M, C]`` and ``[M]`` (class
+    probabilities as targets: ``[M, C]``). Returns them and the shape a per-element loss
+    (``reduction="none"``) takes back, or None for ``[N, C]`` (nothing to do)."""
+    if input.ndim == 2 or input.ndim == 0:  # ([N, C] as is; 0-d is refused downstream)
+        return input, target, None
+    c = input.shape[0] if input.ndim == 1 else input.shape[1]
+    shape = () if input.ndim == 1 else (input.shape[0], *input.shape[2:])
+    soft = _is_probabilities(input, target)
+    t_shape = tuple(np.shape(target)) if not hasattr(target, "shape") else tuple(target.shape)
+    if not soft and t_shape != shape:
+        raise ShapeError(f"{name}: for input of shape {input.shape} the targets must be class "
+                         f"indices of shape {shape} (or probabilities of the input's shape), "
+                         f"got shape {t_shape}")
+
+    def rows(a: Any) -> Any:
+        return a.reshape(1, c) if a.ndim == 1 else a.movedim(1, -1).reshape(-1, c)
+
+    if soft:
+        return rows(input), rows(target), shape
+    t = target if hasattr(target, "reshape") else np.asarray(target)  # a list, say
+    return rows(input), t.reshape(-1), shape
+
+
+def _unflatten_none(loss: Tensor, reduction: str, shape: Any) -> Tensor:
+    """A per-element loss of :func:`_as_rows`'s rows back in the targets' shape."""
+    return loss.reshape(shape) if shape is not None and reduction == "none" else loss
 
 
 def nll_loss(input: Tensor, target: Tensor | Any, weight: Tensor | None = None,  # noqa: A002
              *, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
     """Negative log-likelihood of integer ``target [N]`` under log-probabilities
-    ``input [N, C]`` (e.g. ``log_softmax`` output): ``-input[i, target[i]]`` (times
+    ``input [N, C]`` (e.g. ``log_softmax`` output; or ``[C]`` and ``[N, C, d1, ...]`` as in
+    :func:`cross_entropy`): ``-input[i, target[i]]`` (times
     ``weight[target[i]]``), averaged (``"mean"``: over the total weight), summed (``"sum"``)
     or per sample (``"none"``); targets equal to ``ignore_index`` count for nothing.
     ``nll_loss(log_softmax(x, 1), y)`` equals ``cross_entropy(x, y)``.
     """
+    input, target, shape = _as_rows("nll_loss", input, target)  # noqa: A001
     t = _class_targets("nll_loss", input, target, reduction, ignore_index=ignore_index)
     if weight is None and not bool((t == ignore_index).any()):
-        return O.NLLLoss.apply(input, t, reduction)
-    return _nll(input, t, weight, ignore_index, reduction)
+        loss = O.NLLLoss.apply(input, t, reduction)
+    else:
+        loss = _nll(input, t, weight, ignore_index, reduction, name="nll_loss")
+    return _unflatten_none(loss, reduction, shape)
 
 
 def _class_weight(name: str, weight: Tensor | None, logp: Tensor) -> Any:
@@ -209,12 +252,12 @@ def _class_weight(name: str, weight: Tensor | None, logp: Tensor) -> Any:
 
 
 def _nll(logp: Tensor, t: Any, weight: Tensor | None, ignore_index: int, reduction: str,
-         label_smoothing: float = 0.0) -> Tensor:
+         label_smoothing: float = 0.0, name: str = "cross_entropy") -> Tensor:
     """PyTorch's weighted NLL with ignored targets and label smoothing, from ops on
     ``logp [N, C]`` (the slow path of ``cross_entropy`` / ``nll_loss``)."""
     xp = backend.get_array_module(logp.data)
     n, c = logp.shape
-    w = _class_weight("cross_entropy", weight, logp)
+    w = _class_weight(name, weight, logp)
     keep = t != ignore_index
     safe = xp.where(keep, t, 0)
     w_t = Tensor(w[safe] * keep)  # each sample's weight, 0 if ignored
@@ -240,7 +283,7 @@ def _nll(logp: Tensor, t: Any, weight: Tensor | None, ignore_index: int, reducti
         loss = (1 - label_smoothing) * loss + label_smoothing / c * smooth
     if reduction == "mean":
         return loss.sum() / mean(total) + nan
-    return _reduce(loss, reduction, "cross_entropy")
+    return _reduce(loss, reduction, name)
 
 
 def _is_probabilities(input: Tensor, target: Any) -> bool:  # noqa: A002
@@ -294,8 +337,8 @@ def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",  # no
     d = input - target
     if beta == 0:
         return _reduce(d.abs(), reduction, "smooth_l1_loss")
-    a = d.abs()
-    return _reduce(where(a < beta, 0.5 * d * d / beta, a - 0.5 * beta), reduction,
+    a, q = d.abs(), d.clamp(-beta, beta)  # q: the quadratic part's d, finite where unused
+    return _reduce(where(a < beta, 0.5 * q * q / beta, a - 0.5 * beta), reduction,
                    "smooth_l1_loss")
 
 
@@ -306,8 +349,8 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",  # noqa: 
     if not delta > 0:
         raise ValueError(f"huber_loss: delta must be > 0, got {delta}")
     d = input - target
-    a = d.abs()
-    return _reduce(where(a < delta, 0.5 * d * d, delta * (a - 0.5 * delta)), reduction,
+    a, q = d.abs(), d.clamp(-delta, delta)  # (an infinite d gives no NaN gradient)
+    return _reduce(where(a < delta, 0.5 * q * q, delta * (a - 0.5 * delta)), reduction,
                    "huber_loss")
 
 

@@ -317,6 +317,9 @@ class Softmax(Module):
     def forward(self, x: Tensor) -> Tensor:
         return F.softmax(x, self.dim)
 
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
 
 class LogSoftmax(Softmax):
     def forward(self, x: Tensor) -> Tensor:
@@ -379,29 +382,39 @@ class BCEWithLogitsLoss(_Loss):
         return F.binary_cross_entropy_with_logits(input, target, self.reduction)
 
 
-class NLLLoss(_Loss):
+class _WeightedLoss(_Loss):
+    """A loss with class weights: ``weight`` is a buffer, as in PyTorch (in ``state_dict()``
+    when given, moved by ``to()``)."""
+
+    def __init__(self, weight: Tensor | None, reduction: str) -> None:
+        super().__init__(reduction)
+        if weight is not None and not isinstance(weight, Tensor):
+            weight = Tensor(np.asarray(weight, dtype=np.float32))
+        self.register_buffer("weight", weight)
+
+
+class NLLLoss(_WeightedLoss):
     """``F.nll_loss`` as a module: ``(log-probabilities [N, C], targets [N]) -> loss``."""
 
     def __init__(self, weight: Tensor | None = None, ignore_index: int = -100,
                  reduction: str = "mean") -> None:
-        super().__init__(reduction)
-        self.weight, self.ignore_index = weight, ignore_index
+        super().__init__(weight, reduction)
+        self.ignore_index = ignore_index
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
         return F.nll_loss(input, target, self.weight, ignore_index=self.ignore_index,
                           reduction=self.reduction)
 
 
-class CrossEntropyLoss(_Loss):
+class CrossEntropyLoss(_WeightedLoss):
     """``F.cross_entropy`` as a module: ``(logits [N, C], targets [N]) -> loss`` (targets
     may also be class probabilities ``[N, C]``); ``weight``, ``ignore_index`` and
     ``label_smoothing`` as in PyTorch."""
 
     def __init__(self, weight: Tensor | None = None, ignore_index: int = -100,
                  reduction: str = "mean", label_smoothing: float = 0.0) -> None:
-        super().__init__(reduction)
-        self.weight, self.ignore_index = weight, ignore_index
-        self.label_smoothing = label_smoothing
+        super().__init__(weight, reduction)
+        self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
     def forward(self, logits: Tensor, targets: Tensor) -> Tensor:
         return F.cross_entropy(logits, targets, self.weight, ignore_index=self.ignore_index,

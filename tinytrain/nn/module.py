@@ -95,6 +95,10 @@ class Module:
                 f"cannot assign {name!r} before Module.__init__() was called: call "
                 f"super().__init__() first in {type(self).__name__}.__init__"
             )
+        if name in self._parameters and value is not None and not isinstance(value, Parameter):
+            hint = "; wrap it: nn.Parameter(value)" if isinstance(value, Tensor) else ""
+            raise TypeError(f"cannot assign {type(value).__name__!r} as parameter {name!r} "
+                            f"(an nn.Parameter or None expected){hint}")
         if not isinstance(value, Parameter | Module):
             if name in self._buffers:  # a Tensor or None replaces the buffer, as in torch
                 if value is not None and not isinstance(value, Tensor):
@@ -102,17 +106,13 @@ class Module:
                                     f"{name!r} (a Tensor or None expected)")
                 self._buffers[name] = value
                 return
-            if name in self._parameters and value is not None:
-                raise TypeError(
-                    f"cannot assign {type(value).__name__!r} as parameter {name!r} (an "
-                    f"nn.Parameter or None expected); wrap it: nn.Parameter(value)"
-                )
             if name in self._modules and value is not None:
                 raise TypeError(f"cannot assign {type(value).__name__!r} as child module "
                                 f"{name!r} (an nn.Module or None expected)")
         target = (self._parameters if isinstance(value, Parameter)
                   else self._modules if isinstance(value, Module)
-                  else self._parameters if name in self._parameters else None)
+                  else self._parameters if name in self._parameters
+                  else self._modules if name in self._modules else None)  # None keeps the slot
         for registry in (self._parameters, self._modules, self._buffers):
             if registry is not target:
                 registry.pop(name, None)
@@ -233,19 +233,32 @@ class Module:
 
     # ------------------------------------------------------------ traversal
 
-    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+    def named_modules(self, memo: set[int] | None = None, prefix: str = "",
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
+        """``(name, module)`` for this module and every submodule, depth first; a module
+        registered under several names comes once (its first name), as in PyTorch, unless
+        ``remove_duplicate=False``."""
+        if remove_duplicate:
+            memo = set() if memo is None else memo
+            if id(self) in memo:
+                return
+            memo.add(id(self))
         yield prefix, self
         for name, m in self._modules.items():
             if m is not None:
-                yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
+                yield from m.named_modules(memo, f"{prefix}.{name}" if prefix else name,
+                                           remove_duplicate)
 
     def modules(self) -> Iterator[Module]:
         for _, m in self.named_modules():
             yield m
 
     def named_children(self) -> Iterator[tuple[str, Module]]:
+        """The direct submodules, each once (a module under two names: its first)."""
+        seen: set[int] = set()
         for name, m in self._modules.items():
-            if m is not None:
+            if m is not None and id(m) not in seen:
+                seen.add(id(m))
                 yield name, m
 
     def children(self) -> Iterator[Module]:
@@ -256,25 +269,28 @@ class Module:
                          ) -> Iterator[tuple[str, Parameter]]:
         """``(name, parameter)`` pairs in registration order, each parameter once (only
         this module's own with ``recurse=False``)."""
-        seen: set[int] = set()
-        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
-        for mod_name, m in modules:
-            for name, p in m._parameters.items():
-                if p is not None and id(p) not in seen:
-                    seen.add(id(p))
-                    yield (f"{mod_name}.{name}" if mod_name else name), p
+        yield from self._named_members("_parameters", prefix, recurse)
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix: str = "", persistent_only: bool = False,
-                      recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
-        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+    def named_buffers(self, prefix: str = "", recurse: bool = True
+                      ) -> Iterator[tuple[str, Tensor]]:
+        """``(name, buffer)`` pairs, each buffer once (only this module's own with
+        ``recurse=False``)."""
+        yield from self._named_members("_buffers", prefix, recurse)
+
+    def _named_members(self, registry: str, prefix: str, recurse: bool
+                       ) -> Iterator[tuple[str, Any]]:
+        """The parameters or buffers of the modules, by dotted name, each tensor once."""
+        seen: set[int] = set()
+        modules = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
         for mod_name, m in modules:
-            for name, b in m._buffers.items():
-                if b is not None and not (persistent_only and name in m._non_persistent_buffers):
-                    yield (f"{mod_name}.{name}" if mod_name else name), b
+            for name, t in getattr(m, registry).items():
+                if t is not None and id(t) not in seen:
+                    seen.add(id(t))
+                    yield (f"{mod_name}.{name}" if mod_name else name), t
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
         for _, b in self.named_buffers(recurse=recurse):
@@ -299,7 +315,7 @@ class Module:
 
     def _named_state(self) -> Iterator[tuple[str, Tensor]]:
         """``state_dict()``'s names and the tensors themselves (not detached)."""
-        for mod_name, m in self.named_modules():
+        for mod_name, m in self.named_modules(remove_duplicate=False):
             prefix = f"{mod_name}." if mod_name else ""
             for name, p in m._parameters.items():
                 if p is not None:
@@ -320,7 +336,8 @@ class Module:
         """
         own = dict(self._named_state())
         # keys a state dict may lack (older PyTorch BatchNorm checkpoints)
-        optional = {f"{mod_name}.{n}" if mod_name else n for mod_name, m in self.named_modules()
+        optional = {f"{mod_name}.{n}" if mod_name else n for mod_name, m in
+                    self.named_modules(remove_duplicate=False)
                     for n in getattr(m, "_optional_state", ())}
         # A tied weight is under several names; a state dict that has it under one of them
         # (tinytrain's before it listed every name, or a hand-made one) loads it there.
@@ -339,7 +356,7 @@ class Module:
                 continue
             value = state_dict[name]
             value = value.data if isinstance(value, Tensor) else value
-            if not hasattr(value, "shape") or not hasattr(value, "dtype"):
+            if not isinstance(getattr(value, "dtype", None), np.dtype):  # lists, torch's...
                 try:
                     value = np.asarray(value)
                 except Exception:  # (ragged lists, say): refused just below
@@ -365,8 +382,9 @@ class Module:
     def train(self, mode: bool = True) -> Module:
         if not isinstance(mode, bool):
             raise ValueError(f"training mode is expected to be boolean, got {mode!r}")
-        for m in self.modules():
-            object.__setattr__(m, "training", mode)
+        object.__setattr__(self, "training", mode)
+        for m in self.children():  # through each child's own train(), which may override it
+            m.train(mode)
         return self
 
     def eval(self) -> Module:
@@ -439,7 +457,7 @@ class Module:
         return ""
 
     def __repr__(self) -> str:
-        lines = [f"({name}): " + repr(m).replace("\n", "\n  ") for name, m in self.named_children()]
+        lines = [f"({name}): " + repr(m).replace("\n", "\n  ") for name, m in self._modules.items()]
         head = f"{type(self).__name__}({self.extra_repr()}"
         if not lines:
             return head + ")"
