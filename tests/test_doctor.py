@@ -87,3 +87,12 @@ def test_main_called_from_python_ignores_the_host_programs_arguments(monkeypatch
     monkeypatch.setattr(sys, "argv", ["ipykernel_launcher.py", "-f", "/tmp/kernel.json"])
     assert doctor.main() == 0
     assert "[ok] python" in capsys.readouterr().out
+
+
+def test_a_data_root_that_is_a_file_gets_a_whole_reason_and_a_command_for_that_root(tmp_path):
+    root = tmp_path / "afile.txt"
+    root.write_text("hi")
+    (row,) = [r for r in doctor.report(root) if r[0] == "mnist"]
+    _, status, detail, fix = row
+    assert status == doctor.MISSING and detail.endswith("choose another data root.")
+    assert f"--data-dir {root}" in fix

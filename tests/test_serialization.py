@@ -395,3 +395,45 @@ def test_an_archive_entry_flagged_encrypted_is_a_clear_error_naming_the_file(tmp
     with pytest.raises(ValueError, match="not a readable tinytrain file") as info:
         tt.load(path)
     assert str(path) in str(info.value)
+
+
+# ------------------------------------------------------------------ fifth review round
+
+
+def test_a_frozen_parameter_stays_a_parameter_like_torch(tmp_path):
+    frozen, trained = nn.Parameter(tt.ones(2), requires_grad=False), nn.Parameter(tt.ones(2))
+    tt.save({"f": frozen, "t": trained, "i": tt.arange(3)}, tmp_path / "p.npz")
+    back = tt.load(tmp_path / "p.npz")
+    assert type(back["f"]) is nn.Parameter and not back["f"].requires_grad
+    assert type(back["t"]) is nn.Parameter and back["t"].requires_grad
+    assert type(back["i"]) is tt.Tensor and not back["i"].requires_grad
+
+
+@pytest.mark.parametrize("map_location", [{"cuda:0": "cpu"}, lambda storage, loc: storage,
+                                          {"cpu": "cpu"}, lambda storage, loc: storage.cpu()])
+def test_map_location_as_a_dict_or_a_function_like_torch(tmp_path, map_location):
+    tt.save({"w": tt.arange(3.0)}, tmp_path / "w.npz")
+    w = tt.load(tmp_path / "w.npz", map_location=map_location)["w"]
+    assert w.device == "cpu"
+    np.testing.assert_array_equal(w.numpy(), [0.0, 1.0, 2.0])
+
+
+def test_save_into_a_missing_folder_is_an_error_like_torch(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        tt.save({"a": 1}, tmp_path / "typo" / "deep" / "x.npz")
+    assert list(tmp_path.iterdir()) == []  # no folder made on the way
+
+
+def test_a_truncated_file_and_a_pipe_say_what_is_wrong(tmp_path):
+    import subprocess
+    import sys
+
+    tt.save({"w": tt.zeros(100)}, tmp_path / "w.npz")
+    data = (tmp_path / "w.npz").read_bytes()
+    (tmp_path / "cut.npz").write_bytes(data[:-10])
+    with pytest.raises(ValueError, match="truncated or incomplete"):
+        tt.load(tmp_path / "cut.npz")
+    r = subprocess.run([sys.executable, "-c", "import sys, tinytrain as tt; "
+                        "tt.load(sys.stdin.buffer)"], input=data, capture_output=True,
+                       timeout=120)
+    assert b"the stream is not seekable" in r.stderr

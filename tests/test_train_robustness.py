@@ -234,7 +234,8 @@ def test_a_reader_that_goes_away_does_not_end_the_run(tmp_path):
     (["--lr=-inf"], "--lr must be a positive finite number"),
     (["--lr", "1e400"], "--lr must be a positive finite number"),
     (["--lr", "1e-400"], "--lr must be a positive finite number"),
-    (["--seed", "-1"], "--seed must be an integer >= 0"),
+    (["--seed", "-1"], "--seed must be an integer in [0, 2**64)"),
+    (["--seed", str(2**64)], "--seed must be an integer in [0, 2**64)"),
     (["--eval-batch-size", "0"], "--eval-batch-size must be a positive integer"),
     (["--eval-batch-size", "-5"], "--eval-batch-size must be a positive integer"),
     (["--log-every", "0"], "--log-every must be a positive integer"),
@@ -280,6 +281,7 @@ def places(tmp_path, sgd_ck) -> dict[str, str]:
     (tmp_path / "folder").mkdir()
     (tmp_path / "notes.txt").write_text("my notes")
     (tmp_path / "a_file").write_text("x")
+    tt.save({"0.weight": tt.zeros(2)}, tmp_path / "weights.npz")  # a tt.save file, not ours
     other_ck = tmp_path / "other.npz"
     other_ck.write_bytes(sgd_ck.read_bytes())
     return {"tmp": str(tmp_path), "ck": str(other_ck)}
@@ -291,7 +293,8 @@ def places(tmp_path, sgd_ck) -> dict[str, str]:
     (["--save", ""], "--save needs a file name"),
     (["--save", "{tmp}/a_file/ck.npz"], "a_file is a file, not a folder"),
     (["--save", "/dev/null"], "exists and is not a regular file"),
-    (["--save", "{tmp}/notes.txt"], "is not a tinytrain checkpoint"),
+    (["--save", "{tmp}/notes.txt"], "is not a checkpoint of this command"),
+    (["--save", "{tmp}/weights.npz"], "is not a checkpoint of this command"),
     (["--plot", "{tmp}/folder"], "is a folder"),
     (["--plot", ""], "--plot needs a file name"),
     (["--plot", "{tmp}/curves.bmp"], "unknown image format '.bmp'"),
@@ -347,6 +350,27 @@ def test_interrupt_before_the_first_save_does_not_claim_a_checkpoint(tmp_path, m
     err = capsys.readouterr().err
     assert "intact" not in err and "no checkpoint of this run was written" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_interrupt_after_the_rename_names_the_epoch_the_file_holds(tmp_path, monkeypatch,
+                                                                      capsys):
+    """The signal lands after the new file took the old one's place (here, in the folder's
+    fsync), before the command noted it: the message must name the new epoch."""
+    from tinytrain import serialization
+
+    real, calls = serialization._fsync_dir, {"n": 0}
+
+    def fsync_dir(folder):
+        real(folder)
+        calls["n"] += 1
+        if calls["n"] == 2:  # epoch 2's save
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(serialization, "_fsync_dir", fsync_dir)
+    ck = tmp_path / "ck.npz"
+    assert main([*SGD, *MINI, "--epochs", "3", "--save", str(ck)]) == 130
+    assert tt.load(ck)["epoch"] == 2
+    assert "the last checkpoint, after epoch 2, is intact" in capsys.readouterr().err
 
 
 def test_a_full_disk_is_one_line_and_keeps_the_old_checkpoint(tmp_path, monkeypatch, capsys):

@@ -36,7 +36,7 @@ def _probe(fn: Callable[[], str]) -> tuple[str, str]:
     except _Problem as exc:
         return MISSING, str(exc)
     except Exception as exc:  # a doctor reports, it does not crash
-        return MISSING, f"{type(exc).__name__}: {exc}".splitlines()[0][:120]
+        return MISSING, f"{type(exc).__name__}: {exc}".splitlines()[0]
 
 
 def _python() -> str:
@@ -149,8 +149,10 @@ def data_checks(root: Path | None = None) -> list[tuple[str, Callable[[], str], 
     from tinytrain.data.datasets import default_data_root
 
     where = root or default_data_root()
-    fetch = (f"python -m tinytrain.train --dataset {{}} downloads it into {where}/{{}}/ (or "
-             f"copy the four files there; set TINYTRAIN_DATA or --data-dir for another root)")
+    flag = f" --data-dir {root}" if root else ""
+    fetch = (f"python -m tinytrain.train --dataset {{}}{flag} downloads it into "
+             f"{where}/{{}}/ (a folder that must exist; or copy the four files there; set "
+             f"TINYTRAIN_DATA or --data-dir for another root)")
     return [
         ("mnist", _dataset("mnist", root), fetch.format("mnist", "mnist")),
         ("fashion-mnist", _dataset("fashion-mnist", root),

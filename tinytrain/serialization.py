@@ -45,9 +45,11 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> Any:
             raise TypeError(f"save: cannot store an array of dtype {data.dtype} (Python "
                             "objects); only numbers, strings and bools")
         arrays[key] = backend.to_device(data, "cpu")
-        if kind == "tensor" and obj.requires_grad:  # a Parameter stays one, as in PyTorch
-            grad = "parameter" if isinstance(obj, _parameter_class()) else True
-            return {"t": kind, "k": key, "grad": grad}
+        if isinstance(obj, _parameter_class()):  # a Parameter stays one, as in PyTorch
+            return {"t": kind, "k": key, "grad": "parameter" if obj.requires_grad
+                    else "frozen parameter"}
+        if kind == "tensor" and obj.requires_grad:
+            return {"t": kind, "k": key, "grad": True}
         return {"t": kind, "k": key}
     if isinstance(obj, dict | list | tuple) and depth >= MAX_DEPTH:
         raise ValueError(f"save: containers nested more than {MAX_DEPTH} deep (or a cycle)")
@@ -135,24 +137,33 @@ class _Decoder:
             raise ValueError(f"{where}: a Tensor cannot hold dtype {arr.dtype}")
         data = backend.to_device(arr, self.device) if self.device else arr
         grad = node.get("grad", False)
-        if grad not in (False, True, "parameter") or (grad and arr.dtype.kind != "f"):
+        if (grad not in (False, True, "parameter", "frozen parameter")
+                or (grad in (True, "parameter") and arr.dtype.kind != "f")):
             raise ValueError(f"{where}: bad 'grad' {grad!r:.40} for a {arr.dtype} Tensor")
-        if grad == "parameter":
-            return _parameter_class()(Tensor(data))
+        if grad in ("parameter", "frozen parameter"):
+            return _parameter_class()(Tensor(data), requires_grad=grad == "parameter")
         return Tensor(data, requires_grad=bool(grad))
 
 
 def save(obj: Any, path: str | os.PathLike | BinaryIO) -> None:
     """Write ``obj`` to ``path`` (an ``.npz`` archive) atomically; or into an open binary
-    file object (``io.BytesIO``, a file opened ``"wb"``), as it is: no rename there."""
+    file object (``io.BytesIO``, a file opened ``"wb"``), as it is: no rename there.
+
+    ``obj`` is tensors, arrays, numbers, strings, None and dicts, lists and tuples of them
+    (a ``state_dict()``, a checkpoint). Each tensor is stored on its own: two names for one
+    tensor (tied weights) or a view of another load as separate copies, where
+    ``torch.load`` keeps them shared. The folder must exist, as for ``torch.save``.
+    """
     arrays: dict[str, np.ndarray] = {}
     structure = json.dumps({"format": _FORMAT, "root": _encode(obj, arrays)})
     arrays["__structure__"] = np.frombuffer(structure.encode(), dtype=np.uint8)
     if hasattr(path, "write"):
         np.savez(path, **arrays)
         return
-    path = replaceable_target(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    given, path = path, replaceable_target(path)
+    if not path.parent.is_dir():  # a mistyped folder is an error, not a new folder
+        raise FileNotFoundError(f"save: the folder of {given} does not exist ({path.parent}); "
+                                f"create it first")
     tmp = temp_path_for(path)
     try:
         with open(tmp, "xb") as f:  # created as open() creates files: 0o666 less the umask
@@ -191,9 +202,15 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def load(path: str | os.PathLike | BinaryIO, map_location: str | None = None,
+def load(path: str | os.PathLike | BinaryIO, map_location: Any = None,
          weights_only: bool = True) -> Any:
     """Read an object written by :func:`save`. Tensors land on ``map_location`` (default cpu).
+
+    ``map_location`` is a device (``"cpu"``, ``"cuda"``, ``"cuda:0"``, a ``tt.device``) or, as
+    in PyTorch, a dict from saved to wanted device (``{"cuda:0": "cpu"}``) or a function
+    ``f(tensor, saved_device)`` that returns the tensor to use, or None to keep it on the CPU
+    (``lambda storage, loc: storage``). tinytrain files do not record where a tensor was, so
+    every tensor reads as saved on ``"cpu"``.
 
     ``weights_only`` is accepted for PyTorch's signature and changes nothing: a tinytrain
     file holds no pickle, so loading one never runs code.
@@ -204,7 +221,7 @@ def load(path: str | os.PathLike | BinaryIO, map_location: str | None = None,
             crafted (the message names the file and what is wrong).
         OSError: the file cannot be read (e.g. PermissionError).
     """
-    device = backend.normalize_device(map_location) if map_location else None
+    device = _map_location(map_location)
     if device == "cuda":
         backend.array_module(device)  # no GPU here: say so now, not as a damaged file
     if hasattr(path, "read") and hasattr(path, "seek"):  # an open binary file object
@@ -218,6 +235,17 @@ def load(path: str | os.PathLike | BinaryIO, map_location: str | None = None,
         raise ValueError(f"load: {path} is not a regular file, not one written by tt.save")
     with open(path, "rb") as file:  # an unreadable file raises its OSError (PermissionError)
         return _load(file, path, device)
+
+
+def _map_location(map_location: Any) -> str | None:
+    """The device every tensor loads onto (None: where it was read, the CPU). A dict and a
+    function are asked about the one place a tinytrain file knows, "cpu"."""
+    if isinstance(map_location, dict):
+        map_location = map_location.get("cpu")
+    elif callable(map_location) and not isinstance(map_location, str):
+        moved = map_location(Tensor(np.zeros(0, np.float32)), "cpu")
+        map_location = moved.device if isinstance(moved, Tensor) else None
+    return backend.normalize_device(map_location) if map_location else None
 
 
 def _check_sizes(zf: zipfile.ZipFile) -> None:
@@ -240,8 +268,14 @@ def _check_sizes(zf: zipfile.ZipFile) -> None:
 
 def _load(file: Any, path: Path, device: str | None) -> Any:
     try:
+        if not getattr(file, "seekable", lambda: True)():
+            raise ValueError("the stream is not seekable (an .npz archive is read from its "
+                             "end); read it into io.BytesIO(stream.read()) first")
         if not zipfile.is_zipfile(file):  # text, .npy, pickle, truncated: never reach np.load
-            raise ValueError("not an .npz archive")
+            file.seek(0)
+            zip_start = file.read(4) == b"PK\x03\x04"
+            raise ValueError("truncated or incomplete (an .npz archive without its end)"
+                             if zip_start else "not an .npz archive")
         file.seek(0)
         with np.load(file, allow_pickle=False) as archive:
             _check_sizes(archive.zip)

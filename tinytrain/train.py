@@ -37,7 +37,9 @@ part of its rates, so it cannot change.
   stays. It is checked on each logged window's mean, which costs no extra device sync.
 * Ctrl-C (exit 130) and SIGTERM (exit 143: 128 + the signal's number, what a shell reports for
   a process the signal killed, so schedulers see why it ended) stop the run the same way: a
-  save in progress is abandoned, leaving the previous checkpoint and no temporary file.
+  save in progress is abandoned, leaving the previous checkpoint and no temporary file (or,
+  interrupted after its file was renamed into place, complete; the message names the epoch
+  the file holds).
 * A write that fails (full disk, permissions changed) is one line and exit status 1; the
   previous checkpoint is intact.
 
@@ -139,6 +141,11 @@ def _non_negative_int(v: Any) -> str | None:
     return None if ok else "must be an integer >= 0"
 
 
+def _seed(v: Any) -> str | None:
+    ok = isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 64
+    return None if ok else "must be an integer in [0, 2**64)"
+
+
 def _positive_float(v: Any) -> str | None:
     ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0
     return None if ok else "must be a positive finite number"
@@ -160,7 +167,7 @@ def _one_of(names: Any) -> Callable[[Any], str | None]:
 VALIDATORS: dict[str, Callable[[Any], str | None]] = {
     "dataset": _one_of(DATASETS), "model": _one_of(MODELS), "optimizer": _one_of(OPTIMIZERS),
     "schedule": _one_of(SCHEDULES), "batch_size": _positive_int, "epochs": _positive_int,
-    "seed": _non_negative_int, "lr": _positive_float, "momentum": _momentum,
+    "seed": _seed, "lr": _positive_float, "momentum": _momentum,
     "log_every": _positive_int, "eval_batch_size": _positive_int,
 }
 
@@ -340,6 +347,16 @@ def _is_tinytrain_file(path: Path) -> bool:
         return False
 
 
+def _is_checkpoint(path: Path) -> bool:
+    """True for a file this command wrote (any format version): not just any tt.save file,
+    such as a model's exported weights, which --save must not replace."""
+    try:
+        saved = tt.load(path)
+    except (OSError, ValueError):
+        return False
+    return isinstance(saved, dict) and isinstance(saved.get("format"), int) and "model" in saved
+
+
 def _same_file(a: Path, b: Path) -> bool:
     if a.resolve() == b.resolve():
         return True
@@ -411,9 +428,9 @@ def prepare_outputs(args: argparse.Namespace) -> None:
     plot = _check_output("--plot", args.plot) if args.plot is not None else None
     resume = Path(args.resume).expanduser() if args.resume else None
     if save is not None and save.exists() and not (resume and _same_file(save, resume)):
-        if not _is_tinytrain_file(save):
-            raise UsageError(f"--save {args.save} exists and is not a tinytrain checkpoint; "
-                             f"choose another name (it would be overwritten)")
+        if not _is_checkpoint(save):
+            raise UsageError(f"--save {args.save} exists and is not a checkpoint of this "
+                             f"command; choose another name (it would be overwritten)")
     if plot is not None:
         if save is not None and _same_file(plot, save):
             raise UsageError(f"--plot and --save are the same file {args.plot}")
@@ -845,9 +862,12 @@ def _run(args: argparse.Namespace) -> EvalResult:
             f"{100 * result.accuracy:.2f}% | {seconds:.1f} s | "
             f"{seen * ranks.size / seconds:.0f} samples/s", flush=True)
         if args.save:
+            # (a signal may land after the file is replaced, before saved_epoch says so:
+            # the message then tells by the file, which the rename makes a new one)
+            args.saving = (epoch + 1, _file_id(args.save))
             save_checkpoint(args.save, settings, net, opt, sched, epoch + 1, history, ranks,
                             steps)
-            args.saved_epoch = epoch + 1
+            args.saved_epoch, args.saving = epoch + 1, None
     if result is None:  # the checkpoint already had every epoch: just evaluate
         result = evaluate_on_ranks(net, test_set, args, ranks)
     if ranks.size > 1:
@@ -1100,8 +1120,20 @@ def _check_optimizer_state(sd: dict, opt: optim.Optimizer, settings: dict, steps
 # --------------------------------------------------------------------------- main
 
 
+def _file_id(path: str) -> tuple[int, int, int] | None:
+    """Which file is at ``path`` now (None if none): an atomic save replaces it."""
+    try:
+        st = os.stat(Path(path).expanduser())
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns
+
+
 def _interrupted(args: argparse.Namespace | None) -> str:
     save, epoch = getattr(args, "save", None), getattr(args, "saved_epoch", None)
+    saving = getattr(args, "saving", None)
+    if save and saving is not None and _file_id(save) != saving[1]:
+        epoch = saving[0]  # the save was interrupted after its rename: the file has it
     if not save:
         return "nothing was saved (no --save)"
     if epoch is None:
