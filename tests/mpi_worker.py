@@ -236,6 +236,35 @@ def diverged(device: str) -> None:
     print("the divergence went unnoticed", flush=True)
 
 
+def dtype_after_wrap(device: str) -> None:
+    model = dist.DistributedDataParallel(Chain(8).to(device))
+    model.to(dtype=tt.float64)  # after wrapping: the buckets are float32
+    model(tt.ones(2, 8, device=device, dtype=tt.float64)).sum().backward()
+    print("the cast went unnoticed", flush=True)
+
+
+def init_arguments(device: str) -> None:
+    """PyTorch's init_process_group arguments: accepted when they agree with mpiexec."""
+    r, R = dist.get_rank(), dist.get_world_size()
+    dist.destroy_process_group()
+    dist.init_process_group(None, init_method="env://", world_size=R, rank=r)
+    assert dist.get_backend() == "mpi" and dist.get_rank() == r
+    dist.destroy_process_group()
+    try:
+        dist.init_process_group("mpi", rank=1 - r)
+    except ValueError as exc:
+        assert f"rank={1 - r} was passed, but mpiexec started this process as rank {r}" in str(
+            exc), exc
+    else:
+        raise AssertionError("a rank that disagrees with mpiexec was accepted")
+    dist.init_process_group("mpi")
+    try:
+        dist.all_reduce(tt.ones(2).data)
+    except TypeError as exc:
+        assert "p.grad, not p.grad.data" in str(exc), exc
+    print(f"ok init_arguments rank {r}", flush=True)
+
+
 def frozen_on_one_rank(device: str) -> None:
     model = Chain(8).to(device)
     if dist.get_rank() == 1:
@@ -404,7 +433,7 @@ SCENARIOS = {f.__name__: f for f in [
     collectives, ddp_buckets, ddp_features, ddp_buffers, zero_grad_after_forward,
     unused_parameter, diverged, frozen_on_one_rank, mismatched_all_reduce, mismatched_op,
     eval_mode_training, raise_on_one_rank, wait_forever, skip_collective, sharded_evaluation,
-    barrier_against_all_reduce, ddp_peer_gone]}
+    barrier_against_all_reduce, ddp_peer_gone, dtype_after_wrap, init_arguments]}
 
 
 def main() -> None:

@@ -5,6 +5,10 @@ mpiexec in test_distributed_mpi.py."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -245,3 +249,28 @@ def test_missing_mpiexec_says_how_to_install_it(monkeypatch, tmp_path):
     monkeypatch.setattr(launch.sys, "executable", str(tmp_path / "python"))
     with pytest.raises(FileNotFoundError, match="pip install mpi4py mpich"):
         launch.find_mpiexec()
+
+
+def test_pytorch_names_tinytrain_lacks_say_what_it_has():
+    import tinytrain.distributed as dist
+
+    for name in ("all_gather", "reduce", "anything_else"):
+        with pytest.raises(AttributeError, match="has all_reduce, broadcast and barrier"):
+            getattr(dist, name)
+
+
+def test_a_thread_count_the_program_chose_survives_init_process_group(tmp_path):
+    """A group of one (no mpiexec) in a fresh process: the default share of the cores is
+    not applied over the program's own tt.set_num_threads."""
+    script = tmp_path / "threads.py"
+    script.write_text("import tinytrain as tt, tinytrain.distributed as dist\n"
+                      "tt.set_num_threads(1)\n"
+                      "dist.init_process_group('mpi')\n"
+                      "print('threads', tt.get_num_threads())\n")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=120, env=env)
+    if "needs MPI" in r.stderr:
+        pytest.skip("mpi4py is not installed")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "threads 1" in r.stdout

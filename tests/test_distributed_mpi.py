@@ -172,7 +172,10 @@ def test_sharded_evaluation_counts_equal_one_process_exactly():
     ("zero_grad_after_forward", "zero_grad(set_to_none=True) between forward and backward",
      "first step ok"),
     ("unused_parameter", "received no gradient in this step: b.bias, b.weight", None),
-    ("diverged", "ranks hold different values of layers.2.bias", None),
+    ("diverged", "after 2 training steps the ranks hold different values of layers.2.bias",
+     None),
+    ("dtype_after_wrap", "parameter layers.4.bias is float64 on cpu, but its gradient bucket "
+                         "was made float32 on cpu when the model was wrapped", None),
     ("frozen_on_one_rank", "the ranks built different models", None),
     ("mismatched_all_reduce", "rank 0: all_reduce(op='sum') of float32 [4]; rank 1: "
                               "all_reduce(op='sum') of float32 [6]", None),
@@ -188,6 +191,12 @@ def test_bugs_that_would_make_ranks_diverge_raise_a_clear_error(scenario, messag
     assert "rank 0 of 2" in r.stderr or "rank 1 of 2" in r.stderr
     if reached:
         assert reached in r.stdout
+
+
+def test_pytorchs_init_arguments_are_accepted_when_they_agree_with_mpiexec():
+    r = mpirun(WORKER, "init_arguments", timeout=60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.count("ok init_arguments") == 2
 
 
 def test_training_with_the_wrapper_in_eval_mode_averages_the_gradients():

@@ -22,6 +22,7 @@ import numbers
 import sys
 from typing import Any
 
+from tinytrain import _missing
 from tinytrain.distributed.ddp import DistributedDataParallel
 from tinytrain.distributed.launch import abort_on_uncaught_exception, aborting
 from tinytrain.distributed.process_group import (
@@ -75,14 +76,21 @@ def is_initialized() -> bool:
     return _group is not None
 
 
-def init_process_group(backend: str = "mpi",
-                       timeout: datetime.timedelta | float | None = None) -> ProcessGroup:
+def init_process_group(backend: str | None = "mpi", init_method: str | None = None,
+                       timeout: datetime.timedelta | float | None = None,
+                       world_size: int = -1, rank: int = -1) -> ProcessGroup:
     """Join the job's processes (started by ``mpiexec``) as one group; returns it.
 
-    ``backend="mpi"`` reduces NumPy tensors through MPI; ``"nccl"`` CuPy tensors through NCCL,
-    each rank on the GPU of its local rank. Also: an uncaught exception in any rank now aborts
-    every rank, and each rank gets its share of the CPU cores (``tt.set_num_threads``).
-    A single process (no mpiexec) is a group of one.
+    ``backend="mpi"`` (or None) reduces NumPy tensors through MPI; ``"nccl"`` CuPy tensors
+    through NCCL, each rank on the GPU of its local rank. Also: an uncaught exception in any
+    rank now aborts every rank, and each rank gets its share of the CPU cores
+    (``tt.set_num_threads``, unless the program set a number itself). A single process (no
+    mpiexec) is a group of one.
+
+    MPI says which rank each process is and how many there are: ``world_size`` and ``rank``,
+    PyTorch's arguments, may be given (a script written for ``torchrun`` passes them) but
+    must agree with it; ``init_method`` may be None or ``"env://"`` (there is nothing else
+    to rendezvous through).
 
     ``timeout`` (a ``timedelta`` or seconds; default 30 minutes, as PyTorch's CPU backends):
     how long a rank waits in a collective for the others before it raises an error that
@@ -92,6 +100,10 @@ def init_process_group(backend: str = "mpi",
     global _group
     if _group is not None:
         raise RuntimeError("init_process_group() was already called in this process")
+    backend = "mpi" if backend is None else backend
+    if init_method not in (None, "env://"):
+        raise ValueError(f"init_process_group: init_method={init_method!r} is not supported: "
+                         "the processes are started and found by mpiexec (leave it out)")
     if backend not in ("mpi", "nccl"):
         raise ValueError(f"init_process_group: unknown backend {backend!r}; use 'mpi' (CPU "
                          "tensors) or 'nccl' (GPU tensors)")
@@ -102,7 +114,15 @@ def init_process_group(backend: str = "mpi",
                         f"number of seconds, got {timeout!r}")
     if not seconds > 0:
         raise ValueError(f"init_process_group: timeout must be positive, got {timeout!r}")
-    _group = _rendezvous_waiting_for_every_rank(backend, float(seconds))
+    g = _rendezvous_waiting_for_every_rank(backend, float(seconds))
+    for name, given, actual in (("world_size", world_size, g.world_size),
+                                ("rank", rank, g.rank)):
+        if given not in (-1, None) and given != actual:
+            g.destroy()
+            raise ValueError(f"init_process_group: {name}={given} was passed, but mpiexec "
+                             f"started this process as rank {g.rank} of {g.world_size} (leave "
+                             f"{name} out: MPI decides it)")
+    _group = g
     share_cpu_cores(_group.local_size)
     atexit.register(_destroy_at_exit)
     return _group
@@ -151,7 +171,10 @@ def _array(tensor: Any, what: str) -> Any:
     g = group(what)
     where = f"{what} on rank {g.rank}"
     if not isinstance(tensor, Tensor):
-        raise TypeError(f"{where}: expected a tinytrain Tensor, got {type(tensor).__name__}")
+        hint = ("; pass the Tensor itself (p.grad, not p.grad.data: tinytrain's .data is the "
+                "raw array)" if hasattr(tensor, "dtype") else "")
+        raise TypeError(f"{where}: expected a tinytrain Tensor, got "
+                        f"{type(tensor).__name__}{hint}")
     if tensor.device != g.device:
         raise RuntimeError(
             f"{where}: the {g.backend} backend communicates {g.device} tensors, but this one "
@@ -226,6 +249,21 @@ def barrier() -> None:
     _same_call_on_every_rank("barrier()", None)
     g.barrier()
 
+
+_ONLY = ("tinytrain.distributed has all_reduce, broadcast and barrier, on one group of every "
+         "rank")
+__getattr__ = _missing.module_getattr("tinytrain.distributed", {
+    "all_gather": _ONLY + "; an all_gather is an all_reduce('sum') of a zero tensor in which "
+                  "each rank fills its own slot",
+    "all_gather_object": _ONLY + "; utils.sum_over_ranks adds numbers over the ranks",
+    "reduce": _ONLY + "; all_reduce gives every rank the result",
+    "new_group": "tinytrain.distributed has one group, of every rank",
+    "get_process_group": "tinytrain.distributed has one group, of every rank",
+    "launch": "start the ranks with mpiexec -n N python script.py (or python -m "
+              "tinytrain.train --nproc N)",
+    "run": "start the ranks with mpiexec -n N python script.py",
+    "elastic": "start the ranks with mpiexec -n N python script.py",
+}, offer=_ONLY)
 
 __all__ = [
     "DistributedDataParallel", "ProcessGroup", "ReduceOp", "Work", "all_reduce", "barrier",

@@ -298,11 +298,11 @@ class DistributedDataParallel(Module):
             self._check_group_alive()
             if self._in_backward:  # the last backward failed half-way
                 self._abandon_backward()
+            if self.check_every and (self._steps + 1) % self.check_every == 0:
+                self.check_consistency()  # (before this step: after self._steps of them)
             self._steps += 1
-            if self.check_every and self._steps % self.check_every == 0:
-                self.check_consistency()
             for b in self.buckets:
-                self._bind(b)
+                self._bind(b, self._where())
             self._sync_this_backward = self.require_backward_grad_sync
         self._buffers_in_sync = False  # the module may update them from this rank's batch
         return self.module(*args, **kwargs)
@@ -317,7 +317,7 @@ class DistributedDataParallel(Module):
                                "after init_process_group()")
 
     @staticmethod
-    def _bind(b: Bucket) -> None:
+    def _bind(b: Bucket, where: str) -> None:
         """Make every ``.grad`` of the bucket its view again. ``zero_grad(set_to_none=True)``
         before forward unbinds them: that is the normal step, and costs one fill of the
         bucket with zeros (one kernel on a GPU, not one per parameter)."""
@@ -325,7 +325,13 @@ class DistributedDataParallel(Module):
         if not unbound:
             return
         for slot in unbound:
-            b.fresh[slot] = b.params[slot].grad is None
+            p, view = b.params[slot], b.grads[slot]
+            if p.dtype != view.dtype or p.device != view.device:  # .to() after wrapping
+                raise RuntimeError(
+                    f"{where}: parameter {b.names[slot]} is {p.dtype} on {p.device}, but its "
+                    f"gradient bucket was made {view.dtype} on {view.device} when the model "
+                    f"was wrapped: move or cast the model before wrapping it")
+            b.fresh[slot] = p.grad is None
         if len(unbound) == len(b.params) and all(p.grad is None for p in b.params):
             b.buffer.fill(0)
         else:
@@ -394,7 +400,8 @@ class DistributedDataParallel(Module):
                     "so DDP must know when they are all ready: make every parameter take part "
                     "in the loss, or pass find_unused_parameters=True (a gradient another "
                     "rank has is then averaged with zeros, and one no rank has stays unset), "
-                    "or set requires_grad=False on those you do not train.")
+                    "or set requires_grad=False on those you do not train before wrapping the "
+                    "model (the buckets are made then).")
             flags = [float(u) for b in self.buckets for u in b.used]  # since the last sync
             for b in self.buckets[self._next_bucket:]:
                 b.ready = [True] * len(b.params)

@@ -222,9 +222,10 @@ def share_cpu_cores(local_size: int) -> int:
 
     Without it every rank would start one thread per core (tinytrain's kernels and the BLAS),
     and 2 ranks on 2 cores would run 4 busy threads that evict each other. Returns the
-    number of threads; ``OMP_NUM_THREADS``, when set, is respected.
+    number of threads; ``OMP_NUM_THREADS``, when set, is respected, and so is a number the
+    program set itself with ``tt.set_num_threads`` before.
     """
-    import tinytrain as tt
+    from tinytrain.kernels.cpu import parallel
 
     global _blas_limit
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -232,7 +233,10 @@ def share_cpu_cores(local_size: int) -> int:
     threads = max(1, (cores or 1) // local_size)
     if given.isdigit() and int(given) > 0:
         threads = int(given)
-    tt.set_num_threads(threads)
+    if parallel.chosen_num_threads() is not None:
+        threads = parallel.chosen_num_threads()
+    else:
+        parallel.set_default_num_threads(threads)
     try:
         from threadpoolctl import threadpool_info, threadpool_limits
     except ImportError:  # pragma: no cover - threadpoolctl is a runtime dependency

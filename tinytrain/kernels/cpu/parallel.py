@@ -56,6 +56,7 @@ T = TypeVar("T")
 
 _lock = threading.Lock()
 _workers: int | None = None  # decided on first use
+_chosen: int | None = None  # set by the program (set_num_threads), not by a default
 _blas: list[Any] | None = None  # threadpoolctl's controller of each loaded BLAS, found once
 _blas_threads = 1  # the BLAS's thread count when it was found: the default number of workers
 _running = 0  # kernels running now, in any thread
@@ -151,12 +152,25 @@ def set_num_threads(n: int) -> None:
     Inside a kernel each thread calls the BLAS single-threaded; NumPy's own BLAS
     setting outside the kernels is not changed (use ``threadpoolctl`` for that).
     """
+    global _chosen
+    _chosen = set_default_num_threads(n)
+
+
+def set_default_num_threads(n: int) -> int:
+    """:func:`set_num_threads` as a default of tinytrain's (e.g. each rank's share of the
+    cores), which a number the program chose itself (:func:`chosen_num_threads`) overrides."""
     global _workers
     if isinstance(n, bool) or not isinstance(n, int | np.integer):
         raise TypeError(f"set_num_threads: need an int, got {type(n).__name__}")
     if n < 1:
         raise ValueError(f"set_num_threads: need at least 1 thread, got {n}")
     _workers = int(n)
+    return _workers
+
+
+def chosen_num_threads() -> int | None:
+    """The number of threads the program set with :func:`set_num_threads`, or None."""
+    return _chosen
 
 
 def _mark_worker() -> None:
