@@ -461,3 +461,31 @@ def test_train_command_on_the_gpu(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     acc = float(r.stdout.split("accuracy ")[-1].split("%")[0])
     assert acc > 85, r.stdout
+
+
+@pytest.mark.parametrize("make_opt", [lambda ps: tt.optim.Adam(ps, lr=0.1, weight_decay=0.01),
+                                      lambda ps: tt.optim.SGD(ps, lr=0.1, momentum=0.9)],
+                         ids=["adam", "sgd"])
+def test_an_optimizer_steps_a_non_contiguous_parameter_on_the_gpu_as_on_the_cpu(make_opt):
+    rng = np.random.default_rng(0)
+    w, g = rng.standard_normal((6, 4), dtype=np.float32), rng.standard_normal((4, 6),
+                                                                               dtype=np.float32)
+    params = {}
+    for device in ("cpu", "cuda"):
+        base = tt.tensor(w, device=device)
+        p = tt.nn.Parameter(base.T)  # a transposed view: not contiguous
+        opt = make_opt([p])
+        for _ in range(3):
+            p.grad = tt.tensor(g, device=device)
+            opt.step()
+        params[device] = (p.numpy(), base.numpy())
+    np.testing.assert_allclose(params["cuda"][0], params["cpu"][0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(params["cuda"][1], params["cpu"][0].T, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(params["cpu"][0], w.T)  # it moved
+
+
+def test_relu_of_integers_on_the_gpu_as_on_the_cpu():
+    x = np.array([-3, 0, 5], dtype=np.int64)
+    out = tt.tensor(x, device="cuda").relu()
+    assert out.dtype == tt.int64 and out.device == "cuda"
+    np.testing.assert_array_equal(out.numpy(), tt.tensor(x).relu().numpy())

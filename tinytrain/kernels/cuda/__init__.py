@@ -108,6 +108,8 @@ def avg_pool2d_backward(grad_out: Any, meta: Pool2dMeta, count_include_pad: bool
 
 
 def relu_forward(a: Any) -> Any:
+    if a.dtype not in plans.FLOATS:  # integers (never differentiated): CuPy's own maximum
+        return _xp().maximum(a, a.dtype.type(0))
     return _run(plans.relu_forward(_xp(), a))
 
 
@@ -152,12 +154,26 @@ def cross_entropy_backward(logits: Any, targets: Any, grad: Any, reduction: str)
 def adam_step(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, step: int, lr: float,
               betas: tuple[float, float], eps: float, weight_decay: float) -> None:
     """One fused kernel updates ``param``, ``exp_avg`` and ``exp_avg_sq`` in place."""
-    _run(plans.adam_step(_xp(), param, grad, exp_avg, exp_avg_sq, step, lr, betas, eps,
-                         weight_decay))
+    _in_place(lambda p, m, v: _run(plans.adam_step(_xp(), p, grad, m, v, step, lr, betas, eps,
+                                                   weight_decay)),
+              param, exp_avg, exp_avg_sq)
 
 
 def sgd_step(param: Any, grad: Any, buf: Any | None, lr: float, momentum: float,
              dampening: float, weight_decay: float, nesterov: bool, first: bool) -> None:
     """One fused kernel updates ``param`` (and the momentum buffer) in place."""
-    _run(plans.sgd_step(_xp(), param, grad, buf, lr, momentum, dampening, weight_decay,
-                        nesterov, first))
+    _in_place(lambda p, b: _run(plans.sgd_step(_xp(), p, grad, b, lr, momentum, dampening,
+                                               weight_decay, nesterov, first)),
+              param, buf)
+
+
+def _in_place(update: Any, *arrays: Any) -> None:
+    """``update(*arrays)`` for kernels that index flat, in place: a non-contiguous array (a
+    parameter made from a transposed view, say) is updated through a contiguous copy, which
+    is then written back."""
+    work = [a if a is None or a.flags.c_contiguous else _xp().ascontiguousarray(a)
+            for a in arrays]
+    update(*work)
+    for a, w in zip(arrays, work):
+        if w is not a:
+            a[...] = w
