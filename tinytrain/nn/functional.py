@@ -393,6 +393,8 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
 
     The mask is a hash of (a seed drawn from tinytrain's generator, the element's index),
     computed where ``x`` lives: the same seed drops the same elements on the CPU and the GPU.
+    A dropped element is exactly 0, also where ``x`` is NaN or inf (PyTorch multiplies by the
+    mask, which keeps a NaN: a NaN activation then shows only where it was kept).
     """
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
