@@ -238,6 +238,7 @@ def diverged(device: str) -> None:
 
 def dtype_after_wrap(device: str) -> None:
     model = dist.DistributedDataParallel(Chain(8).to(device))
+    model(tt.ones(2, 8, device=device)).sum().backward()  # the .grads are bound views now
     model.to(dtype=tt.float64)  # after wrapping: the buckets are float32
     model(tt.ones(2, 8, device=device, dtype=tt.float64)).sum().backward()
     print("the cast went unnoticed", flush=True)

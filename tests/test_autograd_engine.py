@@ -425,10 +425,10 @@ def test_requires_grad_flag_and_grad_fn_name():
     assert y.requires_grad and y.grad_fn.name == "MulBackward"
 
 
-def test_requires_grad_on_non_leaf_raises():
+def test_requires_grad_false_on_non_leaf_raises():
     y = leaf([1.0]) * 2.0
     with pytest.raises(RuntimeError, match="leaf"):
-        y.requires_grad_()
+        y.requires_grad_(False)
 
 
 def test_requires_grad_on_int_tensor_raises():
@@ -757,3 +757,114 @@ def test_requires_grad_is_checked_when_set_like_torch():
     leaf.requires_grad = True
     (leaf * 3).sum().backward()
     assert leaf.grad.tolist() == [3.0, 3.0]
+
+
+# ------------------------------------------------------------------ fifth review round
+
+
+def test_a_leaf_is_freed_by_reference_counting_after_its_graph_like_torch():
+    """The leaf's node holds the leaf and the leaf held its node: a cycle only the garbage
+    collector freed, so a new input with requires_grad each step piled up."""
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        w = tt.ones(4, 3, requires_grad=True)
+        refs = []
+        for _ in range(5):
+            x = tt.ones(2, 4, requires_grad=True)
+            (x @ w).sum().backward()
+            refs.append(weakref.ref(x))
+            assert x.grad is not None
+        del x
+        assert sum(r() is not None for r in refs) == 0
+        np.testing.assert_array_equal(w.grad.numpy(), np.full((4, 3), 10.0))  # 5 steps of 2
+    finally:
+        gc.enable()
+
+
+def test_a_hook_during_backward_runs_without_grad_and_can_step_in_place_like_torch():
+    seen = []
+    for lib in (tt, torch):
+        p = lib.tensor([1.0, 2.0], requires_grad=True)
+
+        def hook(t, lib=lib):
+            seen.append(lib.is_grad_enabled())
+            t.sub_(0.1 * t.grad)  # an optimizer step in the hook
+
+        p.register_post_accumulate_grad_hook(hook)
+        (p * p).sum().backward()
+        np.testing.assert_allclose(p.detach().numpy(), [0.8, 1.6], rtol=1e-6)
+    assert seen == [False, False]
+
+
+def test_callbacks_of_two_threads_backward_passes_stay_in_their_thread():
+    import threading
+
+    from tinytrain.autograd import queue_callback
+
+    ran, barrier = {}, threading.Barrier(2)
+
+    def run(name):
+        p = tt.ones(2, requires_grad=True)
+
+        def hook(t):
+            queue_callback(lambda: ran.setdefault(name, threading.current_thread().name))
+            barrier.wait(timeout=10)  # both backward passes are running now
+
+        p.register_post_accumulate_grad_hook(hook)
+        (p * 2).sum().backward()
+
+    threads = [threading.Thread(target=run, args=(n,), name=n) for n in ("A", "B")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert ran == {"A": "A", "B": "B"}
+
+
+def test_requires_grad_false_after_the_forward_leaves_grad_unset_like_torch():
+    for lib in (tt, torch):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        y = x * 3
+        x.requires_grad_(False)
+        y.sum().backward()
+        assert x.grad is None
+
+
+def test_surplus_none_gradients_and_requires_grad_on_a_computed_tensor_like_torch():
+    class Twice(Function):
+        @staticmethod
+        def forward(ctx, x, scale):
+            return x * scale
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2, None, None  # one None more than inputs: PyTorch ignores it
+
+    x = tt.ones(3, requires_grad=True)
+    y = Twice.apply(x, 2.0)
+    assert y.requires_grad_(True) is y  # a computed tensor: nothing to change
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])
+    with pytest.raises(RuntimeError, match="can only change leaf tensors"):
+        y.requires_grad_(False)
+
+
+def test_a_hook_handle_is_a_context_manager_like_torch():
+    p, calls = tt.ones(2, requires_grad=True), []
+    with p.register_post_accumulate_grad_hook(lambda t: calls.append(1)):
+        (p * 1).sum().backward()
+    (p * 1).sum().backward()
+    assert calls == [1]
+
+
+def test_writing_with_grad_through_a_no_grad_view_of_a_graph_is_refused_like_torch():
+    for lib in (tt, torch):
+        x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        h = x * 1
+        with lib.no_grad():
+            v = h[0:1]
+        with pytest.raises(RuntimeError, match="(?i)view was created in no_grad mode"):
+            v.mul_(2)  # its value needs no grad, but h's graph would miss the write

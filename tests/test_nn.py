@@ -800,3 +800,12 @@ def test_pooling_and_softmax_print_their_arguments_like_torch():
         assert ours.stride == theirs.stride == ours.kernel_size
         assert f"stride={theirs.stride}" in repr(ours)
     assert repr(nn.LogSoftmax(dim=1)) == repr(torch.nn.LogSoftmax(dim=1)) == "LogSoftmax(dim=1)"
+
+
+def test_named_modules_memo_holds_the_modules_like_torch():
+    for lib in (nn, torch.nn):
+        inner = lib.Linear(2, 2)
+        net, memo = lib.Sequential(inner, lib.ReLU()), set()
+        assert [n for n, _ in net.named_modules(memo)] == ["", "0", "1"]
+        assert inner in memo
+        assert list(net.named_modules(memo)) == []  # every one seen already

@@ -437,3 +437,12 @@ def test_a_truncated_file_and_a_pipe_say_what_is_wrong(tmp_path):
                         "tt.load(sys.stdin.buffer)"], input=data, capture_output=True,
                        timeout=120)
     assert b"the stream is not seekable" in r.stderr
+
+
+def test_a_pipe_opened_as_a_file_says_it_is_not_seekable(tmp_path):
+    tt.save({"w": tt.zeros(3)}, tmp_path / "w.npz")
+    r, w = os.pipe()
+    os.write(w, (tmp_path / "w.npz").read_bytes())
+    os.close(w)
+    with os.fdopen(r, "rb") as stream, pytest.raises(ValueError, match="not seekable"):
+        tt.load(stream)

@@ -935,3 +935,20 @@ def test_writing_a_size_1_value_and_a_wrong_shape_like_torch():
     y[1] = v
     y.sum().backward()
     np.testing.assert_array_equal(v.grad.numpy(), np.ones((1, 3)))
+
+
+def test_integer_floor_division_of_shapes_that_do_not_broadcast_names_them():
+    for op in (lambda a, b: a // b, lambda a, b: a % b,
+               lambda a, b: a.div(b, rounding_mode="floor")):
+        with pytest.raises(RuntimeError, match=r"\(3,\) and \(2,\) cannot be broadcast"):
+            op(tt.tensor([1, 2, 3]), tt.tensor([1, 2]))
+
+
+def test_outer_of_lists_and_ops_along_a_dim_of_a_0d_tensor():
+    np.testing.assert_array_equal(tt.outer([1.0, 2.0], [3.0, 4.0]).numpy(), [[3, 4], [6, 8]])
+    scalar = tt.tensor(2.0)
+    for call in (lambda: scalar.size(-1), lambda: scalar.chunk(2, -1),
+                 lambda: scalar.narrow(0, 0, 1), lambda: scalar.unbind(-1),
+                 lambda: scalar.gather(-1, tt.tensor(0))):
+        with pytest.raises(IndexError, match="but the tensor has no dimensions"):
+            call()

@@ -346,7 +346,7 @@ def dot(input: Any, tensor: Any) -> Tensor:  # noqa: A002
 
 def outer(input: Any, vec2: Any) -> Tensor:  # noqa: A002
     """``[n]`` and ``[m]`` -> ``[n, m]`` of all products."""
-    return _t(input).outer(vec2)
+    return _t(input).outer(_t(vec2))
 
 
 def tril(input: Any, diagonal: int = 0) -> Tensor:  # noqa: A002

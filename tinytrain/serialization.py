@@ -225,7 +225,7 @@ def load(path: str | os.PathLike | BinaryIO, map_location: Any = None,
     if device == "cuda":
         backend.array_module(device)  # no GPU here: say so now, not as a damaged file
     if hasattr(path, "read") and hasattr(path, "seek"):  # an open binary file object
-        return _load(path, Path(getattr(path, "name", "<file object>")), device)
+        return _load(path, Path(str(getattr(path, "name", "<file object>"))), device)
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"load: no such file: {path}")

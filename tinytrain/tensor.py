@@ -30,6 +30,7 @@ import math
 import numbers
 import operator
 import sys
+import weakref
 from collections import namedtuple
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
@@ -84,12 +85,22 @@ class RemovableHandle:
     def remove(self) -> None:
         self._hooks.pop(self.id, None)
 
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.remove()
+
 
 def _nonempty_result(a: Any, b: Any) -> bool:
     """False when ``a op b`` broadcasts to an empty result (nothing divided, nothing to
     refuse)."""
-    return math.prod(np.broadcast_shapes(np.shape(a._data if isinstance(a, Tensor) else a),
-                                         np.shape(b._data if isinstance(b, Tensor) else b))) > 0
+    try:
+        return math.prod(np.broadcast_shapes(np.shape(a._data if isinstance(a, Tensor) else a),
+                                             np.shape(b._data if isinstance(b, Tensor) else b))
+                         ) > 0
+    except ValueError:  # shapes that do not broadcast: the op itself says so, naming them
+        return True
 
 
 def _broadcasts(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
@@ -109,7 +120,7 @@ class Tensor:
     _grad: Tensor | None = None
     grad_fn: Node | None = None
     _requires_grad: bool = False
-    _acc_node: AccumulateGrad | None = None
+    _acc_ref: Callable[[], AccumulateGrad | None] = staticmethod(lambda: None)  # (weak)
     _base: Tensor | None = None  # the tensor whose memory this one is a view of
     # A recorded view: how it was made, (Function, inputs), and the version it was made at
     # (see _refresh_view).
@@ -230,7 +241,7 @@ class Tensor:
         """The shape, or the size of dimension ``dim`` (negative counts from the end)."""
         if dim is None:
             return self.shape
-        (axis,) = O._normalize_axis(dim, self.ndim)
+        axis = self._dim("size", dim)
         return self.shape[axis]
 
     def numel(self) -> int:
@@ -408,6 +419,8 @@ class Tensor:
         if not isinstance(requires_grad, builtins.bool):
             raise TypeError(f"requires_grad_ takes True or False, got {requires_grad!r}")
         if not self.is_leaf:
+            if requires_grad:  # (a computed tensor of a graph requires grad already)
+                return self
             raise RuntimeError("requires_grad_ can only change leaf tensors; use detach() first")
         if requires_grad and self.dtype.kind != "f":
             raise DTypeError(f"only Tensors of floating point dtype can require gradients, "
@@ -428,6 +441,8 @@ class Tensor:
         self._view_version = self._version_counter[0]
         try:
             fresh = cls.apply(*inputs)
+        except RecursionError:  # (hundreds of views of views: not a reason to keep a stale node)
+            raise
         except Exception:  # the parent's array was replaced (``.data = ...``) by another shape
             return
         if fresh.shape == self.shape:
@@ -451,9 +466,14 @@ class Tensor:
             self._refresh_view()
         if self.grad_fn is not None:
             return self.grad_fn
-        if self._acc_node is None:
-            self._acc_node = AccumulateGrad(self)
-        return self._acc_node
+        # The graph holds the leaf's node and the node holds the leaf; the leaf holds its node
+        # weakly (as PyTorch), or the two would be a cycle that only the garbage collector
+        # frees: a new input with requires_grad each step would pile up, data and .grad.
+        node = self._acc_ref()
+        if node is None:
+            node = AccumulateGrad(self)
+            self._acc_ref = weakref.ref(node)
+        return node
 
     def backward(self, gradient: Tensor | None = None, retain_graph: bool = False) -> None:
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad``.
@@ -652,6 +672,7 @@ class Tensor:
         if a.dtype == bool_:
             raise DTypeError("div with a rounding_mode is not implemented for bool tensors")
         divisor = b._data if isinstance(b, Tensor) else b
+        O.broadcast_shapes("div", a.shape, np.shape(divisor))
         if (a.dtype.kind in "iu" and _nonempty_result(a, b)
                 and builtins.bool((divisor == 0).any())):
             raise RuntimeError("ZeroDivisionError: integer division by zero")
@@ -787,14 +808,15 @@ class Tensor:
         recording = is_grad_enabled() and (
             self._requires_grad or builtins.any(isinstance(a, Tensor) and a._requires_grad
                                                 for a in args))
+        if self._view_without_grad and is_grad_enabled() and (
+                recording or (self._base is not None and self._base.requires_grad)):
+            raise RuntimeError(  # (also unrecorded: the base's graph would miss the write)
+                f"{name}: a view was created in no_grad mode and is being modified in place "
+                "with grad mode enabled: the write could not be part of the base's graph. "
+                "Make the view with grad mode enabled, or write under no_grad")
         source, view_of = self, None
         if recording:
             base = self._base
-            if self._view_without_grad:
-                raise RuntimeError(
-                    f"{name}: a view was created in no_grad mode and is being modified in place "
-                    "with grad mode enabled: the write could not be part of the base's graph. "
-                    "Make the view with grad mode enabled, or write under no_grad")
             if self.requires_grad and self.grad_fn is None:
                 raise RuntimeError(f"{name}: {_LEAF_INPLACE}")
             if base is not None and base.requires_grad and base.grad_fn is None:
@@ -1004,6 +1026,15 @@ class Tensor:
         keep = keepdim if keepdims is None else keepdims
         return O.Mean.apply(x, self._reduction_axes(dim), keep)
 
+    def _dim(self, name: str, dim: Any) -> int:
+        """``dim`` as a non-negative axis of this tensor, for an op that works along one
+        dimension; a 0-d tensor has none (an IndexError that says so, as PyTorch's)."""
+        (axis,) = O._normalize_axis(dim, self.ndim)
+        if self.ndim == 0:
+            raise IndexError(f"{name}: dimension specified as {dim} but the tensor has no "
+                             f"dimensions (0-d); reshape(1) it first")
+        return axis
+
     def _reduction_axes(self, dim: Any) -> tuple[int, ...] | None:
         """The axes a reduction over ``dim`` reduces, as PyTorch reads ``dim``: None and an
         empty tuple or list mean every axis, and a 0-d tensor takes ``dim`` 0 or -1 (its
@@ -1162,7 +1193,7 @@ class Tensor:
 
     def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
         """Split dimension ``dim`` into ``sizes`` (one may be -1): ``[N, 12]`` -> ``[N, 3, 4]``."""
-        (axis,) = O._normalize_axis(dim, self.ndim)
+        axis = self._dim("unflatten", dim)
         sizes, n = list(sizes), self.shape[axis]
         known = math.prod(s for s in sizes if s != -1)
         if sizes.count(-1) == 1 and known:  # inferred from this dim (also when it is empty)
@@ -1211,7 +1242,7 @@ class Tensor:
               ) -> tuple[Tensor, ...]:
         """Views of consecutive pieces along ``dim``: of ``split_size`` each (the last may be
         smaller), or of the given sizes, which must add up to the dimension's size."""
-        (axis,) = O._normalize_axis(dim, self.ndim)
+        axis = self._dim("split", dim)
         n = self.shape[axis]
         if isinstance(split_size_or_sections, numbers.Integral):
             size = int(split_size_or_sections)
@@ -1234,7 +1265,7 @@ class Tensor:
         """At most ``chunks`` views of ``ceil(size / chunks)`` each along ``dim``."""
         if chunks <= 0:
             raise ShapeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
-        (axis,) = O._normalize_axis(dim, self.ndim)
+        axis = self._dim("chunk", dim)
         if self.shape[axis] == 0:  # as PyTorch: ``chunks`` empty pieces
             return tuple(self.narrow(dim, 0, 0) for _ in range(chunks))
         return self.split(builtins.max(-(-self.shape[axis] // chunks), 1), dim)
@@ -1249,7 +1280,7 @@ class Tensor:
 
     def narrow(self, dim: int, start: int, length: int) -> Tensor:
         """The view ``start:start + length`` along ``dim``."""
-        (axis,) = O._normalize_axis(dim, self.ndim)
+        axis = self._dim("narrow", dim)
         if start < 0:
             start += self.shape[axis]
         if not 0 <= start <= start + length <= self.shape[axis]:
@@ -1259,7 +1290,7 @@ class Tensor:
 
     def select(self, dim: int, index: int) -> Tensor:
         """The slice at ``index`` along ``dim``, without that dimension."""
-        (axis,) = O._normalize_axis(dim, self.ndim)
+        axis = self._dim("select", dim)
         return self[(slice(None),) * axis + (index,)]
 
     def movedim(self, source: int | Sequence[int], destination: int | Sequence[int]
@@ -1297,7 +1328,7 @@ class Tensor:
 
     def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
         """The slices along ``dim``, each without that dimension."""
-        (axis,) = O._normalize_axis(dim, self.ndim)
+        axis = self._dim("unbind", dim)
         return tuple(self[(slice(None),) * axis + (i,)] for i in range(self.shape[axis]))
 
     # ------------------------------------------------------------ selection and ordering
@@ -1343,7 +1374,7 @@ class Tensor:
     def gather(self, dim: int, index: Tensor) -> Tensor:
         """``out[i][j] = self[i][index[i][j]]`` for ``dim=1`` (likewise for any dim): ``out``
         has ``index``'s shape, which may be smaller than self's except along ``dim``."""
-        (axis,) = O._normalize_axis(dim, self.ndim)
+        axis = self._dim("gather", dim)
         idx = self._index_array("gather", index)
         if idx.ndim != self.ndim or builtins.any(
                 k > n for d, (k, n) in enumerate(zip(idx.shape, self.shape)) if d != axis):
@@ -1355,7 +1386,7 @@ class Tensor:
 
     def index_select(self, dim: int, index: Tensor) -> Tensor:
         """The entries ``index`` (1-D integers) along ``dim``."""
-        (axis,) = O._normalize_axis(dim, self.ndim)
+        axis = self._dim("index_select", dim)
         idx = self._index_array("index_select", index)
         if idx.ndim > 1:
             raise ShapeError(f"index_select(): Index is supposed to be a vector, got shape "
@@ -1370,7 +1401,7 @@ class Tensor:
             src = value
         if src is None:
             raise TypeError("scatter() needs src (a tensor) or value (a number)")
-        (axis,) = O._normalize_axis(dim, self.ndim)
+        axis = self._dim("scatter", dim)
         idx = self._index_array("scatter", index)
         if idx.ndim == 0:
             idx = idx.reshape((1,) * builtins.max(self.ndim, 1))
@@ -1394,7 +1425,7 @@ class Tensor:
     def argsort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
         """The indices that sort ``dim``, int64. Always stable (equal values keep their
         order), which ``stable=False`` in PyTorch allows too; NaN counts as the largest."""
-        (axis,) = O._normalize_axis(dim, self.ndim)
+        axis = self._dim("argsort", dim)
         a, xp = self._data, backend.get_array_module(self._data)
         if a.ndim == 0:
             return Tensor(xp.zeros((), dtype=int64))

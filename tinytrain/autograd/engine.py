@@ -12,17 +12,31 @@
    keeps those as ``.grad`` instead of copying them.
 4. Callbacks queued during the pass with :func:`queue_callback` run once the
    whole graph is done (DistributedDataParallel waits for its all-reduces there).
+
+The pass runs under ``no_grad``, as PyTorch's (without ``create_graph``): a hook or a
+callback that updates a parameter in place (an optimizer step in a post-accumulate hook)
+records nothing, and a ``Function``'s backward written with Tensor ops builds no graph.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from tinytrain.autograd.function import AccumulateGrad, Node
+from tinytrain.autograd.grad_mode import no_grad
 
-# One list of callbacks per backward pass that is running (a hook may call backward again).
-_callbacks: list[list[Callable[[], None]]] = []
+_local = threading.local()
+
+
+def _callbacks() -> list[list[Callable[[], None]]]:
+    """This thread's callback lists, one per backward pass running in it (a hook may call
+    backward again); two threads' backward passes never see each other's."""
+    stack = getattr(_local, "callbacks", None)
+    if stack is None:
+        stack = _local.callbacks = []
+    return stack
 
 
 def queue_callback(callback: Callable[[], None]) -> None:
@@ -32,9 +46,10 @@ def queue_callback(callback: Callable[[], None]) -> None:
     order they were queued, after every node, and may queue more. As PyTorch's
     ``Variable._execution_engine.queue_callback``.
     """
-    if not _callbacks:
+    stack = _callbacks()
+    if not stack:
         raise RuntimeError("queue_callback() can only be called while a backward pass runs")
-    _callbacks[-1].append(callback)
+    stack[-1].append(callback)
 
 
 def _count_dependencies(root: Node) -> dict[Node, int]:
@@ -56,14 +71,16 @@ def run_backward(root: Node, grad: Any, retain_graph: bool = False,
                  owned: bool = False) -> None:
     """Propagate ``grad`` (the gradient of the root's output) to every leaf, then run the
     callbacks queued meanwhile. ``owned``: the caller made ``grad`` and keeps no reference."""
-    _callbacks.append([])
+    stack = _callbacks()
+    stack.append([])
     try:
-        _propagate(root, grad, retain_graph, owned)
-        queued = _callbacks[-1]
-        while queued:
-            queued.pop(0)()
+        with no_grad():
+            _propagate(root, grad, retain_graph, owned)
+            queued = stack[-1]
+            while queued:
+                queued.pop(0)()
     finally:
-        _callbacks.pop()
+        stack.pop()
 
 
 def _propagate(root: Node, grad: Any, retain_graph: bool, owned: bool) -> None:

@@ -132,7 +132,10 @@ class Node:
     def _check(self, grads: Any) -> tuple[Any, ...]:
         if not isinstance(grads, tuple):
             grads = (grads,)
-        if len(grads) != len(self.next_functions):
+        n = len(self.next_functions)
+        if len(grads) > n and all(g is None for g in grads[n:]):
+            grads = grads[:n]  # surplus Nones (for non-tensor arguments): ignored, as PyTorch
+        if len(grads) != n:
             raise RuntimeError(
                 f"{self.fn.__name__}.backward returned {len(grads)} gradients but forward "
                 f"took {len(self.next_functions)} inputs"
@@ -177,6 +180,8 @@ class AccumulateGrad(Node):
 
     def apply(self, grad: Any, owned: bool = False) -> tuple[Any, ...]:
         t = self.tensor
+        if not t._requires_grad:  # requires_grad_(False) since the forward: as PyTorch, skip
+            return ()
         if grad.shape != t.shape:
             raise RuntimeError(
                 f"gradient of shape {grad.shape} does not match the leaf's shape {t.shape}"

@@ -520,8 +520,12 @@ class Amax(Function):
         a, axis, keepdims = inputs
         ctx.shape, ctx.axis, ctx.keepdims = a.shape, axis, keepdims
         out = _expand_reduced(output, a.shape, axis, keepdims)
-        # where the result is NaN, it came from the NaNs (as PyTorch: they share the gradient)
-        ctx.save_for_backward((a == out) | ((a != a) & (out != out)))
+        mask = a == out
+        nan_out = out != out  # (the reduced shape: small)
+        if get_array_module(a) is not np or nan_out.any():  # (no GPU sync to ask)
+            # a NaN result came from the NaNs: they share the gradient (PyTorch's max())
+            mask |= (a != a) & nan_out
+        ctx.save_for_backward(mask)
 
     @staticmethod
     def backward(ctx, g):

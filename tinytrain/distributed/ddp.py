@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from tinytrain.autograd import is_grad_enabled, queue_callback
-from tinytrain.backend import cupy_module, get_array_module, to_device
+from tinytrain.backend import cupy_module, device_of, get_array_module, to_device
 from tinytrain.distributed.process_group import CollectiveTimeout
 from tinytrain.nn.module import Module
 from tinytrain.tensor import Tensor
@@ -325,12 +325,12 @@ class DistributedDataParallel(Module):
         if not unbound:
             return
         for slot in unbound:
-            p, view = b.params[slot], b.grads[slot]
-            if p.dtype != view.dtype or p.device != view.device:  # .to() after wrapping
+            p, view = b.params[slot], b.views[slot]
+            if p.dtype != view.dtype or p.device != device_of(view):  # .to() after wrapping
                 raise RuntimeError(
                     f"{where}: parameter {b.names[slot]} is {p.dtype} on {p.device}, but its "
-                    f"gradient bucket was made {view.dtype} on {view.device} when the model "
-                    f"was wrapped: move or cast the model before wrapping it")
+                    f"gradient bucket was made {view.dtype} on {device_of(view)} when the "
+                    f"model was wrapped: move or cast the model before wrapping it")
             b.fresh[slot] = p.grad is None
         if len(unbound) == len(b.params) and all(p.grad is None for p in b.params):
             b.buffer.fill(0)

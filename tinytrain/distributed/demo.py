@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -88,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"rank {rank} of {world}: parameters {parameter_digest(net)} | {seconds:.2f} s for "
           f"{args.steps} steps{wait}", flush=True)
     if args.save and rank == 0:
+        Path(args.save).expanduser().parent.mkdir(parents=True, exist_ok=True)
         tt.save(net.state_dict(), args.save)
     if distributed:
         dist.destroy_process_group()

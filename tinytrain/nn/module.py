@@ -233,16 +233,16 @@ class Module:
 
     # ------------------------------------------------------------ traversal
 
-    def named_modules(self, memo: set[int] | None = None, prefix: str = "",
+    def named_modules(self, memo: set[Module] | None = None, prefix: str = "",
                       remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
         """``(name, module)`` for this module and every submodule, depth first; a module
         registered under several names comes once (its first name), as in PyTorch, unless
-        ``remove_duplicate=False``."""
+        ``remove_duplicate=False``. ``memo``: modules to leave out (filled on the way)."""
         if remove_duplicate:
             memo = set() if memo is None else memo
-            if id(self) in memo:
+            if self in memo:
                 return
-            memo.add(id(self))
+            memo.add(self)
         yield prefix, self
         for name, m in self._modules.items():
             if m is not None:
