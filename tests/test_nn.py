@@ -809,3 +809,56 @@ def test_named_modules_memo_holds_the_modules_like_torch():
         assert [n for n, _ in net.named_modules(memo)] == ["", "0", "1"]
         assert inner in memo
         assert list(net.named_modules(memo)) == []  # every one seen already
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate"])
+def test_pad_with_negative_sizes_crops_as_torch(mode):
+    rng = np.random.default_rng(1)
+    checked = 0
+    for _ in range(400):
+        x = rng.standard_normal(tuple(int(v) for v in rng.integers(1, 6, 3)))
+        pad = tuple(int(v) for v in rng.integers(-4, 5, 2 * int(rng.integers(1, 3))))
+        try:
+            ref = torch.nn.functional.pad(torch.tensor(x), pad, mode=mode).numpy()
+        except RuntimeError:
+            continue
+        if ref.size == 0:  # (reflect/replicate: PyTorch refuses an empty result)
+            continue
+        out = nn.functional.pad(tt.tensor(x), pad, mode=mode).numpy()
+        assert out.shape == ref.shape, (x.shape, pad)
+        np.testing.assert_array_equal(out, ref)
+        checked += 1
+    assert checked > 100
+    with pytest.raises(ValueError, match=r"crops more than the 5 elements there"):
+        nn.functional.pad(tt.ones(1, 1, 5), (3, -6))
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda L: L.nn.functional.dropout(L.arange(10), 0.3), "float"),
+    (lambda L: L.nn.functional.layer_norm(L.ones(7), (7,), weight=L.ones(7, 1)),
+     "same shape as normalized_shape"),
+    (lambda L: L.nn.functional.layer_norm(L.ones(2, 7), (7,), weight=L.ones(7).double()),
+     "dtype"),
+    (lambda L: L.nn.functional.batch_norm(L.ones(2, 3), L.zeros(3), L.ones(3),
+                                          weight=L.ones(4)), "should contain 3 elements"),
+    (lambda L: L.nn.functional.batch_norm(L.ones(2, 3), L.zeros(5), L.ones(3),
+                                          training=True), "should contain 3 elements"),
+    (lambda L: L.nn.functional.adaptive_avg_pool2d(L.ones(1, 1, 4, 4), (2, 2, 2)),
+     "output_size must be"),
+])
+def test_layer_functionals_refuse_what_torch_refuses(call, match):
+    with pytest.raises((RuntimeError, ValueError, TypeError)):
+        call(torch)
+    with pytest.raises((RuntimeError, ValueError, TypeError), match=match):
+        call(tt)
+
+
+def test_softmax_without_a_dim_takes_torchs_implicit_one():
+    x = np.random.default_rng(0).standard_normal((2, 3, 4))
+    for shape in ((4,), (2, 3), (2, 3, 4), (2, 3, 4, 1)):
+        v = x.reshape(-1)[: math.prod(shape)].reshape(shape)
+        with pytest.warns(UserWarning, match="Implicit dimension"):
+            ours = nn.functional.softmax(tt.tensor(v), None)
+        with pytest.warns(UserWarning):
+            theirs = torch.nn.functional.softmax(torch.tensor(v), None)
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12)

@@ -305,6 +305,9 @@ def adaptive_avg_pool2d(x: Tensor, output_size: Any) -> Tensor:
                          f"{tuple(x.shape)}")
     h, w = x.shape[2:]
     sizes = output_size if isinstance(output_size, tuple | list) else (output_size,) * 2
+    if len(sizes) != 2:
+        raise ShapeError(f"adaptive_avg_pool2d: output_size must be an int or 2 sizes, got "
+                         f"{output_size}")
     oh, ow = (n if s is None else int(s) for s, n in zip(sizes, (h, w)))
     if oh < 1 or ow < 1:
         raise ValueError(f"adaptive_avg_pool2d: output_size must be positive, got {output_size}")

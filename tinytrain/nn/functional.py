@@ -86,14 +86,24 @@ def tanh(x: Tensor) -> Tensor:
     return x.tanh()
 
 
-def log_softmax(x: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
+def log_softmax(x: Tensor, dim: int | None = -1, dtype: Any = None) -> Tensor:
     """``log(softmax(x))`` along ``dim`` (computed stably); ``dtype`` converts first."""
-    return x.log_softmax(dim, dtype=dtype)
+    return x.log_softmax(_softmax_dim("log_softmax", x, dim), dtype=dtype)
 
 
-def softmax(x: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
+def softmax(x: Tensor, dim: int | None = -1, dtype: Any = None) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``dim`` (computed stably); ``dtype`` converts first."""
-    return x.softmax(dim, dtype=dtype)
+    return x.softmax(_softmax_dim("softmax", x, dim), dtype=dtype)
+
+
+def _softmax_dim(name: str, x: Tensor, dim: int | None) -> int:
+    """``dim=None``: PyTorch's old implicit choice (0 for 0-, 1- and 3-d inputs, else 1),
+    with its warning."""
+    if dim is not None:
+        return dim
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call "
+                  f"to include dim=X as an argument.", stacklevel=3)
+    return 0 if x.ndim in (0, 1, 3) else 1
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -400,6 +410,7 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return x
+    _floating("dropout", x)  # (an integer tensor could not hold the kept values' 1/(1-p))
     if p == 1.0:  # every element dropped (and no 1/(1-p) to scale by), as PyTorch
         return x * 0.0
     seed = int(default_generator().integers(0, 2**64, dtype=np.uint64))  # one draw per call
@@ -448,9 +459,10 @@ _PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 def pad(input: Tensor, pad: tuple[int, ...], mode: str = "constant",  # noqa: A002
         value: float | None = None) -> Tensor:
     """Pad the last ``len(pad) // 2`` dimensions: ``pad = (left, right, top, bottom, ...)``
-    starts from the last dimension, as PyTorch's. Negative sizes crop. ``mode`` is
-    ``"constant"`` (with ``value``, default 0), ``"reflect"``, ``"replicate"`` or
-    ``"circular"``."""
+    starts from the last dimension, as PyTorch's. Negative sizes crop: reflect and replicate
+    crop what they padded (PyTorch's order), constant and circular the input, which must
+    then have the elements to crop. ``mode`` is ``"constant"`` (with ``value``, default 0),
+    ``"reflect"``, ``"replicate"`` or ``"circular"``."""
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
         raise ShapeError(f"pad: padding length must be even and at most 2 * {input.ndim}, got "
                          f"{len(pad)} ({tuple(pad)})")
@@ -458,9 +470,11 @@ def pad(input: Tensor, pad: tuple[int, ...], mode: str = "constant",  # noqa: A0
     for i in range(len(pad) // 2):
         widths[input.ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
     for axis, ((lo, hi), n) in enumerate(zip(widths, input.shape)):
-        if n + lo + hi < 0:
-            raise ShapeError(f"pad: padding {lo, hi} of dimension {axis} (size {n}) leaves "
-                             f"{n + lo + hi} elements")
+        # (reflect and replicate crop what they padded, the others the input: see below)
+        there = n + (0 if mode in ("constant", "circular") else max(lo, 0) + max(hi, 0))
+        if n + lo + hi < 0 or max(-lo, 0) + max(-hi, 0) > there:
+            raise ShapeError(f"pad: padding {lo, hi} of dimension {axis} (size {n}) crops more "
+                             f"than the {there} elements there")
         if mode == "reflect" and (lo >= n or hi >= n):
             raise ShapeError(f"pad: reflect padding {lo, hi} must be smaller than dimension "
                              f"{axis}'s size {n}")
@@ -469,21 +483,27 @@ def pad(input: Tensor, pad: tuple[int, ...], mode: str = "constant",  # noqa: A0
                              f"dimension {axis} (size {n})")
     if mode != "constant" and value is not None and value != 0:
         raise InvalidArgument(f"pad: padding mode {mode!r} doesn't take a value, got {value}")
-    if any(lo < 0 or hi < 0 for lo, hi in widths):  # crop first, then pad what is positive
-        input = input[tuple(slice(max(-lo, 0), n - max(-hi, 0))
-                            for (lo, hi), n in zip(widths, input.shape))]
-        widths = [(max(lo, 0), max(hi, 0)) for lo, hi in widths]
-    if mode == "constant":
-        fill = 0 if value is None else value
-        return O.Pad.apply(input, tuple(widths), input.dtype.type(fill))
-    if mode not in _PAD_MODES:
+    if mode != "constant" and mode not in _PAD_MODES:
         raise ValueError(f"pad: unknown mode {mode!r}; use 'constant', "
                          f"{', '.join(repr(m) for m in _PAD_MODES)}")
-    for axis, (lo, hi) in enumerate(widths):  # each padded axis: gather the right entries
-        if lo or hi:
-            source = np.pad(np.arange(input.shape[axis]), (lo, hi), mode=_PAD_MODES[mode])
-            input = input.index_select(axis, Tensor(backend.to_device(source, input.device)))
-    return input
+    def crop(t: Tensor) -> Tensor:
+        if not any(lo < 0 or hi < 0 for lo, hi in widths):
+            return t
+        return t[tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(widths, t.shape))]
+
+    # The order of PyTorch's: reflect and replicate pad the positive sizes from the whole input,
+    # then crop the negative ones; circular wraps around what the crop leaves.
+    grow = tuple((max(lo, 0), max(hi, 0)) for lo, hi in widths)
+    out = crop(input) if mode == "circular" else input
+    if mode == "constant":
+        fill = 0 if value is None else value
+        out = O.Pad.apply(out, grow, out.dtype.type(fill)) if any(map(any, grow)) else out
+    else:
+        for axis, (lo, hi) in enumerate(grow):  # each padded axis: gather the right entries
+            if lo or hi:
+                source = np.pad(np.arange(out.shape[axis]), (lo, hi), mode=_PAD_MODES[mode])
+                out = out.index_select(axis, Tensor(backend.to_device(source, out.device)))
+    return out if mode == "circular" else crop(out)
 
 
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:  # noqa: A002
@@ -521,6 +541,12 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
         raise ShapeError(f"layer_norm: Given normalized_shape={list(shape)}, expected input with "
                          f"shape [*, {', '.join(map(str, shape))}], but got input of size "
                          f"{list(input.shape)}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and t.shape != shape:
+            raise ShapeError(f"layer_norm: Expected {name} to be of same shape as "
+                             f"normalized_shape {list(shape)}, but got {name} of shape "
+                             f"{list(t.shape)}")
+    check_same_dtype("layer_norm", input, weight, bias)
     axes = tuple(range(input.ndim - k, input.ndim))
     mean = input.mean(axes, keepdim=True)
     centered = input - mean
@@ -544,6 +570,12 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     if input.ndim < 2:
         raise ShapeError(f"batch_norm: expected input [N, C, *], got shape {input.shape}")
     c = input.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if t is not None and t.shape != (c,):
+            raise ShapeError(f"batch_norm: {name} should contain {c} elements (one per "
+                             f"channel of input {list(input.shape)}), not shape {list(t.shape)}")
+    check_same_dtype("batch_norm", input, weight, bias)
     shape = (1, c) + (1,) * (input.ndim - 2)
     axes = (0, *range(2, input.ndim))
     if training:
