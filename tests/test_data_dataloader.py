@@ -561,3 +561,65 @@ def tt_tensor(value):
     import tinytrain as tt
 
     return tt.tensor(value)
+
+
+# ------------------------------------------------------------------ fifth review round
+
+
+def test_samples_as_dicts_in_any_key_order_and_as_namedtuples_like_torch():
+    from collections import namedtuple
+
+    items = [{"x": 1.0, "y": 0}, {"y": 1, "x": 2.0}]
+    ours, theirs = next(iter(DataLoader(items, batch_size=2))), tud.default_collate(items)
+    assert list(ours) == list(theirs) == ["x", "y"]
+    np.testing.assert_array_equal(ours["x"].numpy(), theirs["x"].numpy())
+    Pair = namedtuple("Pair", "x y")
+    pairs = [Pair(np.ones(2, np.float32), 1), Pair(np.zeros(2, np.float32), 0)]
+    batch = next(iter(DataLoader(pairs, batch_size=2)))
+    assert type(batch) is Pair and batch.x.shape == (2, 2) and batch.y.tolist() == [1, 0]
+
+
+def test_loader_arguments_pytorch_has_and_tinytrain_lacks_say_what_to_do():
+    ds = TensorDataset(np.arange(6.0))
+    assert [b[0].numpy().tolist() for b in DataLoader(ds, batch_size=3, shuffle=None)] == [
+        [0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]  # PyTorch's default, None
+    with pytest.raises(TypeError, match="'generator': use seed="):
+        DataLoader(ds, batch_size=2, generator=object())
+    with pytest.raises(TypeError, match="'worker_init_fn': .*calling process"):
+        DataLoader(ds, batch_size=2, worker_init_fn=print)
+    with pytest.raises(ValueError, match="batch_size=None"):
+        DataLoader(ds, batch_size=None)
+
+
+def test_a_batch_sampler_or_string_fields_are_clear_errors():
+    ds = TensorDataset(np.arange(7.0))
+    with pytest.raises(TypeError, match="a batch sampler"):
+        list(DataLoader(ds, batch_size=1, sampler=tud.BatchSampler(range(7), 3, False)))
+    with pytest.raises(TypeError, match="dtype <U1"):
+        next(iter(DataLoader(TensorDataset(np.array(["a", "b"])), batch_size=2)))
+
+
+def test_torchs_dataset_attributes():
+    ds = TensorDataset(np.arange(4.0), np.arange(4))
+    assert [t.shape for t in ds.tensors] == [(4,), (4,)]
+    mini = MNISTMini(train=False)
+    assert mini.data.dtype == np.uint8 and mini.data.shape == (1000, 28, 28)
+    assert mini.targets.dtype == np.int64 and mini.targets.tolist() == mini.labels.tolist()
+
+
+def test_a_transform_runs_every_epoch_also_with_the_data_set_on_the_device(monkeypatch):
+    """device='cuda' stacks the data set once; a (random) transform must still run per
+    epoch, so such a data set is batched on the CPU and moved. Here the move is faked."""
+    from tinytrain import backend
+    from tinytrain.data import dataloader
+
+    rng = np.random.default_rng(0)
+    ds = MNISTMini(train=False, transform=lambda x: x + rng.normal(0, 0.1, x.shape).astype(
+        np.float32))
+    monkeypatch.setattr(backend, "to_device", lambda a, device: a)
+    loader = DataLoader(ds, batch_size=8)
+    loader.device = "cuda"
+    monkeypatch.setattr(dataloader, "_moved", lambda batch, device: batch)
+    first, second = next(iter(loader))[0].numpy(), next(iter(loader))[0].numpy()
+    assert not np.array_equal(first, second)
+    assert loader._resident is None  # the stacked copy was never made

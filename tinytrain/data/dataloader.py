@@ -78,6 +78,11 @@ class TensorDataset(Dataset):
     def get_batch(self, indices: np.ndarray) -> tuple[np.ndarray, ...]:
         return tuple(a.take(indices, axis=0) for a in self.arrays)
 
+    @property
+    def tensors(self) -> tuple[Any, ...]:
+        """The arrays as Tensors (PyTorch's attribute; no copy)."""
+        return tuple(_to_tensor(a) for a in self.arrays)
+
 
 class Subset(Dataset):
     """The samples ``indices`` of ``dataset``, renumbered ``0 .. len(indices) - 1``.
@@ -181,9 +186,9 @@ def collate(
         return f"sample {j} (dataset index {indices[j]})"
 
     if isinstance(samples[0], dict):
-        keys = list(samples[0])
+        keys = list(samples[0])  # (in the first sample's order, as PyTorch)
         for j, sample in enumerate(samples):
-            if not isinstance(sample, dict) or list(sample) != keys:
+            if not isinstance(sample, dict) or sample.keys() != samples[0].keys():
                 got = list(sample) if isinstance(sample, dict) else type(sample).__name__
                 raise ValueError(f"collate: {who(j)} has fields {got} but {who(0)} has {keys}")
         return {key: _stack([sample[key] for sample in samples], f"field {key!r}", who)
@@ -195,7 +200,13 @@ def collate(
         if len(row) != n_fields:
             raise ValueError(f"collate: {who(j)} has {len(row)} fields but {who(0)} has {n_fields}")
     fields = [_stack([row[k] for row in rows], f"field {k}", who) for k in range(n_fields)]
-    return fields[0] if single else tuple(fields)
+    if single:
+        return fields[0]
+    return type(samples[0])(*fields) if _is_namedtuple(samples[0]) else tuple(fields)
+
+
+def _is_namedtuple(value: Any) -> bool:
+    return isinstance(value, tuple) and hasattr(value, "_fields")
 
 
 def _stack(raw: list[Any], field: str, who: Callable[[int], str]) -> np.ndarray:
@@ -259,7 +270,7 @@ class DataLoader:
         self,
         dataset: Any,
         batch_size: int = 1,
-        shuffle: bool = False,
+        shuffle: bool | None = False,
         drop_last: bool = False,
         sampler: Sampler | Iterable[int] | None = None,
         seed: int | None = None,
@@ -269,11 +280,20 @@ class DataLoader:
         num_workers: int = 0,
         pin_memory: bool = False,
         persistent_workers: bool = False,
+        **unsupported: Any,
     ) -> None:
+        if batch_size is None:
+            raise ValueError("DataLoader: batch_size=None (PyTorch's unbatched samples) is not "
+                             "supported; iterate the data set itself for single samples")
         if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral):
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
+        if unsupported:
+            name = next(iter(unsupported))
+            raise TypeError(f"DataLoader got an unexpected keyword argument {name!r}: "
+                            + _UNSUPPORTED.get(name, "not one of tinytrain's DataLoader's"))
+        shuffle = False if shuffle is None else shuffle  # (PyTorch's default, None)
         for name, flag in (("shuffle", shuffle), ("drop_last", drop_last)):
             if not isinstance(flag, bool | np.bool_):  # e.g. PyTorch's order, sampler 4th
                 raise TypeError(
@@ -324,6 +344,12 @@ class DataLoader:
         order = epoch_indices(self.sampler, len(self.dataset))
         B = self.batch_size
         stop = len(order) - len(order) % B if self.drop_last else len(order)
+        if self.device != "cpu" and _has_transform(self.dataset):
+            # a transform may be random (augmentation): it must run every epoch, so each
+            # batch is made on the CPU and moved, not taken from the stacked data set
+            for start in range(0, stop, B):
+                yield _moved(self._batch(order[start : start + B]), self.device)
+            return
         if self.device != "cpu":
             layout, fields = self._on_device()
             order = backend.to_device(order, self.device)  # the epoch's one copy
@@ -370,11 +396,23 @@ class DataLoader:
         return _unflatten(layout, [_to_tensor(f) for f in flat])
 
 
+_MAIN_PROCESS = "tinytrain's DataLoader makes batches in the calling process (num_workers=0)"
+_UNSUPPORTED = {
+    "generator": "use seed=... for a reproducible shuffle (or tt.manual_seed)",
+    "batch_sampler": "give a sampler of single indices and batch_size (and drop_last)",
+    "timeout": _MAIN_PROCESS, "worker_init_fn": _MAIN_PROCESS, "prefetch_factor": _MAIN_PROCESS,
+    "multiprocessing_context": _MAIN_PROCESS, "pin_memory_device": _MAIN_PROCESS,
+    "in_order": _MAIN_PROCESS,
+}
+
+
 def _flatten(fields: Any) -> tuple[Any, list[Any]]:
     """A batch's fields as a list, and what :func:`_unflatten` needs to group them again:
     None for a single array, ``tuple`` for a tuple or list, the keys for a dict."""
     if isinstance(fields, dict):
         return list(fields), list(fields.values())
+    if _is_namedtuple(fields):
+        return type(fields), list(fields)
     if isinstance(fields, (tuple, list)):
         return tuple, list(fields)
     return None, [fields]
@@ -385,14 +423,35 @@ def _unflatten(layout: Any, flat: list[Any]) -> Any:
         return flat[0]
     if layout is tuple:
         return tuple(flat)
+    if isinstance(layout, type):  # a namedtuple's class
+        return layout(*flat)
     return dict(zip(layout, flat))
 
 
-def _to_tensor(array: np.ndarray) -> Any:
+def _to_tensor(array: Any) -> Any:
     """Wrap a stacked batch field as a tinytrain Tensor, without copying it."""
     from tinytrain.tensor import Tensor
 
+    if array.dtype.kind not in "biuf":  # (a data set's own get_batch, say, of strings)
+        raise TypeError(f"DataLoader: a batch field has dtype {array.dtype} (shape "
+                        f"{array.shape}); a batch field must be numbers (bool, integer or float)")
     return Tensor(array)
+
+
+def _has_transform(dataset: Any) -> bool:
+    """True if ``dataset`` (or one it wraps: a Subset's) runs a transform on each sample."""
+    while dataset is not None:
+        if (getattr(dataset, "transform", None) is not None
+                or getattr(dataset, "target_transform", None) is not None):
+            return True
+        dataset = getattr(dataset, "dataset", None)
+    return False
+
+
+def _moved(batch: Any, device: str) -> Any:
+    """A CPU batch (a Tensor, or a tuple or dict of them) on ``device``."""
+    layout, flat = _flatten(batch)
+    return _unflatten(layout, [t.to(device) for t in flat])
 
 
 def _as_numpy(a: Any) -> np.ndarray:

@@ -290,6 +290,16 @@ class MNIST(Dataset):
     def __len__(self) -> int:
         return len(self.labels)
 
+    @property
+    def data(self) -> Any:
+        """The images as a uint8 Tensor ``[N, 28, 28]`` (torchvision's attribute; no copy)."""
+        return Tensor(self.images)
+
+    @property
+    def targets(self) -> Any:
+        """The labels as an int64 Tensor ``[N]`` (torchvision's attribute; no copy)."""
+        return Tensor(self.labels)
+
     def __getitem__(self, index: int) -> tuple[Any, Any]:
         """Sample ``index``: ``(image, label)``, a float32 ``[1, 28, 28]`` Tensor in [0, 1]
         and a Python int, as torchvision's ``MNIST(..., transform=ToTensor())`` gives.

@@ -47,7 +47,13 @@ def epoch_indices(sampler: Sampler | Iterable[int], size: int) -> np.ndarray:
     if isinstance(sampler, Sampler) and callable(sampler.indices):  # (not a list it keeps)
         order = np.asarray(sampler.indices())
     else:
-        order = np.asarray(list(sampler))
+        try:
+            order = np.asarray(list(sampler))
+        except ValueError:  # lists of different lengths
+            raise TypeError(f"sampler {type(sampler).__name__} gave lists of indices, not single "
+                            f"indices: a batch sampler? tinytrain's DataLoader takes a sampler "
+                            f"of single indices and makes the batches itself (batch_size=, "
+                            f"drop_last=)") from None
     if order.size == 0:
         return np.zeros(0, dtype=np.int64)
     if order.ndim != 1 or order.dtype.kind not in "iu":
