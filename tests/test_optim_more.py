@@ -262,3 +262,79 @@ def test_duplicate_parameters_in_a_group_warn_like_torch():
         optim.SGD([w, w], lr=0.1)
     with pytest.raises(ValueError, match="betas"):
         optim.Adam([w], betas=(0.9,))
+
+
+# ------------------------------------------------------------------ fifth review round
+
+
+def test_adagrad_state_and_accumulator_as_torch():
+    a0, b0 = np.array([1.0, 2.0]), np.array([3.0, -1.0])
+    runs = {}
+    for lib, opt_mod in ((tt, tt.optim), (torch, torch.optim)):
+        a, b = lib.tensor(a0.copy(), requires_grad=True), lib.tensor(b0.copy(),
+                                                                    requires_grad=True)
+        opt = opt_mod.Adagrad([{"params": [a]},
+                               {"params": [b], "initial_accumulator_value": 0.1}], lr=0.1)
+        fresh = opt.state_dict()["state"]
+        assert sorted(fresh) == [0, 1] and all(float(s["step"]) == 0 for s in fresh.values())
+        for g in ([0.5, -0.5], [1.0, 2.0]):
+            for p in (a, b):
+                p.grad = lib.tensor(np.array(g))
+            opt.step()
+        runs[lib.__name__] = (a.detach().numpy(), b.detach().numpy())
+    for ours, theirs in zip(runs["tinytrain"], runs["torch"]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+
+
+def test_params_as_a_tensor_named_parameters_and_inf_as_a_string_like_torch():
+    p = tt.zeros(3, 3, requires_grad=True)
+    with pytest.raises(TypeError, match="iterable of Tensors or dicts"):
+        tt.optim.SGD(p, lr=0.1)
+    model = tt.nn.Linear(2, 2)
+    opt = tt.optim.SGD(model.named_parameters(), lr=0.1)
+    assert opt.param_groups[0]["params"] == [model.weight, model.bias]
+    p.grad = tt.tensor(np.full((3, 3), -4.0, dtype=np.float32))
+    assert float(tt.nn.utils.clip_grad_norm_([p], 1.0, norm_type="inf")) == 4.0
+
+
+def test_one_cycle_takes_a_momentum_per_group_like_torch():
+    lrs = {}
+    for lib in (tt, torch):
+        groups = [{"params": [lib.zeros(1, requires_grad=True)]},
+                  {"params": [lib.zeros(1, requires_grad=True)]}]
+        opt = lib.optim.SGD(groups, lr=0.1, momentum=0.9)
+        sched = lib.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=10,
+                                                  base_momentum=[0.8, 0.85],
+                                                  max_momentum=[0.9, 0.95])
+        seen = []
+        for _ in range(9):
+            opt.step()
+            sched.step()
+            seen.append([(g["lr"], g["momentum"]) for g in opt.param_groups])
+        lrs[lib.__name__] = seen
+    np.testing.assert_allclose(lrs["tinytrain"], lrs["torch"], rtol=1e-12)
+
+
+def test_a_loaded_state_is_the_optimizers_own_and_pytorchs_state_dict_loads():
+    p = tt.tensor(1.0, requires_grad=True)  # 0-d: its buffers are 0-d too
+    opt = tt.optim.Adam([p], lr=0.1)
+    p.grad = tt.tensor(0.5)
+    opt.step()
+    saved = opt.state_dict()
+    before = float(saved["state"][0]["exp_avg"])
+    other = tt.optim.Adam([tt.tensor(1.0, requires_grad=True)], lr=0.1)
+    other.load_state_dict(saved)
+    other.param_groups[0]["params"][0].grad = tt.tensor(3.0)
+    other.step()
+    assert float(saved["state"][0]["exp_avg"]) == before  # not moved by the other's step
+    # PyTorch's Adam state dict: its tensors and its extra (off) flags load
+    w = torch.ones(2, requires_grad=True)
+    topt = torch.optim.Adam([w], lr=0.1)
+    w.grad = torch.tensor([0.5, -0.5])
+    topt.step()
+    ours = tt.optim.Adam([tt.ones(2, requires_grad=True)], lr=0.1)
+    ours.load_state_dict(topt.state_dict())
+    assert ours.state_dict()["state"][0]["step"] == 1
+    amsgrad = torch.optim.Adam([torch.ones(1, requires_grad=True)], amsgrad=True).state_dict()
+    with pytest.raises(ValueError, match="amsgrad=True"):
+        tt.optim.Adam([tt.ones(1, requires_grad=True)]).load_state_dict(amsgrad)

@@ -21,6 +21,7 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
                     norm_type: float = 2.0, error_if_nonfinite: bool = False) -> Tensor:
     """Scale every gradient by ``max_norm / total_norm`` when the norm of all gradients
     together (as one vector) exceeds ``max_norm``; returns that total norm (0-d)."""
+    norm_type = float(norm_type)  # (PyTorch takes "inf" too)
     params = _with_grads(parameters)
     if not params:
         return tensor(0.0)

@@ -17,6 +17,10 @@ class Adagrad(Optimizer):
         g = g + weight_decay * p
         s = s + g^2
         p = p - lr / (1 + (t - 1) * lr_decay) * g / (sqrt(s) + eps)
+
+    As PyTorch's: ``s`` starts at the constructor's ``initial_accumulator_value`` for every
+    parameter (a group's own value is not used), and the state is made when the optimizer
+    is, so ``state_dict()`` has it before the first step.
     """
 
     def __init__(self, params: Iterable[Tensor], lr: float = 1e-2, lr_decay: float = 0.0,
@@ -30,10 +34,12 @@ class Adagrad(Optimizer):
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value,
                                       eps=eps))
+        for p in self._params():
+            self.state[p] = {"step": 0, **_new_state(p.data, self.defaults)}
 
     @no_grad()
     def step(self) -> None:
-        for group, p, g, state in self._updates(_new_state):
+        for group, p, g, state in self._updates(lambda data, _: _new_state(data, self.defaults)):
             clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
             s = state["sum"]
             s += g * g
@@ -42,5 +48,6 @@ class Adagrad(Optimizer):
 
 
 def _new_state(data: Any, group: dict[str, Any]) -> dict[str, Any]:
-    """The sum of g^2, starting at the group's initial_accumulator_value."""
+    """The sum of g^2, starting at the constructor's initial_accumulator_value (``group``:
+    the defaults, also for a group added later, as PyTorch)."""
     return {"sum": get_array_module(data).full_like(data, group["initial_accumulator_value"])}

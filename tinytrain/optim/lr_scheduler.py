@@ -228,22 +228,29 @@ class OneCycleLR(LRScheduler):
                            (total_steps - 1, "max_lr", "min_lr", "base_momentum",
                             "max_momentum")]
         groups = optimizer.param_groups
-        max_lrs = list(max_lr) if isinstance(max_lr, list | tuple) else [max_lr] * len(groups)
-        if len(max_lrs) != len(groups):
-            raise ValueError(f"OneCycleLR: expected {len(groups)} values for max_lr (one per "
-                             f"parameter group), got {len(max_lrs)}")
+
+        def per_group(name: str, value: Any) -> list[Any]:
+            values = list(value) if isinstance(value, list | tuple) else [value] * len(groups)
+            if len(values) != len(groups):
+                raise ValueError(f"OneCycleLR: expected {len(groups)} values for {name} (one "
+                                 f"per parameter group), got {len(values)}")
+            return values
+
+        max_lrs = per_group("max_lr", max_lr)
+        max_moms = per_group("max_momentum", max_momentum)
+        base_moms = per_group("base_momentum", base_momentum)
         self.cycle_momentum = cycle_momentum
         if cycle_momentum and not any(k in optimizer.defaults for k in ("momentum", "betas")):
             raise ValueError("OneCycleLR: the optimizer has neither momentum nor betas; pass "
                              "cycle_momentum=False")
         self.use_beta1 = "betas" in optimizer.defaults
-        for group, top in zip(groups, max_lrs):
+        for group, top, high, low in zip(groups, max_lrs, max_moms, base_moms):
             group["initial_lr"] = top / div_factor
             group["max_lr"], group["min_lr"] = top, group["initial_lr"] / final_div_factor
             group["lr"] = group["initial_lr"]
             if cycle_momentum:
-                group["max_momentum"], group["base_momentum"] = max_momentum, base_momentum
-                self._set_momentum(group, max_momentum)
+                group["max_momentum"], group["base_momentum"] = high, low
+                self._set_momentum(group, high)
         super().__init__(optimizer)
 
     def _set_momentum(self, group: dict[str, Any], value: float) -> None:

@@ -7,6 +7,8 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import numpy as np
+
 from tinytrain import backend
 from tinytrain.tensor import ShapeError, Tensor
 
@@ -34,6 +36,9 @@ class Optimizer:
             cls.step = counted  # type: ignore[method-assign]
 
     def __init__(self, params: Iterable[Tensor] | Iterable[dict], defaults: dict[str, Any]) -> None:
+        if isinstance(params, Tensor):  # (iterating it would give its rows)
+            raise TypeError(f"params argument given to {type(self).__name__} should be an "
+                            f"iterable of Tensors or dicts, but got a Tensor; pass [tensor]")
         params = list(params)
         if not params:
             raise ValueError(f"{type(self).__name__} got an empty parameter list")
@@ -48,8 +53,11 @@ class Optimizer:
         """Add a group (``{"params": [...], "lr": ...}``; missing settings from the
         defaults), e.g. to train layers unfrozen later. A parameter can be in one group only."""
         params = param_group["params"]
-        group = {**self.defaults, **param_group,
-                 "params": [params] if isinstance(params, Tensor) else list(params)}
+        params = [params] if isinstance(params, Tensor) else list(params)
+        if params and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str)
+                          for p in params):  # named_parameters(), as PyTorch 2.13 takes
+            params = [p for _, p in params]
+        group = {**self.defaults, **param_group, "params": params}
         taken = {id(p) for g in self.param_groups for p in g["params"]}
         for p in group["params"]:
             if not isinstance(p, Tensor):
@@ -147,6 +155,11 @@ class Optimizer:
             entry = {}
             for k, v in s.items():
                 v = v.data if isinstance(v, Tensor) else v
+                if hasattr(v, "__array__") and not hasattr(v, "astype"):  # PyTorch's tensors
+                    v = np.asarray(v)
+                    v = int(v) if k == "step" and v.ndim == 0 else v
+                if hasattr(v, "copy") and getattr(v, "ndim", 1) == 0:  # a 0-d buffer: own copy
+                    v = v.copy()
                 if getattr(v, "ndim", 0):  # a per-element buffer must fit its parameter
                     if tuple(v.shape) != p.shape:
                         raise ShapeError(
@@ -156,6 +169,12 @@ class Optimizer:
                     v = backend.to_device(v, p.device).astype(p.dtype, copy=True)
                 entry[k] = v
             state[p] = entry
+        for g, own in zip(groups, self.param_groups):  # (PyTorch's also hold flags such as
+            for k, v in g.items():                     # foreach=None: unknown and off, skipped)
+                if k not in own and v not in (None, False):
+                    raise ValueError(f"{type(self).__name__}.load_state_dict: the saved state "
+                                     f"sets {k}={v!r}, which tinytrain's "
+                                     f"{type(self).__name__} does not have")
         for g, own in zip(groups, self.param_groups):
-            own.update({k: v for k, v in g.items() if k != "params"})
+            own.update({k: v for k, v in g.items() if k != "params" and k in own})
         self.state = state
