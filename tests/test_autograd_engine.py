@@ -868,3 +868,20 @@ def test_writing_with_grad_through_a_no_grad_view_of_a_graph_is_refused_like_tor
             v = h[0:1]
         with pytest.raises(RuntimeError, match="(?i)view was created in no_grad mode"):
             v.mul_(2)  # its value needs no grad, but h's graph would miss the write
+
+
+def test_a_deep_copy_or_pickle_of_a_model_with_a_live_graph_is_its_own_like_torch():
+    import copy
+    import pickle
+
+    from tinytrain import nn
+
+    model = nn.Linear(2, 1)
+    loss = model(tt.ones(1, 2)).sum()  # (kept: its graph holds the leaves' nodes)
+    loss.backward()
+    model.zero_grad(set_to_none=True)
+    for snap in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        snap(tt.ones(1, 2)).sum().backward()
+        assert model.weight.grad is None  # nothing went into the original
+        np.testing.assert_array_equal(snap.weight.grad.numpy(), [[1.0, 1.0]])
+    pickle.dumps(tt.optim.SGD(model.parameters(), lr=0.1))

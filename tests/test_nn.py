@@ -862,3 +862,13 @@ def test_softmax_without_a_dim_takes_torchs_implicit_one():
         with pytest.warns(UserWarning):
             theirs = torch.nn.functional.softmax(torch.tensor(v), None)
         np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12)
+
+
+def test_normalization_and_dropout_accept_what_torch_accepts():
+    x = tt.ones(2, 3)
+    for layer in (nn.LayerNorm(3), nn.BatchNorm1d(3)):  # float16 input, float32 parameters
+        assert layer(x.half()).shape == (2, 3)
+    out = nn.functional.batch_norm(x, None, None, weight=tt.ones(3, 1), training=True)
+    assert out.shape == (2, 3)  # (PyTorch checks the number of elements only)
+    dropped = nn.functional.dropout(tt.arange(4), 1.0)
+    assert dropped.dtype == tt.int64 and dropped.tolist() == [0, 0, 0, 0]

@@ -952,3 +952,11 @@ def test_outer_of_lists_and_ops_along_a_dim_of_a_0d_tensor():
                  lambda: scalar.gather(-1, tt.tensor(0))):
         with pytest.raises(IndexError, match="but the tensor has no dimensions"):
             call()
+
+
+def test_sort_argsort_topk_of_a_0d_tensor_like_torch():
+    for lib in (tt, torch):
+        x = lib.tensor(3.0)
+        values, indices = x.sort()
+        assert float(values) == 3.0 and int(indices) == 0 and int(x.argsort()) == 0
+        assert float(x.topk(1).values) == 3.0

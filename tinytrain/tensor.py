@@ -414,6 +414,14 @@ class Tensor:
 
     # ------------------------------------------------------------ autograd
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What copy.deepcopy and pickle keep: everything but the weak reference to the
+        leaf's gradient node (a copy gets a node of its own when it is first used; with the
+        reference, a deep copy's gradients went into the original)."""
+        state = self.__dict__.copy()
+        state.pop("_acc_ref", None)
+        return state
+
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Mark a leaf as needing ``.grad`` (in place; returns self)."""
         if not isinstance(requires_grad, builtins.bool):
@@ -1425,9 +1433,9 @@ class Tensor:
     def argsort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
         """The indices that sort ``dim``, int64. Always stable (equal values keep their
         order), which ``stable=False`` in PyTorch allows too; NaN counts as the largest."""
-        axis = self._dim("argsort", dim)
+        (axis,) = O._normalize_axis(dim, self.ndim)
         a, xp = self._data, backend.get_array_module(self._data)
-        if a.ndim == 0:
+        if a.ndim == 0:  # (its one value: sort, argsort and topk of a 0-d tensor work)
             return Tensor(xp.zeros((), dtype=int64))
         stable = {"kind": "stable"} if xp is np else {}  # CuPy's argsort is always stable
         if not descending:

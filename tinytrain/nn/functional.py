@@ -410,9 +410,9 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return x
-    _floating("dropout", x)  # (an integer tensor could not hold the kept values' 1/(1-p))
     if p == 1.0:  # every element dropped (and no 1/(1-p) to scale by), as PyTorch
-        return x * 0.0
+        return x * (0.0 if x.dtype.kind == "f" else 0)
+    _floating("dropout", x)  # (an integer tensor could not hold the kept values' 1/(1-p))
     seed = int(default_generator().integers(0, 2**64, dtype=np.uint64))  # one draw per call
     return O.Dropout.apply(x, p, seed)
 
@@ -531,6 +531,13 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -
     return input / input.norm(p, dim, keepdim=True).clamp_min(eps)
 
 
+def _same_precision(name: str, input: Tensor, *params: Tensor | None) -> None:  # noqa: A002
+    """float32 and float64 must not mix (PyTorch's "mixed dtype" error); a float16 input
+    with float32 parameters is mixed precision, which PyTorch allows."""
+    if input.dtype.itemsize >= 4:
+        check_same_dtype(name, input, *params)
+
+
 def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,  # noqa: A002
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalise over the last dims ``normalized_shape`` to mean 0 and variance 1 (biased),
@@ -546,7 +553,7 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
             raise ShapeError(f"layer_norm: Expected {name} to be of same shape as "
                              f"normalized_shape {list(shape)}, but got {name} of shape "
                              f"{list(t.shape)}")
-    check_same_dtype("layer_norm", input, weight, bias)
+    _same_precision("layer_norm", input, weight, bias)
     axes = tuple(range(input.ndim - k, input.ndim))
     mean = input.mean(axes, keepdim=True)
     centered = input - mean
@@ -572,10 +579,10 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     c = input.shape[1]
     for name, t in (("running_mean", running_mean), ("running_var", running_var),
                     ("weight", weight), ("bias", bias)):
-        if t is not None and t.shape != (c,):
+        if t is not None and t.numel() != c:
             raise ShapeError(f"batch_norm: {name} should contain {c} elements (one per "
                              f"channel of input {list(input.shape)}), not shape {list(t.shape)}")
-    check_same_dtype("batch_norm", input, weight, bias)
+    _same_precision("batch_norm", input, weight, bias)
     shape = (1, c) + (1,) * (input.ndim - 2)
     axes = (0, *range(2, input.ndim))
     if training:
