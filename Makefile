@@ -51,7 +51,8 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 
 lab: $(STAMP)
-	MPLBACKEND=module://matplotlib_inline.backend_inline $(PY) -m jupyter lab
+	MPLBACKEND=module://matplotlib_inline.backend_inline $(PY) -m jupyter lab \
+		$(if $(filter 0,$(shell id -u)),--allow-root)
 
 notebooks: $(STAMP)
 	$(PY) tools/sync_notebooks.py

@@ -320,6 +320,13 @@ PARTS = {"timing": part_timing, "calls": part_calls, "profile": part_profile,
 
 def main() -> None:
     names = sys.argv[1:] or list(PARTS)
+    unknown = [n for n in names if n not in PARTS]
+    if unknown:  # (--help included)
+        print(__doc__)
+        if unknown != ["--help"] and unknown != ["-h"]:
+            print(f"unknown part(s): {', '.join(unknown)}; the parts: {', '.join(PARTS)}")
+            raise SystemExit(2)
+        return
     for name in names:
         t0 = time.perf_counter()
         print(f"===== {name}", flush=True)

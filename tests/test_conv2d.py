@@ -539,3 +539,10 @@ def test_an_empty_batch_gives_empty_outputs_and_zero_weight_gradients_as_torch()
     assert y.shape == tuple(torch.nn.functional.max_pool2d(ty, 2).shape) == (0, 4, 4, 4)
     assert x.grad.shape == (0, 3, 8, 7)
     assert not w.grad.numpy().any() and not b.grad.numpy().any()
+
+
+def test_the_bias_by_the_design_documents_name_b():
+    x, w, b = tt.randn(2, 3, 5, 5), tt.randn(4, 3, 3, 3), tt.randn(4)
+    np.testing.assert_array_equal(conv2d(x, w, b=b).numpy(), conv2d(x, w, b).numpy())
+    with pytest.raises(TypeError, match="give the bias once"):
+        conv2d(x, w, b, b=b)

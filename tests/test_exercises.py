@@ -64,6 +64,8 @@ def test_learner_copy_is_made_from_the_current_source(source):
     ], f"{target.name} is out of date: run `make notebooks`"
     leaked = [i for i, c in enumerate(committed) if BEGIN in c.source or END in c.source]
     assert not leaked, f"solution markers in cells {leaked}"
+    # not paired with a .py (JupyterLab's Jupytext would write exercises/*.py at each save)
+    assert "jupytext" not in nbformat.read(target, as_version=4).metadata
 
 
 def test_every_learner_copy_has_a_chapter():

@@ -200,7 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "processes the global batch is this times their number")
     p.add_argument("--epochs", type=int, default=None,
                    help="total number of epochs, including those of a resumed checkpoint "
-                        "(default 1)")
+                        "(default 1; with the cosine schedule a resumed run keeps the "
+                        "checkpoint's, which its rate decays over)")
     p.add_argument("--lr", type=float, default=None,
                    help="initial learning rate (default: 2e-3 for adam, 0.05 for sgd)")
     p.add_argument("--schedule", choices=SCHEDULES, default=None,

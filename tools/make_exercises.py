@@ -176,6 +176,9 @@ def learner_notebook(source: Path) -> nbformat.NotebookNode:
     path = new_code_cell('import sys\n\nsys.path.insert(0, "../notebooks")  # for figures.py, '
                          'the chapters\' plotting helpers')
     nb.cells[:0] = [note, path]
+    # A learner's copy is a notebook only: Jupytext's pairing (the chapters' .py source) would
+    # make JupyterLab write an exercises/*.py beside it at every save.
+    nb.metadata.pop("jupytext", None)
     return nb
 
 

@@ -102,13 +102,21 @@ def conv2d(
     bias: Tensor | None = None,
     stride: IntOrPair = 1,
     padding: IntOrPair = 0,
+    *,
+    b: Tensor | None = None,
 ) -> Tensor:
     """2-D convolution (cross-correlation), as ``torch.nn.functional.conv2d``.
 
     ``x [N, Cin, H, W]``, ``weight [Cout, Cin, Kh, Kw]``, ``bias [Cout]`` or None
     -> ``[N, Cout, Ho, Wo]`` with ``Ho = (H + 2*ph - Kh) // sh + 1`` (same for W).
-    Raises a ValueError naming the sizes when the shapes do not fit together.
+    ``b=`` is another name for ``bias`` (the design document's). ``stride`` and ``padding``
+    are an int or an ``(h, w)`` pair. Raises a ValueError naming the sizes when the shapes
+    do not fit together.
     """
+    if b is not None:
+        if bias is not None:
+            raise TypeError("conv2d: give the bias once, as bias= (PyTorch's name) or b=")
+        bias = b
     meta = _checked(Conv2dMeta, _shape(x), _shape(weight), stride, padding,
                     None if bias is None else _shape(bias))
     check_same_dtype("conv2d", x, weight, bias)
