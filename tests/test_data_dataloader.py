@@ -623,3 +623,34 @@ def test_a_transform_runs_every_epoch_also_with_the_data_set_on_the_device(monke
     first, second = next(iter(loader))[0].numpy(), next(iter(loader))[0].numpy()
     assert not np.array_equal(first, second)
     assert loader._resident is None  # the stacked copy was never made
+
+
+def test_batches_from_a_get_batch_of_lists_a_sampler_error_and_filtering_mnist():
+    class Listy(Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            return float(i), i
+
+        def get_batch(self, idx):
+            return [float(i) for i in idx], [int(i) for i in idx]
+
+    x, y = next(iter(DataLoader(Listy(), batch_size=4)))
+    assert x.tolist() == [0.0, 1.0, 2.0, 3.0] and y.tolist() == [0, 1, 2, 3]
+
+    class Broken:  # a sampler of the user's, not a tinytrain Sampler
+        def __len__(self):
+            return 4
+
+        def __iter__(self):
+            raise ValueError("my own bug")
+
+    with pytest.raises(ValueError, match="my own bug"):
+        list(DataLoader(TensorDataset(np.arange(4.0)), batch_size=2, sampler=Broken()))
+    mini = MNISTMini(train=False)
+    keep = mini.targets == 3
+    mini.data, mini.targets = mini.data[keep], mini.targets[keep]  # torchvision's filtering
+    assert len(mini) == int(keep.sum()) and set(mini.targets.tolist()) == {3}
+    w = Tensor(np.ones(3, np.float32), requires_grad=True)
+    assert TensorDataset(w).tensors[0] is w

@@ -338,3 +338,27 @@ def test_a_loaded_state_is_the_optimizers_own_and_pytorchs_state_dict_loads():
     amsgrad = torch.optim.Adam([torch.ones(1, requires_grad=True)], amsgrad=True).state_dict()
     with pytest.raises(ValueError, match="amsgrad=True"):
         tt.optim.Adam([tt.ones(1, requires_grad=True)]).load_state_dict(amsgrad)
+
+
+def test_a_state_dict_with_a_schedulers_keys_loads_before_the_scheduler_is_made():
+    model = tt.nn.Linear(2, 2)
+    opt = tt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    tt.optim.lr_scheduler.StepLR(opt, 1)  # adds initial_lr to the groups
+    saved = opt.state_dict()
+    saved["param_groups"][0]["note"] = np.array([1.0, 2.0])  # any key of the user's
+    fresh = tt.optim.SGD(tt.nn.Linear(2, 2).parameters(), lr=0.1, momentum=0.9)
+    fresh.load_state_dict(saved)
+    assert fresh.param_groups[0]["initial_lr"] == 0.1
+    tm = torch.nn.Linear(2, 2)
+    topt = torch.optim.Adam(tm.named_parameters())  # saves param_names
+    tm(torch.ones(1, 2)).sum().backward()
+    topt.step()
+    tt.optim.Adam(tt.nn.Linear(2, 2).parameters()).load_state_dict(topt.state_dict())
+
+
+def test_one_cycle_without_cycling_momentum_ignores_the_momentum_lists():
+    groups = [{"params": [tt.zeros(1, requires_grad=True)]},
+              {"params": [tt.zeros(1, requires_grad=True)]}]
+    opt = tt.optim.SGD(groups, lr=0.1)
+    tt.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=5, cycle_momentum=False,
+                                     base_momentum=[0.8])

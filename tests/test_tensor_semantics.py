@@ -960,3 +960,56 @@ def test_sort_argsort_topk_of_a_0d_tensor_like_torch():
         values, indices = x.sort()
         assert float(values) == 3.0 and int(indices) == 0 and int(x.argsort()) == 0
         assert float(x.topk(1).values) == 3.0
+
+
+def test_a_setitem_through_a_no_grad_view_of_a_graph_is_refused_like_torch():
+    for lib in (tt, torch):
+        a = lib.ones(3, requires_grad=True)
+        x = a * 2
+        with lib.no_grad():
+            v = x[:2]
+        with pytest.raises(RuntimeError, match="(?i)no_grad mode"):
+            v[0] = 0.0
+
+
+def test_float16_reductions_accumulate_in_float32_like_torch():
+    for make in (lambda L: L.tensor([0.0, 1e4], dtype=L.float16).std(),
+                 lambda L: L.tensor([0.0, 1e4], dtype=L.float16).var(),
+                 lambda L: L.tensor([200.0, 300.0], dtype=L.float16).norm(),
+                 lambda L: L.ones(3000, dtype=L.float16).cumsum(0)[-1]):
+        ours, theirs = make(tt), make(torch)
+        assert ours.dtype == tt.float16
+        np.testing.assert_allclose(float(ours), float(theirs), rtol=1e-3)
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.zeros(2, dtype=L.uint8).fill_(300),
+    lambda L: L.tensor([0, 200], dtype=L.uint8).clamp(min=300),
+    lambda L: L.zeros(2, dtype=L.int32).fill_(1e10),
+    lambda L: L.zeros(2, dtype=L.int64).masked_fill(L.tensor([True, False]), float("nan")),
+    lambda L: L.full((2,), float("nan"), dtype=L.int64),
+    lambda L: L.zeros(2).fill_(1e300),
+], ids=["fill-300-uint8", "clamp-300-uint8", "fill-1e10-int32", "masked_fill-nan-int64",
+        "full-nan-int64", "fill-1e300-float32"])
+def test_a_number_the_dtype_cannot_hold_is_refused_like_torch(call):
+    with pytest.raises(RuntimeError):
+        call(torch)
+    with pytest.raises(RuntimeError, match="cannot be converted to type"):
+        call(tt)
+
+
+def test_negative_ints_wrap_into_uint8_like_torch():
+    for make in (lambda L: L.tensor([-1, 3], dtype=L.uint8),
+                 lambda L: L.full((2,), -1, dtype=L.uint8)):
+        assert make(tt).tolist() == make(torch).tolist()
+    ours = tt.zeros(2, dtype=tt.uint8)
+    ours[0] = -1
+    assert ours.tolist() == [255, 0]
+
+
+def test_sum_dtype_formatting_and_empty_repr_like_torch():
+    for lib in (tt, torch):
+        assert str(lib.tensor([1, 2]).sum(dtype=lib.int32).dtype).endswith("int32")
+        assert bool(lib.tensor([1, 2]).sum(dtype=lib.bool)) is True
+        assert f"{lib.tensor(2.5):.2f}" == "2.50" and f"{lib.tensor(2.5)}" == "2.5"
+        assert repr(lib.zeros(2, 0)) == "tensor([], size=(2, 0))"

@@ -23,6 +23,7 @@ return ``bool``. Python numbers out of the result's range wrap around as in PyTo
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any
 
@@ -117,6 +118,23 @@ def can_cast(src: np.dtype, dst: np.dtype) -> bool:
     Only the category matters: not floating into integer or bool, not integer into bool.
     """
     return _category(src) <= _category(dst)
+
+
+def scalar_in(value: Any, dtype: np.dtype, op: str) -> np.generic:
+    """A number written into a tensor of ``dtype`` (``fill_``, ``masked_fill``, ``clamp``
+    bounds, ``where``): as PyTorch, a value the dtype cannot hold (NaN or inf into an
+    integer dtype, 300 or -1 into uint8) is an error, not a wrapped-around number. (Floats
+    into integers are truncated toward zero first.)"""
+    if dtype.kind in "iuf" and not isinstance(value, bool | np.bool_):
+        v = float(value) if not isinstance(value, numbers.Integral) else int(value)
+        if dtype.kind == "f":  # (inf and NaN are floats; a finite value must fit)
+            fits = not math.isfinite(v) or abs(v) <= float(np.finfo(dtype).max)
+        else:
+            fits = math.isfinite(v) and np.iinfo(dtype).min <= int(v) <= np.iinfo(dtype).max
+        if not fits:
+            raise RuntimeError(f"{op}: value {value!r} cannot be converted to type {dtype} "
+                               f"without overflow")
+    return scalar_array(value, dtype)
 
 
 def scalar_array(value: Any, dtype: np.dtype) -> np.generic:

@@ -56,6 +56,7 @@ from tinytrain.dtypes import (
     int64,
     result_type,
     scalar_array,
+    scalar_in,
     uint8,
 )
 from tinytrain.random import default_generator
@@ -284,6 +285,8 @@ class Tensor:
     def __repr__(self) -> str:
         body = np.array2string(self.numpy(), separator=", ", prefix="tensor(", **_PRINT_OPTIONS)
         extra = "" if self.device == "cpu" else f", device='{self.device}'"
+        if self.numel() == 0 and self.ndim > 1:  # ("[]" alone would hide the shape)
+            extra += f", size={self.shape}"
         if self.dtype not in (float32, int64, bool_):
             extra += f", dtype={self.dtype}"
         if self.grad_fn is not None:
@@ -293,6 +296,12 @@ class Tensor:
         return f"tensor({body}{extra})"
 
     __hash__ = object.__hash__  # by identity: tensors are dict keys (optimizer state)
+
+    def __format__(self, spec: str) -> str:
+        """A 0-d tensor formats as its number (``f"{loss:.4f}"``), as in PyTorch."""
+        if self.ndim == 0:
+            return format(self.item(), spec)
+        return object.__format__(self, spec)
 
     # ------------------------------------------------------------ conversion
 
@@ -712,7 +721,7 @@ class Tensor:
                 if b is not None:
                     shape = O.broadcast_shapes("clamp", shape, b.shape)
             return O.ClampTensor.apply(self._cast(dtype), lo, hi)
-        lo, hi = (None if b is None else scalar_array(b, dtype) for b in (min, max))
+        lo, hi = (None if b is None else scalar_in(b, dtype, "clamp") for b in (min, max))
         return O.Clamp.apply(self._cast(dtype), lo, hi)
 
     clip = clamp
@@ -816,12 +825,7 @@ class Tensor:
         recording = is_grad_enabled() and (
             self._requires_grad or builtins.any(isinstance(a, Tensor) and a._requires_grad
                                                 for a in args))
-        if self._view_without_grad and is_grad_enabled() and (
-                recording or (self._base is not None and self._base.requires_grad)):
-            raise RuntimeError(  # (also unrecorded: the base's graph would miss the write)
-                f"{name}: a view was created in no_grad mode and is being modified in place "
-                "with grad mode enabled: the write could not be part of the base's graph. "
-                "Make the view with grad mode enabled, or write under no_grad")
+        self._check_no_grad_view(name, recording)
         source, view_of = self, None
         if recording:
             base = self._base
@@ -862,6 +866,16 @@ class Tensor:
             self._write(name, Ellipsis, out._data)
             self._version_counter[0] += 1
         return self
+
+    def _check_no_grad_view(self, name: str, recording: bool) -> None:
+        """A view made under ``no_grad`` is not written with grad mode on when the write would
+        be recorded, or when its base has a graph (which would miss it), as PyTorch refuses."""
+        if self._view_without_grad and is_grad_enabled() and (
+                recording or (self._base is not None and self._base.requires_grad)):
+            raise RuntimeError(
+                f"{name}: a view was created in no_grad mode and is being modified in place "
+                "with grad mode enabled: the write could not be part of the base's graph. "
+                "Make the view with grad mode enabled, or write under no_grad")
 
     def _write(self, name: str, index: Any, values: Any) -> None:
         """``self._data[index] = values``. An expanded view (``expand``, ``broadcast_to``)
@@ -914,7 +928,7 @@ class Tensor:
             if value.numel() != 1:
                 raise RuntimeError(f"fill_ takes a one-element tensor, got shape {value.shape}")
             return self.copy_(value.reshape(()))
-        fill = scalar_array(value, self.dtype)
+        fill = scalar_in(value, self.dtype, "fill_")
         return self._inplace("fill_", lambda s: O.Copy.apply(s, fill), any_dtype=True)
 
     def zero_(self) -> Tensor:
@@ -953,6 +967,7 @@ class Tensor:
             value = value.reshape(value.shape[lead:])
         try:
             if not (is_grad_enabled() and (self._requires_grad or value._requires_grad)):
+                self._check_no_grad_view("__setitem__", False)
                 self._write("__setitem__", index, value._data)  # nothing to record: just those
                 self._version_counter[0] += 1
                 return
@@ -1025,7 +1040,8 @@ class Tensor:
         ``dtype`` converts first; ``keepdims`` is NumPy's name for ``keepdim``."""
         x = self if dtype is None else self.to(dtype=dtype)
         keep = keepdim if keepdims is None else keepdims
-        return O.Sum.apply(x, self._reduction_axes(dim), keep)
+        out = O.Sum.apply(x, self._reduction_axes(dim), keep)
+        return out if dtype is None or out.dtype == dtype else out.to(dtype=dtype)
 
     def mean(self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
              dtype: Any = None, keepdims: bool | None = None) -> Tensor:
@@ -1346,8 +1362,9 @@ class Tensor:
         return where(condition, self, other)
 
     def masked_fill(self, mask: Any, value: Any) -> Tensor:
-        """A copy with ``value`` wherever the bool ``mask`` (broadcast to self's shape) is
-        True; the dtype stays self's. ``value`` is a number or a 0-d tensor."""
+        """A copy with ``value`` wherever the bool ``mask`` is True (the two broadcast
+        together, as in PyTorch; ``masked_fill_`` keeps self's shape); the dtype stays self's.
+        ``value`` is a number or a 0-d tensor."""
         mask = _bool_condition("masked_fill", mask)
         O.broadcast_shapes("masked_fill", self.shape, mask.shape)
         if isinstance(value, Tensor):
@@ -1356,7 +1373,7 @@ class Tensor:
                                  f"got tensor with {value.ndim} dimension(s).")
             value = value.to(self.device, self.dtype)
         else:
-            value = scalar_array(value, self.dtype)
+            value = scalar_in(value, self.dtype, "masked_fill")
         return O.Where.apply(mask, value, self)
 
     def masked_fill_(self, mask: Any, value: Any) -> Tensor:
@@ -1468,7 +1485,10 @@ class Tensor:
         return TopkResult(O.Gather.apply(self, idx, axis), Tensor(idx))
 
     def cumsum(self, dim: int) -> Tensor:
-        """Running sums along ``dim``; integer and bool tensors sum in int64."""
+        """Running sums along ``dim``; integer and bool tensors sum in int64, float16 ones
+        in float32 (as PyTorch accumulates; the result is float16 again)."""
+        if self.dtype == np.float16:
+            return self.float().cumsum(dim).to(dtype=self.dtype)
         (axis,) = O._normalize_axis(dim, self.ndim)
         if self.ndim == 0:
             return O.Cumsum.apply(self.reshape(1), 0).reshape(())
@@ -1517,6 +1537,9 @@ class Tensor:
             correction = 0 if unbiased is False else 1
         if self.dtype.kind != "f":
             raise DTypeError(f"std and var only support floating point dtypes, got {self.dtype}")
+        if self.dtype == np.float16:  # accumulated in float32, as PyTorch (1e4^2 overflows)
+            return self.float().var(dim, keepdim=keepdim, correction=correction).to(
+                dtype=self.dtype)
         axes = self._reduction_axes(dim)
         count = self.numel() if axes is None else int(np.prod([self.shape[a] for a in axes]))
         centered = self - self.mean(axes, keepdim=True)
@@ -1526,6 +1549,9 @@ class Tensor:
     def std(self, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
             correction: float | None = None) -> Tensor:
         """Standard deviation: ``sqrt(var(...))`` with the same arguments."""
+        if self.dtype == np.float16:  # (its variance may not fit a float16: as var)
+            return self.float().std(dim, unbiased, keepdim, correction=correction).to(
+                dtype=self.dtype)
         return O.StdFromVar.apply(self.var(dim, unbiased, keepdim, correction=correction))
 
     def logsumexp(self, dim: Any, keepdim: bool = False) -> Tensor:
@@ -1542,6 +1568,8 @@ class Tensor:
     def norm(self, p: Any = "fro", dim: Any = None, keepdim: bool = False) -> Tensor:
         """The ``p``-norm over ``dim`` (all entries if None): 2 / ``"fro"`` (default), 1,
         ``inf``, ``-inf``, 0 (count of non-zeros) or any other number."""
+        if self.dtype == np.float16:  # accumulated in float32, as PyTorch
+            return self.float().norm(p, dim, keepdim).to(dtype=self.dtype)
         x = self if self.dtype.kind == "f" else self.float()
         axes = x._reduction_axes(dim)
         if p in ("fro", 2):
@@ -1994,7 +2022,7 @@ def where(condition: Any, input: Any = None, other: Any = None) -> Any:  # noqa:
     input, other = (x if isinstance(x, Tensor | numbers.Number) else Tensor(x)  # arrays
                     for x in (input, other))
     dtype = result_type(input, other)
-    a, b = (x.to(dtype=dtype) if isinstance(x, Tensor) else scalar_array(x, dtype)
+    a, b = (x.to(dtype=dtype) if isinstance(x, Tensor) else scalar_in(x, dtype, "where")
             for x in (input, other))
     shape = O.broadcast_shapes("where", cond.shape, _shape_of(a))
     O.broadcast_shapes("where", shape, _shape_of(b))
@@ -2033,8 +2061,11 @@ def tensor(data: Any, dtype: Any = None, device: Any = None,
     try:
         dtype = np.dtype(dtype) if dtype is not None else _default_dtype(data)
         xp = backend.array_module(_device(device))
-        arr = xp.array(backend.to_device(data, device) if hasattr(data, "dtype") else data,
-                       dtype=dtype, copy=True)
+        source = backend.to_device(data, device) if hasattr(data, "dtype") else data
+        try:
+            arr = xp.array(source, dtype=dtype, copy=True)
+        except OverflowError:  # Python ints outside the dtype (-1 into uint8): wrap, as PyTorch
+            arr = xp.array(source).astype(dtype)
     except ValueError as exc:
         if "inhomogeneous" not in str(exc) and "sequence" not in str(exc):
             raise
@@ -2065,9 +2096,11 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
 
 
 def _full(shape: tuple, fill: float, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
-    xp = backend.array_module(_device(device))
-    return Tensor(xp.full(_new_shape(shape), fill, dtype=np.dtype(dtype)),
-                  requires_grad=requires_grad)
+    xp, dtype = backend.array_module(_device(device)), np.dtype(dtype)
+    if dtype.kind in "iu" and not isinstance(fill, bool | np.bool_):  # as PyTorch's full:
+        fill = (scalar_array(fill, dtype) if isinstance(fill, numbers.Integral)  # -1 wraps,
+                else scalar_in(fill, dtype, "full"))                             # NaN refused
+    return Tensor(xp.full(_new_shape(shape), fill, dtype=dtype), requires_grad=requires_grad)
 
 
 def zeros(*shape: int, dtype: Any = float32, device: Any = None,

@@ -59,6 +59,7 @@ class TensorDataset(Dataset):
         if not arrays:
             raise ValueError("TensorDataset needs at least one array")
         self._as_tensors = all(hasattr(a, "requires_grad") for a in arrays)  # Tensors
+        self._given = arrays if self._as_tensors else None  # (.tensors: the ones given)
         self.arrays = tuple(_as_numpy(a) for a in arrays)
         lengths = [a.shape[0] if a.ndim else None for a in self.arrays]
         if any(n is None or n != lengths[0] for n in lengths):
@@ -80,8 +81,8 @@ class TensorDataset(Dataset):
 
     @property
     def tensors(self) -> tuple[Any, ...]:
-        """The arrays as Tensors (PyTorch's attribute; no copy)."""
-        return tuple(_to_tensor(a) for a in self.arrays)
+        """The Tensors given (PyTorch's attribute), or the arrays as Tensors (no copy)."""
+        return self._given or tuple(_to_tensor(a) for a in self.arrays)
 
 
 class Subset(Dataset):
@@ -432,20 +433,24 @@ def _to_tensor(array: Any) -> Any:
     """Wrap a stacked batch field as a tinytrain Tensor, without copying it."""
     from tinytrain.tensor import Tensor
 
-    if array.dtype.kind not in "biuf":  # (a data set's own get_batch, say, of strings)
+    if not isinstance(getattr(array, "dtype", None), np.dtype):  # lists, PyTorch's tensors
+        array = np.asarray(array)
+    if array.dtype.kind not in "biufc":  # (a data set's own get_batch, say, of strings)
         raise TypeError(f"DataLoader: a batch field has dtype {array.dtype} (shape "
                         f"{array.shape}); a batch field must be numbers (bool, integer or float)")
     return Tensor(array)
 
 
 def _has_transform(dataset: Any) -> bool:
-    """True if ``dataset`` (or one it wraps: a Subset's) runs a transform on each sample."""
-    while dataset is not None:
-        if (getattr(dataset, "transform", None) is not None
-                or getattr(dataset, "target_transform", None) is not None):
-            return True
-        dataset = getattr(dataset, "dataset", None)
-    return False
+    """True if ``dataset``, or one it wraps (a Subset's ``dataset``, a ConcatDataset's
+    ``datasets``), runs a transform on each sample."""
+    if callable(getattr(dataset, "transform", None)) or callable(
+            getattr(dataset, "target_transform", None)):
+        return True
+    inner = list(getattr(dataset, "datasets", None) or [])
+    if getattr(dataset, "dataset", None) is not None:
+        inner.append(dataset.dataset)
+    return any(_has_transform(d) for d in inner)
 
 
 def _moved(batch: Any, device: str) -> Any:

@@ -292,13 +292,24 @@ class MNIST(Dataset):
 
     @property
     def data(self) -> Any:
-        """The images as a uint8 Tensor ``[N, 28, 28]`` (torchvision's attribute; no copy)."""
+        """The images as a uint8 Tensor ``[N, 28, 28]`` (torchvision's attribute; no copy).
+        Assignable, as torchvision's (``ds.data = ds.data[keep]`` filters the set, with
+        ``ds.targets = ds.targets[keep]``)."""
         return Tensor(self.images)
+
+    @data.setter
+    def data(self, images: Any) -> None:
+        self.images = np.asarray(images.numpy() if isinstance(images, Tensor) else images)
 
     @property
     def targets(self) -> Any:
-        """The labels as an int64 Tensor ``[N]`` (torchvision's attribute; no copy)."""
+        """The labels as an int64 Tensor ``[N]`` (torchvision's attribute; no copy; assignable)."""
         return Tensor(self.labels)
+
+    @targets.setter
+    def targets(self, labels: Any) -> None:
+        labels = labels.numpy() if isinstance(labels, Tensor) else labels
+        self.labels = np.asarray(labels).astype(np.int64, copy=False)
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
         """Sample ``index``: ``(image, label)``, a float32 ``[1, 28, 28]`` Tensor in [0, 1]

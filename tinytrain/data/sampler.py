@@ -47,8 +47,9 @@ def epoch_indices(sampler: Sampler | Iterable[int], size: int) -> np.ndarray:
     if isinstance(sampler, Sampler) and callable(sampler.indices):  # (not a list it keeps)
         order = np.asarray(sampler.indices())
     else:
+        items = list(sampler)  # (the sampler's own errors as they are)
         try:
-            order = np.asarray(list(sampler))
+            order = np.asarray(items)
         except ValueError:  # lists of different lengths
             raise TypeError(f"sampler {type(sampler).__name__} gave lists of indices, not single "
                             f"indices: a batch sampler? tinytrain's DataLoader takes a sampler "

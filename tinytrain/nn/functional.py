@@ -411,7 +411,7 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     if not training or p == 0.0:
         return x
     if p == 1.0:  # every element dropped (and no 1/(1-p) to scale by), as PyTorch
-        return x * (0.0 if x.dtype.kind == "f" else 0)
+        return x * 0.0 if x.dtype.kind == "f" else x.new_zeros(x.shape)  # (ints, bools)
     _floating("dropout", x)  # (an integer tensor could not hold the kept values' 1/(1-p))
     seed = int(default_generator().integers(0, 2**64, dtype=np.uint64))  # one draw per call
     return O.Dropout.apply(x, p, seed)
@@ -533,9 +533,16 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -
 
 def _same_precision(name: str, input: Tensor, *params: Tensor | None) -> None:  # noqa: A002
     """float32 and float64 must not mix (PyTorch's "mixed dtype" error); a float16 input
-    with float32 parameters is mixed precision, which PyTorch allows."""
-    if input.dtype.itemsize >= 4:
-        check_same_dtype(name, input, *params)
+    with float32 parameters is mixed precision, which PyTorch allows (the result is then
+    float16 again: :func:`_as_input`)."""
+    if input.dtype == np.float16 and all(p is None or p.dtype == np.float32 for p in params):
+        return
+    check_same_dtype(name, input, *params)
+
+
+def _as_input(out: Tensor, input: Tensor) -> Tensor:  # noqa: A002
+    """A mixed-precision result in the input's dtype (float16), as PyTorch gives it."""
+    return out if out.dtype == input.dtype else out.to(dtype=input.dtype)
 
 
 def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,  # noqa: A002
@@ -560,7 +567,7 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
     out = centered / ((centered * centered).mean(axes, keepdim=True) + eps).sqrt()
     if weight is not None:
         out = out * weight
-    return out + bias if bias is not None else out
+    return _as_input(out + bias if bias is not None else out, input)
 
 
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,  # noqa: A002
@@ -608,7 +615,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     out = centered / (var + eps).sqrt()
     if weight is not None:
         out = out * weight.reshape(shape)
-    return out + bias.reshape(shape) if bias is not None else out
+    return _as_input(out + bias.reshape(shape) if bias is not None else out, input)
 
 
 __getattr__ = _module_getattr(__name__, {}, (

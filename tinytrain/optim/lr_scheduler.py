@@ -237,8 +237,8 @@ class OneCycleLR(LRScheduler):
             return values
 
         max_lrs = per_group("max_lr", max_lr)
-        max_moms = per_group("max_momentum", max_momentum)
-        base_moms = per_group("base_momentum", base_momentum)
+        max_moms = per_group("max_momentum", max_momentum) if cycle_momentum else groups
+        base_moms = per_group("base_momentum", base_momentum) if cycle_momentum else groups
         self.cycle_momentum = cycle_momentum
         if cycle_momentum and not any(k in optimizer.defaults for k in ("momentum", "betas")):
             raise ValueError("OneCycleLR: the optimizer has neither momentum nor betas; pass "

@@ -12,6 +12,13 @@ import numpy as np
 from tinytrain import backend
 from tinytrain.tensor import ShapeError, Tensor
 
+#: Options of PyTorch's optimizers that tinytrain's do not have: a state dict that turns one
+#: on is refused (off, as PyTorch saves them by default, they are skipped).
+_TORCH_ONLY_OPTIONS = ("amsgrad", "maximize", "capturable", "differentiable", "fused",
+                       "decoupled_weight_decay", "foreach")
+#: Keys of PyTorch's groups that describe its implementation or the parameters, not settings.
+_TORCH_BOOKKEEPING = frozenset({*_TORCH_ONLY_OPTIONS, "param_names"})
+
 
 class Optimizer:
     """Base class: holds ``param_groups`` (dicts with ``"params"`` and hyper-parameters)
@@ -169,12 +176,13 @@ class Optimizer:
                     v = backend.to_device(v, p.device).astype(p.dtype, copy=True)
                 entry[k] = v
             state[p] = entry
-        for g, own in zip(groups, self.param_groups):  # (PyTorch's also hold flags such as
-            for k, v in g.items():                     # foreach=None: unknown and off, skipped)
-                if k not in own and v not in (None, False):
-                    raise ValueError(f"{type(self).__name__}.load_state_dict: the saved state "
-                                     f"sets {k}={v!r}, which tinytrain's "
-                                     f"{type(self).__name__} does not have")
-        for g, own in zip(groups, self.param_groups):
-            own.update({k: v for k, v in g.items() if k != "params" and k in own})
+        for g in groups:  # a PyTorch state dict's options tinytrain lacks: only when off
+            on = [k for k in _TORCH_ONLY_OPTIONS if g.get(k) is True and k not in self.defaults]
+            if on:
+                raise ValueError(f"{type(self).__name__}.load_state_dict: the saved state sets "
+                                 f"{on[0]}=True, which tinytrain's {type(self).__name__} does "
+                                 "not have")
+        for g, own in zip(groups, self.param_groups):  # (with a scheduler's keys: initial_lr...)
+            own.update({k: v for k, v in g.items()
+                        if k != "params" and k not in _TORCH_BOOKKEEPING})
         self.state = state
