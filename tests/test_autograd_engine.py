@@ -885,3 +885,20 @@ def test_a_deep_copy_or_pickle_of_a_model_with_a_live_graph_is_its_own_like_torc
         assert model.weight.grad is None  # nothing went into the original
         np.testing.assert_array_equal(snap.weight.grad.numpy(), [[1.0, 1.0]])
     pickle.dumps(tt.optim.SGD(model.parameters(), lr=0.1))
+
+
+def test_ctx_mark_non_differentiable_and_set_materialize_grads_like_torch():
+    class Argmax(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(False)
+            out = x.argmax().float()
+            ctx.mark_non_differentiable(out)
+            return out
+
+        @staticmethod
+        def backward(ctx, g):
+            raise AssertionError("never called")
+
+    out = Argmax.apply(tt.tensor([1.0, 3.0, 2.0], requires_grad=True))
+    assert float(out) == 1.0 and not out.requires_grad and out.grad_fn is None

@@ -362,3 +362,20 @@ def test_one_cycle_without_cycling_momentum_ignores_the_momentum_lists():
     opt = tt.optim.SGD(groups, lr=0.1)
     tt.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=5, cycle_momentum=False,
                                      base_momentum=[0.8])
+
+
+def test_pytorchs_adamw_state_dict_loads_and_foreach_is_accepted():
+    tm = torch.nn.Linear(2, 2)
+    topt = torch.optim.AdamW(tm.parameters())  # saves decoupled_weight_decay=True
+    tm(torch.ones(1, 2)).sum().backward()
+    topt.step()
+    ours = tt.optim.AdamW(tt.nn.Linear(2, 2).parameters())
+    ours.load_state_dict(topt.state_dict())
+    assert ours.state_dict()["state"][0]["step"] == 1
+    with pytest.raises(ValueError, match="decoupled_weight_decay=True"):
+        tt.optim.Adam(tt.nn.Linear(2, 2).parameters()).load_state_dict(
+            torch.optim.Adam(tm.parameters(), decoupled_weight_decay=True).state_dict())
+    p = tt.ones(2, requires_grad=True)
+    p.grad = tt.tensor([3.0, 4.0])
+    assert float(tt.nn.utils.clip_grad_norm_([p], 1.0, foreach=True)) == 5.0
+    tt.nn.utils.clip_grad_value_([p], 0.1, foreach=None)

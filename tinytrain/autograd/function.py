@@ -83,6 +83,16 @@ class Context:
         """Keep ``arrays`` (raw arrays or None; Tensors in the ctx style) for backward."""
         self._saved = arrays
 
+    def mark_non_differentiable(self, *outputs: Any) -> None:
+        """PyTorch's: the output gets no gradient (and records no node); a tinytrain
+        Function has one output, so marking any marks it."""
+        if outputs:
+            self.__dict__["_non_differentiable"] = True
+
+    def set_materialize_grads(self, value: bool) -> None:
+        """Accepted for PyTorch's API; nothing changes: a tinytrain Function has one output,
+        and its backward always receives that output's gradient as an array."""
+
     @property
     def saved_tensors(self) -> tuple[Any, ...]:
         if self._freed:
@@ -296,7 +306,8 @@ def _apply_ctx_style(cls: type[Function], inputs: tuple[Any, ...]) -> Tensor:
                             f"Functions return one Tensor")
         out = Tensor(out)
     output = Tensor(out)  # shares out's memory and version; never an input's own object
-    if any(needs) and is_grad_enabled() and _differentiable(out):
+    if (any(needs) and is_grad_enabled() and _differentiable(out)
+            and not ctx.__dict__.get("_non_differentiable")):
         _check_same_device(cls, inputs)
         ctx._versions = tuple((t._version_counter, t._version_counter[0])
                               if isinstance(t, Tensor) else None for t in ctx._saved)

@@ -18,9 +18,11 @@ def _with_grads(parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:
 
 @no_grad()
 def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
-                    norm_type: float = 2.0, error_if_nonfinite: bool = False) -> Tensor:
+                    norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                    foreach: bool | None = None) -> Tensor:
     """Scale every gradient by ``max_norm / total_norm`` when the norm of all gradients
-    together (as one vector) exceeds ``max_norm``; returns that total norm (0-d)."""
+    together (as one vector) exceeds ``max_norm``; returns that total norm (0-d).
+    ``foreach`` (PyTorch's choice of implementation) is accepted and changes nothing."""
     norm_type = float(norm_type)  # (PyTorch takes "inf" too)
     params = _with_grads(parameters)
     if not params:
@@ -38,8 +40,10 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
 
 
 @no_grad()
-def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float) -> None:
-    """Clamp every gradient element to ``[-clip_value, clip_value]``, in place."""
+def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float,
+                     foreach: bool | None = None) -> None:
+    """Clamp every gradient element to ``[-clip_value, clip_value]``, in place (``foreach``
+    as in :func:`clip_grad_norm_`)."""
     for p in _with_grads(parameters):
         p.grad.clamp_(-clip_value, clip_value)
 

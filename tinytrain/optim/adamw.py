@@ -23,6 +23,8 @@ class AdamW(Optimizer):
     by Adam's per-parameter step, the decay here shrinks every weight by the same factor.
     """
 
+    inherent_options = frozenset({"decoupled_weight_decay"})  # (PyTorch's AdamW saves it)
+
     def __init__(self, params: Iterable[Tensor], lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 1e-2) -> None:

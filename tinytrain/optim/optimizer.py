@@ -12,12 +12,13 @@ import numpy as np
 from tinytrain import backend
 from tinytrain.tensor import ShapeError, Tensor
 
-#: Options of PyTorch's optimizers that tinytrain's do not have: a state dict that turns one
-#: on is refused (off, as PyTorch saves them by default, they are skipped).
-_TORCH_ONLY_OPTIONS = ("amsgrad", "maximize", "capturable", "differentiable", "fused",
-                       "decoupled_weight_decay", "foreach")
+#: Options of PyTorch's optimizers that change the update and that tinytrain's do not have:
+#: a state dict that turns one on is refused (off, as PyTorch saves them, they are skipped),
+#: unless the optimizer works that way anyway (:attr:`Optimizer.inherent_options`).
+_TORCH_ONLY_OPTIONS = ("amsgrad", "maximize", "decoupled_weight_decay")
 #: Keys of PyTorch's groups that describe its implementation or the parameters, not settings.
-_TORCH_BOOKKEEPING = frozenset({*_TORCH_ONLY_OPTIONS, "param_names"})
+_TORCH_BOOKKEEPING = frozenset({*_TORCH_ONLY_OPTIONS, "param_names", "foreach", "fused",
+                                "capturable", "differentiable"})
 
 
 class Optimizer:
@@ -27,6 +28,9 @@ class Optimizer:
     Parameters with ``requires_grad=False`` (frozen layers) are accepted, as in PyTorch:
     they never get a ``.grad``, and ``step()`` skips every parameter whose ``.grad`` is None.
     """
+
+    #: PyTorch options this optimizer always has on (AdamW: ``decoupled_weight_decay``).
+    inherent_options: frozenset[str] = frozenset()
 
     _step_count = 0  # step() calls so far (a scheduler stepped before any warns, as PyTorch's)
 
@@ -177,7 +181,8 @@ class Optimizer:
                 entry[k] = v
             state[p] = entry
         for g in groups:  # a PyTorch state dict's options tinytrain lacks: only when off
-            on = [k for k in _TORCH_ONLY_OPTIONS if g.get(k) is True and k not in self.defaults]
+            on = [k for k in _TORCH_ONLY_OPTIONS if g.get(k) is True
+                  and k not in self.defaults and k not in self.inherent_options]
             if on:
                 raise ValueError(f"{type(self).__name__}.load_state_dict: the saved state sets "
                                  f"{on[0]}=True, which tinytrain's {type(self).__name__} does "
