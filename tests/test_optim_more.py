@@ -372,6 +372,10 @@ def test_pytorchs_adamw_state_dict_loads_and_foreach_is_accepted():
     ours = tt.optim.AdamW(tt.nn.Linear(2, 2).parameters())
     ours.load_state_dict(topt.state_dict())
     assert ours.state_dict()["state"][0]["step"] == 1
+    saved = tt.optim.Adam(tt.nn.Linear(2, 2).parameters()).state_dict()
+    saved["param_groups"][0]["amsgrad"] = np.True_  # (any true value, not only True)
+    with pytest.raises(ValueError, match="amsgrad=True"):
+        tt.optim.Adam(tt.nn.Linear(2, 2).parameters()).load_state_dict(saved)
     with pytest.raises(ValueError, match="decoupled_weight_decay=True"):
         tt.optim.Adam(tt.nn.Linear(2, 2).parameters()).load_state_dict(
             torch.optim.Adam(tm.parameters(), decoupled_weight_decay=True).state_dict())

@@ -999,9 +999,29 @@ def test_a_number_the_dtype_cannot_hold_is_refused_like_torch(call):
 
 
 def test_negative_ints_wrap_into_uint8_like_torch():
+    x = [0, 1, 200]
+    m = [True, False, True]
     for make in (lambda L: L.tensor([-1, 3], dtype=L.uint8),
-                 lambda L: L.full((2,), -1, dtype=L.uint8)):
+                 lambda L: L.full((2,), -1, dtype=L.uint8),
+                 lambda L: L.full((2,), L.tensor(-1), dtype=L.uint8),
+                 lambda L: L.tensor(x, dtype=L.uint8).clamp(min=-1),
+                 lambda L: L.tensor(x, dtype=L.uint8).clamp(min=-255),
+                 lambda L: L.tensor(x, dtype=L.uint8).fill_(-1),
+                 lambda L: L.tensor(x, dtype=L.uint8).masked_fill(L.tensor(m), -1),
+                 lambda L: L.where(L.tensor(m), L.tensor(x, dtype=L.uint8), -1),
+                 lambda L: L.where(L.tensor([True, False]), L.tensor([1.0, 2.0],
+                                                                     dtype=L.float16), -1e9)):
         assert make(tt).tolist() == make(torch).tolist()
+    for refused in (lambda L: L.tensor(x, dtype=L.uint8).clamp(min=-256),
+                    lambda L: L.tensor([-1, 300], dtype=L.uint8),
+                    lambda L: L.tensor(2**63),
+                    lambda L: L.full((2,), 300, dtype=L.uint8),
+                    lambda L: L.tensor(x, dtype=L.uint8).fill_(-0.5),
+                    lambda L: L.tensor(x, dtype=L.uint8).fill_(255.9)):
+        with pytest.raises((RuntimeError, ValueError)):
+            refused(torch)
+        with pytest.raises(RuntimeError, match="without overflow"):
+            refused(tt)
     ours = tt.zeros(2, dtype=tt.uint8)
     ours[0] = -1
     assert ours.tolist() == [255, 0]

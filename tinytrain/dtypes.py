@@ -122,24 +122,36 @@ def can_cast(src: np.dtype, dst: np.dtype) -> bool:
 
 def scalar_in(value: Any, dtype: np.dtype, op: str) -> np.generic:
     """A number written into a tensor of ``dtype`` (``fill_``, ``masked_fill``, ``clamp``
-    bounds, ``where``): as PyTorch, a value the dtype cannot hold (NaN or inf into an
-    integer dtype, 300 or -1 into uint8) is an error, not a wrapped-around number. (Floats
-    into integers are truncated toward zero first.)"""
-    if dtype.kind in "iuf" and not isinstance(value, bool | np.bool_):
-        v = float(value) if not isinstance(value, numbers.Integral) else int(value)
-        if dtype.kind == "f":  # (inf and NaN are floats; a finite value must fit)
-            fits = not math.isfinite(v) or abs(v) <= float(np.finfo(dtype).max)
+    bounds, ``full``, ``tensor``): as PyTorch, a value the dtype cannot hold is an error, not a
+    wrapped-around number (``fill_(300)`` of uint8 gave 44): NaN, inf or an out-of-range
+    float into an integer dtype, an int outside the integer dtype's range, a finite number
+    beyond a float dtype's largest. PyTorch's one exception: a negative int down to
+    ``-max`` into an unsigned dtype wraps around (-1 into uint8 is 255)."""
+    if dtype.kind in "iu" and not isinstance(value, bool | np.bool_):
+        info = np.iinfo(dtype)
+        if isinstance(value, numbers.Integral):
+            low = -int(info.max) if dtype.kind == "u" else int(info.min)
+            fits = low <= int(value) <= int(info.max)
         else:
-            fits = math.isfinite(v) and np.iinfo(dtype).min <= int(v) <= np.iinfo(dtype).max
-        if not fits:
-            raise RuntimeError(f"{op}: value {value!r} cannot be converted to type {dtype} "
-                               f"without overflow")
+            v = float(value)
+            fits = math.isfinite(v) and int(info.min) <= v <= int(info.max)
+    elif dtype.kind == "f" and not isinstance(value, bool | np.bool_):
+        v = float(value)  # (inf and NaN are floats; a finite value must fit)
+        fits = not math.isfinite(v) or abs(v) <= float(np.finfo(dtype).max)
+    else:
+        fits = True
+    if not fits:
+        raise RuntimeError(f"{op}: value {value!r} cannot be converted to type {dtype} "
+                           f"without overflow")
     return scalar_array(value, dtype)
 
 
 def scalar_array(value: Any, dtype: np.dtype) -> np.generic:
-    """A Python number as a NumPy scalar of ``dtype``, wrapping out-of-range integers."""
+    """A Python number as a NumPy scalar of ``dtype``, wrapping out-of-range integers (an
+    operand of arithmetic: ``uint8 + 300`` wraps in PyTorch too) and floats beyond the dtype
+    becoming inf (``float16`` and ``-1e9``, an attention mask's value)."""
     try:
-        return dtype.type(value)
+        with np.errstate(over="ignore"):
+            return dtype.type(value)
     except OverflowError:  # e.g. uint8 and 300 or -1: wrap around, as PyTorch does
         return np.asarray(value).astype(dtype)[()]

@@ -2022,7 +2022,7 @@ def where(condition: Any, input: Any = None, other: Any = None) -> Any:  # noqa:
     input, other = (x if isinstance(x, Tensor | numbers.Number) else Tensor(x)  # arrays
                     for x in (input, other))
     dtype = result_type(input, other)
-    a, b = (x.to(dtype=dtype) if isinstance(x, Tensor) else scalar_in(x, dtype, "where")
+    a, b = (x.to(dtype=dtype) if isinstance(x, Tensor) else scalar_array(x, dtype)
             for x in (input, other))
     shape = O.broadcast_shapes("where", cond.shape, _shape_of(a))
     O.broadcast_shapes("where", shape, _shape_of(b))
@@ -2064,8 +2064,8 @@ def tensor(data: Any, dtype: Any = None, device: Any = None,
         source = backend.to_device(data, device) if hasattr(data, "dtype") else data
         try:
             arr = xp.array(source, dtype=dtype, copy=True)
-        except OverflowError:  # Python ints outside the dtype (-1 into uint8): wrap, as PyTorch
-            arr = xp.array(source).astype(dtype)
+        except OverflowError:  # Python ints outside the dtype: -1 into uint8 wraps, as PyTorch,
+            arr = _wrapped_ints(source, dtype)  # 300 is refused
     except ValueError as exc:
         if "inhomogeneous" not in str(exc) and "sequence" not in str(exc):
             raise
@@ -2075,6 +2075,14 @@ def tensor(data: Any, dtype: Any = None, device: Any = None,
         raise InvalidArgument(f"tensor(): can't make a Tensor of {arr.dtype} data; tinytrain "
                               "tensors hold bool, integer or floating-point numbers")
     return Tensor(arr, requires_grad=requires_grad)
+
+
+def _wrapped_ints(values: Any, dtype: np.dtype) -> np.ndarray:
+    """Nested Python ints as ``dtype``, each checked as :func:`scalar_in` checks one."""
+    flat = np.array(values, dtype=object)
+    for v in flat.reshape(-1):
+        scalar_in(v, dtype, "tensor")
+    return flat.astype(np.int64).astype(dtype) if flat.size else np.zeros(flat.shape, dtype)
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
@@ -2097,9 +2105,9 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
 
 def _full(shape: tuple, fill: float, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
     xp, dtype = backend.array_module(_device(device)), np.dtype(dtype)
-    if dtype.kind in "iu" and not isinstance(fill, bool | np.bool_):  # as PyTorch's full:
-        fill = (scalar_array(fill, dtype) if isinstance(fill, numbers.Integral)  # -1 wraps,
-                else scalar_in(fill, dtype, "full"))                             # NaN refused
+    fill = fill.item() if isinstance(fill, Tensor) else fill
+    if dtype.kind in "iu":  # (as PyTorch's full: -1 into uint8 wraps, 300 or NaN is refused)
+        fill = scalar_in(fill, dtype, "full")
     return Tensor(xp.full(_new_shape(shape), fill, dtype=dtype), requires_grad=requires_grad)
 
 

@@ -21,6 +21,11 @@ _TORCH_BOOKKEEPING = frozenset({*_TORCH_ONLY_OPTIONS, "param_names", "foreach", 
                                 "capturable", "differentiable"})
 
 
+def _switched_on(value: Any) -> bool:
+    """A saved option that is on: True, or a true number (1, ``np.True_``)."""
+    return isinstance(value, bool | int | np.bool_ | np.integer) and bool(value)
+
+
 class Optimizer:
     """Base class: holds ``param_groups`` (dicts with ``"params"`` and hyper-parameters)
     and ``state`` (per-parameter buffers such as momentum).
@@ -181,7 +186,7 @@ class Optimizer:
                 entry[k] = v
             state[p] = entry
         for g in groups:  # a PyTorch state dict's options tinytrain lacks: only when off
-            on = [k for k in _TORCH_ONLY_OPTIONS if g.get(k) is True
+            on = [k for k in _TORCH_ONLY_OPTIONS if _switched_on(g.get(k))
                   and k not in self.defaults and k not in self.inherent_options]
             if on:
                 raise ValueError(f"{type(self).__name__}.load_state_dict: the saved state sets "
