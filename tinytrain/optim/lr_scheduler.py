@@ -237,8 +237,9 @@ class OneCycleLR(LRScheduler):
             return values
 
         max_lrs = per_group("max_lr", max_lr)
-        max_moms = per_group("max_momentum", max_momentum) if cycle_momentum else groups
-        base_moms = per_group("base_momentum", base_momentum) if cycle_momentum else groups
+        unused = [None] * len(groups)  # (momentum not cycled: its values are not read)
+        max_moms = per_group("max_momentum", max_momentum) if cycle_momentum else unused
+        base_moms = per_group("base_momentum", base_momentum) if cycle_momentum else unused
         self.cycle_momentum = cycle_momentum
         if cycle_momentum and not any(k in optimizer.defaults for k in ("momentum", "betas")):
             raise ValueError("OneCycleLR: the optimizer has neither momentum nor betas; pass "
