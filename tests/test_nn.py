@@ -831,6 +831,8 @@ def test_pad_with_negative_sizes_crops_as_torch(mode):
     assert checked > 100
     with pytest.raises(ValueError, match=r"crops more than the 5 elements there"):
         nn.functional.pad(tt.ones(1, 1, 5), (3, -6))
+    empty = nn.functional.pad(tt.zeros(0, 2, 4, 4), (1, 1, 1, 1), mode=mode)  # empty batch
+    assert empty.shape == (0, 2, 6, 6)
 
 
 @pytest.mark.parametrize("call,match", [

@@ -1013,6 +1013,7 @@ def test_negative_ints_wrap_into_uint8_like_torch():
                                                                      dtype=L.float16), -1e9)):
         assert make(tt).tolist() == make(torch).tolist()
     for refused in (lambda L: L.tensor(x, dtype=L.uint8).clamp(min=-256),
+                    lambda L: L.where(L.tensor(m), L.tensor(x, dtype=L.uint8), 300),
                     lambda L: L.tensor([-1, 300], dtype=L.uint8),
                     lambda L: L.tensor(2**63),
                     lambda L: L.full((2,), 300, dtype=L.uint8),

@@ -2022,8 +2022,9 @@ def where(condition: Any, input: Any = None, other: Any = None) -> Any:  # noqa:
     input, other = (x if isinstance(x, Tensor | numbers.Number) else Tensor(x)  # arrays
                     for x in (input, other))
     dtype = result_type(input, other)
-    a, b = (x.to(dtype=dtype) if isinstance(x, Tensor) else scalar_array(x, dtype)
-            for x in (input, other))
+    a, b = (x.to(dtype=dtype) if isinstance(x, Tensor)  # (300 into uint8 is refused; -1e9
+            else scalar_in(x, dtype, "where") if dtype.kind in "iu"  # into float16 is -inf,
+            else scalar_array(x, dtype) for x in (input, other))     # both as PyTorch)
     shape = O.broadcast_shapes("where", cond.shape, _shape_of(a))
     O.broadcast_shapes("where", shape, _shape_of(b))
     return O.Where.apply(cond, a, b)

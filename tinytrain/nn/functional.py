@@ -475,7 +475,7 @@ def pad(input: Tensor, pad: tuple[int, ...], mode: str = "constant",  # noqa: A0
         if n + lo + hi < 0 or max(-lo, 0) + max(-hi, 0) > there:
             raise ShapeError(f"pad: padding {lo, hi} of dimension {axis} (size {n}) crops more "
                              f"than the {there} elements there")
-        if mode == "reflect" and (lo >= n or hi >= n):
+        if mode == "reflect" and (lo or hi) and (lo >= n or hi >= n):
             raise ShapeError(f"pad: reflect padding {lo, hi} must be smaller than dimension "
                              f"{axis}'s size {n}")
         if mode == "circular" and (lo > n or hi > n):
