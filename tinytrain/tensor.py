@@ -26,6 +26,7 @@ out=t.data)``) bypasses the tensor and is not seen: use ``t[...] = 0`` or
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 import numbers
 import operator
@@ -93,15 +94,16 @@ class RemovableHandle:
         self.remove()
 
 
-def _nonempty_result(a: Any, b: Any) -> bool:
-    """False when ``a op b`` broadcasts to an empty result (nothing divided, nothing to
-    refuse)."""
-    try:
-        return math.prod(np.broadcast_shapes(np.shape(a._data if isinstance(a, Tensor) else a),
-                                             np.shape(b._data if isinstance(b, Tensor) else b))
-                         ) > 0
-    except ValueError:  # shapes that do not broadcast: the op itself says so, naming them
-        return True
+def _accumulates_in_float32(method: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """A reduction of a float16 tensor computed in float32 and cast back, as PyTorch
+    accumulates them (``std`` of [0, 1e4] overflows float16 on the way)."""
+    @functools.wraps(method)
+    def reduction(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        if self.dtype == np.float16:
+            return method(self.float(), *args, **kwargs).to(dtype=self.dtype)
+        return method(self, *args, **kwargs)
+
+    return reduction
 
 
 def _broadcasts(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
@@ -621,9 +623,11 @@ class Tensor:
             raise DTypeError(f"{op.__name__} is not implemented for bool tensors")
         divisor = (a if reverse else b)
         divisor = divisor._data if isinstance(divisor, Tensor) else divisor
-        if (a.dtype.kind in "iu" and _nonempty_result(a, b)
-                and builtins.bool((divisor == 0).any())):
-            raise RuntimeError("ZeroDivisionError: integer division or modulo by zero")
+        if a.dtype.kind in "iu":  # (an empty result divides nothing: nothing to refuse)
+            x, y = (b, a) if reverse else (a, b)
+            shape = O.broadcast_shapes(op.__name__.lower(), _shape_of(x), _shape_of(y))
+            if math.prod(shape) and builtins.bool((divisor == 0).any()):
+                raise RuntimeError("ZeroDivisionError: integer division or modulo by zero")
         return self._binary(op, other, reverse)
 
     def __floordiv__(self, o: Any) -> Tensor:
@@ -689,9 +693,8 @@ class Tensor:
         if a.dtype == bool_:
             raise DTypeError("div with a rounding_mode is not implemented for bool tensors")
         divisor = b._data if isinstance(b, Tensor) else b
-        O.broadcast_shapes("div", a.shape, np.shape(divisor))
-        if (a.dtype.kind in "iu" and _nonempty_result(a, b)
-                and builtins.bool((divisor == 0).any())):
+        shape = O.broadcast_shapes("div", a.shape, np.shape(divisor))
+        if a.dtype.kind in "iu" and math.prod(shape) and builtins.bool((divisor == 0).any()):
             raise RuntimeError("ZeroDivisionError: integer division by zero")
         return O.DivRounded.apply(a, b, rounding_mode)
 
@@ -1484,11 +1487,10 @@ class Tensor:
         idx = order[(slice(None),) * axis + (slice(0, k),)]
         return TopkResult(O.Gather.apply(self, idx, axis), Tensor(idx))
 
+    @_accumulates_in_float32
     def cumsum(self, dim: int) -> Tensor:
         """Running sums along ``dim``; integer and bool tensors sum in int64, float16 ones
         in float32 (as PyTorch accumulates; the result is float16 again)."""
-        if self.dtype == np.float16:
-            return self.float().cumsum(dim).to(dtype=self.dtype)
         (axis,) = O._normalize_axis(dim, self.ndim)
         if self.ndim == 0:
             return O.Cumsum.apply(self.reshape(1), 0).reshape(())
@@ -1522,6 +1524,7 @@ class Tensor:
 
     # ------------------------------------------------------------ statistics
 
+    @_accumulates_in_float32
     def var(self, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
             correction: float | None = None) -> Tensor:
         """Variance over ``dim`` (all if None): ``sum((x - mean)^2) / (N - correction)``.
@@ -1537,21 +1540,16 @@ class Tensor:
             correction = 0 if unbiased is False else 1
         if self.dtype.kind != "f":
             raise DTypeError(f"std and var only support floating point dtypes, got {self.dtype}")
-        if self.dtype == np.float16:  # accumulated in float32, as PyTorch (1e4^2 overflows)
-            return self.float().var(dim, keepdim=keepdim, correction=correction).to(
-                dtype=self.dtype)
         axes = self._reduction_axes(dim)
         count = self.numel() if axes is None else int(np.prod([self.shape[a] for a in axes]))
         centered = self - self.mean(axes, keepdim=True)
         with np.errstate(divide="ignore", invalid="ignore"):
             return (centered * centered).sum(axes, keepdim) / builtins.max(count - correction, 0)
 
+    @_accumulates_in_float32
     def std(self, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
             correction: float | None = None) -> Tensor:
         """Standard deviation: ``sqrt(var(...))`` with the same arguments."""
-        if self.dtype == np.float16:  # (its variance may not fit a float16: as var)
-            return self.float().std(dim, unbiased, keepdim, correction=correction).to(
-                dtype=self.dtype)
         return O.StdFromVar.apply(self.var(dim, unbiased, keepdim, correction=correction))
 
     def logsumexp(self, dim: Any, keepdim: bool = False) -> Tensor:
@@ -1565,11 +1563,10 @@ class Tensor:
         out = (x - top).exp().sum(axes, keepdim=True).log() + top
         return out if keepdim else out.squeeze(axes)
 
+    @_accumulates_in_float32
     def norm(self, p: Any = "fro", dim: Any = None, keepdim: bool = False) -> Tensor:
         """The ``p``-norm over ``dim`` (all entries if None): 2 / ``"fro"`` (default), 1,
         ``inf``, ``-inf``, 0 (count of non-zeros) or any other number."""
-        if self.dtype == np.float16:  # accumulated in float32, as PyTorch
-            return self.float().norm(p, dim, keepdim).to(dtype=self.dtype)
         x = self if self.dtype.kind == "f" else self.float()
         axes = x._reduction_axes(dim)
         if p in ("fro", 2):

@@ -73,6 +73,8 @@ _FREED_MESSAGE = (
 class Context:
     """What a node keeps between forward and backward."""
 
+    _non_differentiable = False  # set by mark_non_differentiable (a class default: no cost)
+
     def __init__(self, needs_input_grad: tuple[bool, ...]) -> None:
         self.needs_input_grad = needs_input_grad
         self._saved: tuple[Any, ...] | None = ()
@@ -87,7 +89,7 @@ class Context:
         """PyTorch's: the output gets no gradient (and records no node); a tinytrain
         Function has one output, so marking any marks it."""
         if outputs:
-            self.__dict__["_non_differentiable"] = True
+            self._non_differentiable = True
 
     def set_materialize_grads(self, value: bool) -> None:
         """Accepted for PyTorch's API; nothing changes: a tinytrain Function has one output,
@@ -307,7 +309,7 @@ def _apply_ctx_style(cls: type[Function], inputs: tuple[Any, ...]) -> Tensor:
         out = Tensor(out)
     output = Tensor(out)  # shares out's memory and version; never an input's own object
     if (any(needs) and is_grad_enabled() and _differentiable(out)
-            and not ctx.__dict__.get("_non_differentiable")):
+            and not ctx._non_differentiable):
         _check_same_device(cls, inputs)
         ctx._versions = tuple((t._version_counter, t._version_counter[0])
                               if isinstance(t, Tensor) else None for t in ctx._saved)
