@@ -646,8 +646,10 @@ def profile_step(model, opt, x, y):
     finally:
         for h in handles:
             h.remove()
-        for node in wrapped:              # a parameter's AccumulateGrad node outlives the step:
-            vars(node).pop("apply", None)  # unwrap it, or the next step would time it twice
+        # A parameter's AccumulateGrad node lives as long as a graph holds it, and a later
+        # step may reuse it: unwrap every node, or that step would be timed twice.
+        for node in wrapped:
+            vars(node).pop("apply", None)
     totals = {"forward": t2 - t0, "backward": t3 - t2, "optimizer step": t4 - t3}
     return dict(times), {k: 1e3 * v for k, v in totals.items()}
 
