@@ -363,7 +363,7 @@ def test_module_matches_pytorch_with_the_same_weights(device):
 @pytest.mark.parametrize(
     "x_shape, w_shape, kwargs, message",
     [
-        ((3, 5, 5), (2, 3, 3, 3), {}, r"input must be 4-D .*got shape \(3, 5, 5\) \(3 dims\)"),
+        ((5, 5), (2, 3, 3, 3), {}, r"input must be 4-D .*got shape \(5, 5\) \(2 dims\)"),
         ((1, 3, 5, 5), (2, 3, 3), {}, r"weight must be 4-D .*got shape \(2, 3, 3\)"),
         ((1, 3, 0, 5), (2, 3, 3, 3), {}, r"input shape \(1, 3, 0, 5\) has an empty dimension"),
         ((1, 3, 5, 5), (0, 3, 3, 3), {}, r"weight shape \(0, 3, 3, 3\) has an empty dimension"),

@@ -226,7 +226,7 @@ def test_no_grad_records_nothing():
 @pytest.mark.parametrize(
     "shape, kwargs, message",
     [
-        ((3, 4, 4), dict(kernel_size=2), r"input must be 4-D .*\(3, 4, 4\) \(3 dims\)"),
+        ((4, 4), dict(kernel_size=2), r"input must be 4-D .*\(4, 4\) \(2 dims\)"),
         ((1, 0, 4, 4), dict(kernel_size=2), r"input shape \(1, 0, 4, 4\) has an empty dimension"),
         ((1, 1, 4, 4), dict(kernel_size=0), r"kernel_size must be positive.*\(0, 0\)"),
         ((1, 1, 4, 4), dict(kernel_size=2, stride=0), r"stride must be positive.*\(0, 0\)"),

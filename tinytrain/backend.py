@@ -86,11 +86,27 @@ def normalize_device(device: Any) -> str:
     if device is None:
         return "cpu"
     name = str(device)
-    if name == "cuda:0":
-        name = "cuda"
+    if name.startswith("cuda:") and name[5:].isdigit():
+        name = _this_process_gpu(int(name[5:]))
     if name not in DEVICES:
         raise ValueError(f"unknown device {device!r}; expected one of {DEVICES}")
     return name
+
+
+def _this_process_gpu(index: int) -> str:
+    """``"cuda:N"`` is ``"cuda"`` when N is this process's GPU (CuPy's current device: 0, or
+    what ``tt.cuda.set_device`` or DDP's local rank chose). Another index is refused: tinytrain
+    runs one GPU per process. Without a GPU any index reads as ``"cuda"``, whose use then
+    says that there is none."""
+    if not cuda_is_available():
+        return "cuda"
+    current = cupy_module().cuda.Device().id
+    if index != current:
+        raise ValueError(
+            f"device 'cuda:{index}': tinytrain runs one GPU per process, and this process's "
+            f"GPU is cuda:{current}; call tt.cuda.set_device({index}) first (as DDP scripts do "
+            f"with their local rank), or use 'cuda'")
+    return "cuda"
 
 
 _default_device = "cpu"
@@ -111,7 +127,8 @@ def default_device() -> Device:
 
 def is_device(value: Any) -> bool:
     """True for a device name (``"cpu"``, ``"cuda"``, ``"cuda:0"``), False for e.g. a dtype."""
-    return isinstance(value, str) and value in (*DEVICES, "cuda:0")
+    return isinstance(value, str) and (value in DEVICES or (
+        value.startswith("cuda:") and value[5:].isdigit()))
 
 
 def array_module(device: str) -> ModuleType:

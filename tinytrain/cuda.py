@@ -18,6 +18,26 @@ def device_count() -> int:
     return backend.cupy_module().cuda.runtime.getDeviceCount() if is_available() else 0
 
 
+def current_device() -> int:
+    """The index of this process's GPU (CuPy's current device); 0 without a GPU."""
+    return backend.cupy_module().cuda.Device().id if is_available() else 0
+
+
+def set_device(device: int | str) -> None:
+    """Make GPU ``device`` (an index, ``"cuda:N"`` or ``"cuda"``) this process's GPU:
+    ``"cuda"`` then means it (``torch.cuda.set_device``; DDP scripts pass their local rank)."""
+    name = str(device)
+    index = int(name[5:]) if name.startswith("cuda:") else 0 if name == "cuda" else device
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise ValueError(f"set_device: expected a GPU index or 'cuda:N', got {device!r}")
+    if not is_available():
+        backend.array_module("cuda")  # raises: no CuPy, or no GPU
+    if index >= device_count():
+        raise ValueError(f"set_device: there is no GPU {index}; this machine has "
+                         f"{device_count()}")
+    backend.cupy_module().cuda.Device(index).use()
+
+
 def synchronize() -> None:
     """Wait until the GPU has finished all queued work (for timing). No-op without a GPU."""
     if is_available():

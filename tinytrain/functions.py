@@ -160,10 +160,13 @@ def pow(input: Any, exponent: Any) -> Tensor:  # noqa: A001, A002
 
 
 def cat(tensors: Sequence[Tensor], dim: int = 0, *, out: Tensor | None = None) -> Tensor:
-    """Join tensors along an existing ``dim`` (other dims must match); dtypes promote."""
-    tensors = [_t(t) for t in tensors]
-    if not tensors:
-        raise O.InvalidArgument("cat: expected a non-empty sequence of tensors")
+    """Join tensors along an existing ``dim`` (other dims must match); dtypes promote.
+    As in PyTorch, empty 1-d tensors (``tt.tensor([])``, an accumulator's start) are
+    skipped next to tensors of more dimensions."""
+    tensors = _tensor_seq("cat", tensors)
+    dtype = result_type(*tensors)
+    if builtins.any(t.ndim > 1 for t in tensors):
+        tensors = [t for t in tensors if t.shape != (0,)]
     for i, t in enumerate(tensors):
         if t.ndim == 0:
             raise O.ShapeError(f"cat: zero-dimensional tensor (at position {i}) cannot be "
@@ -176,18 +179,25 @@ def cat(tensors: Sequence[Tensor], dim: int = 0, *, out: Tensor | None = None) -
                 f"cat: sizes must match except in dimension {axis}: tensor 0 has shape "
                 f"{tensors[0].shape}, tensor {i} has shape {t.shape}"
             )
-    dtype = result_type(*tensors)
     return _out(O.Cat.apply(axis, *(t._cast(dtype) for t in tensors)), out)
 
 
 concat = concatenate = cat
 
 
-def stack(tensors: Sequence[Tensor], dim: int = 0, *, out: Tensor | None = None) -> Tensor:
-    """Join same-shape tensors along a new ``dim``: N of ``[*s]`` -> ``[N, *s]`` for dim 0."""
+def _tensor_seq(name: str, tensors: Any) -> list[Tensor]:
+    if isinstance(tensors, Tensor):  # (iterating it would join its rows)
+        raise TypeError(f"{name}(): argument 'tensors' must be a tuple or list of Tensors, not "
+                        f"a Tensor (write {name}([x, y]), not {name}(x))")
     tensors = [_t(t) for t in tensors]
     if not tensors:
-        raise O.InvalidArgument("stack: expected a non-empty sequence of tensors")
+        raise O.InvalidArgument(f"{name}: expected a non-empty sequence of tensors")
+    return tensors
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0, *, out: Tensor | None = None) -> Tensor:
+    """Join same-shape tensors along a new ``dim``: N of ``[*s]`` -> ``[N, *s]`` for dim 0."""
+    tensors = _tensor_seq("stack", tensors)
     for i, t in enumerate(tensors):
         if t.shape != tensors[0].shape:
             raise O.ShapeError(f"stack: expects each tensor to be equal size, but got "

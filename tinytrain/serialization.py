@@ -70,7 +70,10 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> Any:
             f"save: cannot store a whole {type(obj).__name__} (tinytrain files hold data, not "
             f"pickled objects); save its state instead: tt.save(obj.state_dict(), path), then "
             f"obj.load_state_dict(tt.load(path)) into a new {type(obj).__name__}")
-    raise TypeError(f"save: cannot store an object of type {type(obj).__name__}")
+    kind = type(obj)
+    raise TypeError(f"save: cannot store an object of type {kind.__module__}.{kind.__qualname__}"
+                    + (" (a PyTorch tensor: save tinytrain tensors, e.g. tt.tensor(x.numpy()))"
+                       if kind.__module__.startswith("torch") else ""))
 
 
 def _parameter_class() -> type:
@@ -221,6 +224,9 @@ def load(path: str | os.PathLike | BinaryIO, map_location: Any = None,
             crafted (the message names the file and what is wrong).
         OSError: the file cannot be read (e.g. PermissionError).
     """
+    if not (hasattr(path, "read") or isinstance(path, str | os.PathLike)):
+        raise TypeError(f"load: expected a file path or an open binary file, got "
+                        f"{type(path).__name__}")
     device = _map_location(map_location)
     if device == "cuda":
         backend.array_module(device)  # no GPU here: say so now, not as a damaged file
@@ -278,6 +284,10 @@ def _load(file: Any, path: Path, device: str | None) -> Any:
                              if zip_start else "not an .npz archive")
         file.seek(0)
         with np.load(file, allow_pickle=False) as archive:
+            if any(n.endswith("data.pkl") for n in archive.zip.namelist()):
+                raise ValueError("it is a PyTorch file (torch.save's archive, which holds "
+                                 "pickles); load it with torch.load and pass "
+                                 "{k: v.numpy() for k, v in state_dict.items()} to tinytrain")
             _check_sizes(archive.zip)
             if "__structure__" not in archive.files:
                 raise ValueError("an .npz file but not one written by tt.save")

@@ -652,7 +652,7 @@ class Tensor:
             return (self.to(dtype=uint8) ** p).to(dtype=bool_)
         if a.dtype.kind in "iu" and isinstance(p, numbers.Real) and p < 0:
             raise RuntimeError("Integers to negative integer powers are not allowed.")
-        return O.Pow.apply(a, b)
+        return _named("pow", O.Pow.apply, a, b)
 
     def __rpow__(self, base: Any) -> Tensor:
         if self.dtype == bool_ and result_type(self, base) == bool_:
@@ -743,28 +743,29 @@ class Tensor:
 
     # comparisons give boolean tensors, never part of the graph
     def _compare(self, other: Any, fn: Callable) -> Tensor:
+        """``fn`` (``operator.eq``, ``operator.lt``, ...) of the promoted operands."""
         a, b = self._promote(other)
         if b is NotImplemented:
             return NotImplemented
-        return Tensor(fn(a._data, b._data if isinstance(b, Tensor) else b))
+        return Tensor(_named(fn.__name__, fn, a._data, b._data if isinstance(b, Tensor) else b))
 
     def __eq__(self, o: Any) -> Tensor:  # type: ignore[override]
-        return self._compare(o, lambda a, b: a == b)
+        return self._compare(o, operator.eq)
 
     def __ne__(self, o: Any) -> Tensor:  # type: ignore[override]
-        return self._compare(o, lambda a, b: a != b)
+        return self._compare(o, operator.ne)
 
     def __lt__(self, o: Any) -> Tensor:
-        return self._compare(o, lambda a, b: a < b)
+        return self._compare(o, operator.lt)
 
     def __le__(self, o: Any) -> Tensor:
-        return self._compare(o, lambda a, b: a <= b)
+        return self._compare(o, operator.le)
 
     def __gt__(self, o: Any) -> Tensor:
-        return self._compare(o, lambda a, b: a > b)
+        return self._compare(o, operator.gt)
 
     def __ge__(self, o: Any) -> Tensor:
-        return self._compare(o, lambda a, b: a >= b)
+        return self._compare(o, operator.ge)
 
     def eq(self, other: Any) -> Tensor:
         return self == other
@@ -923,6 +924,9 @@ class Tensor:
         if not isinstance(src, Tensor):
             src = tensor(src, device=self.device)
         src = src.to(self.device, self.dtype)
+        if O.broadcast_shapes("copy_", self.shape, src.shape) != self.shape:
+            raise ShapeError(f"copy_: the source's shape {src.shape} does not broadcast to the "
+                             f"destination's shape {self.shape}")
         return self._inplace("copy_", lambda s: O.Copy.apply(s, src), src, any_dtype=True)
 
     def fill_(self, value: Any) -> Tensor:
@@ -1138,8 +1142,11 @@ class Tensor:
         """The same elements in ``shape`` (one size may be -1): a view when the memory
         allows it, else a copy."""
         shape = _shape_arg(shape)
-        known = int(np.prod([s for s in shape if s >= 0]))  # NumPy's rule: one negative size
-        unknown = sum(s < 0 for s in shape)                 # is inferred from the rest
+        if builtins.any(s < -1 for s in shape):  # (NumPy would infer any negative size)
+            raise ShapeError(f"reshape: invalid size {builtins.min(shape)} in {tuple(shape)}: "
+                             f"sizes must be >= 0, or -1 for the one inferred from the rest")
+        known = int(np.prod([s for s in shape if s >= 0]))  # one -1 is inferred from the rest
+        unknown = shape.count(-1)
         if unknown > 1 or (
                 self.numel() != known if unknown == 0 else known == 0 or self.numel() % known):
             raise ShapeError(
@@ -1713,7 +1720,8 @@ class Tensor:
             raise DTypeError(f"bitwise {op} needs bool or integer tensors, not {a.dtype}")
         x, y = a._data, b._data if isinstance(b, Tensor) else b
         x, y = (y, x) if reverse else (x, y)
-        return Tensor(x & y if op == "and" else x | y if op == "or" else x ^ y)
+        fn = {"and": operator.and_, "or": operator.or_, "xor": operator.xor}[op]
+        return Tensor(_named(f"bitwise_{op}", fn, x, y))
 
     def __and__(self, other: Any) -> Tensor:
         return self._bitwise(other, "and")
@@ -1734,13 +1742,16 @@ class Tensor:
         return self._bitwise(other, "xor", reverse=True)
 
     def logical_and(self, other: Any) -> Tensor:
-        return Tensor((self._data != 0) & (_as_operand(other, self, "logical_and")._data != 0))
+        return Tensor(_named("logical_and", operator.and_, self._data != 0,
+                             _as_operand(other, self, "logical_and")._data != 0))
 
     def logical_or(self, other: Any) -> Tensor:
-        return Tensor((self._data != 0) | (_as_operand(other, self, "logical_or")._data != 0))
+        return Tensor(_named("logical_or", operator.or_, self._data != 0,
+                             _as_operand(other, self, "logical_or")._data != 0))
 
     def logical_xor(self, other: Any) -> Tensor:
-        return Tensor((self._data != 0) ^ (_as_operand(other, self, "logical_xor")._data != 0))
+        return Tensor(_named("logical_xor", operator.xor, self._data != 0,
+                             _as_operand(other, self, "logical_xor")._data != 0))
 
     def count_nonzero(self, dim: int | Sequence[int] | None = None) -> Tensor:
         return (self != 0).sum(dim)
@@ -1940,6 +1951,16 @@ def _check_matmul(sa: tuple[int, ...], sb: tuple[int, ...]) -> None:
             ) from None
 
 
+def _named(name: str, fn: Callable, a: Any, b: Any) -> Any:
+    """``fn(a, b)``; where NumPy refuses the two shapes, a ShapeError naming the op and both
+    shapes instead (checked only then: the common case pays nothing)."""
+    try:
+        return fn(a, b)
+    except ValueError:
+        O.broadcast_shapes(name, _shape_of(a), _shape_of(b))
+        raise
+
+
 def _shape_arg(shape: tuple) -> tuple[int, ...]:
     """Sizes given as ``f(2, 3)`` or ``f((2, 3))``, as ints (``2.5`` is refused, not cut)."""
     dims = shape[0] if len(shape) == 1 and isinstance(shape[0], Sequence | np.ndarray) else shape
@@ -2053,6 +2074,8 @@ def tensor(data: Any, dtype: Any = None, device: Any = None,
     """
     if isinstance(data, Tensor):
         data = data._data
+    elif isinstance(data, list | tuple):
+        data = _tensors_as_scalars(data)
     if device is None:
         on_gpu = hasattr(data, "dtype") and backend.device_of(data) == "cuda"
         device = backend.CUDA if on_gpu else _device(None)
@@ -2073,6 +2096,26 @@ def tensor(data: Any, dtype: Any = None, device: Any = None,
         raise InvalidArgument(f"tensor(): can't make a Tensor of {arr.dtype} data; tinytrain "
                               "tensors hold bool, integer or floating-point numbers")
     return Tensor(arr, requires_grad=requires_grad)
+
+
+def _tensors_as_scalars(seq: list | tuple) -> Any:
+    """Nested lists with Tensors in them, each Tensor as its one number (as PyTorch: a list
+    of ``[1]``-shaped losses becomes a 1-d tensor, not ``[n, 1]``)."""
+    types = set(map(type, seq))  # (C speed: plain lists of numbers cost one pass)
+    if builtins.any(issubclass(t, Tensor) for t in types):
+        return [_tensor_item(v) if isinstance(v, Tensor) else
+                _tensors_as_scalars(v) if isinstance(v, list | tuple) else v for v in seq]
+    if list in types or tuple in types:
+        inner = [_tensors_as_scalars(v) if isinstance(v, list | tuple) else v for v in seq]
+        return seq if builtins.all(map(operator.is_, inner, seq)) else inner
+    return seq
+
+
+def _tensor_item(t: Tensor) -> Any:
+    if t.numel() != 1:
+        raise ValueError(f"tensor(): only one-element tensors can be converted to numbers in a "
+                         f"list, got one of shape {t.shape}; use tt.stack or tt.cat for those")
+    return t.item()
 
 
 def _wrapped_ints(values: Any, dtype: np.dtype) -> np.ndarray:
@@ -2193,6 +2236,8 @@ def eye(n: int, m: int | None = None, dtype: Any = float32, device: Any = None,
 def linspace(start: float, end: float, steps: int, dtype: Any = float32,
              device: Any = None) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end``, both included."""
+    if isinstance(steps, builtins.bool) or not isinstance(steps, numbers.Integral) or steps < 0:
+        raise InvalidArgument(f"linspace: steps must be a non-negative integer, got {steps!r}")
     xp = backend.array_module(_device(device))
     return Tensor(xp.linspace(start, end, steps).astype(dtype))
 

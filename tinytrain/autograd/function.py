@@ -56,6 +56,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+import numpy as np
+
 from tinytrain.autograd.grad_mode import is_grad_enabled, no_grad
 
 #: The Tensor class; :mod:`tinytrain.tensor` (which imports this module) sets it once it
@@ -162,12 +164,48 @@ class Node:
 
 
 class CtxNode(Node):
-    """The node of a ctx-style Function: ``backward`` sees and returns Tensors."""
+    """The node of a ctx-style Function: ``backward`` sees and returns Tensors.
+
+    A user's backward is checked as PyTorch checks it: each gradient is a Tensor or None,
+    of its input's shape, or of a shape that input broadcasts to (then summed back to it,
+    as a broadcast's gradient is); anything else raises, naming the Function and input.
+    """
+
+    def __init__(self, fn: type[Function], ctx: Context, next_functions: tuple,
+                 inputs: tuple) -> None:
+        super().__init__(fn, ctx, next_functions)
+        self.input_meta = tuple((x.shape, x.dtype) if n else None
+                                for x, n in zip(inputs, next_functions))
 
     def apply(self, grad: Any) -> tuple[Any, ...]:
         with no_grad():
             grads = self._check(self.fn.backward(self.ctx, Tensor(grad)))
-        return tuple(g._data if isinstance(g, Tensor) else g for g in grads)
+        return tuple(self._fit(i, g) for i, g in enumerate(grads))
+
+    def _fit(self, i: int, g: Any) -> Any:
+        """Gradient ``i`` as an array of its input's shape and dtype."""
+        meta = self.input_meta[i]
+        if g is None or meta is None:  # (an input that needs no gradient may get anything)
+            return None
+        if not isinstance(g, Tensor) and not hasattr(g, "__array__"):
+            raise RuntimeError(f"{self.fn.__name__}.backward returned {type(g).__name__} as the "
+                               f"gradient of input {i}; expected a Tensor or None")
+        shape, dtype = meta
+        g = g._data if isinstance(g, Tensor) else g
+        if g.shape != shape:
+            try:
+                fits = np.broadcast_shapes(shape, g.shape) == g.shape
+            except ValueError:
+                fits = False
+            if not fits:
+                raise RuntimeError(
+                    f"{self.fn.__name__}.backward returned an invalid gradient at index {i}: "
+                    f"got shape {g.shape} but expected a shape compatible with {shape}")
+            lead = len(g.shape) - len(shape)  # sum the broadcast dims back, as PyTorch
+            axes = tuple(range(lead)) + tuple(lead + d for d, n in enumerate(shape)
+                                              if n == 1 and g.shape[lead + d] != 1)
+            g = g.sum(axis=axes, keepdims=True).reshape(shape) if axes else g.reshape(shape)
+        return g if g.dtype == dtype else g.astype(dtype)
 
 
 class AccumulateGrad(Node):
@@ -314,7 +352,7 @@ def _apply_ctx_style(cls: type[Function], inputs: tuple[Any, ...]) -> Tensor:
         ctx._versions = tuple((t._version_counter, t._version_counter[0])
                               if isinstance(t, Tensor) else None for t in ctx._saved)
         nexts = tuple(x._grad_node() if n else None for x, n in zip(inputs, needs))
-        output.grad_fn = CtxNode(cls, ctx, nexts)
+        output.grad_fn = CtxNode(cls, ctx, nexts, inputs)
         output._requires_grad = True
     return output
 

@@ -82,7 +82,8 @@ class Conv2dMeta:
         x_shape, w_shape = tuple(x_shape), tuple(w_shape)
         if len(x_shape) != 4:
             raise ValueError(
-                f"conv2d: input must be 4-D [N, Cin, H, W], got shape {x_shape} "
+                f"conv2d: input must be 4-D [N, Cin, H, W] (or 3-D [Cin, H, W], one image), got "
+                f"shape {x_shape} "
                 f"({len(x_shape)} dims)"
             )
         if len(w_shape) != 4:
@@ -199,7 +200,8 @@ class Pool2dMeta:
         x_shape = tuple(x_shape)
         if len(x_shape) != 4:
             raise ValueError(
-                f"{op}: input must be 4-D [N, C, H, W], got shape {x_shape} ({len(x_shape)} dims)"
+                f"{op}: input must be 4-D [N, C, H, W] (or 3-D [C, H, W], one image), got shape "
+                f"{x_shape} ({len(x_shape)} dims)"
             )
         if min(x_shape[1:]) < 1:  # an empty batch is fine (an empty output, as PyTorch)
             raise ValueError(f"{op}: input shape {x_shape} has an empty dimension")

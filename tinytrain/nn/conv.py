@@ -22,6 +22,7 @@ import numpy as np
 from tinytrain import kernels
 from tinytrain.autograd import Context, Function
 from tinytrain.backend import get_array_module
+from tinytrain.dtypes import DTypeError
 from tinytrain.functions import stack
 from tinytrain.kernels.shapes import Conv2dMeta, IntOrPair, Pool2dMeta, pair
 from tinytrain.nn import init
@@ -41,8 +42,17 @@ __all__ = [
 ]
 
 
-def _shape(t: Any) -> tuple[int, ...]:
+def _shape(t: Any, name: str, what: str = "input") -> tuple[int, ...]:
+    if not isinstance(t, Tensor):  # (a list or None would fail deep inside with no name)
+        raise TypeError(f"{name}(): argument '{what}' must be a Tensor, not "
+                        f"{type(t).__name__}")
     return tuple(t.shape)
+
+
+def _unbatched(x: Any) -> bool:
+    """True for an unbatched ``[C, H, W]`` input, which PyTorch's conv and pools accept
+    (run as a batch of one)."""
+    return isinstance(x, Tensor) and x.ndim == 3
 
 
 def _checked(build: Any, *args: Any) -> Any:
@@ -117,8 +127,10 @@ def conv2d(
         if bias is not None:
             raise TypeError("conv2d: give the bias once, as bias= (PyTorch's name) or b=")
         bias = b
-    meta = _checked(Conv2dMeta, _shape(x), _shape(weight), stride, padding,
-                    None if bias is None else _shape(bias))
+    if _unbatched(x):
+        return conv2d(x.unsqueeze(0), weight, bias, stride, padding).squeeze(0)
+    meta = _checked(Conv2dMeta, _shape(x, "conv2d"), _shape(weight, "conv2d", "weight"), stride,
+                    padding, None if bias is None else _shape(bias, "conv2d", "bias"))
     check_same_dtype("conv2d", x, weight, bias)
     return Conv2dFunction.apply(x, weight, bias, meta)
 
@@ -216,7 +228,10 @@ def max_pool2d(
     ``x [N, C, H, W] -> [N, C, Ho, Wo]``; ``stride`` defaults to ``kernel_size``.
     The gradient goes to the first maximum of each window (PyTorch's tie rule).
     """
-    meta = _checked(Pool2dMeta.from_shape, _shape(x), kernel_size, stride, padding, "max_pool2d")
+    if _unbatched(x):
+        return max_pool2d(x.unsqueeze(0), kernel_size, stride, padding).squeeze(0)
+    meta = _checked(Pool2dMeta.from_shape, _shape(x, "max_pool2d"), kernel_size, stride, padding,
+                    "max_pool2d")
     return MaxPool2dFunction.apply(x, meta)
 
 
@@ -254,7 +269,13 @@ def avg_pool2d(
 
     ``x [N, C, H, W] -> [N, C, Ho, Wo]``; ``stride`` defaults to ``kernel_size``.
     """
-    meta = _checked(Pool2dMeta.from_shape, _shape(x), kernel_size, stride, padding, "avg_pool2d")
+    if _unbatched(x):
+        return avg_pool2d(x.unsqueeze(0), kernel_size, stride, padding,
+                          count_include_pad).squeeze(0)
+    meta = _checked(Pool2dMeta.from_shape, _shape(x, "avg_pool2d"), kernel_size, stride, padding,
+                    "avg_pool2d")
+    if x.dtype.kind != "f":  # (an integer average would need rounding PyTorch refuses too)
+        raise DTypeError(f"avg_pool2d: expected a floating point tensor, got {x.dtype}")
     return AvgPool2dFunction.apply(x, meta, count_include_pad)
 
 
@@ -308,7 +329,9 @@ def adaptive_avg_pool2d(x: Tensor, output_size: Any) -> Tensor:
     divides ``W`` (``output_size=1`` included) that is :func:`avg_pool2d` with window and
     stride ``(H / oh, W / ow)``, the kernel; other sizes average each window separately.
     """
-    if x.ndim != 4:
+    if _unbatched(x):
+        return adaptive_avg_pool2d(x.unsqueeze(0), output_size).squeeze(0)
+    if len(_shape(x, "adaptive_avg_pool2d")) != 4:
         raise ShapeError(f"adaptive_avg_pool2d: expected input [N, C, H, W], got shape "
                          f"{tuple(x.shape)}")
     h, w = x.shape[2:]

@@ -111,6 +111,10 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
     Returns ``[*, out]``.
     """
+    for what, t in (("input", x), ("weight", weight)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"linear(): argument '{what}' must be a Tensor, not "
+                            f"{type(t).__name__}")
     if x.ndim < 1 or weight.ndim != 2 or x.shape[-1] != weight.shape[1]:
         raise ShapeError(
             f"linear: input of shape {x.shape} does not fit weight of shape {weight.shape} "
@@ -377,25 +381,59 @@ def _same_shape(name: str, input: Tensor, target: Tensor) -> None:  # noqa: A002
 
 
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,  # noqa: A002
-                                     reduction: str = "mean") -> Tensor:
+                                     weight: Tensor | None = None, *, reduction: str = "mean",
+                                     pos_weight: Tensor | None = None) -> Tensor:
     """Binary cross-entropy of ``target`` (probabilities in [0, 1], the input's shape) under
-    logits ``input``: ``-(y log sigmoid(x) + (1 - y) log(1 - sigmoid(x)))``, computed stably."""
-    _same_shape("binary_cross_entropy_with_logits", input, target)
+    logits ``input``: ``-(y log sigmoid(x) + (1 - y) log(1 - sigmoid(x)))``, computed stably.
+
+    ``weight`` (broadcast to the input's shape) scales each element's loss; ``pos_weight``
+    (broadcast along the last dim, e.g. ``[C]`` for ``[N, C]``) scales the positive term,
+    ``-p y log sigmoid(x)``, as in PyTorch.
+    """
+    name = "binary_cross_entropy_with_logits"
+    _same_shape(name, input, target)
     target = target.to(dtype=input.dtype)
-    return _reduce(O.BCEWithLogits.apply(input, target), reduction,
-                   "binary_cross_entropy_with_logits")
+    loss = O.BCEWithLogits.apply(input, target)  # softplus(-x) + (1 - y) x
+    if pos_weight is not None:  # the positive term, -y log sigmoid(x) = y softplus(-x), p times
+        loss = loss + (_as_weight(name, "pos_weight", pos_weight, input) - 1) * target \
+            * softplus(-input)
+    if weight is not None:
+        loss = loss * _as_weight(name, "weight", weight, input)
+    return _reduce(loss, reduction, name)
 
 
 def binary_cross_entropy(input: Tensor, target: Tensor,  # noqa: A002
-                         reduction: str = "mean") -> Tensor:
-    """Binary cross-entropy of ``target`` under probabilities ``input`` (same shape); each
-    log is clamped at -100, as in PyTorch, so 0 and 1 give finite losses."""
-    _same_shape("binary_cross_entropy", input, target)
+                         weight: Tensor | None = None, *, reduction: str = "mean") -> Tensor:
+    """Binary cross-entropy of ``target`` under probabilities ``input`` (same shape, both in
+    [0, 1]); each log is clamped at -100, as in PyTorch, so 0 and 1 give finite losses.
+    ``weight`` (broadcast to the input's shape) scales each element's loss."""
+    name = "binary_cross_entropy"
+    _same_shape(name, input, target)
     if input.numel() and not ((input.data >= 0) & (input.data <= 1)).all():
-        raise ValueError("binary_cross_entropy: input must be probabilities in [0, 1]; for "
+        raise ValueError(f"{name}: input must be probabilities in [0, 1]; for "
                          "logits use binary_cross_entropy_with_logits")
+    if target.numel() and not ((target.data >= 0) & (target.data <= 1)).all():
+        raise ValueError(f"{name}: all elements of target should be between 0 and 1 (labels "
+                         f"such as -1/1, or a 0-255 mask, need mapping to 0/1 first)")
     target = target.to(dtype=input.dtype)
-    return _reduce(O.BinaryCrossEntropy.apply(input, target), reduction, "binary_cross_entropy")
+    loss = O.BinaryCrossEntropy.apply(input, target)
+    if weight is not None:
+        loss = loss * _as_weight(name, "weight", weight, input)
+    return _reduce(loss, reduction, name)
+
+
+def _as_weight(name: str, what: str, w: Any, input: Tensor) -> Tensor:  # noqa: A002
+    """A per-element loss weight as a Tensor of the input's dtype, checked to broadcast to
+    the input's shape (the loss keeps the input's shape)."""
+    w = w if isinstance(w, Tensor) else Tensor(np.asarray(w), device=input.device)
+    try:
+        ok = np.broadcast_shapes(tuple(w.shape), input.shape) == input.shape
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ShapeError(f"{name}: {what} of shape {tuple(w.shape)} does not broadcast to "
+                         f"the input's shape {input.shape}")
+    return w.to(dtype=input.dtype)
 
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:

@@ -46,6 +46,8 @@ def _floating(t: Tensor | np.ndarray, name: str) -> None:
 
 def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
     _floating(t, "uniform_")
+    if not a <= b:
+        raise ValueError(f"uniform_: expects a range [a, b) with a <= b, got a={a} > b={b}")
     return _fill(t, default_generator().uniform(a, b, size=t.shape))
 
 

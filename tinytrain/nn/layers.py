@@ -368,20 +368,6 @@ class MSELoss(_Loss):
         return F.mse_loss(input, target, self.reduction)
 
 
-class BCELoss(_Loss):
-    """``F.binary_cross_entropy`` as a module: ``(probabilities, targets) -> loss``."""
-
-    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return F.binary_cross_entropy(input, target, self.reduction)
-
-
-class BCEWithLogitsLoss(_Loss):
-    """``F.binary_cross_entropy_with_logits`` as a module: ``(logits, targets) -> loss``."""
-
-    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return F.binary_cross_entropy_with_logits(input, target, self.reduction)
-
-
 class _WeightedLoss(_Loss):
     """A loss with class weights: ``weight`` is a buffer, as in PyTorch (in ``state_dict()``
     when given, moved by ``to()``)."""
@@ -391,6 +377,34 @@ class _WeightedLoss(_Loss):
         if weight is not None and not isinstance(weight, Tensor):
             weight = Tensor(np.asarray(weight, dtype=np.float32))
         self.register_buffer("weight", weight)
+
+
+class BCELoss(_WeightedLoss):
+    """``F.binary_cross_entropy`` as a module: ``(probabilities, targets) -> loss``;
+    ``weight`` (a buffer) scales each element's loss."""
+
+    def __init__(self, weight: Tensor | None = None, reduction: str = "mean") -> None:
+        super().__init__(weight, reduction)
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
+        return F.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
+
+
+class BCEWithLogitsLoss(_WeightedLoss):
+    """``F.binary_cross_entropy_with_logits`` as a module: ``(logits, targets) -> loss``;
+    ``weight`` and ``pos_weight`` are buffers, as in PyTorch."""
+
+    def __init__(self, weight: Tensor | None = None, reduction: str = "mean",
+                 pos_weight: Tensor | None = None) -> None:
+        super().__init__(weight, reduction)
+        if pos_weight is not None and not isinstance(pos_weight, Tensor):
+            pos_weight = Tensor(np.asarray(pos_weight, dtype=np.float32))
+        self.register_buffer("pos_weight", pos_weight)
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
+        return F.binary_cross_entropy_with_logits(input, target, self.weight,
+                                                  reduction=self.reduction,
+                                                  pos_weight=self.pos_weight)
 
 
 class NLLLoss(_WeightedLoss):

@@ -11,8 +11,9 @@ its forward hooks; calling ``model.forward(x)`` directly skips the hooks.
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -334,6 +335,11 @@ class Module:
         check runs before anything is copied: an error leaves the module as it was.
         Returns ``(missing_keys, unexpected_keys)``, as PyTorch does.
         """
+        if not isinstance(state_dict, Mapping):
+            hint = (f"; load the file first: model.load_state_dict(tt.load({state_dict!r}))"
+                    if isinstance(state_dict, str | os.PathLike) else "")
+            raise TypeError(f"load_state_dict: expected state_dict to be dict-like, got "
+                            f"{type(state_dict).__name__}{hint}")
         own = dict(self._named_state())
         # keys a state dict may lack (older PyTorch BatchNorm checkpoints)
         optional = {f"{mod_name}.{n}" if mod_name else n for mod_name, m in

@@ -1,0 +1,216 @@
+"""Idioms and mistakes of client programs, against PyTorch: what a learner's script does
+(a ``-1``/``1`` label into BCE, a list where a tensor goes, a list of one-element losses,
+an accumulator started as ``tensor([])``), each giving PyTorch's result or a clear error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tinytrain as tt
+import tinytrain.nn.functional as F
+from tinytrain.tensor import ShapeError
+
+torch = pytest.importorskip("torch")
+TF = torch.nn.functional
+
+RNG = np.random.default_rng(7)
+X = (RNG.normal(size=(5, 4)) * 3).astype(np.float32)
+Y = (RNG.random((5, 4)) > 0.5).astype(np.float32)
+
+
+def _both(fn_tt, fn_torch, x=X):
+    a, b = tt.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    la, lb = fn_tt(a), fn_torch(b)
+    la.sum().backward()
+    lb.sum().backward()
+    np.testing.assert_allclose(la.numpy(), lb.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weights", [{}, {"weight": (5, 1)}, {"pos_weight": (4,)},
+                                     {"weight": (4,), "pos_weight": (1,)}])
+def test_bce_with_logits_weight_and_pos_weight_match_torch(reduction, weights):
+    w = {k: RNG.random(s).astype(np.float32) * 3 for k, s in weights.items()}
+    _both(lambda a: F.binary_cross_entropy_with_logits(
+              a, tt.tensor(Y), reduction=reduction, **{k: tt.tensor(v) for k, v in w.items()}),
+          lambda b: TF.binary_cross_entropy_with_logits(
+              b, torch.tensor(Y), reduction=reduction,
+              **{k: torch.tensor(v) for k, v in w.items()}))
+    module = tt.nn.BCEWithLogitsLoss(**{k: tt.tensor(v) for k, v in w.items()},
+                                     reduction=reduction)
+    reference = torch.nn.BCEWithLogitsLoss(**{k: torch.tensor(v) for k, v in w.items()},
+                                           reduction=reduction)
+    assert sorted(module.state_dict()) == sorted(reference.state_dict())
+    np.testing.assert_allclose(module(tt.tensor(X), tt.tensor(Y)).numpy(),
+                               reference(torch.tensor(X), torch.tensor(Y)).numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_bce_weight_matches_torch(reduction):
+    p, w = 1 / (1 + np.exp(-X)), RNG.random((5, 1)).astype(np.float32)
+    _both(lambda a: F.binary_cross_entropy(a, tt.tensor(Y), tt.tensor(w), reduction=reduction),
+          lambda b: TF.binary_cross_entropy(b, torch.tensor(Y), torch.tensor(w),
+                                            reduction=reduction), p)
+    module = tt.nn.BCELoss(weight=tt.tensor(w), reduction=reduction)
+    np.testing.assert_allclose(
+        module(tt.tensor(p), tt.tensor(Y)).numpy(),
+        torch.nn.BCELoss(torch.tensor(w), reduction=reduction)(torch.tensor(p),
+                                                               torch.tensor(Y)).numpy(),
+        rtol=1e-5)
+
+
+@pytest.mark.parametrize("target", [[1.0, -1.0], [255.0, 0.0], [0.0, 2.0]])
+def test_bce_refuses_targets_outside_0_1_like_torch(target):
+    with pytest.raises(RuntimeError):
+        TF.binary_cross_entropy(torch.tensor([0.5, 0.5]), torch.tensor(target))
+    with pytest.raises(ValueError, match="target should be between 0 and 1"):
+        F.binary_cross_entropy(tt.tensor([0.5, 0.5]), tt.tensor(target))
+
+
+def test_bce_weights_that_do_not_broadcast_name_the_argument():
+    with pytest.raises(ShapeError, match=r"pos_weight of shape \(3,\).*\(5, 4\)"):
+        F.binary_cross_entropy_with_logits(tt.tensor(X), tt.tensor(Y), pos_weight=tt.ones(3))
+
+
+@pytest.mark.parametrize("shape", [(-2, 3), (-3,), (2, -5)])
+def test_view_and_reshape_refuse_negative_sizes_other_than_minus_one(shape):
+    with pytest.raises(RuntimeError):
+        torch.arange(6).reshape(shape)
+    for method in ("reshape", "view"):
+        with pytest.raises(ShapeError, match="invalid size"):
+            getattr(tt.arange(6), method)(shape)
+    assert tt.arange(6).view(-1, 3).shape == (2, 3)
+
+
+def test_tensor_of_a_list_of_one_element_tensors_is_flat_like_torch():
+    losses = [tt.ones(1) * 2, tt.ones(1, 1) * 3, tt.tensor(4.0)]
+    got = tt.tensor(losses)
+    want = torch.tensor([torch.ones(1) * 2, torch.ones(1, 1) * 3, torch.tensor(4.0)])
+    assert got.shape == tuple(want.shape) == (3,)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert tt.tensor([[tt.tensor(1), 2], [3, 4]]).tolist() == [[1, 2], [3, 4]]
+    with pytest.raises(ValueError):
+        torch.tensor([torch.ones(2)])
+    with pytest.raises(ValueError, match=r"one-element tensors.*shape \(2,\).*stack"):
+        tt.tensor([tt.ones(2)])
+
+
+@pytest.mark.parametrize("fn", ["cat", "stack"])
+def test_cat_and_stack_of_one_tensor_instead_of_a_list_raise_like_torch(fn):
+    with pytest.raises(TypeError):
+        getattr(torch, fn)(torch.ones(2, 3))
+    with pytest.raises(TypeError, match=rf"{fn}\(\): .*list of Tensors, not a Tensor"):
+        getattr(tt, fn)(tt.ones(2, 3))
+
+
+def test_cat_skips_an_empty_1d_accumulator_like_torch():
+    acc, ref = tt.tensor([]), torch.tensor([])
+    for i in range(3):
+        acc = tt.cat((acc, tt.full((2, 4), i, dtype=tt.int64)))
+        ref = torch.cat((ref, torch.full((2, 4), i, dtype=torch.int64)))
+    assert acc.shape == tuple(ref.shape) == (6, 4)
+    assert str(acc.dtype) == str(ref.dtype).removeprefix("torch.")
+    np.testing.assert_array_equal(acc.numpy(), ref.numpy())
+    assert tt.cat([tt.tensor([]), tt.ones(3)]).shape == (3,)
+
+
+@pytest.mark.parametrize("expr", [
+    lambda T: T.zeros(2, 3).copy_(T.ones(4)),
+    lambda T: T.zeros(3).copy_(T.ones(1, 3)),
+    lambda T: T.ones(2, 3) ** T.ones(4),
+    lambda T: T.ones(2, 3) == T.ones(4),
+    lambda T: T.ones(2, 3) > T.ones(4),
+    lambda T: T.ones(2, 3).logical_and(T.ones(4)),
+    lambda T: T.ones(2, 3, dtype=T.bool) ^ T.ones(4, dtype=T.bool),
+], ids=["copy_", "copy_grow", "pow", "eq", "gt", "logical_and", "xor"])
+def test_shapes_that_do_not_broadcast_raise_a_shape_error_naming_both(expr):
+    with pytest.raises(RuntimeError):
+        expr(torch)
+    with pytest.raises(ShapeError, match=r"\(2, 3\).*\(4,\)|\(1, 3\).*\(3,\)"):
+        expr(tt)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: tt.linspace(0, 1, -1), "steps must be a non-negative integer"),
+    (lambda: tt.linspace(0, 1, 2.5), "steps must be a non-negative integer"),
+    (lambda: tt.nn.init.uniform_(tt.ones(3), 1.0, 0.0), "a <= b"),
+    (lambda: tt.load(None), "expected a file path"),
+    (lambda: tt.nn.Linear(3, 2).load_state_dict("model.pt"), "dict-like, got str.*tt.load"),
+    (lambda: tt.nn.Linear(3, 2).load_state_dict([1, 2]), "dict-like, got list"),
+    (lambda: F.conv2d([[1.0]], tt.ones(1, 1, 1, 1)), "conv2d.*'input' must be a Tensor, not list"),
+    (lambda: F.conv2d(tt.ones(1, 1, 3, 3), None), "'weight' must be a Tensor, not NoneType"),
+    (lambda: tt.nn.Linear(3, 2)([1.0, 2.0, 3.0]), "linear.*'input' must be a Tensor, not list"),
+    (lambda: F.avg_pool2d(tt.ones(1, 1, 4, 4, dtype=tt.int64), 2), "floating point"),
+])
+def test_bad_arguments_get_a_message_that_names_them(call, message):
+    with pytest.raises((TypeError, ValueError, RuntimeError), match=message):
+        call()
+
+
+def test_files_of_pytorch_are_named_as_such(tmp_path):
+    path = tmp_path / "model.pt"
+    torch.save({"w": torch.ones(2)}, path)
+    with pytest.raises(ValueError, match="a PyTorch file"):
+        tt.load(path)
+    with pytest.raises(TypeError, match="torch.Tensor.*PyTorch tensor"):
+        tt.save({"w": torch.ones(2)}, tmp_path / "x.tt")
+
+
+@pytest.mark.parametrize("op, kwargs", [("conv2d", {"padding": 1}), ("max_pool2d", {}),
+                                        ("avg_pool2d", {}), ("adaptive_avg_pool2d", {})])
+def test_unbatched_chw_input_works_like_torch(op, kwargs):
+    x = RNG.random((3, 6, 6)).astype(np.float32)
+    if op == "conv2d":
+        w = RNG.random((4, 3, 3, 3)).astype(np.float32)
+        _both(lambda a: F.conv2d(a, tt.tensor(w), **kwargs),
+              lambda b: TF.conv2d(b, torch.tensor(w), **kwargs), x)
+    else:
+        size = 3 if op == "adaptive_avg_pool2d" else 2
+        _both(lambda a: getattr(F, op)(a, size), lambda b: getattr(TF, op)(b, size), x)
+
+
+def test_cuda_n_devices_name_the_process_gpu():
+    if tt.cuda.is_available():
+        pytest.skip("without a GPU: the GPU case is in tests/test_cuda_device.py")
+    assert tt.device("cuda:1") == "cuda" and tt.device("cuda:1").type == "cuda"
+    with pytest.raises(RuntimeError, match="needs CuPy and an NVIDIA GPU"):
+        tt.ones(2).to("cuda:1")
+    with pytest.raises(RuntimeError, match="needs CuPy and an NVIDIA GPU"):
+        tt.cuda.set_device(1)
+    assert tt.cuda.current_device() == 0
+
+
+def _custom_function(T, grad_shape, leaf):
+    """A custom Function whose backward returns a gradient of ``grad_shape`` for its
+    ``[3]`` input; returns the leaf's gradient, or raises."""
+
+    class Fn(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return T.ones(grad_shape) if grad_shape is not None else 1.0
+
+    w = T.ones(3, requires_grad=True)
+    Fn.apply(w if leaf else w * 1.0).sum().backward()
+    return w.grad
+
+
+@pytest.mark.parametrize("leaf", [True, False])
+@pytest.mark.parametrize("grad_shape", [(1, 3), (2, 3), (3,)])
+def test_custom_backward_broadcast_gradients_are_summed_back_like_torch(grad_shape, leaf):
+    np.testing.assert_array_equal(_custom_function(tt, grad_shape, leaf).numpy(),
+                                  _custom_function(torch, grad_shape, leaf).numpy())
+
+
+@pytest.mark.parametrize("leaf", [True, False])
+@pytest.mark.parametrize("grad_shape", [(1,), (3, 1), (2,), None])
+def test_custom_backward_gradients_of_a_wrong_shape_or_type_raise_like_torch(grad_shape, leaf):
+    with pytest.raises(RuntimeError):
+        _custom_function(torch, grad_shape, leaf)
+    with pytest.raises(RuntimeError, match="Fn.backward returned"):
+        _custom_function(tt, grad_shape, leaf)
