@@ -214,3 +214,74 @@ def test_custom_backward_gradients_of_a_wrong_shape_or_type_raise_like_torch(gra
         _custom_function(torch, grad_shape, leaf)
     with pytest.raises(RuntimeError, match="Fn.backward returned"):
         _custom_function(tt, grad_shape, leaf)
+
+
+@pytest.mark.parametrize("make", [
+    lambda T, x, w: x / w,
+    lambda T, x, w: T.maximum(x, w),
+    lambda T, x, w: T.minimum(x, w),
+    lambda T, x, w: T.nn.functional.elu(x - w),
+    lambda T, x, w: T.nn.functional.layer_norm(x * w, (3,)),
+    lambda T, x, w: (x - x.mean(-1, keepdim=True)) / (x.var(-1, keepdim=True) + 1e-5).sqrt() * w,
+], ids=["div", "maximum", "minimum", "elu", "layer_norm", "hand-made norm"])
+def test_in_place_ops_on_an_output_whose_backward_needs_only_inputs_work_like_torch(make):
+    x0 = np.array([[1.0, -2.0, 0.5], [3.0, 0.25, -1.0]])
+    w0 = np.array([2.0, 3.0, -0.5])
+    grads = []
+    for T in (tt, torch):
+        x, w = T.tensor(x0, requires_grad=True), T.tensor(w0, requires_grad=True)
+        y = make(T, x, w)
+        y.mul_(3)
+        (y * T.tensor(x0)).sum().backward()
+        grads.append((x.grad.numpy(), w.grad.numpy()))
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("write", [lambda y: y.fill_(7), lambda y: y.zero_(),
+                                   lambda y: y.copy_(y.new_ones(y.shape))],
+                         ids=["fill_", "zero_", "copy_"])
+def test_overwriting_a_non_leaf_gives_its_leaf_a_zero_grad_like_torch(write):
+    for T in (tt, torch):
+        x = T.ones(2, requires_grad=True)
+        y = x * 2
+        write(y)
+        y.sum().backward()
+        assert x.grad is not None and x.grad.tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("expand", [lambda x: x.expand(2, 3), lambda x: x.expand_as(x),
+                                    lambda x: x.expand(-1, -1), lambda x: x.broadcast_to(2, 3)])
+def test_expand_to_the_own_shape_is_a_writable_view_like_torch(expand):
+    for T in (tt, torch):
+        x = T.ones(2, 3)
+        expand(x).mul_(2)
+        assert x.tolist() == [[2.0] * 3] * 2
+
+
+@pytest.mark.parametrize("a, b", [(1.0, 0.1), (-0.3, 0.1), (7.0, -2.0), (-7.5, 2.0)])
+def test_float_floor_division_rounds_like_python_and_torch(a, b):
+    got = tt.tensor([a], dtype=tt.float64).div(b, rounding_mode="floor").item()
+    assert got == torch.tensor([a], dtype=torch.float64).div(b, rounding_mode="floor").item()
+    assert got == a // b == (tt.tensor([a], dtype=tt.float64) // b).item()
+
+
+@pytest.mark.parametrize("call", [
+    lambda T: T.ones(2, dtype=T.int8).add(T.tensor([True, False]), alpha=2),
+    lambda T: T.tensor([True, False]).add(T.tensor([True, False]), alpha=2),
+    lambda T: T.add(2, T.tensor(5, dtype=T.int8)),
+    lambda T: T.mul(3, T.tensor(5, dtype=T.int16)),
+    lambda T: T.sub(1.5, T.tensor(0.5, dtype=T.float16)),
+], ids=["alpha-int8", "alpha-bool", "number-first-add", "number-first-mul", "number-first-f16"])
+def test_alpha_and_numbers_first_do_not_promote_like_torch(call):
+    got, want = call(tt), call(torch)
+    assert str(got.dtype) == str(want.dtype).removeprefix("torch.")
+    assert got.tolist() == want.tolist()
+
+
+def test_float_alpha_with_integer_tensors_and_bool_subtraction_raise_like_torch():
+    for T in (tt, torch):
+        with pytest.raises(RuntimeError, match="alpha must not be a floating point"):
+            T.ones(2, dtype=T.int64).add(T.ones(2, dtype=T.int64), alpha=0.5)
+        with pytest.raises(RuntimeError, match="Subtraction.*bool"):
+            T.ones(2, dtype=T.int16).sub(T.tensor([True, False]), alpha=3)

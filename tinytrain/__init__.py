@@ -27,7 +27,7 @@ from tinytrain.autograd import (
 from tinytrain.backend import Device as device
 from tinytrain.backend import cuda_is_available, set_default_device
 from tinytrain.backend import default_device as get_default_device
-from tinytrain.dtypes import can_cast, promote_types, result_type
+from tinytrain.dtypes import can_cast, int8, int16, promote_types, result_type
 from tinytrain.functions import (
     abs,
     add,
@@ -188,6 +188,7 @@ from tinytrain.tensor import (
 
 # PyTorch's other names for the dtypes (these shadow the builtins only inside this module)
 bool, half, float, double, int, long = bool_, float16, float32, float64, int32, int64  # noqa: A001
+short = int16
 
 #: ``torch.Size``: tinytrain's shapes are plain tuples.
 Size = tuple
@@ -242,8 +243,8 @@ __all__ = [
     "enable_grad", "eq", "equal", "exp", "expm1", "eye", "flatten", "flip", "float", "float16",
     "float32", "float64", "floor", "floor_divide", "from_numpy", "full", "full_like", "gather",
     "ge", "get_default_device", "get_default_dtype", "get_num_threads", "get_rng_state",
-    "greater", "greater_equal", "gt", "half", "index_select", "inference_mode", "int", "int32",
-    "int64", "is_floating_point", "is_grad_enabled", "is_tensor", "isclose", "isfinite",
+    "greater", "greater_equal", "gt", "half", "index_select", "inference_mode", "int", "int8",
+    "int16", "int32", "int64", "is_floating_point", "is_grad_enabled", "is_tensor", "isclose", "isfinite",
     "isinf", "isnan", "le", "less", "less_equal", "linspace", "load", "log", "log10", "log1p",
     "log2", "log_softmax", "logical_and", "logical_not", "logical_or", "logical_xor",
     "logsumexp", "long", "lt", "manual_seed", "masked_fill", "masked_select", "matmul", "max",
@@ -253,7 +254,8 @@ __all__ = [
     "promote_types", "rand", "rand_like", "randint", "randn", "randn_like", "randperm",
     "ravel", "reciprocal", "relu", "remainder", "reshape", "result_type", "round", "rsqrt",
     "save", "scatter", "select", "set_default_device", "set_default_dtype", "set_grad_enabled",
-    "set_num_threads", "set_printoptions", "set_rng_state", "sigmoid", "sign", "sin", "Size",
+    "set_num_threads", "set_printoptions", "set_rng_state", "short", "sigmoid", "sign", "sin",
+    "Size",
     "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "sub", "subtract",
     "sum", "swapaxes", "swapdims", "tanh", "Tensor", "tensor", "tile", "topk", "transpose",
     "tril", "triu", "true_divide", "trunc", "uint8", "unbind", "unique", "unsqueeze",

@@ -670,10 +670,23 @@ class Tensor:
         return O.Abs.apply(self)
 
     def add(self, other: Any, alpha: float = 1) -> Tensor:
-        return self + (other if alpha == 1 else other * alpha)
+        return self + other if alpha == 1 else self._alpha(other, alpha, Tensor.__add__)
 
     def sub(self, other: Any, alpha: float = 1) -> Tensor:
-        return self - (other if alpha == 1 else other * alpha)
+        if alpha == 1:
+            return self - other
+        self._refuse_bool(other, "Subtraction")
+        return self._alpha(other, alpha, Tensor.__sub__)
+
+    def _alpha(self, other: Any, alpha: Any, op: Callable) -> Tensor:
+        """``op(self, other * alpha)`` in the dtype of ``op(self, other)``, as PyTorch:
+        ``alpha`` scales, it does not promote (``int8.add(int8, alpha=2)`` stays int8)."""
+        dtype = result_type(self, other)
+        if dtype.kind in "biu" and not isinstance(alpha, numbers.Integral):
+            raise RuntimeError("For integral input tensors, argument alpha must not be a "
+                               "floating point number.")
+        out = op(self, other * alpha)
+        return out if out.dtype == dtype else out.to(dtype=dtype)
 
     def mul(self, other: Any) -> Tensor:
         return self * other
@@ -1256,6 +1269,8 @@ class Tensor:
                     f"at non-singleton dimension {len(target)}.  Target sizes: {list(sizes)}.  "
                     f"Tensor sizes: {list(self.shape)}")
             target.append(old if n == -1 else n)
+        if tuple(target) == self.shape:  # nothing repeated: a plain (writable) view
+            return self[...]
         return O.Expand.apply(self, tuple(target))
 
     def expand_as(self, other: Tensor) -> Tensor:

@@ -154,16 +154,16 @@ class Div(Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        a, b = inputs
-        ctx.save_for_backward(b, output if ctx.needs_input_grad[1] else None)
+        a, b = inputs  # (the inputs, not the output, as PyTorch: the output may be
+        ctx.save_for_backward(b, a if ctx.needs_input_grad[1] else None)  # written in place)
         ctx.shapes = (a.shape, b.shape)
 
     @staticmethod
     def backward(ctx, g):
-        b, out = ctx.saved_tensors
+        b, a = ctx.saved_tensors
         sa, sb = ctx.shapes
         ga = unbroadcast(g / b, sa) if ctx.needs_input_grad[0] else None
-        gb = unbroadcast(-g * out / b, sb) if ctx.needs_input_grad[1] else None
+        gb = unbroadcast(-g * (a / b) / b, sb) if ctx.needs_input_grad[1] else None
         return ga, gb
 
 
@@ -235,6 +235,8 @@ class Maximum(Function):
     """Element-wise ``max(a, b)``; where ``a == b`` each gets half the gradient (as PyTorch)."""
 
     pick = staticmethod(lambda xp: xp.maximum)
+    wins = staticmethod(lambda a, b: a > b)  # (the inputs decide: the output may be
+                                             # written in place before backward)
 
     @classmethod
     def forward(cls, a, b):
@@ -242,20 +244,22 @@ class Maximum(Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        a, b = inputs
-        ctx.save_for_backward(a, b, output)
+        ctx.save_for_backward(*inputs)
 
-    @staticmethod
-    def backward(ctx, g):
-        a, b, out = ctx.saved_tensors
+    @classmethod
+    def backward(cls, ctx, g):
+        a, b = ctx.saved_tensors
         share = (a == b) * g.dtype.type(0.5)
-        ga = unbroadcast(g * ((a == out) - share), a.shape) if ctx.needs_input_grad[0] else None
-        gb = unbroadcast(g * ((b == out) - share), b.shape) if ctx.needs_input_grad[1] else None
+        ga = unbroadcast(g * (cls.wins(a, b) + share), a.shape) if ctx.needs_input_grad[0] \
+            else None
+        gb = unbroadcast(g * (cls.wins(b, a) + share), b.shape) if ctx.needs_input_grad[1] \
+            else None
         return ga, gb
 
 
 class Minimum(Maximum):
     pick = staticmethod(lambda xp: xp.minimum)
+    wins = staticmethod(lambda a, b: a < b)
 
 
 class Clamp(Function):
@@ -735,7 +739,8 @@ class IndexPut(Function):
 
 
 class Copy(Function):
-    """The values of ``b`` broadcast to ``a``'s shape (``a.copy_(b)``); ``a`` gets no gradient."""
+    """The values of ``b`` broadcast to ``a``'s shape (``a.copy_(b)``); ``a``'s old values
+    get a zero gradient (as PyTorch: a leaf below then has ``.grad`` zeros, not None)."""
 
     @staticmethod
     def forward(a, b):
@@ -747,7 +752,8 @@ class Copy(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return None, unbroadcast(g, ctx.b_shape) if ctx.needs_input_grad[1] else None
+        return (get_array_module(g).zeros_like(g) if ctx.needs_input_grad[0] else None,
+                unbroadcast(g, ctx.b_shape) if ctx.needs_input_grad[1] else None)
 
 
 class Clone(Function):
@@ -1021,9 +1027,8 @@ class DivRounded(Function):
     @staticmethod
     def forward(a, b, mode):
         xp = get_array_module(a)
-        if a.dtype.kind == "f":
-            q = a / b
-            return xp.floor(q) if mode == "floor" else xp.trunc(q)
+        if a.dtype.kind == "f":  # floor as Python's // (1.0 // 0.1 is 9, not floor(10.0))
+            return xp.floor_divide(a, b) if mode == "floor" else xp.trunc(a / b)
         q = a // b  # integers: floor division, then one up where trunc rounds toward zero
         if mode == "trunc":
             q = q + ((q < 0) & (q * b != a))
@@ -1068,7 +1073,8 @@ class Where(Function):
 
 class LeakyReLU(Function):
     """``a`` where ``a > 0``, else ``slope * a``; also ``nn.ELU``'s negative side with
-    ``elu=True``: ``alpha * (exp(a) - 1)``, whose derivative is ``output + alpha``."""
+    ``elu=True``: ``alpha * (exp(a) - 1)``, whose derivative is ``alpha * exp(a)``
+    (from the input, as PyTorch: the output may be written in place before backward)."""
 
     @staticmethod
     def forward(a, slope, elu):
@@ -1080,13 +1086,13 @@ class LeakyReLU(Function):
     @staticmethod
     def setup_context(ctx, inputs, output):
         a, ctx.slope, ctx.elu = inputs
-        ctx.save_for_backward(a, output if ctx.elu else None)
+        ctx.save_for_backward(a)
 
     @staticmethod
     def backward(ctx, g):
-        a, out = ctx.saved_tensors
-        xp = get_array_module(g)
-        below = g * (out + g.dtype.type(ctx.slope)) if ctx.elu else g * g.dtype.type(ctx.slope)
+        (a,) = ctx.saved_tensors
+        xp, slope = get_array_module(g), g.dtype.type(ctx.slope)
+        below = g * (slope * xp.exp(xp.minimum(a, 0))) if ctx.elu else g * slope
         return xp.where(a > 0, g, below), None, None
 
 
