@@ -489,3 +489,60 @@ def test_relu_of_integers_on_the_gpu_as_on_the_cpu():
     out = tt.tensor(x, device="cuda").relu()
     assert out.dtype == tt.int64 and out.device == "cuda"
     np.testing.assert_array_equal(out.numpy(), tt.tensor(x).relu().numpy())
+
+
+# ------------------------------------------------------------------ found by client programs
+
+
+@pytest.mark.parametrize("kwargs", [{"weight": "ones"}, {"label_smoothing": 0.1},
+                                    {"ignore_index": 3}])
+def test_cross_entropy_slow_paths_refuse_gpu_targets_out_of_range(kwargs):
+    logits = tt.randn(4, 5, device="cuda")
+    targets = tt.tensor([0, 1, 7, 2], device="cuda")
+    if kwargs.get("weight") == "ones":
+        kwargs = {"weight": tt.ones(5, device="cuda")}
+    with pytest.raises(IndexError, match=r"targets must lie in \[0, 5\)"):
+        F.cross_entropy(logits, targets, **kwargs)
+
+
+@pytest.mark.parametrize("index", [[1, 7], (slice(None), [0, 4]), (Ellipsis, [-5])])
+def test_integer_array_indices_out_of_range_raise_on_the_gpu_as_on_the_cpu(index):
+    for device in ("cpu", "cuda"):
+        x = tt.zeros(3, 4, device=device)
+        with pytest.raises(IndexError):
+            x[index]
+        with pytest.raises(IndexError):
+            x[tt.tensor(index, device=device) if isinstance(index, list) else index] = 1.0
+    x = tt.arange(12.0, device="cuda").reshape(3, 4)
+    assert x[[2, -1]].tolist() == [[8.0, 9.0, 10.0, 11.0]] * 2
+
+
+def test_cuda_n_is_this_process_gpu():
+    from tinytrain import cuda
+
+    here = cuda.current_device()
+    assert tt.ones(2).to(f"cuda:{here}").device == "cuda"
+    assert tt.ones(2).cuda(here).device == "cuda"
+    other = (here + 1) % max(cuda.device_count(), 2)
+    if other >= cuda.device_count():
+        with pytest.raises(ValueError, match="no GPU"):
+            cuda.set_device(other)
+    with pytest.raises(ValueError, match="one GPU per process"):
+        tt.ones(2).to(f"cuda:{other}")
+
+
+@pytest.mark.parametrize("in_f, out_f", [(0, 3), (4, 0)])
+def test_linear_with_zero_features_on_the_gpu_matches_the_cpu(in_f, out_f):
+    results = []
+    for device in ("cpu", "cuda"):
+        x = tt.ones(5, in_f, device=device, requires_grad=True)
+        layer = tt.nn.Linear(in_f, out_f).to(device)
+        with tt.no_grad():
+            layer.weight.fill_(0.5)
+            layer.bias.fill_(0.25)
+        y = layer(x)
+        y.sum().backward()
+        results.append([t.cpu().numpy() for t in (y, x.grad, layer.weight.grad,
+                                                   layer.bias.grad)])
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)

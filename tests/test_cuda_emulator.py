@@ -658,3 +658,18 @@ def test_a_background_compilation_is_the_one_launches_wait_for(monkeypatch):
     launcher.join()
     assert got == ["<im2col>"] and len(compiled) == 1
     assert "typedef int index_t;" in compiled[0] and "void im2col(" in compiled[0]
+
+
+def test_linear_with_zero_features_runs_no_empty_gemm():
+    """cuBLAS refuses empty matrices: ``in_features=0`` or ``out_features=0`` give zeros
+    (plus the bias) without a GEMM, as the CPU and PyTorch do."""
+    with emulated_kernels() as k:
+        out = k.linear_forward(np.ones((5, 0), np.float32), np.ones((3, 0), np.float32),
+                               np.full(3, 2.0, np.float32))
+        np.testing.assert_array_equal(out, np.full((5, 3), 2.0, np.float32))
+        assert k.linear_forward(np.ones((5, 4), np.float32), np.ones((0, 4), np.float32),
+                                None).shape == (5, 0)
+        dx, dw, db = k.linear_backward(np.ones((5, 0), np.float32), np.ones((5, 4), np.float32),
+                                       np.ones((0, 4), np.float32), (True, True, True))
+        assert (dx.shape, dw.shape, db.shape) == ((5, 4), (0, 4), (0,))
+        assert not dx.any()

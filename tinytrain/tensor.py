@@ -403,7 +403,8 @@ class Tensor:
         return self.to("cpu")
 
     def cuda(self, device: Any = None, non_blocking: bool = False) -> Tensor:
-        return self.to("cuda")
+        return self.to("cuda" if device is None else  # (an index: this process's GPU?)
+                       f"cuda:{device}" if isinstance(device, int) else device)
 
     def float(self) -> Tensor:
         return self.to(dtype=float32)
@@ -976,6 +977,8 @@ class Tensor:
         if first is not None:  # the layout __getitem__ reads: select, then write the rest
             self[first[0]][first[1]] = value
             return
+        if self.device == "cuda":
+            _check_gpu_index(self.shape, index)
         if isinstance(value, Tensor):
             value = value.to(self.device, self.dtype)
         else:
@@ -1233,6 +1236,8 @@ class Tensor:
         first = _integers_first(index)
         if first is not None:  # PyTorch's order: the integers select, then the rest
             return self[first[0]][first[1]]
+        if self.device == "cuda":
+            _check_gpu_index(self.shape, index)
         out = O.Index.apply(self, index)
         if out._base is not None:  # a slice: in-place ops on it write through self
             out._view_of = (self, index)
@@ -2002,6 +2007,29 @@ def _raw_index(index: Any) -> Any:
         return tuple(i._data if isinstance(i, Tensor) else np.asarray(i)
                      if isinstance(i, range) else i for i in index)
     return np.asarray(index) if isinstance(index, range) else index
+
+
+def _check_gpu_index(shape: tuple[int, ...], index: Any) -> None:
+    """Refuse integer-array indices out of range, as NumPy and PyTorch do: CuPy would wrap
+    them (``x[[1, 7]]`` of 3 rows reads row 1) and read or write the wrong element silently.
+    Reading an array's min and max waits for the GPU: the price of a correct answer."""
+    parts = index if isinstance(index, tuple) else (index,)
+    arrays = [np.asarray(p) if isinstance(p, list) else p for p in parts]
+    widths = [0 if p is None or p is Ellipsis else
+              np.ndim(p) if getattr(p, "dtype", None) is not None and p.dtype.kind == "b"
+              else 1 for p in arrays]
+    axis = 0
+    for p, width in zip(arrays, widths):
+        if p is Ellipsis:
+            axis += len(shape) - builtins.sum(widths)
+            continue
+        if (getattr(p, "dtype", None) is not None and p.dtype.kind in "iu" and p.size
+                and axis < len(shape)):
+            n, lo, hi = shape[axis], int(p.min()), int(p.max())
+            if lo < -n or hi >= n:
+                raise IndexError(f"index {hi if hi >= n else lo} is out of bounds for dimension "
+                                 f"{axis} with size {n}")
+        axis += width
 
 
 def _integers_first(index: Any) -> tuple[tuple, tuple] | None:

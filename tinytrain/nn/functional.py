@@ -192,11 +192,11 @@ def cross_entropy(input: Tensor, target: Tensor | Any, weight: Tensor | None = N
     if _is_probabilities(input, target):
         loss = _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
         return _unflatten_none(loss, reduction, shape)
-    t = _class_targets("cross_entropy", input, target, reduction, checked_by_kernel=True,
-                       ignore_index=ignore_index)
+    fused = weight is None and not label_smoothing and ignore_index == -100
+    t = _class_targets("cross_entropy", input, target, reduction, checked_by_kernel=fused,
+                       ignore_index=ignore_index)  # (only the fused kernel checks the range)
     host = backend.device_of(t) == "cpu"
-    ignoring = ignore_index != -100 or (host and t.size and bool((t == ignore_index).any()))
-    if weight is None and not label_smoothing and not ignoring:
+    if fused and not (host and t.size and bool((t == ignore_index).any())):
         loss = O.CrossEntropy.apply(input, t, reduction)
     else:
         loss = _nll(input.log_softmax(1), t, weight, ignore_index, reduction, label_smoothing,

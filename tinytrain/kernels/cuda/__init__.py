@@ -127,11 +127,20 @@ def dropout_backward(grad: Any, p: float, seed: int) -> Any:
 
 
 def linear_forward(x: Any, w: Any, b: Any | None) -> Any:
+    if x.size == 0 or w.size == 0:  # nothing to multiply (cuBLAS refuses empty matrices)
+        out = _xp().zeros((*x.shape[:-1], w.shape[0]), x.dtype)
+        return out if b is None else out + b
     return _run(plans.linear_forward(_xp(), x, w, b))
 
 
 def linear_backward(grad: Any, x: Any | None, w: Any | None,
                     needs: tuple[bool, bool, bool]) -> tuple[Any, Any, Any]:
+    in_f = w.shape[1] if w is not None else x.shape[-1]
+    if grad.size == 0 or in_f == 0:  # empty products: zeros, as the sums of nothing
+        xp, lead = _xp(), grad.shape[:-1]
+        return (xp.zeros((*lead, in_f), grad.dtype) if needs[0] else None,
+                xp.zeros((grad.shape[-1], in_f), grad.dtype) if needs[1] else None,
+                grad.sum(axis=tuple(range(grad.ndim - 1))) if needs[2] else None)
     return _run(plans.linear_backward(_xp(), grad, x, w, needs))
 
 
