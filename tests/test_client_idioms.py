@@ -285,3 +285,8 @@ def test_float_alpha_with_integer_tensors_and_bool_subtraction_raise_like_torch(
             T.ones(2, dtype=T.int64).add(T.ones(2, dtype=T.int64), alpha=0.5)
         with pytest.raises(RuntimeError, match="Subtraction.*bool"):
             T.ones(2, dtype=T.int16).sub(T.tensor([True, False]), alpha=3)
+
+
+def test_pin_memory_is_accepted():
+    x = tt.ones(2)
+    assert x.pin_memory() is x and not x.is_pinned()

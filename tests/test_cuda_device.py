@@ -546,3 +546,39 @@ def test_linear_with_zero_features_on_the_gpu_matches_the_cpu(in_f, out_f):
                                                    layer.bias.grad)])
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
+
+
+def test_cpu_0d_tensors_join_gpu_ops_like_torch():
+    x = tt.tensor([1.0, 2.0], device="cuda", requires_grad=True)
+    s = tt.tensor(3.0, requires_grad=True)  # on the CPU
+    y = x * s + tt.tensor(1.0) - tt.maximum(x, tt.tensor(1.5))
+    assert y.device == "cuda"
+    y.sum().backward()
+    assert s.grad.device == "cpu" and s.grad.item() == 3.0
+    assert x.grad.tolist() == [3.0, 2.0]
+    assert (x == tt.tensor(2.0)).tolist() == [False, True]
+    with pytest.raises(RuntimeError, match="one device"):
+        x + tt.ones(2)  # not 0-d: refused, as PyTorch
+
+
+def test_fill_and_zero_of_gpu_tensors_and_views():
+    x = tt.zeros(3, 4, device="cuda")
+    x[1].fill_(2.0)
+    x[:, 0].zero_()
+    x.t()[3].fill_(5)
+    assert x.cpu().numpy().tolist() == [[0, 0, 0, 5], [0, 2, 2, 5], [0, 0, 0, 5]]
+    assert tt.ones(0, 3, device="cuda").fill_(1.0).shape == (0, 3)
+
+
+def test_an_optimizer_state_left_behind_by_a_model_move_is_named():
+    model = tt.nn.Linear(3, 2)
+    opt = tt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(tt.ones(4, 3)).sum().backward()
+    opt.step()
+    model.to("cuda")
+    opt.zero_grad()
+    model(tt.ones(4, 3, device="cuda")).sum().backward()
+    with pytest.raises(RuntimeError, match="'momentum_buffer'.*on cpu, the parameter on cuda"):
+        opt.step()
+    opt.load_state_dict(opt.state_dict())  # moves the state to the parameters, as PyTorch
+    opt.step()

@@ -42,7 +42,7 @@ import numpy as np
 from tinytrain import _missing, backend
 from tinytrain.autograd import engine, function
 from tinytrain.autograd import ops as O
-from tinytrain.autograd.function import AccumulateGrad, Function, Node
+from tinytrain.autograd.function import AccumulateGrad, Function, Node, on_one_device
 from tinytrain.autograd.grad_mode import is_grad_enabled, no_grad
 from tinytrain.autograd.ops import IndexRangeError, InvalidArgument, ShapeError
 from tinytrain.dtypes import (
@@ -406,6 +406,15 @@ class Tensor:
         return self.to("cuda" if device is None else  # (an index: this process's GPU?)
                        f"cuda:{device}" if isinstance(device, int) else device)
 
+    def pin_memory(self) -> Tensor:
+        """The tensor itself: tinytrain copies batches to the GPU from ordinary memory
+        (``DataLoader(device="cuda")`` moves whole data sets once), so there is nothing to
+        pin; accepted so that PyTorch scripts run."""
+        return self
+
+    def is_pinned(self) -> bool:
+        return False
+
     def float(self) -> Tensor:
         return self.to(dtype=float32)
 
@@ -761,6 +770,8 @@ class Tensor:
         a, b = self._promote(other)
         if b is NotImplemented:
             return NotImplemented
+        if isinstance(b, Tensor) and b._data.__class__ is not a._data.__class__:
+            a, b = on_one_device(fn.__name__, (a, b))  # (a CPU 0-d tensor joins the GPU)
         return Tensor(_named(fn.__name__, fn, a._data, b._data if isinstance(b, Tensor) else b))
 
     def __eq__(self, o: Any) -> Tensor:  # type: ignore[override]

@@ -307,8 +307,8 @@ class Function:
             else:
                 raw.append(x)
                 needs.append(False)
-        if mixed:
-            _check_same_device(cls, inputs)
+        if mixed:  # CPU 0-d tensors join a GPU op (as PyTorch); other mixes raise
+            return cls.apply(*on_one_device(cls.__name__, inputs))
         out = cls.forward(*raw)
         output = Tensor(out)
         if getattr(out, "base", None) is not None or any(r is out for r in raw):
@@ -348,7 +348,7 @@ def _apply_ctx_style(cls: type[Function], inputs: tuple[Any, ...]) -> Tensor:
     output = Tensor(out)  # shares out's memory and version; never an input's own object
     if (any(needs) and is_grad_enabled() and _differentiable(out)
             and not ctx._non_differentiable):
-        _check_same_device(cls, inputs)
+        _check_same_device(cls.__name__, inputs)
         ctx._versions = tuple((t._version_counter, t._version_counter[0])
                               if isinstance(t, Tensor) else None for t in ctx._saved)
         nexts = tuple(x._grad_node() if n else None for x, n in zip(inputs, needs))
@@ -396,7 +396,20 @@ def _saved_versions(saved: tuple, inputs: tuple, raw: tuple, output: Tensor) -> 
     return tuple(entries)
 
 
-def _check_same_device(cls: type, inputs: tuple[Any, ...]) -> None:
+def on_one_device(name: str, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``inputs`` with CPU 0-d tensors moved to the GPU when the others are there (PyTorch
+    treats them as numbers: ``x_cuda * torch.tensor(2.0)``); the move is differentiable.
+    Any other mix of devices raises, naming the op and the two inputs."""
+    devices = {x.device for x in inputs if isinstance(x, Tensor)}
+    if devices == {"cpu", "cuda"} and all(x.ndim == 0 for x in inputs
+                                          if isinstance(x, Tensor) and x.device == "cpu"):
+        return tuple(x.to("cuda") if isinstance(x, Tensor) and x.device == "cpu" else x
+                     for x in inputs)
+    _check_same_device(name, inputs)
+    return inputs
+
+
+def _check_same_device(name: str, inputs: tuple[Any, ...]) -> None:
     first = None
     for i, x in enumerate(inputs):
         if isinstance(x, Tensor):
@@ -404,6 +417,6 @@ def _check_same_device(cls: type, inputs: tuple[Any, ...]) -> None:
                 first = (i, x.device)
             elif x.device != first[1]:
                 raise RuntimeError(
-                    f"{cls.__name__}: expected all tensors on one device, but input {first[0]} "
+                    f"{name}: expected all tensors on one device, but input {first[0]} "
                     f"is on {first[1]} and input {i} is on {x.device}; move one with .to()"
                 )

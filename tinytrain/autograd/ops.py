@@ -744,7 +744,10 @@ class Copy(Function):
 
     @staticmethod
     def forward(a, b):
-        return get_array_module(a).broadcast_to(b, a.shape).astype(a.dtype, copy=True)
+        xp = get_array_module(a)
+        if isinstance(b, np.generic | int | float):  # a number (CuPy broadcasts arrays only)
+            return xp.full(a.shape, b, dtype=a.dtype)
+        return xp.broadcast_to(b, a.shape).astype(a.dtype, copy=True)
 
     @staticmethod
     def setup_context(ctx, inputs, output):

@@ -137,6 +137,13 @@ class Optimizer:
         if tuple(g.shape) != p.shape:
             raise ShapeError(f"{type(self).__name__}.step: a parameter of shape {p.shape} has "
                              f"a .grad of shape {tuple(g.shape)}")
+        for name, v in self.state.get(p, {}).items():  # (a model moved after a step: its
+            if hasattr(v, "shape") and type(v) is not type(p.data):  # state stayed behind)
+                raise RuntimeError(
+                    f"{type(self).__name__}.step: the state {name!r} of a parameter of shape "
+                    f"{p.shape} is on {backend.device_of(v)}, the parameter on {p.device} (the "
+                    f"model was moved after the optimizer's first step); move the model first, "
+                    f"or move the state: opt.load_state_dict(opt.state_dict())")
         return g
 
     def _params(self) -> list[Tensor]:
