@@ -51,9 +51,20 @@ def collectives(device: str) -> None:
         assert w.is_completed() or device == "cuda"
     for k, t in enumerate(ts):
         np.testing.assert_array_equal(t.numpy(), sum(float(q + k) for q in range(R)))
+    # bool, as in PyTorch: sum and max are a logical or, min a logical and
+    for op, expect in [("sum", [True, True, False]), ("max", [True, True, False]),
+                       ("min", [True, False, False])]:
+        t = tt.tensor([True, r == 0, False], device=device)
+        dist.all_reduce(t, op)
+        assert t.dtype == np.dtype(bool) and t.numpy().tolist() == expect, (op, t)
+    try:
+        dist.all_reduce(tt.tensor([True], device=device), "avg")
+    except TypeError as exc:
+        assert f"rank {r}" in str(exc) and "needs a floating-point tensor, got bool" in str(exc)
+    else:
+        raise AssertionError("an average of bools was accepted")
     # errors name the rank and the operation
     for bad, kind, words in [
-        (tt.tensor([True, False], device=device), TypeError, "dtype bool"),
         (tt.tensor(np.ones((3, 4), np.float32), device=device).T, ValueError, "contiguous"),
         (np.ones(3, np.float32), TypeError, "expected a tinytrain Tensor"),
     ]:
@@ -294,8 +305,8 @@ def barrier_against_all_reduce(device: str) -> None:
 
 
 def ddp_peer_gone(device: str) -> None:
-    """Rank 1 leaves after one step; rank 0's next backward waits for it (run with
-    --timeout): one timeout, not one per bucket or a second one while cleaning up."""
+    """Rank 1 leaves (exits) after one step; rank 0's next backward waits for it: one error,
+    soon after rank 1 left, not one per bucket or a second one while cleaning up."""
     tt.manual_seed(0)
     ddp = dist.DistributedDataParallel(Chain(8).to(device), first_bucket_cap_mb=0.0001)
     assert len(ddp.buckets) > 1
@@ -340,11 +351,42 @@ def wait_forever(device: str) -> None:
 
 
 def skip_collective(device: str) -> None:
-    """Rank 1 leaves without the all-reduce that rank 0 waits in (run with --timeout)."""
+    """Rank 1 leaves (destroy_process_group) without the all-reduce that rank 0 waits in."""
     if dist.get_rank() != 1:
         print(f"waiting rank {dist.get_rank()}", flush=True)
         dist.all_reduce(tt.ones(10, device=device))
         print(f"not reached rank {dist.get_rank()}", flush=True)
+
+
+def uneven_then_all_reduce(device: str) -> None:
+    """Rank 0 runs one batch more, then both all-reduce a loss total (run with --timeout):
+    rank 1's check of that call must not be matched with rank 0's bucket all-reduce."""
+    r = dist.get_rank()
+    tt.manual_seed(r)
+    ddp = dist.DistributedDataParallel(nn.Linear(3, 1).to(device))
+    opt = tt.optim.SGD(ddp.parameters(), lr=0.1)
+    total = tt.zeros(2, device=device)
+    for _ in range(3 if r == 0 else 2):
+        opt.zero_grad()
+        loss = ddp(tt.randn(4, 3, device=device)).pow(2).mean()
+        loss.backward()
+        opt.step()
+        total += tt.tensor([loss.item(), 1.0], device=device)
+    print(f"rank {r} at the epoch's all_reduce", flush=True)
+    dist.all_reduce(total)
+    print(f"the mismatch went unnoticed on rank {r}: {total.tolist()}", flush=True)
+
+
+def work_alone_before_exit(device: str) -> None:
+    """Rank 0 works alone (writes a checkpoint) for longer than LEAVE_GRACE, and than the
+    --timeout, after the last collective; rank 1 leaves meanwhile: no error on either."""
+    from tinytrain.distributed.process_group import LEAVE_GRACE
+
+    t = tt.ones(4, device=device)
+    dist.all_reduce(t)
+    if dist.get_rank() == 0:
+        time.sleep(LEAVE_GRACE + 1.5)
+    print(f"ok work_alone_before_exit rank {dist.get_rank()}", flush=True)
 
 
 def sharded_evaluation(device: str) -> None:
@@ -434,7 +476,8 @@ SCENARIOS = {f.__name__: f for f in [
     collectives, ddp_buckets, ddp_features, ddp_buffers, zero_grad_after_forward,
     unused_parameter, diverged, frozen_on_one_rank, mismatched_all_reduce, mismatched_op,
     eval_mode_training, raise_on_one_rank, wait_forever, skip_collective, sharded_evaluation,
-    barrier_against_all_reduce, ddp_peer_gone, dtype_after_wrap, init_arguments]}
+    barrier_against_all_reduce, ddp_peer_gone, dtype_after_wrap, init_arguments,
+    uneven_then_all_reduce, work_alone_before_exit]}
 
 
 def main() -> None:

@@ -274,3 +274,16 @@ def test_a_thread_count_the_program_chose_survives_init_process_group(tmp_path):
         pytest.skip("mpi4py is not installed")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "threads 1" in r.stdout
+
+
+def test_gathered_object_sizes_that_are_not_a_checks_are_refused_before_allocating():
+    """allgather_object's sizes come from MPI: bytes of another call (a float gradient read
+    as int32) must be a clear error, not numpy's 'negative dimensions' or a huge buffer."""
+    from tinytrain.distributed.process_group import MAX_OBJECT_BYTES, _check_object_sizes
+
+    _check_object_sizes(np.array([40, MAX_OBJECT_BYTES], np.int32), "check on rank 0")
+    for bad, rank in (([40, -1082130432], 1), ([0, 40], 0), ([40, MAX_OBJECT_BYTES + 1], 1)):
+        with pytest.raises(RuntimeError, match=rf"check on rank 0: rank {rank} sent a size of "
+                                               r".* the ranks' calls on the check communicator "
+                                               "do not match"):
+            _check_object_sizes(np.array(bad, np.int32), "check on rank 0")

@@ -266,29 +266,99 @@ def test_a_rank_killed_with_sigkill_stops_every_rank_within_30_s():
     assert code != 0 and _all_gone(pids, 30 - seconds)
 
 
-def test_a_rank_that_skips_a_collective_is_an_error_after_the_timeout_not_a_hang():
-    """Rank 1 exits without the all-reduce rank 0 waits in (PyTorch raises after its
-    timeout too): rank 0's error names the collective, its rank and the limit, and every
-    rank stops."""
+def test_a_rank_that_left_is_an_error_soon_after_not_after_the_timeout():
+    """Rank 1 leaves (destroy_process_group) without the all-reduce rank 0 waits in: rank 0
+    hears of it and raises within LEAVE_GRACE (3 s), not after the 60 s timeout (before,
+    it waited for the timeout, 30 minutes by default), naming the rank that left, the
+    collective and the likely cause; every rank stops."""
     t0 = time.monotonic()
-    r = mpirun(WORKER, "skip_collective", "--timeout", "3", timeout=60)
+    r = mpirun(WORKER, "skip_collective", "--timeout", "60", timeout=50)
     assert r.returncode != 0
     assert "waiting rank 0" in r.stdout and "not reached" not in r.stdout
-    assert re.search(r"all_reduce\(op='sum'\) of float32 \[10\] on rank 0 of 2 \(mpi "
-                     r"backend\) did not complete within 3 s", r.stderr), r.stderr[-2000:]
-    assert time.monotonic() - t0 < 45
+    assert re.search(r"PeerLeft: all_reduce\(op='sum'\) of float32 \[10\] on rank 0 of 2 "
+                     r"\(mpi backend\) cannot complete: rank 1 left the group",
+                     r.stderr), r.stderr[-2000:]
+    assert "the ranks ran different numbers of steps or batches" in r.stderr
+    assert time.monotonic() - t0 < 30
 
 
-def test_a_backward_whose_peer_is_gone_times_out_once_and_says_it_was_ddp():
-    r = mpirun(WORKER, "ddp_peer_gone", "--timeout", "3", timeout=60)
+def test_a_backward_whose_peer_left_fails_once_and_says_it_was_ddp():
+    """Rank 1 exits (the group is left at exit) after one step: rank 0's next backward fails
+    soon after, once (not once per bucket), and says it was averaging gradients."""
+    r = mpirun(WORKER, "ddp_peer_gone", "--timeout", "60", timeout=50)
     assert r.returncode != 0
     start = float(re.search(r"backward without rank 1 at ([\d.]+)", r.stdout).group(1))
-    assert time.monotonic() - start < 3 * 1.8, "waited for more than one timeout"
+    assert time.monotonic() - start < 20, "waited for the timeout"
     assert re.search(r"DistributedDataParallel \(rank 0 of 2\), averaging the gradients at "
                      r"the end of backward: all_reduce\(op='avg'\) of float32 \[\d+\] on "
-                     r"rank 0 of 2 \(mpi backend\) did not complete within 3 s",
+                     r"rank 0 of 2 \(mpi backend\) cannot complete: rank 1 left the group",
                      r.stderr), r.stderr[-2000:]
-    assert r.stderr.count("did not complete") == 1, r.stderr[-3000:]
+    assert r.stderr.count("cannot complete") == 1, r.stderr[-3000:]
+
+
+def test_uneven_batches_then_an_all_reduce_time_out_clearly_instead_of_mismatching():
+    """Rank 0 is in a DDP bucket's all-reduce when rank 1 makes the epoch's all_reduce: the
+    call check of rank 1 used to be matched with the bucket (float bits read as sizes:
+    'negative dimensions are not allowed', or a silent match). Checks now have their own
+    communicator: both ranks wait and time out, saying what is the likely cause."""
+    t0 = time.monotonic()
+    r = mpirun(WORKER, "uneven_then_all_reduce", "--timeout", "3", timeout=50)
+    assert r.returncode != 0
+    assert "went unnoticed" not in r.stdout and "rank 1 at the epoch's all_reduce" in r.stdout
+    assert "negative dimensions" not in r.stderr, r.stderr[-2000:]
+    assert re.search(r"CollectiveTimeout: (DistributedDataParallel \(rank 0 of 2\), averaging "
+                     r"the gradients|all_reduce\(op='sum'\) of float32 \[2\] on rank 1 of 2)",
+                     r.stderr), r.stderr[-2000:]
+    assert "it ran a different number of batches" in r.stderr
+    assert time.monotonic() - t0 < 30
+
+
+@pytest.mark.parametrize("timeout", ["60", "2"])
+def test_a_rank_that_works_alone_before_it_exits_is_no_error(timeout):
+    """Rank 0 writes a checkpoint (sleeps) after the last collective while rank 1 leaves:
+    rank 1 waits for it at the end (at most the timeout: with 2 s it stops waiting), and
+    neither reports an error."""
+    _ok(mpirun(WORKER, "work_alone_before_exit", "--timeout", timeout, timeout=50),
+        "work_alone_before_exit")
+
+
+def test_a_rank_refused_at_init_does_not_wait_for_the_others_to_leave():
+    """Rank 1 passes a rank that contradicts mpiexec: its group is freed without the
+    end-of-group rendezvous (rank 0 stays in the group), so the error stops the job at once,
+    not after the 60 s timeout."""
+    code = ("import time\n"
+            "import tinytrain.distributed as dist\n"
+            "dist.init_process_group('mpi', rank=0, timeout=60)\n"
+            "time.sleep(60)\n")
+    t0 = time.monotonic()
+    r = mpirun("-c", code, timeout=50)
+    assert r.returncode != 0
+    assert "rank=0 was passed, but mpiexec started this process as rank 1" in r.stderr
+    assert time.monotonic() - t0 < 30
+
+
+def test_pytorch_spellings_on_a_group_of_one():
+    """'gloo' is the mpi backend; DDP takes bucket_cap_mb=None (25 MiB),
+    gradient_as_bucket_view and static_graph; ReduceOp.PRODUCT says what there is; a group
+    of one has no leaving notices to wait for."""
+    _mpiexec()  # skip without MPI
+    code = ("import tinytrain as tt, tinytrain.distributed as dist\n"
+            "g = dist.init_process_group('gloo')\n"
+            "assert dist.get_backend() == 'mpi' and g.departures is None\n"
+            "model = tt.nn.Sequential(*[tt.nn.Linear(1024, 1024) for _ in range(8)])\n"
+            "ddp = dist.DistributedDataParallel(model, bucket_cap_mb=None,\n"
+            "                                   gradient_as_bucket_view=True, static_graph=True)\n"
+            "assert [round(b.nbytes / 2**20) for b in ddp.buckets] == [4, 28], ddp\n"
+            "try:\n"
+            "    dist.ReduceOp.PRODUCT\n"
+            "except AttributeError as e:\n"
+            "    print('refused:', e)\n"
+            "dist.destroy_process_group()\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=_env(), cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "refused: type object 'ReduceOp' has no attribute 'PRODUCT': tinytrain reduces " \
+           "with SUM, AVG, MAX and MIN" in r.stdout, r.stdout
 
 
 def test_a_rank_that_fails_before_init_does_not_leave_the_others_waiting_in_it():

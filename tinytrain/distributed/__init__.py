@@ -82,10 +82,11 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
     """Join the job's processes (started by ``mpiexec``) as one group; returns it.
 
     ``backend="mpi"`` (or None) reduces NumPy tensors through MPI; ``"nccl"`` CuPy tensors
-    through NCCL, each rank on the GPU of its local rank. Also: an uncaught exception in any
-    rank now aborts every rank, and each rank gets its share of the CPU cores
-    (``tt.set_num_threads``, unless the program set a number itself). A single process (no
-    mpiexec) is a group of one.
+    through NCCL, each rank on the GPU of its local rank. ``"gloo"``, PyTorch's CPU backend
+    (the one its CPU tutorials use), means ``"mpi"`` here: both reduce CPU tensors. Also:
+    an uncaught exception in any rank now aborts every rank, and each rank gets its share of
+    the CPU cores (``tt.set_num_threads``, unless the program set a number itself). A
+    single process (no mpiexec) is a group of one.
 
     MPI says which rank each process is and how many there are: ``world_size`` and ``rank``,
     PyTorch's arguments, may be given (a script written for ``torchrun`` passes them) but
@@ -100,13 +101,13 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
     global _group
     if _group is not None:
         raise RuntimeError("init_process_group() was already called in this process")
-    backend = "mpi" if backend is None else backend
+    backend = "mpi" if backend in (None, "gloo") else backend
     if init_method not in (None, "env://"):
         raise ValueError(f"init_process_group: init_method={init_method!r} is not supported: "
                          "the processes are started and found by mpiexec (leave it out)")
     if backend not in ("mpi", "nccl"):
         raise ValueError(f"init_process_group: unknown backend {backend!r}; use 'mpi' (CPU "
-                         "tensors) or 'nccl' (GPU tensors)")
+                         "tensors; 'gloo' is taken as 'mpi') or 'nccl' (GPU tensors)")
     seconds = (DEFAULT_TIMEOUT if timeout is None else timeout.total_seconds()
                if isinstance(timeout, datetime.timedelta) else timeout)
     if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
@@ -118,7 +119,7 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
     for name, given, actual in (("world_size", world_size, g.world_size),
                                 ("rank", rank, g.rank)):
         if given not in (-1, None) and given != actual:
-            g.destroy()
+            g.destroy(rendezvous=False)  # the other ranks may never get this far
             raise ValueError(f"init_process_group: {name}={given} was passed, but mpiexec "
                              f"started this process as rank {g.rank} of {g.world_size} (leave "
                              f"{name} out: MPI decides it)")
@@ -129,7 +130,11 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
 
 
 def destroy_process_group() -> None:
-    """Leave the group (free the communicators). Collectives fail afterwards."""
+    """Leave the group: tell the other ranks, wait until they leave too (at a normal end they
+    all do; at most the group's timeout), free the communicators. Collectives fail
+    afterwards. It runs at exit when the program did not call it, so a rank that ends while
+    another still waits for it in a collective makes that rank raise at once (see
+    :mod:`tinytrain.distributed.process_group`), not after the timeout."""
     global _group
     if _group is not None:
         group, _group = _group, None
@@ -166,8 +171,9 @@ def get_backend() -> str:
     return group("get_backend()").backend
 
 
-def _array(tensor: Any, what: str) -> Any:
-    """The tensor's raw array, after checking that this backend can communicate it."""
+def _array(tensor: Any, what: str, bytes_of_bool: bool = False) -> Any:
+    """The tensor's raw array, after checking that this backend can communicate it
+    (``bytes_of_bool``: a bool tensor's array viewed as uint8, sharing its memory)."""
     g = group(what)
     where = f"{what} on rank {g.rank}"
     if not isinstance(tensor, Tensor):
@@ -179,7 +185,7 @@ def _array(tensor: Any, what: str) -> Any:
         raise RuntimeError(
             f"{where}: the {g.backend} backend communicates {g.device} tensors, but this one "
             f"is on {tensor.device}; move it with .to({g.device!r})")
-    array = tensor.data
+    array = tensor.data.view("uint8") if bytes_of_bool else tensor.data
     if array.dtype.name not in g.dtypes:
         raise TypeError(f"{where}: dtype {array.dtype} is not supported by the {g.backend} "
                         f"backend (supported: {', '.join(g.dtypes)})")
@@ -195,30 +201,33 @@ def _same_call_on_every_rank(what: str, array: Any | None) -> None:
     MPI does not check: an all-reduce of 4 floats on one rank and 6 on another, of float32
     against float64, or a "sum" against a "max", returns garbage on each rank without an
     error. So the user-facing collectives first compare what each rank asked for (one small
-    all-gather, ~0.1 ms). DistributedDataParallel's bucket all-reduces skip this: their
-    layout is checked once, when the model is wrapped."""
+    all-gather, ~0.1 ms, which compares the calls). DistributedDataParallel's bucket
+    all-reduces skip this: their layout is checked once, when the model is wrapped. The
+    check runs on a communicator of its own, so a rank still in a bucket's all-reduce makes
+    it wait (then time out, or fail at once when that rank left), never match."""
     g = group(what)
-    mine = what if array is None else f"{what} of {g.describe(array)}"
-    calls = g.allgather_object(mine, what=mine)
-    if any(call != mine for call in calls):
-        listing = "; ".join(f"rank {r}: {call}" for r, call in enumerate(calls))
-        raise RuntimeError(f"{what} (rank {g.rank} of {g.world_size}): the ranks made "
-                           f"different collective calls ({listing}); every rank must pass the "
-                           "same shape, dtype and arguments")
+    g.allgather_object(None, what=what if array is None else f"{what} of {g.describe(array)}")
 
 
 def all_reduce(tensor: Tensor, op: str = "sum", async_op: bool = False) -> Work | None:
     """Reduce ``tensor`` over all ranks, in place: every rank gets the sum (``"avg"``, ``"max"``,
     ``"min"``) of every rank's values. Same shape and dtype on every rank; any shape (a
-    mismatch raises on every rank, naming each rank's call).
+    mismatch raises on every rank, naming each rank's call). A bool tensor, as in PyTorch:
+    ``"sum"`` and ``"max"`` are a logical or, ``"min"`` a logical and (as 0/1 bytes).
     With ``async_op=True``, returns a :class:`Work`; the values are valid after ``wait()``."""
     if op not in OPS:
         raise ValueError(f"all_reduce: unknown op {op!r}; use one of {', '.join(OPS)}")
-    array = _array(tensor, f"all_reduce(op={op!r})")
+    boolean = isinstance(tensor, Tensor) and tensor.dtype == "bool"
+    if boolean and op == "avg":
+        raise TypeError(f"all_reduce(op='avg') on rank {get_rank()}: needs a floating-point "
+                        "tensor, got bool")
+    array = _array(tensor, f"all_reduce(op={op!r})", bytes_of_bool=boolean)
     if op == "avg" and array.dtype.kind != "f":
         raise TypeError(f"all_reduce(op='avg') on rank {get_rank()}: needs a floating-point "
                         f"tensor, got {array.dtype}")
-    _same_call_on_every_rank(f"all_reduce(op={op!r})", array)
+    _same_call_on_every_rank(f"all_reduce(op={op!r})", tensor.data)  # bool says bool
+    if boolean:  # the bytes are 0 or 1: or = max, and = min
+        op = "min" if op == "min" else "max"
     work = group().all_reduce(array, op)
     if async_op:
         return work

@@ -41,7 +41,7 @@ import numpy as np
 
 from tinytrain.autograd import is_grad_enabled, queue_callback
 from tinytrain.backend import cupy_module, device_of, get_array_module, to_device
-from tinytrain.distributed.process_group import CollectiveTimeout
+from tinytrain.distributed.process_group import CollectiveError
 from tinytrain.nn.module import Module
 from tinytrain.tensor import Tensor
 
@@ -114,7 +114,7 @@ class DistributedDataParallel(Module):
         device_ids, output_device: PyTorch's, accepted so its scripts port: None for a
             model on the CPU; on GPUs ``[local_rank]`` (or None), the GPU this rank already
             uses. Anything else is an error, not ignored.
-        bucket_cap_mb: size cap of the buckets after the first (MiB).
+        bucket_cap_mb: size cap of the buckets after the first (MiB); None: 25, as PyTorch.
         find_unused_parameters: allow parameters that get no gradient in a step;
             otherwise they are an error. As in PyTorch, a parameter that got a gradient on
             some rank gets the average (counting the others' as zero), and one that got
@@ -136,6 +136,9 @@ class DistributedDataParallel(Module):
             meaning: ``False`` also leaves the buffers out of the copy at wrap (rank-local
             buffers); ignored when ``forward_sync_buffers`` is given. The attribute
             ``ddp.broadcast_buffers`` reads and sets ``forward_sync_buffers``.
+        gradient_as_bucket_view, static_graph: PyTorch's, accepted so its scripts port, and
+            without effect: tinytrain's ``.grad`` are always views into the buckets, and the
+            graph is not analysed.
 
     Every rank must call the wrapper's forward the same number of times (the buffers'
     broadcast is a collective); evaluate on one rank with ``ddp.module``.
@@ -151,10 +154,11 @@ class DistributedDataParallel(Module):
     """
 
     def __init__(self, module: Module, device_ids: Sequence[Any] | None = None,
-                 output_device: Any = None, bucket_cap_mb: float = 25.0,
+                 output_device: Any = None, bucket_cap_mb: float | None = None,
                  find_unused_parameters: bool = False, check_every: int = 0,
                  first_bucket_cap_mb: float = 1.0, broadcast_buffers: bool | None = None,
-                 forward_sync_buffers: bool | None = None) -> None:
+                 forward_sync_buffers: bool | None = None,
+                 gradient_as_bucket_view: bool = False, static_graph: bool = False) -> None:
         from tinytrain import distributed as dist
 
         super().__init__()
@@ -182,7 +186,8 @@ class DistributedDataParallel(Module):
         self._broadcast_from_rank0(buffers_at_wrap)
         self._buffers_in_sync = buffers_at_wrap  # check_consistency compares them while True
         self.buckets = self._make_buckets(named, int(first_bucket_cap_mb * MB),
-                                          int(bucket_cap_mb * MB))
+                                          int((25.0 if bucket_cap_mb is None else
+                                               bucket_cap_mb) * MB))
         self._hooks = [p.register_post_accumulate_grad_hook(self._hook(b, slot))
                        for b in self.buckets for slot, p in enumerate(b.params)]
 
@@ -228,7 +233,7 @@ class DistributedDataParallel(Module):
         mine = [(n, t.shape, str(t.dtype), "trained" if t.requires_grad else "frozen")
                 for n, t in self._state()]  # a parameter frozen on one rank only: buckets differ
         for rank, theirs in enumerate(self.group.allgather_object(
-                mine, what=f"{self._where()}: comparing the ranks' models when wrapping")):
+                mine, what="DistributedDataParallel: comparing the ranks' models when wrapping")):
             if theirs != mine:
                 diff = next((f"{a} on rank {rank} but {b} here" for a, b in zip(theirs, mine)
                              if a != b), f"{len(theirs)} tensors on rank {rank} but {len(mine)} "
@@ -424,10 +429,10 @@ class DistributedDataParallel(Module):
                                    "replaced during backward; it was not averaged across ranks")
             if self.find_unused_parameters:
                 self._unset_unused_grads(mask)
-        except CollectiveTimeout as exc:  # another rank is gone: waiting again would take
+        except CollectiveError as exc:  # another rank is gone: waiting again would take
             self._abandon_backward(wait=False)  # another full timeout
-            raise CollectiveTimeout(f"{self._where()}, averaging the gradients at the end of "
-                                    f"backward: {exc}") from None
+            raise type(exc)(f"{self._where()}, averaging the gradients at the end of "
+                            f"backward: {exc}") from None
         finally:
             self._abandon_backward()
 
@@ -481,7 +486,8 @@ class DistributedDataParallel(Module):
         names = [n for n, _ in state]
         mine = [hashlib.blake2b(np.ascontiguousarray(t.numpy()).tobytes(), digest_size=8)
                 .hexdigest() for _, t in state]
-        everyone = self.group.allgather_object(mine, what=f"{self._where()}: check_consistency")
+        everyone = self.group.allgather_object(mine, what="DistributedDataParallel: "
+                                               "check_consistency")
         differ = [n for i, n in enumerate(names) if len({d[i] for d in everyone}) > 1]
         if differ:
             raise RuntimeError(

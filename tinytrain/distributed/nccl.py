@@ -16,6 +16,11 @@ a side stream, so that communication overlaps the rest of backward:
 3. ``Work.wait()`` makes the *current stream* wait for that event: the optimizer's kernels
    run after the average arrived. The host never blocks, as in PyTorch's NCCL backend.
 
+**A rank that leaves** early is reported by the base class's "leaving" notices only in the
+MPI calls (barriers, the checks' all-gathers, the rendezvous); a ``Work.wait()`` here does not
+block the host, so NCCL's collectives are not covered: a peer that left makes the GPU stream
+wait for it.
+
 ``NCCL_NVLS_ENABLE`` (NVLink multicast) is set to ``0`` unless the environment sets it: the
 device machines run with multicast off.
 """
@@ -113,10 +118,10 @@ class NCCLGroup(ProcessGroup):
     def stall_timer(self) -> StallTimer:
         return _GPUStallTimer(self.cp)
 
-    def destroy(self) -> None:
+    def destroy(self, rendezvous: bool = True) -> None:
         self.stream.synchronize()
         self.communicator.destroy()
-        super().destroy()
+        super().destroy(rendezvous)
 
     def _call(self, what: str, fn: Any, *args: Any) -> None:
         try:

@@ -22,6 +22,29 @@ once; ``wait()`` makes the result usable. Two backends implement them:
 Every collective must be called by every rank, in the same order, with arrays of the same
 shape and dtype: that is the contract of collective communication, and breaking it hangs or
 corrupts. Errors name the rank and the operation.
+
+**Three communicators.** A group duplicates MPI's: ``comm`` carries the data collectives,
+``check_comm`` the small checks (:meth:`ProcessGroup.allgather_object`: is every rank making
+the same call?), and a third the "leaving" notices below. MPI matches collectives by
+communicator and order only, so a check on one rank could otherwise be matched with a DDP
+bucket's all-reduce on another and read float bits as sizes; on separate communicators they
+never meet, and a mismatch waits and then raises instead.
+
+**A rank that leaves.** When ranks run different numbers of batches, the one that finishes
+first leaves (``destroy_process_group()``, or the end of the program, which calls it) while
+another waits in a collective that can never complete. MPI would not say so: the waiting
+rank would sit there for the whole timeout (30 minutes). So, as PyTorch's gloo notices its
+peer's closed connection, each rank listens from the start for a one-byte "leaving" notice
+from every peer, and ``destroy()`` sends its own to every peer, then waits (bounded by the
+timeout) until it has every peer's: at a normal end every rank reaches ``destroy()``, so
+this is a short rendezvous, and MPI is finalised with no request pending. A rank waiting in
+a collective checks for notices every few milliseconds; once one has arrived it still
+polls its collective for :data:`LEAVE_GRACE` seconds (one that the leaving rank completed
+may still be finishing here), then raises :class:`PeerLeft`, which names the rank that left
+and the likely cause. A rank that works alone before it leaves (rank 0 writing a
+checkpoint) waits in no collective, so it is never reported. The ``nccl`` backend shares
+this for its MPI calls (barriers, checks); NCCL's own collectives run on the GPU and are not
+covered (a peer that left makes them hang until NCCL's own watchdog, if any).
 """
 
 from __future__ import annotations
@@ -40,9 +63,27 @@ OPS = ("sum", "avg", "max", "min")
 #: path turns into an error that names the operation instead of a silent hang.
 DEFAULT_TIMEOUT = 30 * 60.0
 
+#: Seconds a rank still polls its collective after a peer's "leaving" notice arrived, before
+#: it raises :class:`PeerLeft` (a collective the leaving rank completed may still be
+#: finishing on this rank: the notice travels on another communicator than the data).
+LEAVE_GRACE = 3.0
 
-class ReduceOp:
-    """PyTorch-style names for the reduction operations (plain strings here)."""
+#: Largest pickle :meth:`ProcessGroup.allgather_object` accepts from a rank (it is for checks).
+MAX_OBJECT_BYTES = 64 * 1024 * 1024
+
+
+class _ReduceOpNames(type):
+    def __getattr__(cls, name: str) -> Any:
+        message = f"type object 'ReduceOp' has no attribute {name!r}"
+        if not name.startswith("__"):
+            message += (": tinytrain reduces with SUM, AVG, MAX and MIN (on a bool tensor, SUM "
+                        "and MAX are a logical or, MIN a logical and)")
+        raise AttributeError(message)
+
+
+class ReduceOp(metaclass=_ReduceOpNames):
+    """PyTorch-style names for the reduction operations (plain strings here). PyTorch's
+    others (``PRODUCT``, ``BAND``, ...) raise an AttributeError that says what there is."""
 
     SUM = "sum"
     AVG = "avg"
@@ -50,8 +91,17 @@ class ReduceOp:
     MIN = "min"
 
 
-class CollectiveTimeout(RuntimeError):
+class CollectiveError(RuntimeError):
+    """A collective that cannot complete: a peer did not join it in time, or left."""
+
+
+class CollectiveTimeout(CollectiveError):
     """A rank waited longer than the group's timeout for the others to join a collective."""
+
+
+class PeerLeft(CollectiveError):
+    """A rank left the group (``destroy_process_group()`` or exit) while this rank waited for
+    it in a collective."""
 
 
 class Work:
@@ -73,7 +123,9 @@ class ProcessGroup:
         rank, world_size: this process's rank and the number of processes.
         local_rank, local_size: the same among the processes of this machine (MPI's
             shared-memory split), which choose this rank's GPU or share of the CPU cores.
-        comm: the MPI communicator (also used by the nccl backend, for the rendezvous).
+        comm: the MPI communicator of the data collectives (also used by the nccl backend,
+            for the rendezvous).
+        check_comm: a duplicate of it for :meth:`allgather_object` (the checks).
         timeout: seconds a collective waits in ``wait()`` before raising (``mpi`` backend,
             and the nccl backend's MPI calls; NCCL's own run on the GPU).
     """
@@ -90,6 +142,8 @@ class ProcessGroup:
         local = comm.Split_type(MPI.COMM_TYPE_SHARED)
         self.local_rank, self.local_size = local.Get_rank(), local.Get_size()
         local.Free()
+        self.check_comm = comm.Dup()
+        self.departures = _Departures(comm) if self.world_size > 1 else None
 
     # the collectives, on raw arrays of this backend's device (checked by the callers)
     def all_reduce(self, array: Any, op: str = "sum") -> Work:
@@ -104,31 +158,61 @@ class ProcessGroup:
     def allgather_object(self, obj: Any, what: str = "allgather_object") -> list[Any]:
         """Every rank's ``obj`` (small, picklable), in rank order: for checks, not data.
 
-        Two non-blocking collectives (the pickles' sizes, then the pickles) waited for like
-        the others, so that a rank that never calls it is an error after the timeout, not a
-        hang (mpi4py's ``comm.allgather`` blocks in C). ``what``: the call it serves, for
-        that error."""
+        ``what`` names the call it serves: ranks that pass different ``what`` (they made
+        different calls) raise on every rank, listing each rank's. It runs on ``check_comm``,
+        so it is never matched with another rank's data collective (a rank that is in one
+        makes it wait, then raise). Two non-blocking collectives (the pickles' sizes, then
+        the pickles) waited for like the others, so that a rank that never calls it is an
+        error after the timeout, not a hang (mpi4py's ``comm.allgather`` blocks in C)."""
         from mpi4py import MPI
 
-        mine = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
+        mine = np.frombuffer(pickle.dumps((what, obj)), dtype=np.uint8)
+        if mine.size > MAX_OBJECT_BYTES:
+            raise ValueError(f"{what} on rank {self.rank}: allgather_object is for small "
+                             f"checks; this object pickles to {mine.size} bytes")
         sizes = np.zeros(self.world_size, dtype=np.int32)
-        _MPIWork(_mpi_call(self, what, self.comm.Iallgather,
+        _MPIWork(_mpi_call(self, what, self.check_comm.Iallgather,
                            np.array([mine.size], dtype=np.int32), sizes), self, what).wait()
+        _check_object_sizes(sizes, f"{what} on rank {self.rank} of {self.world_size}")
         starts = np.concatenate([[0], np.cumsum(sizes[:-1])]).astype(np.int32)
         everyone = np.empty(int(sizes.sum()), dtype=np.uint8)
-        _MPIWork(_mpi_call(self, what, self.comm.Iallgatherv, mine,
+        _MPIWork(_mpi_call(self, what, self.check_comm.Iallgatherv, mine,
                            [everyone, (sizes, starts), MPI.BYTE]), self, what).wait()
-        return [pickle.loads(everyone[a:a + n].tobytes()) for a, n in zip(starts, sizes)]
+        gathered = [pickle.loads(everyone[a:a + n].tobytes()) for a, n in zip(starts, sizes)]
+        if any(call != what for call, _ in gathered):
+            listing = "; ".join(f"rank {r}: {call}" for r, (call, _) in enumerate(gathered))
+            raise RuntimeError(f"{what} (rank {self.rank} of {self.world_size}): the ranks made "
+                               f"different collective calls ({listing}); every rank must make "
+                               "the same calls in the same order, with the same shape, dtype "
+                               "and arguments")
+        return [o for _, o in gathered]
 
     def stall_timer(self) -> StallTimer:
         """A timer for the time this rank is held up waiting for communication."""
         return StallTimer()
 
-    def destroy(self) -> None:
+    def destroy(self, rendezvous: bool = True) -> None:
+        """Leave the group: tell every peer and wait (at most ``timeout``) until every peer
+        has said it leaves too, then free the communicators. ``rendezvous=False`` (a group
+        refused right after it was made) tells nobody and waits for nobody."""
+        if self.departures is not None:
+            self.departures.leave(self.timeout if rendezvous else None)
+        self.check_comm.Free()
         self.comm.Free()
 
     def describe(self, array: Any) -> str:
         return f"{array.dtype} {list(array.shape)}"
+
+
+def _check_object_sizes(sizes: np.ndarray, where: str) -> None:
+    """The ranks' pickle sizes, as gathered by ``allgather_object``, before anything is
+    allocated from them: each must be a check's (positive, at most MAX_OBJECT_BYTES); other
+    bytes mean that another kind of call answered."""
+    bad = [(r, int(n)) for r, n in enumerate(sizes) if not 0 < n <= MAX_OBJECT_BYTES]
+    if bad:
+        raise RuntimeError(f"{where}: rank {bad[0][0]} sent a size of {bad[0][1]} bytes, not "
+                           f"one of a check's object (1 to {MAX_OBJECT_BYTES}): the ranks' calls "
+                           "on the check communicator do not match")
 
 
 class StallTimer:
@@ -170,6 +254,53 @@ class MPIGroup(ProcessGroup):
         return _MPIWork(_mpi_call(self, what, self.comm.Ibcast, array, src), self, what)
 
 
+class _Departures:
+    """The "leaving" notices of a group (see the module docstring), on a communicator of
+    their own: a receive posted at the start for every peer, one send to each at the end."""
+
+    def __init__(self, comm: Any) -> None:
+        self.comm = comm.Dup()
+        me = comm.Get_rank()
+        self.peers = [r for r in range(comm.Get_size()) if r != me]
+        self._inbox = np.zeros(len(self.peers), dtype=np.uint8)
+        self._outbox = np.ones(1, dtype=np.uint8)
+        self._receives = {r: self.comm.Irecv(self._inbox[i:i + 1], source=r)
+                          for i, r in enumerate(self.peers)}
+        self.left: dict[int, float] = {}  # rank -> when its notice was seen (time.monotonic)
+        self._next_check = 0.0
+
+    def poll(self, every: float = 0.005) -> dict[int, float]:
+        """The peers that left so far; tests the receives at most once per ``every`` s."""
+        now = time.monotonic()
+        if now >= self._next_check:
+            self._next_check = now + every
+            for r in [r for r, request in self._receives.items() if request.Test()]:
+                del self._receives[r]
+                self.left[r] = now
+        return self.left
+
+    def leave(self, timeout: float | None) -> None:
+        """Send this rank's notice to every peer and wait until every peer's has come and
+        the sends are done, for at most ``timeout`` s (None: send nothing, wait for no one).
+        Then cancel what remains, so that no request is left pending, and free."""
+        sends = ([] if timeout is None else
+                 [self.comm.Isend(self._outbox, dest=r) for r in self.peers])
+        deadline = time.monotonic() + (timeout or 0.0)
+        while (self._receives or sends) and time.monotonic() < deadline:
+            self.poll(every=0.0)
+            sends = [s for s in sends if not s.Test()]
+            if self._receives or sends:
+                time.sleep(0.001)  # may last long (a peer writing a checkpoint): no spinning
+        for request in self._receives.values():
+            request.Cancel()
+            request.Wait()
+        for request in sends:  # (a send is freed once it completes)
+            request.Cancel()
+            request.Free()
+        self._receives = {}
+        self.comm.Free()
+
+
 class _MPIWork(Work):
     """An MPI request; ``wait()`` polls it, so that signals (Ctrl-C) are handled meanwhile,
     and yields the core between polls (on a machine with more busy threads than cores, a
@@ -188,16 +319,28 @@ class _MPIWork(Work):
         return self.done
 
     def wait(self) -> None:
-        deadline = time.monotonic() + self.group.timeout
+        g = self.group
+        deadline = time.monotonic() + g.timeout
         while not self.is_completed():
-            if time.monotonic() > deadline:
-                g = self.group
+            now = time.monotonic()
+            left = g.departures.poll() if g.departures is not None else {}
+            if left and (now > min(left.values()) + LEAVE_GRACE or now > deadline):
+                gone = ", ".join(str(r) for r in sorted(left))
+                raise PeerLeft(
+                    f"{self.what} on rank {g.rank} of {g.world_size} ({g.backend} backend) "
+                    f"cannot complete: rank {gone} left the group (destroy_process_group() or "
+                    "the end of its program) while this rank waits for it here. Likely cause: "
+                    "the ranks ran different numbers of steps or batches, e.g. a dataset split "
+                    "unevenly across ranks: use DistributedSampler (it gives every rank the "
+                    "same number of samples), drop_last=True, or the same number of batches "
+                    "on every rank")
+            if now > deadline:
                 raise CollectiveTimeout(
                     f"{self.what} on rank {g.rank} of {g.world_size} ({g.backend} backend) did "
                     f"not complete within {g.timeout:g} s: another rank has not called it (it "
-                    "exited, hangs, or took another path; every rank must make the same "
-                    "collective calls in the same order). init_process_group(timeout=...) "
-                    "sets the limit")
+                    "hangs, or took another path, e.g. it ran a different number of batches "
+                    "and is in another collective; every rank must make the same collective "
+                    "calls in the same order). init_process_group(timeout=...) sets the limit")
             _yield()
 
 
