@@ -22,6 +22,7 @@ import make_exercises  # noqa: E402
 from check_exercises import run_notebook  # noqa: E402
 from make_exercises import (  # noqa: E402
     BEGIN,
+    CHECKER,
     END,
     EXERCISES,
     GENERATED,
@@ -209,18 +210,45 @@ def test_make_exercises_says_why_it_refuses(course, capsys, monkeypatch):
     assert "return 'MINE'" not in copy.read_text()
 
 
+def _solved_one_at_a_time(source: Path) -> tuple[nbformat.NotebookNode, list[tuple[int, int]]]:
+    """The learner's copy of ``source`` where each exercise is run as a learner meets it:
+    its stub and checker, then its solution and the checker again, then the stub once more,
+    so that every checker but its second run, and every other cell, sees only stubs. Also the
+    (stub checker, solved checker) cell indices of each exercise."""
+    nb = learner_notebook(source)
+    solutions = read_chapter(source).cells
+    lead = len(nb.cells) - len(solutions)  # the note and the import path before the chapter
+    cells, checkers = [], []
+    for i, cell in enumerate(nb.cells):
+        cells.append(cell)
+        if CHECKER in cell.metadata.get("tags", []):
+            stub = nb.cells[i - 1]
+            solved = nbformat.v4.new_code_cell(solutions[i - 1 - lead].source)
+            checkers.append((len(cells) - 1, len(cells) + 1))
+            cells += [solved, nbformat.v4.new_code_cell(cell.source, metadata=cell.metadata),
+                      nbformat.v4.new_code_cell(stub.source)]
+    nb.cells = cells
+    return nb, checkers
+
+
 @pytest.mark.parametrize("source", WITH_EXERCISES, ids=lambda p: p.stem)
-def test_learner_copy_runs_and_every_checker_fails_on_its_stub(source, monkeypatch, tmp_path):
-    # An empty data root: chapter 6 skips its full-MNIST run (the solution run does it).
+def test_each_checker_needs_only_its_own_exercise_and_the_rest_none(source, monkeypatch,
+                                                                    tmp_path):
+    # A learner who solved only exercise N.k: its checker passes (it calls no other exercise's
+    # function), and every other checker fails on its own stub. The chapter's other cells run
+    # on stubs only. An empty data root: chapter 6 skips its full-MNIST run (nbval does it).
     monkeypatch.setenv("TINYTRAIN_DATA", str(tmp_path))
-    runs = run_notebook(EXERCISES / (source.stem + ".ipynb"))
-    checkers = [run for run in runs if run.checker]
+    nb, checkers = _solved_one_at_a_time(source)
+    runs = {run.index: run for run in run_notebook(EXERCISES / (source.stem + ".ipynb"), nb=nb)}
     numbers = [ex.number for ex in _exercises(source)]
     assert len(checkers) == len(numbers)
-    for run, number in zip(checkers, numbers):
-        assert run.error is not None, f"the checker of exercise {number} passed on the stub"
-        name, message = run.error
+    for (on_stub, on_solution), number in zip(checkers, numbers):
+        error = runs[on_stub].error
+        assert error is not None, f"the checker of exercise {number} passed on the stub"
+        name, message = error
         assert name == "NotImplementedError" and message.startswith(f"Exercise {number}:"), (
             f"the checker of exercise {number} failed with {name}: {message}, not on its stub")
-    broken = [(run.index, run.error) for run in runs if not run.checker and run.error]
+        assert runs[on_solution].error is None, (
+            f"with only exercise {number} solved, its checker failed: {runs[on_solution].error}")
+    broken = [(i, run.error) for i, run in runs.items() if not run.checker and run.error]
     assert not broken, f"cells that fail without the solutions: {broken}"
