@@ -389,9 +389,9 @@ print(f"im2col + one GEMM: {t_im2col:.2f} ms")
 # ### Exercise 3.2 — the im2col matrix
 #
 # Write `im2col(x, kh, kw, stride, padding)` for an NCHW array `x`: the matrix
-# `[N*Ho*Wo, C*kh*kw]` whose row `(n, h, w)` is the zero-padded window under output pixel
-# `(h, w)` of image `n`, flattened in `(c, i, j)` order, in `x`'s dtype, so that `im2col(x, ...) @
-# w.reshape(Cout, -1).T` is the convolution. The checker compares it with the definition
+# `[N*Ho*Wo, C*kh*kw]`, in `x`'s dtype, whose row `(n, h, w)` is the zero-padded window under
+# output pixel `(h, w)` of image `n`, flattened in `(c, i, j)` order, so that `im2col(x, ...)
+# @ w.reshape(Cout, -1).T` is the convolution. The checker compares it with the definition
 # written as loops, with PyTorch's `unfold` (when installed), and checks that one GEMM with it
 # gives the package's `conv2d_forward`.
 
