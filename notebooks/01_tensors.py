@@ -483,9 +483,13 @@ for _ in range(200):
     index = random_index(check_rng, base.shape)
     mine, expected = slice_view(arr, index), base[index + (...,)]   # (a view, even if 0-d)
     assert isinstance(mine, StridedArray) and mine.buffer is arr.buffer, "not a view of arr"
-    assert (mine.shape, mine.byte_strides()) == (expected.shape, expected.strides), index
-    assert mine.offset == element_offset(expected, root), f"{index}: offset {mine.offset}"
-    assert np.array_equal(mine.numpy(), expected), index
+    where = f"index {index} of a {base.shape} array with strides {arr.strides}"
+    assert (mine.shape, mine.byte_strides()) == (expected.shape, expected.strides), (
+        f"{where}: shape {mine.shape}, strides {mine.strides}; expected shape "
+        f"{expected.shape}, strides {tuple(s // 8 for s in expected.strides)} (in elements)")
+    assert mine.offset == element_offset(expected, root), (
+        f"{where}: offset {mine.offset}, expected {element_offset(expected, root)}")
+    assert np.array_equal(mine.numpy(), expected), f"{where}: the values differ from NumPy's"
     if expected.ndim:                                 # a write through both views ...
         written = root.copy()
         written[np.unravel_index(element_offset(expected, root), root.shape)] = 7.5
@@ -498,8 +502,11 @@ for first, second in [((1,), (slice(1, 3),)), ((2, slice(1, None)), (slice(-3, N
                       ((slice(1, None),), (slice(-7, 2), -1))]:
     inner = slice_view(StridedArray.from_values(root), first)
     mine, expected = slice_view(inner, second), root[first][second + (...,)]
-    assert mine.offset == element_offset(expected, root), f"{first} then {second}: offset"
-    assert mine.shape == expected.shape and np.array_equal(mine.numpy(), expected), second
+    where = f"index {first}, then {second} of that view, of a {root.shape} array"
+    assert mine.offset == element_offset(expected, root), (
+        f"{where}: offset {mine.offset}, expected {element_offset(expected, root)}")
+    assert mine.shape == expected.shape and np.array_equal(mine.numpy(), expected), (
+        f"{where}: shape {mine.shape}, expected {expected.shape}, or the values differ")
 print("Exercise 1.2: slice_view agrees with NumPy on 200 random slices and slices of slices")
 
 # %% [markdown]
@@ -680,12 +687,17 @@ for _ in range(30):
     target = lead + tuple(int(check_rng.integers(2, 4)) if n == 1 else n for n in np_arr.shape)
     mine, expected = broadcast_to(arr, target), np.broadcast_to(np_arr, target)
     assert isinstance(mine, StridedArray) and mine.buffer is arr.buffer, "not a view of arr"
-    assert (mine.shape, mine.byte_strides()) == (expected.shape, expected.strides), target
-    assert np.array_equal(mine.numpy(), expected), (np_arr.shape, target)
+    where = f"shape {np_arr.shape}, strides {arr.strides}, to {target}"
+    assert (mine.shape, mine.byte_strides()) == (expected.shape, expected.strides), (
+        f"{where}: shape {mine.shape}, strides {mine.strides}; expected shape "
+        f"{expected.shape}, strides {tuple(s // 8 for s in expected.strides)} (in elements)")
+    assert np.array_equal(mine.numpy(), expected), f"{where}: the values differ from NumPy's"
     arr[(0,) * np_arr.ndim] = 99.0                    # one write into arr ...
     assert np.array_equal(mine.numpy(), np.broadcast_to(np_arr, target))   # ... seen everywhere
-row = slice_view(StridedArray.from_values(np.arange(12.0).reshape(3, 4)), (1,))  # offset 4
-assert np.array_equal(broadcast_to(row, (2, 4)).numpy(), [[4, 5, 6, 7]] * 2), "offset lost"
+row = StridedArray(np.arange(12.0), (4,), (1,), 4)  # row 1 of a 3x4 array: offset 4
+assert np.array_equal(broadcast_to(row, (2, 4)).numpy(), [[4, 5, 6, 7]] * 2), (
+    f"a row at offset 4 to (2, 4): got {broadcast_to(row, (2, 4)).numpy().tolist()}, "
+    f"expected [[4, 5, 6, 7]] * 2 (offset lost?)")
 for shape, target in [((3,), (4,)), ((2, 3), (3,)), ((2, 1), (3, 3)), ((1, 3), (3,))]:
     try:
         broadcast_to(StridedArray.from_values(np.zeros(shape)), target)
@@ -785,11 +797,15 @@ for _ in range(30):
     grad = check_rng.standard_normal(out_shape)
     mine = np.asarray(sum_to_shape(grad, in_shape))
     assert mine.shape == in_shape, f"{out_shape} -> {in_shape}: got shape {mine.shape}"
-    assert np.allclose(mine, unbroadcast(grad, in_shape)), (out_shape, in_shape)
+    assert np.allclose(mine, unbroadcast(grad, in_shape)), (
+        f"{out_shape} -> {in_shape}: differs from unbroadcast by up to "
+        f"{np.max(np.abs(mine - unbroadcast(grad, in_shape))):.3g} (a sum, not a mean?)")
     for index in np.ndindex(in_shape):                        # the definition, element by element
         one_hot = np.zeros(in_shape)
         one_hot[index] = 1.0
-        assert np.isclose(mine[index], (grad * np.broadcast_to(one_hot, out_shape)).sum())
+        expected = (grad * np.broadcast_to(one_hot, out_shape)).sum()
+        assert np.isclose(mine[index], expected), (
+            f"{out_shape} -> {in_shape}: element {index} is {mine[index]}, expected {expected}")
 print("Exercise 1.5: sum_to_shape agrees with unbroadcast and with the definition")
 
 # %% [markdown]

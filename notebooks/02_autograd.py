@@ -582,17 +582,24 @@ for shape in [(), (5,), (3, 4), (2, 3, 4)]:
         mine, ref = tt.tensor(data, requires_grad=True), tt.tensor(data, requires_grad=True)
         y, y_ref = Sigmoid.apply(mine), ref.sigmoid()
         assert y.dtype == y_ref.dtype, f"forward returned {y.dtype} for {y_ref.dtype} input"
-        assert np.allclose(y.numpy(), y_ref.numpy(), rtol=1e-6, atol=1e-7), shape
+        where = f"shape {shape}, {np.dtype(dtype)}"
+        assert np.allclose(y.numpy(), y_ref.numpy(), rtol=1e-6, atol=1e-7), (
+            f"{where}: the forward value differs from sigmoid by up to "
+            f"{np.max(np.abs(y.numpy() - y_ref.numpy())):.3g}")
         saved = [a for a in y.grad_fn.ctx.saved_tensors if a is not None]
         assert len(saved) == 1 and np.array_equal(saved[0], y.numpy()), \
             "setup_context should save exactly one array, the output"
         (y * tt.tensor(g)).sum().backward()
         (y_ref * tt.tensor(g)).sum().backward()
-        assert np.allclose(mine.grad.numpy(), ref.grad.numpy(), rtol=1e-5, atol=1e-7), shape
+        assert np.allclose(mine.grad.numpy(), ref.grad.numpy(), rtol=1e-5, atol=1e-7), (
+            f"{where}: the gradient differs from sigmoid's by up to "
+            f"{np.max(np.abs(mine.grad.numpy() - ref.grad.numpy())):.3g} (backward returns "
+            f"g times the derivative)")
         if torch is not None:
             x_t = torch.tensor(data, requires_grad=True)
             (torch.sigmoid(x_t) * torch.from_numpy(g)).sum().backward()
-            assert np.allclose(mine.grad.numpy(), x_t.grad.numpy(), rtol=1e-5, atol=1e-7)
+            assert np.allclose(mine.grad.numpy(), x_t.grad.numpy(), rtol=1e-5, atol=1e-7), (
+                f"{where}: the gradient differs from PyTorch's")
 print("Exercise 2.2: Sigmoid matches Tensor.sigmoid" + (" and PyTorch" if torch else ""),
       "and saves only its output")
 
@@ -854,7 +861,9 @@ for name, (shape, expr) in expressions.items():
     assert np.shape(numeric) == shape, f"{name}: gradient of shape {np.shape(numeric)}"
     leaf = tt.tensor(x_check, requires_grad=True)
     expr(leaf).backward()
-    assert np.allclose(numeric, leaf.grad.numpy(), rtol=1e-5, atol=1e-7), name
+    assert np.allclose(numeric, leaf.grad.numpy(), rtol=1e-5, atol=1e-7), (
+        f"{name}, x of shape {shape}: differs from autograd's gradient by up to "
+        f"{np.max(np.abs(numeric - leaf.grad.numpy())):.3g}")
     assert np.allclose(coarse, leaf.grad.numpy(), rtol=1e-5, atol=1e-5), \
         f"{name}: with eps=1e-3 the error is too large for central differences"
 print("Exercise 2.3: numerical_grad agrees with autograd on", ", ".join(expressions))

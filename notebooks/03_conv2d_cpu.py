@@ -389,9 +389,9 @@ print(f"im2col + one GEMM: {t_im2col:.2f} ms")
 # ### Exercise 3.2 — the im2col matrix
 #
 # Write `im2col(x, kh, kw, stride, padding)` for an NCHW array `x`: the matrix
-# `[N*Ho*Wo, C*kh*kw]` whose row `(n, h, w)` is the zero-padded window under output pixel
-# `(h, w)` of image `n`, flattened in `(c, i, j)` order, so that `im2col(x, ...) @
-# w.reshape(Cout, -1).T` is the convolution. The checker compares it with the definition
+# `[N*Ho*Wo, C*kh*kw]`, in `x`'s dtype, whose row `(n, h, w)` is the zero-padded window under
+# output pixel `(h, w)` of image `n`, flattened in `(c, i, j)` order, so that `im2col(x, ...)
+# @ w.reshape(Cout, -1).T` is the convolution. The checker compares it with the definition
 # written as loops, with PyTorch's `unfold` (when installed), and checks that one GEMM with it
 # gives the package's `conv2d_forward`.
 
@@ -422,19 +422,28 @@ for _ in range(12):
     meta_check = Conv2dMeta(x_check.shape, (cout, c, kh, kw), stride, padding)
     cols_check = np.asarray(im2col(x_check, kh, kw, stride, padding))
     rows = n * meta_check.out_h * meta_check.out_w
-    assert cols_check.shape == (rows, c * kh * kw), f"shape {cols_check.shape}"
+    where = f"x {x_check.shape}, kh={kh}, kw={kw}, stride={stride}, padding={padding}"
+    assert cols_check.shape == (rows, c * kh * kw), (
+        f"{where}: shape {cols_check.shape}, expected {(rows, c * kh * kw)}")
+    assert cols_check.dtype == x_check.dtype, (
+        f"{where}: dtype {cols_check.dtype} for {x_check.dtype} input: keep x's dtype")
     xp_check = pad_hw(x_check, padding, padding)
     for row, (b, i, j) in enumerate(np.ndindex(n, meta_check.out_h, meta_check.out_w)):
         window = xp_check[b, :, i * stride:i * stride + kh, j * stride:j * stride + kw]
-        assert np.array_equal(cols_check[row], window.reshape(-1)), f"row {row} = {(b, i, j)}"
+        assert np.array_equal(cols_check[row], window.reshape(-1)), (
+            f"{where}: row {row} (image {b}, output pixel ({i}, {j})) is "
+            f"{np.round(cols_check[row], 3).tolist()}, expected the window "
+            f"{np.round(window.reshape(-1), 3).tolist()} flattened in (c, i, j) order")
     if torch is not None:
         unfolded = torch.nn.functional.unfold(torch.from_numpy(x_check), (kh, kw),
                                               padding=padding, stride=stride)
-        assert np.array_equal(cols_check, unfolded.transpose(1, 2).reshape(rows, -1).numpy())
+        assert np.array_equal(cols_check, unfolded.transpose(1, 2).reshape(rows, -1).numpy()), (
+            f"{where}: differs from torch's unfold")
     w_check = check_rng.standard_normal((cout, c, kh, kw))
     y_check = (cols_check @ w_check.reshape(cout, -1).T).reshape(
         n, meta_check.out_h, meta_check.out_w, cout).transpose(0, 3, 1, 2)
-    assert np.allclose(y_check, conv2d_forward(x_check, w_check, None, meta_check))
+    assert np.allclose(y_check, conv2d_forward(x_check, w_check, None, meta_check)), (
+        f"{where}: one GEMM with it differs from conv2d_forward")
 print("Exercise 3.2: im2col matches the definition" + (", torch's unfold" if torch else ""),
       "and gives conv2d_forward with one GEMM")
 
@@ -1340,12 +1349,16 @@ for _ in range(12):
     dx_mine = avg_pool2d_backward(dy_check, shape, k, stride)
     leaf = tt.tensor(x_check, requires_grad=True)
     (F.avg_pool2d(leaf, k, stride) * tt.tensor(dy_check)).sum().backward()
-    assert np.shape(dx_mine) == shape, f"shape {np.shape(dx_mine)}"
-    assert np.allclose(dx_mine, leaf.grad.numpy(), atol=1e-6), (k, stride, shape)
+    where = f"input_shape={shape}, k={k}, stride={stride}"
+    assert np.shape(dx_mine) == shape, f"{where}: dX of shape {np.shape(dx_mine)}"
+    assert np.allclose(dx_mine, leaf.grad.numpy(), atol=1e-6), (
+        f"{where}: dX differs from F.avg_pool2d's gradient by up to "
+        f"{np.max(np.abs(dx_mine - leaf.grad.numpy())):.3g}")
     if torch is not None:
         x_t = torch.tensor(x_check, requires_grad=True)
         torch.nn.functional.avg_pool2d(x_t, k, stride).backward(torch.from_numpy(dy_check))
-        assert np.allclose(dx_mine, x_t.grad.numpy(), atol=1e-6)
+        assert np.allclose(dx_mine, x_t.grad.numpy(), atol=1e-6), (
+            f"{where}: dX differs from PyTorch's gradient")
 print("Exercise 3.5: avg_pool2d_backward matches F.avg_pool2d" + (" and PyTorch" if torch else ""))
 
 # %% [markdown]

@@ -224,7 +224,11 @@ print("Exercise 4.1: grid_stride_elements agrees with the emulated kernel")
 # which sets `y[i] = x[i] > 0 ? x[i] : 0` for every `i < n`, with a grid-stride loop and the
 # bounds check it implies. The checker launches your source in the emulator with a grid too
 # small for the array (the loop must take turns) and one too large (the check must stop the
-# extra threads), and compiles it with NVRTC when NVRTC is installed.
+# extra threads), and compiles it with NVRTC when NVRTC is installed. The emulator runs a
+# subset of CUDA C, the one the package's kernels are written in: `int`, `long long`,
+# `size_t`, `float`, `for`, `while`, `if`, `?:` and the like, but not `auto`, `do ... while`
+# or pointer arithmetic (the docstring of
+# [tinytrain/kernels/cuda/emulator.py](../tinytrain/kernels/cuda/emulator.py) lists it).
 
 # %%
 def relu_source():

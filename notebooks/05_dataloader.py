@@ -130,11 +130,17 @@ for dtype in (np.uint8, np.int8, np.int16, np.int32, np.float32, np.float64):
         arr_check = arr_check.astype(dtype)
         blob = idx_bytes(arr_check)                          # the package's writer
         dt, dims, offset = parse_idx_header(blob)
-        assert np.dtype(dt) == np.dtype(dtype).newbyteorder(">"), f"{dtype}: got {dt}"
-        assert tuple(dims) == arr_check.shape and offset == 4 + 4 * ndim, (dims, offset)
+        where = f"the IDX bytes of a {arr_check.shape} array of {np.dtype(dtype)}"
+        want = np.dtype(dtype).newbyteorder(">")
+        assert np.dtype(dt) == want, f"{where}: dtype {np.dtype(dt).str!r}, expected " \
+            f"{want.str!r}" + (": IDX files are big-endian" if np.dtype(dt).itemsize > 1 and
+                              np.dtype(dt).newbyteorder(">") == want else "")
+        assert tuple(dims) == arr_check.shape, (
+            f"{where}: sizes {tuple(dims)}, expected {arr_check.shape} (each a big-endian "
+            f"uint32)")
+        assert offset == 4 + 4 * ndim, f"{where}: data offset {offset}, expected {4 + 4 * ndim}"
         decoded = np.frombuffer(blob, np.dtype(dt), offset=offset).reshape(dims)
-        assert np.array_equal(decoded, arr_check) and np.array_equal(data.parse_idx(blob),
-                                                                    arr_check)
+        assert np.array_equal(decoded, arr_check), f"{where}: the decoded values differ"
 for broken in [b"\x01\x00\x08\x01\x00\x00\x00\x01\x07",    # magic is not 00 00
                b"\x00\x01\x08\x01\x00\x00\x00\x01\x07",    # nor is this one
                b"\x00\x00\x07\x01\x00\x00\x00\x01\x07",    # no type 0x07
@@ -393,9 +399,13 @@ for n_check, batch_size, drop_last in [(20, 6, False), (20, 6, True), (18, 6, Tr
                                   shuffle=shuffle, drop_last=drop_last, seed=3)
         expected = [batch.numpy() for (batch,) in loader_check]
         mine = [np.asarray(b) for b in epoch_batches(order, batch_size, drop_last)]
-        assert len(mine) == len(expected) == len(loader_check), (n_check, batch_size, drop_last)
-        for got, want in zip(mine, expected):
-            assert np.array_equal(got, want), (n_check, batch_size, drop_last, shuffle)
+        where = (f"{n_check} samples, batch_size={batch_size}, drop_last={drop_last}, "
+                 f"shuffle={shuffle}")
+        assert len(mine) == len(expected) == len(loader_check), (
+            f"{where}: {len(mine)} batches, expected {len(expected)}")
+        for k, (got, want) in enumerate(zip(mine, expected)):
+            assert np.array_equal(got, want), (
+                f"{where}: batch {k} is {got.tolist()}, expected {want.tolist()}")
 print("Exercise 5.2: epoch_batches cuts epochs as the DataLoader does")
 
 # %% [markdown]
@@ -630,8 +640,10 @@ for n_check, replicas in [(22, 4), (24, 4), (10, 3), (3, 5), (2, 7), (1, 2), (10
                                              seed=0, drop_last=drop_last)
                 sampler.set_epoch(2)
                 got = np.asarray(shard(order, replicas, r, drop_last))
-                assert np.array_equal(got, sampler.indices()), (n_check, replicas, r,
-                                                                shuffle, drop_last)
+                assert np.array_equal(got, sampler.indices()), (
+                    f"{n_check} samples, num_replicas={replicas}, rank={r}, "
+                    f"shuffle={shuffle}, drop_last={drop_last}: got {got.tolist()}, "
+                    f"expected {sampler.indices().tolist()}")
 print("Exercise 5.4: shard matches DistributedSampler")
 
 # %% [markdown]

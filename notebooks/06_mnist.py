@@ -295,7 +295,9 @@ try:
         assert isinstance(loss_mine, float), f"return loss.item(), not {type(loss_mine)}"
         assert np.isclose(loss_mine, loss_ref.item()), f"step {step}: {loss_mine} != {loss_ref}"
         for (name, p_mine), p_ref in zip(mine_model.named_parameters(), ref_model.parameters()):
-            assert np.allclose(p_mine.numpy(), p_ref.numpy(), atol=1e-6), f"step {step}: {name}"
+            assert np.allclose(p_mine.numpy(), p_ref.numpy(), atol=1e-6), (
+                f"after step {step}: parameter {name} differs from the reference step's by up "
+                f"to {np.max(np.abs(p_mine.numpy() - p_ref.numpy())):.3g}")
 finally:
     hook.remove()
 assert len(forward_calls) == 3, "call the model, model(x), once per step"
@@ -773,7 +775,14 @@ for n_check, k_check in [(50, 3), (200, 10), (1, 4), (7, 12)]:
     expected = np.bincount(labels_check * k_check + preds_check,
                            minlength=k_check * k_check).reshape(k_check, k_check)
     got = np.asarray(confusion_matrix(labels_check, preds_check, k_check))
-    assert got.shape == (k_check, k_check) and np.array_equal(got, expected), (n_check, k_check)
+    where = f"{n_check} labels, num_classes={k_check}"
+    assert got.shape == (k_check, k_check), (
+        f"{where}: shape {got.shape}, expected {(k_check, k_check)}")
+    wrong = np.argwhere(got != expected)
+    assert not wrong.size, (
+        f"{where}: {len(wrong)} counts differ; row {wrong[0][0]} (true label), column "
+        f"{wrong[0][1]} (prediction) is {got[tuple(wrong[0])]}, expected "
+        f"{expected[tuple(wrong[0])]}")
     assert got.dtype.kind in "iu", f"counts are integers, got {got.dtype}"
 model_confusion = np.asarray(confusion_matrix(val_labels, val_logits.argmax(1), 10))
 assert model_confusion.sum() == len(val_set) and np.trace(model_confusion) == result.correct

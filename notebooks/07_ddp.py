@@ -163,8 +163,10 @@ for cuts in ([40], [10, 30], [1, 2, 60], [32]):
         mine = combine_shard_gradients(given, list(sizes))
         assert all(np.array_equal(g, s[i]) for g, s in zip(given, shards)), (
             "combine_shard_gradients changed its input arrays; compute into new ones")
-        assert mine.shape == w.shape, (mine.shape, w.shape)
-        np.testing.assert_allclose(mine, w, rtol=0, atol=1e-14)
+        where = f"shards of {sizes} samples, parameter {i}"
+        assert mine.shape == w.shape, f"{where}: shape {mine.shape}, expected {w.shape}"
+        np.testing.assert_allclose(mine, w, rtol=0, atol=1e-14,
+                                   err_msg=f"{where}: not the whole batch's gradient")
     plain = [np.mean([s[i] for s in shards], axis=0) for i in range(len(whole))]
     plain_error = max(np.abs(p - w).max() for p, w in zip(plain, whole))
     print(f"shards {sizes}: plain average off by {plain_error:.1e}; weighted: exact")
@@ -334,12 +336,18 @@ for R, N in [(1, 5), (2, 8), (3, 10), (4, 3), (5, 1000), (6, 17)]:
     results, sent = ring_all_reduce(arrays)
     assert len(results) == R and all(np.array_equal(a, c) for a, c in zip(arrays, copies)), \
         "the inputs must not change"
-    for res in results:
-        np.testing.assert_allclose(res, np.sum(arrays, axis=0), rtol=1e-12, atol=1e-12)
-        assert np.array_equal(res, results[0]), "every rank must hold the same bits"
+    where = f"{R} ranks, {N} elements each"
+    for rank, res in enumerate(results):
+        np.testing.assert_allclose(res, np.sum(arrays, axis=0), rtol=1e-12, atol=1e-12,
+                                   err_msg=f"{where}: rank {rank} does not hold the sum")
+        assert np.array_equal(res, results[0]), f"{where}: every rank must hold the same bits"
     # every chunk travels R - 1 times in each phase
-    assert sum(sent) == 2 * (R - 1) * N, (R, N, sent)
-    assert max(sent) <= 2 * (R - 1) * -(-N // R), (R, N, sent)
+    assert sum(sent) == 2 * (R - 1) * N, (
+        f"{where}: sent {sent} elements per rank, {sum(sent)} in all; expected "
+        f"2 * (R - 1) * N = {2 * (R - 1) * N} in all (count elements, not messages)")
+    assert max(sent) <= 2 * (R - 1) * -(-N // R), (
+        f"{where}: a rank sent {max(sent)} elements; a ring sends at most "
+        f"2 * (R - 1) * ceil(N / R) = {2 * (R - 1) * -(-N // R)}")
 print("Exercise 7.2: correct")
 
 # %% [markdown]
@@ -497,8 +505,10 @@ cases = [([10, 20, 30], 25, 25), ([100], 1, 1), ([1, 1, 1, 1], 100, 100),
 cases += [(list(rng.integers(1, 5000, rng.integers(1, 30))), int(rng.integers(1, 8000)),
            int(rng.integers(1, 20000))) for _ in range(200)]
 for nbytes, first_cap, cap in cases:
-    assert assign_buckets(nbytes, first_cap, cap) == package_assign_buckets(
-        nbytes, first_cap, cap), (nbytes, first_cap, cap)
+    got = assign_buckets(nbytes, first_cap, cap)
+    expected = package_assign_buckets(nbytes, first_cap, cap)
+    assert got == expected, (f"nbytes={nbytes}, first_cap={first_cap}, cap={cap}: got {got}, "
+                             f"expected {expected}")
 print("Exercise 7.3: correct")
 
 # %% [markdown]

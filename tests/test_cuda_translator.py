@@ -74,6 +74,35 @@ def test_unsigned_arithmetic_wraps_and_shifts_logically():
     assert out.tolist() == [1, 1, 0]
 
 
+def test_size_t_and_unsigned_long_long_are_unsigned_64_bit_as_in_c():
+    out = run1("""
+        size_t i = blockIdx.x * blockDim.x + threadIdx.x;
+        unsigned long long big = 4294967296ull;
+        ptrdiff_t d = -1;
+        size_t zero = 0;
+        out[0] = i + 65536 * (size_t)65536;
+        out[1] = big * 3;
+        out[2] = d < big ? 1 : 0;
+        out[3] = (long long)(zero - 1);
+        out[4] = 18446744073709551615ull + 2 == 1 ? 1 : 0;
+    """, n=5)
+    # 2**32 fits; -1 becomes 2**64 - 1 against an unsigned long long; 0 - 1 wraps to it
+    assert out.tolist() == [2**32, 3 * 2**32, 0, -1, 1]
+
+
+def test_a_size_t_parameter_takes_a_uint64():
+    relu = kernel("""
+        for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+            y[i] = x[i] > 0 ? x[i] : 0.0f;
+    """, "const float* x, float* y, size_t n")
+    x = np.random.default_rng(0).standard_normal(70).astype(np.float32)
+    y = np.full(70, np.nan, np.float32)
+    emulator.launch(relu, 2, 16, (x, y, np.uint64(70)))
+    assert np.array_equal(y, np.maximum(x, 0))
+    with pytest.raises(TypeError, match="must be a uint64"):
+        emulator.launch(relu, 2, 16, (x, y, np.int64(70)))
+
+
 def test_float_to_int_conversion_truncates_and_real_follows_the_dtype():
     k32 = kernel("real v = (real)1 / (real)3; out[0] = v;", "real* out", real="f32")
     k64 = kernel("real v = (real)1 / (real)3; out[0] = v; out[1] = (long long)(-2.7);",
@@ -180,6 +209,8 @@ def test_unwritten_outputs_stay_nan_in_the_emulated_kernel_set(monkeypatch):
     ("out[0] = printf(1);", r"call of 'printf': not a math builtin"),
     ("x[0] = 1;", "write through the const pointer 'x'"),
     ("out[0] = 1.5 % 2;", "operator '%' on floating-point values"),
+    ("auto i = 1; out[0] = i;", r"'auto' is not in the subset of CUDA C .*emulator\.py"),
+    ("int i = 0; do { i++; } while (i < 3); out[0] = i;", r"'do' is not in the subset"),
 ])
 def test_code_outside_the_subset_is_refused_with_its_line(body, message):
     with pytest.raises(TranslationError, match=message):

@@ -6,7 +6,9 @@ chapter runs. (With the solutions, the checkers pass: nbval runs ``notebooks/``.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -16,11 +18,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
+import make_exercises  # noqa: E402
 from check_exercises import run_notebook  # noqa: E402
 from make_exercises import (  # noqa: E402
     BEGIN,
+    CHECKER,
     END,
     EXERCISES,
+    GENERATED,
     chapter_number,
     exercise_sources,
     find_exercises,
@@ -28,7 +33,7 @@ from make_exercises import (  # noqa: E402
     learner_notebook,
     stub_solutions,
 )
-from sync_notebooks import chapter_sources, read_chapter  # noqa: E402
+from sync_notebooks import EditedNotebook, chapter_sources, read_chapter  # noqa: E402
 
 SOURCES = chapter_sources()
 WITH_EXERCISES = exercise_sources()
@@ -64,8 +69,11 @@ def test_learner_copy_is_made_from_the_current_source(source):
     ], f"{target.name} is out of date: run `make notebooks`"
     leaked = [i for i, c in enumerate(committed) if BEGIN in c.source or END in c.source]
     assert not leaked, f"solution markers in cells {leaked}"
+    metadata = nbformat.read(target, as_version=4).metadata
     # not paired with a .py (JupyterLab's Jupytext would write exercises/*.py at each save)
-    assert "jupytext" not in nbformat.read(target, as_version=4).metadata
+    assert "jupytext" not in metadata
+    # what `make notebooks` compares the copy with before it overwrites it
+    assert metadata.get(GENERATED) == make_exercises.cells_hash(learner_notebook(source))
 
 
 def test_every_learner_copy_has_a_chapter():
@@ -119,18 +127,128 @@ def test_an_exercise_needs_a_checker_right_after_it():
     assert [e.number for e in find_exercises(nb, 9, "test")] == ["9.1"]
 
 
+@pytest.fixture
+def course(tmp_path, monkeypatch):
+    """A throw-away course with chapter 1's source: make_exercises writes its copy there."""
+    monkeypatch.setattr(make_exercises, "ROOT", tmp_path)
+    monkeypatch.setattr(make_exercises, "EXERCISES", tmp_path / "exercises")
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "exercises").mkdir()
+    source = tmp_path / "notebooks" / "01_tensors.py"
+    shutil.copy(ROOT / "notebooks" / "01_tensors.py", source)
+    assert make_exercises.sync(source, check=False) == ["exercises/01_tensors.ipynb"]
+    return source, tmp_path / "exercises" / "01_tensors.ipynb"
+
+
+def _answer(copy: Path, drop_hash: bool = False) -> None:
+    """Write an answer into exercise 1.1 of ``copy``, as a learner saving in JupyterLab."""
+    nb = nbformat.read(copy, as_version=4)
+    cell = next(c for c in nb.cells if "def contiguous_strides" in c.source)
+    cell.source = cell.source.split("    raise NotImplementedError")[0] + "    return 'MINE'\n"
+    if drop_hash:
+        del nb.metadata[GENERATED]
+    nbformat.write(nb, copy)
+
+
+def _touch_later(path: Path, than: Path) -> None:
+    later = than.stat().st_mtime + 10
+    os.utime(path, (later, later))
+
+
+@pytest.mark.parametrize("copy_is_newer", [False, True], ids=["chapter-newer", "copy-newer"])
+def test_a_copy_with_answers_is_never_overwritten_whatever_the_file_times(course,
+                                                                          copy_is_newer):
+    source, copy = course
+    _answer(copy)
+    if copy_is_newer:
+        _touch_later(copy, source)
+    else:  # JupyterLab re-saved the paired chapter when the learner peeked at a solution
+        _touch_later(source, copy)
+    with pytest.raises(EditedNotebook, match="--force"):
+        make_exercises.sync(source, check=False)
+    with pytest.raises(EditedNotebook):
+        make_exercises.sync(source, check=True)
+    assert "return 'MINE'" in copy.read_text()
+    assert make_exercises.sync(source, check=False, force=True)
+    assert "return 'MINE'" not in copy.read_text()
+
+
+def test_an_unchanged_copy_follows_its_chapter_whatever_the_file_times(course):
+    source, copy = course
+    source.write_text(source.read_text() + "\n# %% [markdown]\n# A new closing remark.\n")
+    _touch_later(copy, source)  # e.g. a checkout that wrote the copy last
+    assert make_exercises.sync(source, check=True) == ["exercises/01_tensors.ipynb"]
+    assert make_exercises.sync(source, check=False) == ["exercises/01_tensors.ipynb"]
+    nb = nbformat.read(copy, as_version=4)
+    assert nb.cells[-1].source == "A new closing remark."
+    assert nb.metadata[GENERATED] == make_exercises.cells_hash(nb)
+    assert make_exercises.sync(source, check=True) == []
+
+
+def test_a_copy_written_before_the_hash_is_kept_when_its_cells_changed(course):
+    source, copy = course
+    nb = nbformat.read(copy, as_version=4)
+    del nb.metadata[GENERATED]
+    nbformat.write(nb, copy)
+    _touch_later(source, copy)
+    assert make_exercises.sync(source, check=False) == ["exercises/01_tensors.ipynb"]
+    assert GENERATED in nbformat.read(copy, as_version=4).metadata  # unchanged: rewritten
+    _answer(copy, drop_hash=True)
+    _touch_later(source, copy)
+    with pytest.raises(EditedNotebook, match="--force"):
+        make_exercises.sync(source, check=False)
+    assert "return 'MINE'" in copy.read_text()
+
+
+def test_make_exercises_says_why_it_refuses(course, capsys, monkeypatch):
+    source, copy = course
+    monkeypatch.setattr(make_exercises, "exercise_sources", lambda: [source])
+    _answer(copy)
+    assert make_exercises.main([]) == 1
+    assert "--force" in capsys.readouterr().err
+    assert make_exercises.main(["--force"]) == 0
+    assert "return 'MINE'" not in copy.read_text()
+
+
+def _solved_one_at_a_time(source: Path) -> tuple[nbformat.NotebookNode, list[tuple[int, int]]]:
+    """The learner's copy of ``source`` where each exercise is run as a learner meets it:
+    its stub and checker, then its solution and the checker again, then the stub once more,
+    so that every checker but its second run, and every other cell, sees only stubs. Also the
+    (stub checker, solved checker) cell indices of each exercise."""
+    nb = learner_notebook(source)
+    solutions = read_chapter(source).cells
+    lead = len(nb.cells) - len(solutions)  # the note and the import path before the chapter
+    cells, checkers = [], []
+    for i, cell in enumerate(nb.cells):
+        cells.append(cell)
+        if CHECKER in cell.metadata.get("tags", []):
+            stub = nb.cells[i - 1]
+            solved = nbformat.v4.new_code_cell(solutions[i - 1 - lead].source)
+            checkers.append((len(cells) - 1, len(cells) + 1))
+            cells += [solved, nbformat.v4.new_code_cell(cell.source, metadata=cell.metadata),
+                      nbformat.v4.new_code_cell(stub.source)]
+    nb.cells = cells
+    return nb, checkers
+
+
 @pytest.mark.parametrize("source", WITH_EXERCISES, ids=lambda p: p.stem)
-def test_learner_copy_runs_and_every_checker_fails_on_its_stub(source, monkeypatch, tmp_path):
-    # An empty data root: chapter 6 skips its full-MNIST run (the solution run does it).
+def test_each_checker_needs_only_its_own_exercise_and_the_rest_none(source, monkeypatch,
+                                                                    tmp_path):
+    # A learner who solved only exercise N.k: its checker passes (it calls no other exercise's
+    # function), and every other checker fails on its own stub. The chapter's other cells run
+    # on stubs only. An empty data root: chapter 6 skips its full-MNIST run (nbval does it).
     monkeypatch.setenv("TINYTRAIN_DATA", str(tmp_path))
-    runs = run_notebook(EXERCISES / (source.stem + ".ipynb"))
-    checkers = [run for run in runs if run.checker]
+    nb, checkers = _solved_one_at_a_time(source)
+    runs = {run.index: run for run in run_notebook(EXERCISES / (source.stem + ".ipynb"), nb=nb)}
     numbers = [ex.number for ex in _exercises(source)]
     assert len(checkers) == len(numbers)
-    for run, number in zip(checkers, numbers):
-        assert run.error is not None, f"the checker of exercise {number} passed on the stub"
-        name, message = run.error
+    for (on_stub, on_solution), number in zip(checkers, numbers):
+        error = runs[on_stub].error
+        assert error is not None, f"the checker of exercise {number} passed on the stub"
+        name, message = error
         assert name == "NotImplementedError" and message.startswith(f"Exercise {number}:"), (
             f"the checker of exercise {number} failed with {name}: {message}, not on its stub")
-    broken = [(run.index, run.error) for run in runs if not run.checker and run.error]
+        assert runs[on_solution].error is None, (
+            f"with only exercise {number} solved, its checker failed: {runs[on_solution].error}")
+    broken = [(i, run.error) for i, run in runs.items() if not run.checker and run.error]
     assert not broken, f"cells that fail without the solutions: {broken}"

@@ -35,9 +35,11 @@ class CellRun:
     error: tuple[str, str] | None  # (exception name, message)
 
 
-def run_notebook(path: Path, timeout: int = 600) -> list[CellRun]:
-    """Execute the notebook at ``path`` in its own folder, continuing past errors."""
-    nb = nbformat.read(path, as_version=4)
+def run_notebook(path: Path, timeout: int = 600,
+                 nb: nbformat.NotebookNode | None = None) -> list[CellRun]:
+    """Execute the notebook at ``path`` (or ``nb``, as if it were there) in the folder of
+    ``path``, continuing past errors."""
+    nb = nbformat.read(path, as_version=4) if nb is None else nb
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
                             resources={"metadata": {"path": str(path.parent)}})
     client.execute(stderr=subprocess.DEVNULL)  # the kernel's own log; cells report via outputs

@@ -15,16 +15,25 @@ learner's copy replaces every marked block with ``raise NotImplementedError("Exe
 several, e.g. the methods of one class). It also starts with a note for the learner and, so
 that ``import figures`` works from ``exercises/``, puts ``notebooks/`` on the import path.
 
+A copy is the learner's to edit, so it is never overwritten once it differs from what was last
+written there: each copy records, in its notebook metadata, a hash of the cells it was written
+with, and a copy whose cells no longer match that hash (answers, notes) is left alone unless
+``--force`` is given, whatever the file times say. A copy from before the hash was recorded
+counts as changed when its cells differ from a fresh generation.
+
 Usage::
 
     python tools/make_exercises.py            # write what is out of date
     python tools/make_exercises.py --check    # exit 1 and name what is out of date
+    python tools/make_exercises.py --force    # overwrite copies with edits (answers) too
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
+import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +53,8 @@ from sync_notebooks import (
 EXERCISES = ROOT / "exercises"
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 CHECKER = "checker"
+#: Where a copy's notebook metadata records the hash of the cells it was written with.
+GENERATED = "tinytrain_generated_cells_sha256"
 
 
 @dataclass
@@ -182,21 +193,37 @@ def learner_notebook(source: Path) -> nbformat.NotebookNode:
     return nb
 
 
+def cells_hash(nb: nbformat.NotebookNode) -> str:
+    """A hash of what a notebook's cells say (their types and sources, not outputs or ids)."""
+    return hashlib.sha256(json.dumps(cells_of(nb)).encode()).hexdigest()
+
+
+def edited(copy: nbformat.NotebookNode, fresh: nbformat.NotebookNode) -> bool:
+    """Whether a learner's copy holds edits that writing ``fresh`` over it would lose: its
+    cells differ from those it was last written with (from a fresh generation, for a copy
+    that recorded no hash) and from ``fresh``'s."""
+    if cells_of(copy) == cells_of(fresh):
+        return False
+    recorded = copy.metadata.get(GENERATED)
+    return recorded is None or recorded != cells_hash(copy)
+
+
 def sync(source: Path, check: bool, force: bool = False) -> list[str]:
     """Bring ``exercises/<chapter>.ipynb`` up to date; return it if it was (or would be)
     written.
 
     Raises:
-        EditedNotebook: the learner's copy is newer than the chapter source and its cells
-            differ (someone's answers, most likely), and ``force`` is false: it is left alone.
+        EditedNotebook: the learner's copy was edited since it was written (someone's answers,
+            most likely; see :func:`edited`) and ``force`` is false: it is left alone.
     """
     target = EXERCISES / (source.stem + ".ipynb")
     nb = learner_notebook(source)
-    if (not force and target.exists() and target.stat().st_mtime > source.stat().st_mtime
-            and cells_of(nbformat.read(target, as_version=4)) != cells_of(nb)):
+    nb.metadata[GENERATED] = cells_hash(nb)
+    if not force and target.exists() and edited(nbformat.read(target, as_version=4), nb):
         raise EditedNotebook(
-            f"{target.relative_to(ROOT)} was edited after its chapter source (your answers?): "
-            f"copy it elsewhere first, or pass --force to overwrite it")
+            f"{target.relative_to(ROOT)} has cells that differ from what was last generated "
+            f"(your answers?), so it was not overwritten: copy it elsewhere first, or pass "
+            f"--force (python tools/make_exercises.py --force) to overwrite it")
     text = build_notebook(nb, target)
     if target.exists() and target.read_text() == text:
         return []

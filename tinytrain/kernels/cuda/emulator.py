@@ -10,19 +10,22 @@ source, not a hand-written twin that could drift from it.
 The subset: functions ``extern "C" __global__ void`` (kernels) and ``__device__`` helpers;
 scalar types ``real`` (float or double) and ``index_t`` (int or long long), both chosen per
 compilation, ``float``, ``double``,
-``int``, ``unsigned int``, ``long long``, ``short``, ``bool``; pointer parameters indexed
+``int``, ``unsigned int``, ``long long`` (or ``ptrdiff_t``), ``unsigned long long`` (or
+``size_t``), ``short``, ``bool``; pointer parameters indexed
 as ``p[i]`` (no pointer arithmetic); ``__shared__`` arrays; ``if``/``else``, ``for``,
 ``while``, ``break``, ``continue``, ``return``; ``__syncthreads()``; ``atomicAdd(&p[i], v)``;
 casts; ``exp log sqrt fabs fmax fmin min max isnan``; one-dimensional grids; ``#pragma``
 lines and the ``#ifndef TINYTRAIN_TYPES`` block of default typedefs (both skipped: the
 emulator chooses ``real`` and ``index_t`` itself). Anything else is a
-:class:`TranslationError` naming the line.
+:class:`TranslationError` naming the line: ``auto``, ``do ... while``, ``switch``,
+``long``, structs, templates and pointer arithmetic, for instance.
 
 What the emulation checks, beyond the values:
 
 * C semantics of integers: ``/`` and ``%`` truncate toward zero (Python's floor
   differently for negative numbers), ``int`` and ``unsigned int`` arithmetic wraps at
-  32 bits, comparisons between signed and unsigned convert as C does;
+  32 bits, ``unsigned long long`` at 64 bits, comparisons between signed and unsigned
+  convert as C does;
 * every array access is bounds-checked, and a thread that writes an element another
   thread of the same launch reads or writes is a race (in shared memory: between two
   ``__syncthreads()``), reported with both threads;
@@ -77,19 +80,20 @@ class EmulatorError(RuntimeError):
 # =========================================================================== types
 #
 # C types are tracked while translating so that every operation gets C's semantics:
-# "i32" int, "u32" unsigned int, "i64" long long, "i16" short, "bool", "f32", "f64".
+# "i32" int, "u32" unsigned int, "i64" long long, "u64" unsigned long long (size_t),
+# "i16" short, "bool", "f32", "f64".
 
-INT_TYPES = ("bool", "i16", "i32", "u32", "i64")
+INT_TYPES = ("bool", "i16", "i32", "u32", "i64", "u64")
 FLOAT_TYPES = ("f32", "f64")
 DTYPES = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "i32": np.int32,
-          "u32": np.uint32, "i16": np.int16, "bool": np.bool_}
+          "u32": np.uint32, "i16": np.int16, "bool": np.bool_, "u64": np.uint64}
 # The NumPy scalar type a kernel parameter of each C type must receive.
 SCALAR_ARG = {"i64": np.int64, "i32": np.int32, "u32": np.uint32, "i16": np.int16,
-              "f32": np.float32, "f64": np.float64, "bool": np.bool_}
-_RANK = {"bool": 0, "i16": 1, "i32": 2, "u32": 3, "i64": 4}
+              "f32": np.float32, "f64": np.float64, "bool": np.bool_, "u64": np.uint64}
+_RANK = {"bool": 0, "i16": 1, "i32": 2, "u32": 3, "i64": 4, "u64": 5}
 # Integer conversions that keep every value (no wrapping needed).
-_FITS = {("bool", t) for t in ("i16", "i32", "u32", "i64")} | {
-    ("i16", "i32"), ("i16", "i64"), ("i32", "i64"), ("u32", "i64")}
+_FITS = {("bool", t) for t in ("i16", "i32", "u32", "i64", "u64")} | {
+    ("i16", "i32"), ("i16", "i64"), ("i32", "i64"), ("u32", "i64"), ("u32", "u64")}
 
 
 def _common(a: str, b: str) -> str:
@@ -154,7 +158,10 @@ def _tokenize(src: str, filename: str) -> list[_Tok]:
 # =========================================================================== translator
 
 _TYPE_WORDS = {"real", "index_t", "float", "double", "int", "unsigned", "long", "short", "bool",
-               "void", "const", "signed"}
+               "void", "const", "signed", "size_t", "ptrdiff_t"}
+# C words a learner may reach for that the subset leaves out: refused with a pointer to it.
+_NOT_IN_SUBSET = {"auto", "do", "switch", "case", "goto", "struct", "union", "enum", "typedef",
+                  "template", "sizeof"}
 _BUILTIN_VARS = {"threadIdx", "blockIdx", "blockDim", "gridDim"}
 _MATH = {"exp": "_np.exp", "expf": "_np.exp", "log": "_np.log", "logf": "_np.log",
          "sqrt": "_np.sqrt", "sqrtf": "_np.sqrt", "fabs": "abs", "fabsf": "abs",
@@ -238,7 +245,9 @@ class _Translator:
         key = " ".join(words)
         table = {"real": self.real, "index_t": self.index, "float": "f32", "double": "f64",
                  "int": "i32", "unsigned": "u32", "unsigned int": "u32", "long long": "i64",
-                 "long long int": "i64", "short": "i16", "bool": "bool", "void": "void"}
+                 "long long int": "i64", "ptrdiff_t": "i64", "unsigned long long": "u64",
+                 "unsigned long long int": "u64", "size_t": "u64", "short": "i16",
+                 "bool": "bool", "void": "void"}
         if key not in table:
             raise self.error(f"type {key!r} is not in the subset")
         return table[key]
@@ -268,7 +277,7 @@ class _Translator:
             code = f"_trunc({code})"
         elif (src, dst) in _FITS:
             return code
-        return code if dst == "i64" else f"_{dst}({code})"
+        return code if dst == "i64" and src != "u64" else f"_{dst}({code})"
 
     # ---------------------------------------------------------------- expressions
 
@@ -351,6 +360,10 @@ class _Translator:
         if tok.kind != "id":
             raise self.error("expected an expression", tok)
         name = tok.text
+        if name in _NOT_IN_SUBSET:
+            raise self.error(f"{name!r} is not in the subset of CUDA C that the emulator runs "
+                             f"(the docstring of tinytrain/kernels/cuda/emulator.py lists it)",
+                             tok)
         if name in _BUILTIN_VARS:
             self.expect(".")
             axis = self.next()
@@ -384,6 +397,8 @@ class _Translator:
             digits = text.rstrip("ul")
             suffix = text[len(digits):]
             value = int(digits)
+        if value >= 2**63 or ("ll" in suffix and "u" in suffix):
+            return str(value), "u64"
         if "ll" in suffix or value >= 2**32 or ("u" not in suffix and value >= 2**31):
             return str(value), "i64"
         return str(value), "u32" if "u" in suffix else "i32"
@@ -654,6 +669,14 @@ def _u32(v: Any) -> int:
     return int(v) & 0xFFFFFFFF
 
 
+def _i64(v: Any) -> int:
+    return (int(v) + 2**63) % 2**64 - 2**63
+
+
+def _u64(v: Any) -> int:
+    return int(v) & 0xFFFFFFFFFFFFFFFF
+
+
 def _i16(v: Any) -> int:
     return (int(v) + 2**15) % 2**16 - 2**15
 
@@ -739,7 +762,7 @@ class _Shared:
     def array(self, name: str, dtype: Any, size: int) -> _Array:
         if name not in self.arrays:
             data = np.full(size, np.nan, dtype) if np.dtype(dtype).kind == "f" else np.full(
-                size, -7, dtype)
+                size, -7, np.int64).astype(dtype)  # (wrapped, for an unsigned type)
             self.arrays[name] = _Array(data, f"__shared__ {name}", self.kernel, self.tracker,
                                        shared=True)
         return self.arrays[name]
@@ -756,6 +779,7 @@ def _atomic_add(arr: _Array, i: Any, v: Any) -> Any:
 def _helpers(real: str) -> dict[str, Any]:
     return {
         "_np": np, "_div": _div, "_mod": _mod, "_i32": _i32, "_u32": _u32, "_i16": _i16,
+        "_i64": _i64, "_u64": _u64,
         "_trunc": _trunc, "_f32": np.float32, "_f64": np.float64,
         "_isnan": lambda v: bool(np.isnan(v)), "_atomic_add": _atomic_add,
         **{f"_{t}_dtype": d for t, d in DTYPES.items()},
