@@ -290,3 +290,50 @@ def test_float_alpha_with_integer_tensors_and_bool_subtraction_raise_like_torch(
 def test_pin_memory_is_accepted():
     x = tt.ones(2)
     assert x.pin_memory() is x and not x.is_pinned()
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta"])
+def test_optimizer_step_takes_a_closure_like_torch(name):
+    """``step(closure)`` re-evaluates the loss with gradients on, then steps; it returns the
+    closure's loss (L-BFGS-style code and some tutorials use it)."""
+    w0 = np.array([[0.5, -1.0], [2.0, 0.25]], dtype=np.float32)
+    results = []
+    for T in (tt, torch):
+        w = T.tensor(w0, requires_grad=True)
+        opt = getattr(T.optim, name)([w], lr=0.1)
+
+        def closure():
+            opt.zero_grad()
+            loss = (w * w).sum()
+            loss.backward()
+            return loss
+
+        with T.no_grad():  # the closure still computes gradients
+            losses = [float(opt.step(closure)) for _ in range(3)]
+        results.append((losses, w.detach().numpy().copy()))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-5)
+    np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-5, atol=1e-7)
+
+
+def test_sgd_default_lr_and_pytorch_spellings():
+    assert tt.optim.SGD([tt.ones(1, requires_grad=True)]).defaults["lr"] == \
+        torch.optim.SGD([torch.ones(1, requires_grad=True)]).defaults["lr"]
+    from tinytrain.autograd.function import once_differentiable
+
+    class Square(tt.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 2 * x * g
+
+    x = tt.tensor([3.0], requires_grad=True)
+    Square.apply(x).sum().backward()
+    assert x.grad.tolist() == [6.0]
+    with pytest.raises(TypeError, match="seed="):
+        tt.utils.data.random_split(list(range(10)), [5, 5], generator=object())

@@ -54,6 +54,7 @@ op's node, or an :class:`AccumulateGrad` for a leaf that requires grad.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -394,6 +395,12 @@ def _saved_versions(saved: tuple, inputs: tuple, raw: tuple, output: Tensor) -> 
                     break
         entries.append(entry)
     return tuple(entries)
+
+
+def once_differentiable(backward: Callable) -> Callable:
+    """PyTorch's decorator for a ``backward`` that is not itself differentiable: tinytrain's
+    backward always runs under ``no_grad`` (no double backward), so it changes nothing."""
+    return backward
 
 
 def on_one_device(name: str, inputs: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -134,15 +134,18 @@ def sample_index(index: Any, size: int, what: str) -> int:
     return int(index)
 
 
-def random_split(dataset: Any, lengths: Sequence[float], seed: int | None = None
-                 ) -> list[Subset]:
+def random_split(dataset: Any, lengths: Sequence[float], seed: int | None = None,
+                 generator: Any = None) -> list[Subset]:
     """Split ``dataset`` into non-overlapping random :class:`Subset` s of the given lengths.
 
     ``lengths`` must sum to ``len(dataset)``, or be fractions that sum to 1 (``[0.8, 0.2]``:
     each gets ``floor(n * fraction)`` and the rest is dealt out one by one, as PyTorch
     does). With a seed the split is reproducible; without, it draws from tinytrain's global
-    generator.
+    generator. PyTorch's ``generator=`` is refused with that hint (tinytrain has no
+    ``Generator`` objects).
     """
+    if generator is not None:
+        raise TypeError("random_split: generator= is PyTorch's; " + _UNSUPPORTED["generator"])
     n = len(dataset)
     if all(0 <= k <= 1 for k in lengths) and math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
         counts = [math.floor(n * k) for k in lengths]

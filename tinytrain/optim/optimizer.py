@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from tinytrain import backend
+from tinytrain.autograd import enable_grad
 from tinytrain.tensor import ShapeError, Tensor
 
 #: Options of PyTorch's optimizers that change the update and that tinytrain's do not have:
@@ -40,14 +41,21 @@ class Optimizer:
     _step_count = 0  # step() calls so far (a scheduler stepped before any warns, as PyTorch's)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Each optimizer's ``step`` counts its calls in ``_step_count``."""
+        """Each optimizer's ``step`` counts its calls in ``_step_count`` and takes PyTorch's
+        ``closure``: ``step(closure)`` first calls ``closure()`` (which recomputes the loss
+        and its gradients) with gradients on, and returns what it returned."""
         super().__init_subclass__(**kwargs)
         step = cls.__dict__.get("step")
         if step is not None:
             @functools.wraps(step)
-            def counted(self: Optimizer, *args: Any, **kw: Any) -> Any:
+            def counted(self: Optimizer, closure: Callable[[], Any] | None = None) -> Any:
                 self._step_count += 1
-                return step(self, *args, **kw)
+                loss = None
+                if closure is not None:
+                    with enable_grad():
+                        loss = closure()
+                result = step(self)
+                return loss if closure is not None else result
 
             cls.step = counted  # type: ignore[method-assign]
 
