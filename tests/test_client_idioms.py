@@ -302,7 +302,7 @@ def test_optimizer_step_takes_a_closure_like_torch(name):
         w = T.tensor(w0, requires_grad=True)
         opt = getattr(T.optim, name)([w], lr=0.1)
 
-        def closure():
+        def closure(opt=opt, w=w):
             opt.zero_grad()
             loss = (w * w).sum()
             loss.backward()
