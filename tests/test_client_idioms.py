@@ -337,3 +337,64 @@ def test_sgd_default_lr_and_pytorch_spellings():
     assert x.grad.tolist() == [6.0]
     with pytest.raises(TypeError, match="seed="):
         tt.utils.data.random_split(list(range(10)), [5, 5], generator=object())
+
+
+class _MatT(tt.autograd.Function):
+    """tinytrain's own style (forward on arrays + setup_context), with a backward that
+    returns a wrong-shaped gradient on purpose."""
+
+    @staticmethod
+    def forward(a):
+        return a * 2
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.T.copy()
+
+
+def test_setup_context_style_functions_have_their_gradients_checked_too():
+    x = tt.arange(6.0).requires_grad_()
+    with pytest.raises(RuntimeError, match=r"_MatT.backward returned an invalid gradient.*"
+                                           r"\(3, 2\).*\(2, 3\)"):
+        _MatT.apply(x.reshape(2, 3)).sum().backward()
+
+
+def test_a_leaf_grad_is_contiguous_even_through_a_transpose_like_torch():
+    for T in (tt, torch):
+        w = T.ones(2, 3, requires_grad=True)
+        (T.ones(4, 3) @ w.T).sum().backward()
+        assert w.grad.is_contiguous()
+        assert w.grad.view(-1).shape == (6,)
+
+
+def test_retain_grad_and_the_non_leaf_grad_warning_like_torch():
+    results = []
+    for T in (tt, torch):
+        x = T.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        y = x * 2
+        z = y * y
+        with pytest.warns(UserWarning, match="not a leaf Tensor"):
+            assert z.grad is None
+        y.retain_grad()
+        assert y.retains_grad and not z.retains_grad
+        (z.sum() + y.sum()).backward()
+        results.append((y.grad.tolist(), x.grad.tolist()))
+    assert results[0] == results[1]
+
+
+def test_detach_in_place_and_pytorch_backward_arguments():
+    x = tt.ones(2, requires_grad=True)
+    y = x * 2
+    assert y.detach_() is y and y.grad_fn is None and not y.requires_grad
+    with pytest.raises(RuntimeError, match="views in-place"):
+        (x * 2)[0:1].detach_()
+    with pytest.raises(NotImplementedError, match="higher-order"):
+        (x * 2).sum().backward(create_graph=True)
+    w = tt.ones(3, requires_grad=True)
+    w.grad = tt.zeros(1).expand(3)  # a read-only broadcast view: accumulating replaces it
+    (w * 2).sum().backward()
+    assert w.grad.tolist() == [2.0, 2.0, 2.0]

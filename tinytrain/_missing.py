@@ -67,14 +67,8 @@ _HOOKS = ("tinytrain has no tensor hooks; use register_post_accumulate_grad_hook
           "a module's register_forward_hook")
 _STORAGE = "a tinytrain Tensor wraps one NumPy/CuPy array: use t.data (the array) or t.numpy()"
 TENSOR_HINTS = {
-    "register_hook": _HOOKS, "retain_grad": "tinytrain keeps .grad for leaves only. To see a "
-    "non-leaf's gradient, split the computation there: y_leaf = y.detach().requires_grad_(), "
-    "finish the forward from y_leaf and backward; y_leaf.grad is y's gradient (then, if the "
-    "graph before y is needed too, y.backward(y_leaf.grad))",
-    "storage": _STORAGE, "untyped_storage": _STORAGE, "storage_offset": _STORAGE,
-    "as_strided": _STORAGE,
-    "pin_memory": "tinytrain does not pin CPU memory; .to('cuda') copies directly",
-    "is_pinned": "tinytrain does not pin CPU memory; .to('cuda') copies directly",
+    "register_hook": _HOOKS, "storage": _STORAGE, "untyped_storage": _STORAGE,
+    "storage_offset": _STORAGE, "as_strided": _STORAGE,
     "share_memory_": "tinytrain has no worker processes to share memory with",
     "to_sparse": "tinytrain has dense tensors only",
     "is_sparse": "tinytrain has dense tensors only",
@@ -118,7 +112,7 @@ bitwise_xor_ bmm cauchy_ ccol_indices cdouble cfloat chalf cholesky cholesky_inv
 cholesky_solve clamp_max_ clamp_min_ coalesce col_indices conj conj_physical
 conj_physical_ const_data_ptr copysign copysign_ corrcoef cosh cosh_ cov cross
 crow_indices cummax cummin cumprod cumprod_ cumsum_ deg2rad deg2rad_ dense_dim dequantize
-det detach_ diag diag_embed diagflat diagonal diagonal_scatter diff digamma digamma_
+det diag diag_embed diagflat diagonal diagonal_scatter diff digamma digamma_
 dim_order dist divide_ dsplit eig eq_ erf erf_ erfc erfc_ erfinv erfinv_ exp2 exp2_ expm1_
 exponential_ fill_diagonal_ fix fix_ fliplr flipud float_power float_power_ floor_divide
 floor_divide_ fmax fmin fmod fmod_ frac frac_ frexp gcd gcd_ ge_ geometric_ geqrf ger
@@ -127,7 +121,7 @@ heaviside_ histc histogram hsplit hypot hypot_ i0 i0_ igamma igamma_ igammac iga
 index index_add index_add_ index_copy index_copy_ index_fill index_fill_ index_put
 index_put_ index_reduce index_reduce_ indices inner int_repr inverse ipu is_coalesced
 is_complex is_conj is_distributed is_inference is_ipu is_maia is_meta is_mkldnn is_mps
-is_mtia is_neg is_nested is_nonzero is_pinned is_quantized is_same_size is_set_to
+is_mtia is_neg is_nested is_nonzero is_quantized is_same_size is_set_to
 is_shared is_signed is_sparse is_sparse_csr is_vulkan is_xla is_xpu isneginf isposinf
 isreal istft kron kthvalue layout lcm lcm_ ldexp ldexp_ le_ lerp lerp_ less_ less_equal_
 lgamma lgamma_ log10_ log1p_ log2_ log_normal_ logaddexp logaddexp2 logcumsumexp logdet
@@ -135,12 +129,12 @@ logical_and_ logical_not_ logical_or_ logical_xor_ logit logit_ lstsq lt_ lu lu_
 mT map2_ map_ masked_scatter masked_scatter_ matrix_exp matrix_power median mode
 module_load msort mtia multiply_ mv mvlgamma mvlgamma_ name nan_to_num nan_to_num_ nanmean
 nanmedian nanquantile nansum narrow_copy ne_ negative_ new new_empty_strided nextafter
-nextafter_ nonzero_static not_equal_ orgqr ormqr output_nr pin_memory pinverse polygamma
+nextafter_ nonzero_static not_equal_ orgqr ormqr output_nr pinverse polygamma
 polygamma_ positive prelu prod put put_ q_per_channel_axis q_per_channel_scales
 q_per_channel_zero_points q_scale q_zero_point qr qscheme quantile rad2deg rad2deg_
 random_ real record_stream register_hook reinforce remainder_ renorm renorm_
 repeat_interleave resize resize_ resize_as resize_as_ resize_as_sparse_ resolve_conj
-resolve_neg retain_grad retains_grad roll rot90 row_indices rsqrt_ scatter_add
+resolve_neg roll rot90 row_indices rsqrt_ scatter_add
 scatter_add_ scatter_reduce scatter_reduce_ select_scatter set_ sgn sgn_ share_memory_
 signbit sinc sinc_ sinh sinh_ slice_inverse slice_scatter slogdet smm solve sparse_dim
 sparse_mask sparse_resize_ sparse_resize_and_clear_ split_with_sizes squeeze_ sspaddmm

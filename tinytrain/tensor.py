@@ -31,6 +31,7 @@ import math
 import numbers
 import operator
 import sys
+import warnings
 import weakref
 from collections import namedtuple
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -184,8 +185,30 @@ class Tensor:
 
     @property
     def grad(self) -> Tensor | None:
-        """The gradient accumulated by ``backward()`` (None until then)."""
+        """The gradient accumulated by ``backward()`` (None until then). A non-leaf keeps
+        one only after :meth:`retain_grad`; reading it otherwise warns, as PyTorch."""
+        if self._grad is None and self.grad_fn is not None and not self.retains_grad:
+            warnings.warn(
+                "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
+                "Its .grad attribute won't be populated during autograd.backward(). If you "
+                "indeed want the .grad field to be populated for a non-leaf Tensor, use "
+                ".retain_grad() on the non-leaf Tensor.", UserWarning, stacklevel=2)
         return self._grad
+
+    @property
+    def retains_grad(self) -> bool:
+        """True after :meth:`retain_grad` on a non-leaf."""
+        node = self.grad_fn
+        return node is not None and node.retained is not None and node.retained() is self
+
+    def retain_grad(self) -> None:
+        """Keep this non-leaf's gradient in ``.grad`` during ``backward()`` (a leaf keeps
+        its own already): the gradient that reaches its ``grad_fn`` is the loss's gradient
+        with respect to this tensor, summed over every path."""
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.grad_fn is not None:
+            self.grad_fn.retained = weakref.ref(self)
 
     @grad.setter
     def grad(self, value: Tensor | None) -> None:
@@ -481,6 +504,14 @@ class Tensor:
         """The same array, cut from the graph (shares memory and version, like PyTorch)."""
         return Tensor(self)
 
+    def detach_(self) -> Tensor:
+        """Cut this tensor itself from the graph: it becomes a leaf that does not require
+        grad (PyTorch's ``detach_``; views of other tensors refuse, as there)."""
+        if self._base is not None:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+        self.grad_fn, self._requires_grad = None, False
+        return self
+
     def clone(self) -> Tensor:
         """A copy in new (row-major) memory; differentiable."""
         return O.Clone.apply(self)
@@ -504,13 +535,22 @@ class Tensor:
             self._acc_ref = weakref.ref(node)
         return node
 
-    def backward(self, gradient: Tensor | None = None, retain_graph: bool = False) -> None:
+    def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
+                 create_graph: bool = False, inputs: Any = None) -> None:
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad``.
 
         ``gradient`` is required unless self has one element. Without
         ``retain_graph`` the graph's saved arrays are freed as it runs, and a
-        second backward through it raises.
+        second backward through it raises. ``create_graph`` and ``inputs`` are
+        PyTorch's, for higher-order and partial gradients, which tinytrain does not
+        compute: they raise, saying so.
         """
+        if create_graph or inputs is not None:
+            raise NotImplementedError(
+                "backward(create_graph=True / inputs=...): tinytrain computes first-order "
+                "gradients into every leaf only (no higher-order gradients, no gradient "
+                "subsets); leave the arguments out")
+        retain_graph = builtins.bool(retain_graph)
         if not self.requires_grad:
             raise RuntimeError(
                 "backward() on a tensor that does not require grad: nothing in its graph "

@@ -91,6 +91,8 @@ def _propagate(root: Node, grad: Any, retain_graph: bool, owned: bool) -> None:
     while ready:
         node = ready.pop()
         grad_out = buffers.pop(node)
+        if node.retained is not None:  # retain_grad(): this is the output's whole gradient
+            _retain(node.retained(), grad_out)
         if type(node) is AccumulateGrad:
             grads = node.apply(grad_out, node in mine)
         else:
@@ -115,6 +117,16 @@ def _propagate(root: Node, grad: Any, retain_graph: bool, owned: bool) -> None:
                     ready.append(child)
                 else:  # every path into it returned None: nothing flows below
                     _skip(child, deps, buffers, ready, retain_graph)
+
+
+def _retain(t: Any, grad: Any) -> None:
+    """Add ``grad`` into the ``.grad`` of a non-leaf that asked for it (if still alive)."""
+    if t is None:
+        return
+    if t._grad is None:
+        t._grad = type(t)(grad.astype(t.dtype, order="C", copy=True))
+    else:
+        t._grad.data += grad
 
 
 def _skip(node: Node, deps: dict, buffers: dict, ready: list, retain_graph: bool) -> None:

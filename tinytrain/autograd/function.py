@@ -130,7 +130,16 @@ class Context:
 
 
 class Node:
-    """A recorded op in the graph: its Function, its context and its inputs' nodes."""
+    """A recorded op in the graph: its Function, its context and its inputs' nodes.
+
+    The gradients a user's Function returns are checked as PyTorch checks them
+    (:meth:`_fit`): each is None, or of its input's shape, or of a shape that input
+    broadcasts to (then summed back to it); anything else raises, naming the Function and
+    the input. tinytrain's own ops are trusted (``input_meta`` None: no check per node).
+    """
+
+    input_meta: tuple | None = None  # (shape, dtype) per input that needs a gradient
+    retained: Any = None  # a weak reference to the output that called retain_grad()
 
     def __init__(self, fn: type[Function], ctx: Context, next_functions: tuple) -> None:
         self.fn = fn
@@ -142,45 +151,16 @@ class Node:
         return f"{self.fn.__name__}Backward"
 
     def apply(self, grad: Any) -> tuple[Any, ...]:
-        return self._check(self.fn.backward(self.ctx, grad))
+        grads = self._check(self.fn.backward(self.ctx, grad))
+        return grads if self.input_meta is None else self._fitted(grads)
 
-    def _check(self, grads: Any) -> tuple[Any, ...]:
-        if not isinstance(grads, tuple):
-            grads = (grads,)
-        n = len(self.next_functions)
-        if len(grads) > n and all(g is None for g in grads[n:]):
-            grads = grads[:n]  # surplus Nones (for non-tensor arguments): ignored, as PyTorch
-        if len(grads) != n:
-            raise RuntimeError(
-                f"{self.fn.__name__}.backward returned {len(grads)} gradients but forward "
-                f"took {len(self.next_functions)} inputs"
-            )
-        return grads
-
-    def release(self) -> None:
-        self.ctx.free()
-
-    def __repr__(self) -> str:
-        return f"<{self.name}>"
-
-
-class CtxNode(Node):
-    """The node of a ctx-style Function: ``backward`` sees and returns Tensors.
-
-    A user's backward is checked as PyTorch checks it: each gradient is a Tensor or None,
-    of its input's shape, or of a shape that input broadcasts to (then summed back to it,
-    as a broadcast's gradient is); anything else raises, naming the Function and input.
-    """
-
-    def __init__(self, fn: type[Function], ctx: Context, next_functions: tuple,
-                 inputs: tuple) -> None:
-        super().__init__(fn, ctx, next_functions)
+    def check_inputs(self, inputs: tuple) -> Node:
+        """Record the inputs' shapes and dtypes, so that backward's gradients are checked."""
         self.input_meta = tuple((x.shape, x.dtype) if n else None
-                                for x, n in zip(inputs, next_functions))
+                                for x, n in zip(inputs, self.next_functions))
+        return self
 
-    def apply(self, grad: Any) -> tuple[Any, ...]:
-        with no_grad():
-            grads = self._check(self.fn.backward(self.ctx, Tensor(grad)))
+    def _fitted(self, grads: tuple) -> tuple:
         return tuple(self._fit(i, g) for i, g in enumerate(grads))
 
     def _fit(self, i: int, g: Any) -> Any:
@@ -207,6 +187,35 @@ class CtxNode(Node):
                                               if n == 1 and g.shape[lead + d] != 1)
             g = g.sum(axis=axes, keepdims=True).reshape(shape) if axes else g.reshape(shape)
         return g if g.dtype == dtype else g.astype(dtype)
+
+    def _check(self, grads: Any) -> tuple[Any, ...]:
+        if not isinstance(grads, tuple):
+            grads = (grads,)
+        n = len(self.next_functions)
+        if len(grads) > n and all(g is None for g in grads[n:]):
+            grads = grads[:n]  # surplus Nones (for non-tensor arguments): ignored, as PyTorch
+        if len(grads) != n:
+            raise RuntimeError(
+                f"{self.fn.__name__}.backward returned {len(grads)} gradients but forward "
+                f"took {len(self.next_functions)} inputs"
+            )
+        return grads
+
+    def release(self) -> None:
+        self.ctx.free()
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+
+class CtxNode(Node):
+    """The node of a ctx-style Function: ``backward`` sees and returns Tensors (a user's,
+    so its gradients are always checked: see :class:`Node`)."""
+
+    def apply(self, grad: Any) -> tuple[Any, ...]:
+        with no_grad():
+            grads = self._check(self.fn.backward(self.ctx, Tensor(grad)))
+        return self._fitted(grads)
 
 
 class AccumulateGrad(Node):
@@ -239,7 +248,11 @@ class AccumulateGrad(Node):
             )
         if t._grad is None:  # (the shape is checked above, the dtype made: no setter checks)
             own = owned and grad.dtype == t.dtype and grad.flags.c_contiguous
-            t._grad = Tensor(grad if own else grad.astype(t.dtype, copy=True))
+            # (a C-contiguous copy, as PyTorch lays out .grad like its parameter: a gradient
+            # that came through a transpose would otherwise make p.grad.view(-1) fail)
+            t._grad = Tensor(grad if own else grad.astype(t.dtype, order="C", copy=True))
+        elif not t._grad.data.flags.writeable:  # a .grad assigned as a broadcast view
+            t._grad = Tensor(t._grad.data + grad)
         else:
             t._grad.data += grad
         for hook in list(t._post_accumulate_grad_hooks.values()):
@@ -260,6 +273,7 @@ class Function:
 
     new_grads: bool = False
     _ctx_style: bool = False  # PyTorch's forward(ctx, *inputs) (module docstring); per class
+    _user: bool = False  # defined outside tinytrain: its backward's gradients are checked
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -272,6 +286,7 @@ class Function:
                 f"inputs only); use one style: drop setup_context, or ctx from forward"
             )
         cls._ctx_style = takes_ctx
+        cls._user = not cls.__module__.startswith("tinytrain.")  # (gradients checked)
 
     @staticmethod
     def forward(*inputs: Any) -> Any:
@@ -329,7 +344,8 @@ class Function:
             if ctx._saved:
                 ctx._versions = _saved_versions(ctx._saved, inputs, raw, output)
             nexts = tuple(x._grad_node() if n else None for x, n in zip(inputs, needs))
-            output.grad_fn = Node(cls, ctx, nexts)
+            node = Node(cls, ctx, nexts)
+            output.grad_fn = node.check_inputs(inputs) if cls._user else node
             output._requires_grad = True
         return output
 
@@ -353,7 +369,7 @@ def _apply_ctx_style(cls: type[Function], inputs: tuple[Any, ...]) -> Tensor:
         ctx._versions = tuple((t._version_counter, t._version_counter[0])
                               if isinstance(t, Tensor) else None for t in ctx._saved)
         nexts = tuple(x._grad_node() if n else None for x, n in zip(inputs, needs))
-        output.grad_fn = CtxNode(cls, ctx, nexts, inputs)
+        output.grad_fn = CtxNode(cls, ctx, nexts).check_inputs(inputs)
         output._requires_grad = True
     return output
 
