@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 
 from tinytrain.autograd.grad_mode import is_grad_enabled, no_grad
+from tinytrain.backend import get_array_module
 
 #: The Tensor class; :mod:`tinytrain.tensor` (which imports this module) sets it once it
 #: exists, so that ``apply`` needs no import on every call.
@@ -326,8 +327,12 @@ class Function:
         if mixed:  # CPU 0-d tensors join a GPU op (as PyTorch); other mixes raise
             return cls.apply(*on_one_device(cls.__name__, inputs))
         out = cls.forward(*raw)
+        shared = getattr(out, "base", None) is not None or any(r is out for r in raw)
+        if not getattr(out, "flags", _ROW_MAJOR).c_contiguous and (
+                not shared or not any(_root(r) is _root(out) for r in raw)):
+            out = _row_major(out)  # a new array, not a view of an input
         output = Tensor(out)
-        if getattr(out, "base", None) is not None or any(r is out for r in raw):
+        if shared:
             _share_version_if_view(output, out, inputs, raw)
             if output._base is not None:  # a view: how to make its node again (_refresh_view)
                 if is_grad_enabled():
@@ -378,6 +383,18 @@ def _differentiable(out: Any) -> bool:
     """Whether a Function's result can carry a gradient: floating (not integer or bool)."""
     dtype = getattr(out, "dtype", None)
     return dtype is None or dtype.kind == "f"
+
+
+_ROW_MAJOR = np.ones(1).flags  # (for results without flags: Python numbers)
+
+
+def _row_major(out: Any) -> Any:
+    """A new result in row-major order. NumPy keeps its input's order (``cat`` or
+    ``softmax`` of a transposed tensor comes out transposed), where PyTorch's new tensors
+    are contiguous, so that ``torch.cat([a.t(), b.t()]).view(-1)`` works; so here too
+    (elementwise ops included, where PyTorch keeps the layout: a view then works in
+    tinytrain where PyTorch would refuse it). Views of inputs are never copied."""
+    return get_array_module(out).ascontiguousarray(out)
 
 
 def _root(array: Any) -> Any:
