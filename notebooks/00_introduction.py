@@ -98,9 +98,10 @@
 #   use* `tinytrain.autograd`, `nn` and `optim`, to compare with.
 # * **[Chapter 3 — Conv2d on the CPU](03_conv2d_cpu.ipynb)**, 4 h; before it: chapters 1–2.
 #   *You build* naive loops, one matrix product per kernel offset, im2col as a view, the
-#   column-shift kernel the package runs (then what blocks, packing and sharding add), the
-#   backward pass as convolutions, the `Conv2d` `Function` and pooling. *You use* the
-#   package's threaded kernels, to time against.
+#   column-shift kernel (which the package's dX runs; its forward and dW pack windows
+#   instead), then what blocks, packing and sharding add, the backward pass as convolutions,
+#   the `Conv2d` `Function` and pooling. *You use* the package's threaded kernels, to time
+#   against.
 # * **[Chapter 4 — CUDA im2col](04_cuda_im2col.ipynb)**, 3 h; before it: chapter 3, reading
 #   C; a GPU is optional. *You build* a CUDA kernel (a grid-stride loop) and the index maps
 #   of im2col, col2im as a gather and a block reduction, checked against the package's

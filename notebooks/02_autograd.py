@@ -1513,7 +1513,9 @@ plt.show()
 # multiply-add a node — and compute the same numbers. Below, one step of the MLP on a batch
 # of 8 points, with both engines, from the same weights: the losses and the updated weights
 # agree; then each engine's time per step. (`Value` gets a `log` for the cross-entropy:
-# `d log(a) / da = 1 / a`.)
+# `d log(a) / da = 1 / a`.) The garbage collector is switched off while timing: the `Value`
+# engine's closures form reference cycles, and collecting them would otherwise dominate its
+# time.
 
 # %%
 def value_log(self):
@@ -1581,15 +1583,21 @@ print(f"one step on {len(Xs)} points: loss {loss_v:.6f} with both; "
       f"{nodes_v:,} Value nodes against {nodes_m} tensor nodes")
 
 # %%
+import gc
 import time
 
 
 def seconds_per_step(step, repeats):
     times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
+    gc.collect()
+    gc.disable()  # the Value engine's closures form reference cycles (see above)
+    try:
+        for _ in range(repeats):
+            start = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - start)
+    finally:
+        gc.enable()
     return float(np.median(times))
 
 
@@ -1617,20 +1625,20 @@ ratio = per_step["Value engine"] / per_step["our tensor engine"]
 print(f"the Value engine takes {ratio:,.0f}x as long per step; it builds "
       f"{nodes_v / nodes_m:,.0f}x as many nodes, "
       f"{per_step['Value engine'] / nodes_v * 1e6:.1f} us per Value node against "
-      f"{per_step['our tensor engine'] / nodes_m * 1e6:.0f} us per tensor node")
+      f"{per_step['our tensor engine'] / nodes_m * 1e6:.1f} us per tensor node")
 
 # %% [markdown]
 # The printed ratio is the whole argument for tensors. The two engines do the same
 # arithmetic; the difference is how many times the Python interpreter is involved. The
 # `Value` engine creates a Python object, a closure and a graph entry for every single
 # multiply and add (the node count printed above, for this toy network on 8 points), and
-# each costs some microseconds of interpreter time, forward and backward. The tensor engine
-# creates one node per matrix operation, and each hands its whole loop to NumPy's compiled
-# code: a tensor node does a whole matrix operation for a few microseconds of interpreter
-# time, about what one `Value` node spends on one multiply (the per-node times printed above),
-# and there are far fewer of them. The gap grows with the batch and the width — the `Value`
-# count grows with both, the tensor count with neither — which is why every framework is
-# built on tensor ops, and why the rest of this course is about making a few large ops fast.
+# each costs interpreter time, forward and backward. The tensor engine creates one node per
+# matrix operation, and each hands its whole loop to NumPy's compiled code: a tensor node
+# costs a few times what a `Value` node does (the per-node times printed above), but it does
+# a whole matrix operation for that, and there are far fewer of them. The gap grows with the
+# batch and the width — the `Value` count grows with both, the tensor count with neither —
+# which is why every framework is built on tensor ops, and why the rest of this course is
+# about making a few large ops fast.
 
 
 # %% [markdown]

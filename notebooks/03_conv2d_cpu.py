@@ -159,8 +159,8 @@ assert (y_hand == -8).all()
 #   Kw]` (PyTorch's "OIHW"), the input `[N, Cin, H, W]` ("NCHW");
 # * **stride** `s`: the kernel jumps `s` pixels at a time, shrinking the output;
 # * **padding** `p`: `p` rows and columns of zeros around the image, so border pixels get
-#   their turn in the middle of a window (with `p = (K - 1) / 2` the output keeps the input's
-#   size).
+#   their turn in the middle of a window (with stride 1 and `p = (K - 1) / 2`, `K` odd, the
+#   output keeps the input's size).
 #
 # Each of H and W then follows `out = (in + 2p - K) // s + 1` — and H and W are independent:
 # a `(2, 3)` kernel with stride `(2, 1)` is fine. `Conv2dMeta` is the one place in tinytrain
@@ -615,8 +615,8 @@ assert np.shares_memory(X_demo[:, 2 * 26 + 2:], X_demo)
 # (`Wp`), a window row is *one* run of `(Ho-1)*Wp + Wo` numbers, as in `conv2d_shift` but per
 # image, not per block. That packs faster, for `Kw-1` columns per output row that are not
 # outputs, left out when the real ones are copied to the result. It pays from `Cin = 16` on
-# (forward 1-8% faster, dW 11-15% on one core) and loses for a first layer, so
-# `WIDE_MIN_CHANNELS` picks it.
+# (forward 1-8% faster, dW 8-15% on one core: [bench/NOTES_cpu.md](../bench/NOTES_cpu.md),
+# v10) and loses for a first layer, so `WIDE_MIN_CHANNELS` picks it.
 #
 # Two more details of the package's forward. The bias is not a pass of its own: it is one
 # more column of the weight matrix, `[w2 | b]`, met by a row of ones under the packed windows
@@ -787,7 +787,9 @@ print(f"conv1 (Cin = 1): packing {c1['+ blocks'][1] / c1['+ packing'][1]:.0f}x f
 #   waits for the slower thread, and its two-thread bar can be longer than its one-thread bar.
 # * "+ sharding" and `conv2d_forward` differ in what they pack: this notebook's version packs
 #   shifted rows and copies its outputs out of the padded grid; the package packs the exact
-#   windows and its GEMMs write each shard's output in place.
+#   windows for conv1, whose GEMMs write each shard's output in place, and for conv2
+#   (`Cin = 32`, at least `WIDE_MIN_CHANNELS`) one wide run per window row and image, copying
+#   the real columns out.
 #
 # Lessons, in the order they cost time:
 #

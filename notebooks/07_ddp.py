@@ -272,10 +272,11 @@ assert before > 0 and after == 0
 # %% [markdown]
 # Parameters then stay identical by themselves (every rank applies the same averaged
 # gradient), but *buffers* do not: BatchNorm's running mean and variance are updated in
-# forward from each rank's own batch. So, as in PyTorch (`broadcast_buffers=True`), the
-# wrapper broadcasts rank 0's buffers again before the forward that follows a training step
-# (and before the first one): every training step starts from rank 0's statistics, and an
-# evaluation right after training uses them on every rank.
+# forward from each rank's own batch. So, as in PyTorch (`forward_sync_buffers`, on by
+# default; its older name `broadcast_buffers`, deprecated in PyTorch 2.13, is accepted too),
+# the wrapper broadcasts rank 0's buffers again before the forward that follows a training
+# step (and before the first one): every training step starts from rank 0's statistics, and
+# an evaluation right after training uses them on every rank.
 
 # %% [markdown]
 # ## 3. Ring all-reduce
@@ -367,10 +368,13 @@ print("Exercise 7.2: correct")
 # The ring's bandwidth term stays below 2Nβ however many ranks there are; its latency term
 # grows with R, which is why small arrays use other algorithms (trees) and why DDP groups many
 # small gradients into a few big messages (next section). For our `convnet`'s gradients
-# (861 KB of float32) on links of 25 GB/s with α = 5 µs:
+# (their size is printed below) on links of 25 GB/s with α = 5 µs:
 
 # %%
-N = 215_370 * 4                      # bytes of convnet's gradients
+weights = [p.data for p in build_model("convnet").parameters()]  # a gradient has its shape
+N = sum(w.nbytes for w in weights)   # bytes of convnet's gradients
+print(f"convnet's gradients: {N / 1e3:.0f} KB ({sum(w.size for w in weights):,} "
+      f"{weights[0].dtype} numbers)")
 alpha, beta = 5e-6, 1 / 25e9         # 5 us per message, 25 GB/s per link
 Rs = [2, 4, 8, 16, 32]
 latency = [1e6 * 2 * (R - 1) * alpha for R in Rs]
@@ -379,7 +383,8 @@ naive_bw = [1e6 * 2 * (R - 1) * N * beta for R in Rs]
 fig = figures.draw_allreduce_cost(Rs, {
     "to rank 0 and back": [a + b for a, b in zip(latency, naive_bw)],
     "ring": [a + b for a, b in zip(latency, ring_bw)],
-    "ring, bandwidth term only": ring_bw}, "time (µs)", "all-reduce of 861 KB: α + nβ model")
+    "ring, bandwidth term only": ring_bw}, "time (µs)",
+    f"all-reduce of {N / 1e3:.0f} KB: α + nβ model")
 for R, lat, rb, nb in zip(Rs, latency, ring_bw, naive_bw):
     print(f"R={R:2d}: ring {lat + rb:5.0f} µs ({rb:3.0f} of them bandwidth) | "
           f"to rank 0 and back {lat + nb:5.0f} µs")
@@ -449,7 +454,7 @@ def link_schedule(messages):
 
 per_param = link_schedule([(ready[n], sizes[n]) for n in ready])
 flat = link_schedule([(t_end, sum(sizes.values()))])
-FIRST_CAP, CAP = int(0.05 * 2**20), int(0.25 * 2**20)  # small caps: convnet is only 861 KB
+FIRST_CAP, CAP = int(0.05 * 2**20), int(0.25 * 2**20)  # small caps: convnet's N is < 1 MiB
 layout = package_assign_buckets([sizes[n] for n in names], FIRST_CAP, CAP)  # reverse order
 buckets = [[names[i] for i in b] for b in layout]
 bucketed = link_schedule([(max(ready[n] for n in b), sum(sizes[n] for n in b)) for b in buckets])
@@ -465,8 +470,8 @@ assert bucketed[-1][1] < flat[-1][1]
 # %% [markdown]
 # The big `fc1.weight` is ready early, so in the bucketed schedule its transfer hides behind
 # the convolutions' backward; only the last bucket (the convolutions, small) is exposed after
-# backward. The flat buffer exposes everything. (On one H200 pair with NVLink the same 861 KB
-# take tens of microseconds: the picture matters for big models and slow links.)
+# backward. The flat buffer exposes everything. (On one H200 pair with NVLink the same
+# gradients take tens of microseconds: the picture matters for big models and slow links.)
 #
 # PyTorch's rule, which tinytrain follows: the **first** bucket is small (1 MiB) so that
 # communication starts early; the others are capped at `bucket_cap_mb` (25 MiB); a bucket is
@@ -645,8 +650,8 @@ if GROUP:
     assert "zero_grad(set_to_none=True) between forward and backward" in message
 
 # %% [markdown]
-# The checks beside it, all in
-# [tinytrain/distributed/ddp.py](../tinytrain/distributed/ddp.py):
+# The checks beside it, in [tinytrain/distributed/ddp.py](../tinytrain/distributed/ddp.py)
+# (the last in [tinytrain/distributed/process_group.py](../tinytrain/distributed/process_group.py)):
 #
 # * a parameter that got **no gradient** in a step leaves its bucket incomplete: at the end of
 #   backward DDP raises and names it (or, with `find_unused_parameters=True`, averages it
@@ -656,7 +661,12 @@ if GROUP:
 #   compared first; mismatched collectives would hang or corrupt);
 # * `check_every=K` compares a digest of every parameter across ranks every K steps, and
 #   catches divergence of any other cause; the training command runs this check once at the
-#   end of a multi-rank run and prints "parameters bit-identical on all N ranks".
+#   end of a multi-rank run and prints "parameters bit-identical on all N ranks";
+# * a rank that **leaves early** (`destroy_process_group()`, or the end of its program, which
+#   calls it) sends every peer a "leaving" notice, so a peer waiting in an MPI collective
+#   raises `PeerLeft`, naming the rank that left, within seconds (`LEAVE_GRACE`) instead of
+#   waiting out the 30-minute timeout; and the checks that every rank makes the same call run
+#   on a communicator of their own, so they are never matched with a bucket's all-reduce.
 #
 # ## 6. Other classic bugs
 #
@@ -777,7 +787,8 @@ else:
 
 # %% [markdown]
 # Both ranks print the same digest of their parameters: after 10 steps they hold
-# **bit-identical** weights, and those match the single process's to about 1e-17.
+# **bit-identical** weights, and those match the single process's to float64 rounding (the
+# difference printed above).
 #
 # ### The training command, and an honest timing
 #
@@ -848,12 +859,15 @@ if GROUP:
 #   soon as backward has filled it, overlapping the rest of backward.
 # * `.grad`s are views of the buckets. Unbinding them (`zero_grad(set_to_none=True)` after
 #   forward, `model.forward`) would make ranks diverge silently; DDP raises instead. Unused
-#   parameters, different models and diverged weights are errors too, never hangs.
+#   parameters, different models and diverged weights are errors too, never hangs; a rank
+#   that leaves early makes a peer waiting in an MPI collective raise `PeerLeft`, naming it,
+#   within seconds, not after the 30-minute timeout.
 # * Evaluation reduces counts, not accuracies; rank 0 alone writes.
 #
 # The package modules of this chapter:
 # [tinytrain/distributed/process_group.py](../tinytrain/distributed/process_group.py) (MPI
-# collectives), [tinytrain/distributed/nccl.py](../tinytrain/distributed/nccl.py) (NCCL, side
+# collectives, "leaving" notices and `PeerLeft`, the checks' own communicator),
+# [tinytrain/distributed/nccl.py](../tinytrain/distributed/nccl.py) (NCCL, side
 # stream and events), [tinytrain/distributed/ddp.py](../tinytrain/distributed/ddp.py)
 # (buckets, hooks, checks), [tinytrain/distributed/launch.py](../tinytrain/distributed/launch.py)
 # (`mpiexec`, `--nproc`, aborting every rank on an error),
