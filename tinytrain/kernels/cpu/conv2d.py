@@ -124,7 +124,7 @@ def _image_blocks(meta: Conv2dMeta, bytes_per_image: int) -> list[tuple[int, int
 #   (+8% GEMM work at 26x26, 3x3), which forward's copy to the output leaves out and which
 #   meet zeros in dW's dy. The last row's Kw-1 of them would read past the image: they are
 #   never packed, and stay the zeros the buffer was made with. On one core
-#   (bench/NOTES_cpu.md, v10) wide was 1-15% faster for forward and dW from Cin = 16 on,
+#   (bench/NOTES_cpu.md, v10) wide was 1-8% faster for forward and 8-15% for dW from Cin = 16 on,
 #   and slower below 8.
 #
 # dW multiplies by dy[n] transposed: laid out [cols, Cout] (wide: in the zero grid; NN, 7-9%
