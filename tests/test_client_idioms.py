@@ -398,3 +398,46 @@ def test_detach_in_place_and_pytorch_backward_arguments():
     w.grad = tt.zeros(1).expand(3)  # a read-only broadcast view: accumulating replaces it
     (w * 2).sum().backward()
     assert w.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+@pytest.mark.parametrize("expr", [
+    "T.cat([a, a])", "T.stack([a, a])", "a.softmax(1)", "a.log_softmax(0)", "a.cumsum(0)",
+    "a.masked_fill(a > 2, 0.0)", "a[:, [0, 1]]", "a.index_select(1, T.tensor([1, 0]))",
+    "a.repeat(1, 1)", "T.nn.functional.pad(a, (1, 1))", "T.nn.functional.layer_norm(a, (2,))",
+    "b.mean(1, keepdim=True)", "b.std(0, keepdim=True)"])
+def test_new_results_of_transposed_inputs_can_be_viewed_like_torch(expr):
+    got = []
+    for T in (tt, torch):
+        names = {"T": T, "a": T.arange(6.0).reshape(2, 3).t(),
+                 "b": T.arange(24.0).reshape(2, 3, 4).permute(2, 0, 1)}
+        r = eval(expr, names)
+        assert r.is_contiguous()
+        got.append(r.reshape(-1).tolist() if T is torch else r.view(-1).tolist())
+    np.testing.assert_allclose(got[0], got[1], rtol=1e-5, atol=1e-6)
+
+
+def test_transposes_stay_views():
+    a = tt.arange(6.0).reshape(2, 3)
+    at = a.t()
+    at[0, 1] = 7.0  # written through: a view, not a row-major copy
+    assert a[1, 0].item() == 7.0 and not at.is_contiguous()
+
+
+def test_a_0d_integer_tensor_indexes_like_an_int_like_torch():
+    for T in (tt, torch):
+        x = T.arange(24.0).reshape(2, 3, 4)
+        i = T.tensor(1)
+        assert x[i, :, [1, 2]].tolist() == [[13.0, 14.0], [17.0, 18.0], [21.0, 22.0]]
+        y = T.zeros(2, 3, 4)
+        y[i, :, [1, 2]] = T.tensor([10.0, 20.0])
+        assert y[1, :, 1:3].tolist() == [[10.0, 20.0]] * 3 and y[0].sum().item() == 0
+        z = T.zeros(3, 2)
+        z[T.tensor(2)].fill_(5)  # a view of the row, as with an int
+        assert z.tolist() == [[0, 0], [0, 0], [5, 5]]
+
+
+def test_a_uint8_index_is_a_mask_like_torch():
+    for T in (tt, torch):
+        x = T.tensor([10.0, 20.0, 30.0, 40.0])
+        with pytest.warns(UserWarning, match="uint8"):
+            assert x[(x > 25).to(T.uint8)].tolist() == [30.0, 40.0]

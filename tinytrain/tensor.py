@@ -2052,11 +2052,16 @@ def _new_shape(shape: tuple) -> tuple[int, ...]:
 def _raw_index(index: Any) -> Any:
     """An index with Tensors replaced by their arrays (and ``range`` by an array:
     ``x[range(n), y]`` picks one entry per row, as in PyTorch's tutorials)."""
-    if isinstance(index, Tensor):
-        return index._data
     if isinstance(index, tuple):
-        return tuple(i._data if isinstance(i, Tensor) else np.asarray(i)
-                     if isinstance(i, range) else i for i in index)
+        return tuple(_raw_index(i) for i in index)
+    if isinstance(index, Tensor):
+        if index.ndim == 0 and index.dtype.kind in "iu":  # an int, as PyTorch: x[y[k]] is a
+            return int(index._data)  # view of a row (NumPy would copy, as for an array)
+        if index.dtype == uint8:  # a mask, as PyTorch (NumPy would read positions 0 and 1)
+            warnings.warn("indexing with dtype uint8 is deprecated, please use a dtype bool "
+                          "instead", UserWarning, stacklevel=3)
+            return index._data.astype(bool_)
+        return index._data
     return np.asarray(index) if isinstance(index, range) else index
 
 
@@ -2094,8 +2099,9 @@ def _integers_first(index: Any) -> tuple[tuple, tuple] | None:
     """
     if not isinstance(index, tuple):
         return None
-    def is_int(i: Any) -> bool:
-        return isinstance(i, int | np.integer) and not isinstance(i, bool | np.bool_)
+    def is_int(i: Any) -> bool:  # (a 0-d integer tensor, y[k] or t.argmax(), is one too)
+        return (isinstance(i, int | np.integer) and not isinstance(i, bool | np.bool_)) or (
+            getattr(i, "ndim", None) == 0 and i.dtype.kind in "iu")
     def is_array(i: Any) -> bool:  # a list, a NumPy or a CuPy array of indices or a mask
         return (isinstance(i, list) or hasattr(i, "dtype") and not isinstance(i, np.generic)
                 ) and np.ndim(i) > 0
