@@ -441,3 +441,15 @@ def test_a_uint8_index_is_a_mask_like_torch():
         x = T.tensor([10.0, 20.0, 30.0, 40.0])
         with pytest.warns(UserWarning, match="uint8"):
             assert x[(x > 25).to(T.uint8)].tolist() == [30.0, 40.0]
+
+
+def test_reduction_dtype_arguments_and_pytorch_names():
+    for T in (tt, torch):
+        x = T.tensor([[1, 0, 3], [4, 5, 0]])
+        assert str(T.sum(x, dtype=T.float32).dtype).endswith("float32")
+        assert T.mean(x, dtype=T.float64).item() == pytest.approx(13 / 6)
+        assert str(x.cumsum(0, dtype=T.float32).dtype).endswith("float32")
+        assert tuple((x > 2).any(dim=()).shape) == (2, 3)  # nothing reduced, as PyTorch
+        assert tuple((x > 2).all(dim=[]).shape) == (2, 3)
+        assert tuple(T.unflatten(T.ones(2, 6), 1, (2, 3)).shape) == (2, 2, 3)
+        assert tuple(T.ones(4, 2, 3).mT.shape) == (4, 3, 2)

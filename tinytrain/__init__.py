@@ -146,6 +146,7 @@ from tinytrain.functions import (
     true_divide,
     trunc,
     unbind,
+    unflatten,
     unique,
     unsqueeze,
     var,
@@ -259,6 +260,6 @@ __all__ = [
     "Size",
     "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "sub", "subtract",
     "sum", "swapaxes", "swapdims", "tanh", "Tensor", "tensor", "tile", "topk", "transpose",
-    "tril", "triu", "true_divide", "trunc", "uint8", "unbind", "unique", "unsqueeze",
+    "tril", "triu", "true_divide", "trunc", "uint8", "unbind", "unflatten", "unique", "unsqueeze",
     "use_deterministic_algorithms", "utils", "var", "where", "zeros", "zeros_like",
 ]

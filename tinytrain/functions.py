@@ -77,12 +77,14 @@ def minimum(input: Any, other: Any) -> Tensor:  # noqa: A002
     return _t(input, other).minimum(other)
 
 
-def sum(input: Any, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001, A002
-    return _t(input).sum(dim, keepdim)
+def sum(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A001, A002
+        dtype: Any = None) -> Tensor:
+    return _t(input).sum(dim, keepdim, dtype=dtype)
 
 
-def mean(input: Any, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A002
-    return _t(input).mean(dim, keepdim)
+def mean(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A002
+         dtype: Any = None) -> Tensor:
+    return _t(input).mean(dim, keepdim, dtype=dtype)
 
 
 def clamp(input: Any, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
@@ -239,12 +241,12 @@ def _method(name: str):
 (isnan, isinf, isfinite, neg, negative, reciprocal, rsqrt, log1p, expm1, log2, log10, flip,
  ravel, narrow, select, movedim, moveaxis, swapaxes, swapdims, broadcast_to, tile,
  masked_select, logical_xor, count_nonzero, remainder, subtract, multiply, true_divide,
- greater, greater_equal, less, less_equal, not_equal) = (_method(n) for n in (
+ greater, greater_equal, less, less_equal, not_equal, unflatten) = (_method(n) for n in (
     "isnan", "isinf", "isfinite", "neg", "negative", "reciprocal", "rsqrt", "log1p", "expm1",
     "log2", "log10", "flip", "ravel", "narrow", "select", "movedim", "moveaxis", "swapaxes",
     "swapdims", "broadcast_to", "tile", "masked_select", "logical_xor", "count_nonzero",
     "remainder", "subtract", "multiply", "true_divide", "greater", "greater_equal", "less",
-    "less_equal", "not_equal"))
+    "less_equal", "not_equal", "unflatten"))
 
 
 def round(input: Any, decimals: int = 0) -> Tensor:  # noqa: A001, A002

@@ -292,6 +292,11 @@ class Tensor:
     def T(self) -> Tensor:  # noqa: N802
         return self.permute(*reversed(range(self.ndim)))
 
+    @property
+    def mT(self) -> Tensor:  # noqa: N802
+        """The last two dims swapped (a batch of matrices transposed), as PyTorch's."""
+        return self.transpose(-2, -1)
+
     def __len__(self) -> int:
         if self.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
@@ -863,12 +868,15 @@ class Tensor:
         return Tensor(self._data == 0)
 
     def any(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        """True where any element over ``dim`` (all dims if None) is non-zero."""
-        return Tensor(self._data.any(axis=self._reduction_axes(dim), keepdims=keepdim))
+        """True where any element over ``dim`` (all dims if None; none for ``()``, as
+        PyTorch's any/all) is non-zero."""
+        axes = () if isinstance(dim, tuple | list) and not dim else self._reduction_axes(dim)
+        return Tensor(self._data.any(axis=axes, keepdims=keepdim))
 
     def all(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        """True where every element over ``dim`` (all dims if None) is non-zero."""
-        return Tensor(self._data.all(axis=self._reduction_axes(dim), keepdims=keepdim))
+        """True where every element over ``dim`` (all dims if None; none for ``()``)."""
+        axes = () if isinstance(dim, tuple | list) and not dim else self._reduction_axes(dim)
+        return Tensor(self._data.all(axis=axes, keepdims=keepdim))
 
     # ------------------------------------------------------------ in-place ops
 
@@ -1566,9 +1574,12 @@ class Tensor:
         return TopkResult(O.Gather.apply(self, idx, axis), Tensor(idx))
 
     @_accumulates_in_float32
-    def cumsum(self, dim: int) -> Tensor:
+    def cumsum(self, dim: int, *, dtype: Any = None) -> Tensor:
         """Running sums along ``dim``; integer and bool tensors sum in int64, float16 ones
-        in float32 (as PyTorch accumulates; the result is float16 again)."""
+        in float32 (as PyTorch accumulates; the result is float16 again). ``dtype``
+        converts first."""
+        if dtype is not None:
+            return self.to(dtype=dtype).cumsum(dim)
         (axis,) = O._normalize_axis(dim, self.ndim)
         if self.ndim == 0:
             return O.Cumsum.apply(self.reshape(1), 0).reshape(())
