@@ -266,31 +266,34 @@ class Module:
         for _, m in self.named_children():
             yield m
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True
-                         ) -> Iterator[tuple[str, Parameter]]:
-        """``(name, parameter)`` pairs in registration order, each parameter once (only
-        this module's own with ``recurse=False``)."""
-        yield from self._named_members("_parameters", prefix, recurse)
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """``(name, parameter)`` pairs in registration order, names starting with ``prefix``;
+        a parameter shared by several modules comes once (its first name) unless
+        ``remove_duplicate=False``; only this module's own with ``recurse=False``."""
+        yield from self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix: str = "", recurse: bool = True
-                      ) -> Iterator[tuple[str, Tensor]]:
-        """``(name, buffer)`` pairs, each buffer once (only this module's own with
-        ``recurse=False``)."""
-        yield from self._named_members("_buffers", prefix, recurse)
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        """``(name, buffer)`` pairs, as :meth:`named_parameters`."""
+        yield from self._named_members("_buffers", prefix, recurse, remove_duplicate)
 
-    def _named_members(self, registry: str, prefix: str, recurse: bool
-                       ) -> Iterator[tuple[str, Any]]:
-        """The parameters or buffers of the modules, by dotted name, each tensor once."""
+    def _named_members(self, registry: str, prefix: str, recurse: bool,
+                       remove_duplicate: bool = True) -> Iterator[tuple[str, Any]]:
+        """The parameters or buffers of the modules, by dotted name (each tensor once, unless
+        ``remove_duplicate=False``), as PyTorch's ``_named_members``."""
         seen: set[int] = set()
-        modules = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        modules = (self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+                   if recurse else [(prefix, self)])
         for mod_name, m in modules:
             for name, t in getattr(m, registry).items():
                 if t is not None and id(t) not in seen:
-                    seen.add(id(t))
+                    if remove_duplicate:
+                        seen.add(id(t))
                     yield (f"{mod_name}.{name}" if mod_name else name), t
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
@@ -307,12 +310,17 @@ class Module:
 
     # ------------------------------------------------------------ state
 
-    def state_dict(self) -> OrderedDict[str, Tensor]:
-        """Every parameter and persistent buffer by dotted name, detached (sharing memory),
-        in PyTorch's order: module by module, each one's parameters, then its buffers. A
-        parameter shared by two modules (tied weights) is there under both names, as in
-        PyTorch (``named_parameters()`` gives it once)."""
-        return OrderedDict((name, t.detach()) for name, t in self._named_state())
+    def state_dict(self, destination: dict[str, Tensor] | None = None, prefix: str = "",
+                   keep_vars: bool = False) -> dict[str, Tensor]:
+        """Every parameter and persistent buffer by dotted name (after ``prefix``), detached
+        (sharing memory; the Parameters themselves with ``keep_vars=True``), in PyTorch's
+        order: module by module, each one's parameters, then its buffers. A parameter shared
+        by two modules (tied weights) is there under both names, as in PyTorch
+        (``named_parameters()`` gives it once). ``destination``: a dict to fill and return."""
+        destination = OrderedDict() if destination is None else destination
+        for name, t in self._named_state():
+            destination[prefix + name] = t if keep_vars else t.detach()
+        return destination
 
     def _named_state(self) -> Iterator[tuple[str, Tensor]]:
         """``state_dict()``'s names and the tensors themselves (not detached)."""
