@@ -12,7 +12,7 @@ import numpy as np
 
 from tinytrain.nn import functional as F
 from tinytrain.nn import init
-from tinytrain.nn.module import Module, Parameter
+from tinytrain.nn.module import Module, Parameter, factory_tensor
 from tinytrain.tensor import Tensor
 
 
@@ -23,17 +23,25 @@ class Linear(Module):
     U(-1/sqrt(in), 1/sqrt(in)).
     """
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 device: Any = None, dtype: Any = None) -> None:
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        self.weight = Parameter(np.empty((out_features, in_features), dtype=np.float32))
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        self.weight = Parameter(factory_tensor("Linear", (out_features, in_features),
+                                               device=device, dtype=dtype))
         if bias:
-            self.bias = Parameter(np.empty(out_features, dtype=np.float32))
-            bound = 1 / math.sqrt(in_features) if in_features > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+            self.bias = Parameter(factory_tensor("Linear", (out_features,), device=device,
+                                                 dtype=dtype))
         else:
             self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw the weight and bias again, as the constructor does (re-initialise a model)."""
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.linear(x, self.weight, self.bias)
@@ -174,7 +182,8 @@ class Embedding(Module):
     ``padding_idx`` starts at zero and never gets a gradient."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
-                 _weight: Tensor | None = None) -> None:
+                 _weight: Tensor | None = None, *, device: Any = None, dtype: Any = None
+                 ) -> None:
         super().__init__()
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
@@ -184,15 +193,21 @@ class Embedding(Module):
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = padding_idx
         if _weight is None:
-            self.weight = Parameter(np.empty((num_embeddings, embedding_dim), dtype=np.float32))
-            init.normal_(self.weight)
-            if padding_idx is not None:
-                self.weight.data[padding_idx] = 0
+            self.weight = Parameter(factory_tensor("Embedding", (num_embeddings, embedding_dim),
+                                                   device=device, dtype=dtype))
+            self.reset_parameters()
         else:
             if tuple(_weight.shape) != (num_embeddings, embedding_dim):
                 raise ValueError(f"Embedding: weight of shape {tuple(_weight.shape)} does not "
                                  f"match ({num_embeddings}, {embedding_dim})")
             self.weight = Parameter(_weight)
+
+    def reset_parameters(self) -> None:
+        """Draw the table again from N(0, 1), as the constructor does; the ``padding_idx``
+        row is zero again."""
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            self.weight.data[self.padding_idx] = 0
 
     @classmethod
     def from_pretrained(cls, embeddings: Tensor, freeze: bool = True,
@@ -214,26 +229,27 @@ class Embedding(Module):
 
 
 class Dropout(Module):
-    """Zeroes elements with probability ``p`` in training mode; identity in eval mode."""
+    """Zeroes elements with probability ``p`` in training mode; identity in eval mode. With
+    ``inplace=True`` it overwrites its input."""
 
-    def __init__(self, p: float = 0.5) -> None:
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-        self.p = p
+        self.p, self.inplace = p, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.dropout(x, self.p, self.training)
+        return F.dropout(x, self.p, self.training, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"p={self.p}"
+        return f"p={self.p}, inplace={self.inplace}"
 
 
 class Dropout2d(Dropout):
     """Zeroes whole channels (``x[n, c]``) with probability ``p`` in training mode."""
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.dropout2d(x, self.p, self.training)
+        return F.dropout2d(x, self.p, self.training, self.inplace)
 
 
 class Sequential(Module):
