@@ -301,12 +301,14 @@ class MaxPool2d(Module):
         # as PyTorch: no stride means the kernel's, and the attribute says so
         self.kernel_size, self.padding = kernel_size, padding
         self.stride = kernel_size if stride is None else stride
+        self.dilation, self.ceil_mode = 1, False  # (what tinytrain's pooling always does)
 
     def forward(self, x: Tensor) -> Tensor:
         return max_pool2d(x, self.kernel_size, self.stride, self.padding)
 
     def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
 class AvgPool2d(Module):

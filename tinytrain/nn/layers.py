@@ -12,6 +12,7 @@ import numpy as np
 
 from tinytrain.nn import functional as F
 from tinytrain.nn import init
+from tinytrain.nn.containers import _index
 from tinytrain.nn.module import Module, Parameter, factory_tensor
 from tinytrain.tensor import Tensor
 
@@ -81,7 +82,7 @@ class LeakyReLU(Module):
         return F.leaky_relu(x, self.negative_slope, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"negative_slope={self.negative_slope}"
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
 class ELU(Module):
@@ -95,7 +96,7 @@ class ELU(Module):
         return F.elu(x, self.alpha, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"alpha={self.alpha}"
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
 
 
 class SiLU(Module):
@@ -107,6 +108,9 @@ class SiLU(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return F.silu(x, self.inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
 
 
 class GELU(Module):
@@ -143,6 +147,12 @@ class Tanh(Module):
 
 
 class Identity(Module):
+    """Returns its input; its arguments are ignored, as PyTorch's (so that a layer can be
+    swapped for it without editing the call)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
     def forward(self, x: Tensor) -> Tensor:
         return x
 
@@ -167,6 +177,10 @@ class Unflatten(Module):
 
     def __init__(self, dim: int, unflattened_size: tuple[int, ...]) -> None:
         super().__init__()
+        if not isinstance(unflattened_size, tuple | list):
+            raise TypeError(f"Unflatten: unflattened_size must be a tuple of ints, but found "
+                            f"type {type(unflattened_size).__name__} (one size: "
+                            f"({unflattened_size!r},))")
         self.dim, self.unflattened_size = dim, tuple(unflattened_size)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -275,22 +289,18 @@ class Sequential(Module):
         if isinstance(i, slice):
             return Sequential(OrderedDict(list(self._modules.items())[i]))
         values = list(self._modules.values())
-        if not -len(values) <= i < len(values):
-            raise IndexError(f"index {i} is out of range for a Sequential of {len(values)}")
-        return values[i]
+        return values[_index(i, len(values), "Sequential")]
 
     def __setitem__(self, i: int, module: Module) -> None:
         keys = list(self._modules)
-        if not -len(keys) <= i < len(keys):
-            raise IndexError(f"index {i} is out of range for a Sequential of {len(keys)}")
-        self.add_module(keys[i], module)
+        self.add_module(keys[_index(i, len(keys), "Sequential")], module)
 
     def __delitem__(self, i: int | slice) -> None:
         """Delete, then number the rest ``"0"``, ``"1"``, ... again, as PyTorch does (so
         that ``append`` cannot reuse a name that is still taken)."""
         keys = list(self._modules)
-        if not isinstance(i, slice) and not -len(keys) <= i < len(keys):
-            raise IndexError(f"index {i} is out of range for a Sequential of {len(keys)}")
+        if not isinstance(i, slice):
+            i = _index(i, len(keys), "Sequential")
         for key in keys[i] if isinstance(i, slice) else [keys[i]]:
             del self._modules[key]
         self._renumber(list(self._modules.values()))
@@ -317,16 +327,30 @@ class Sequential(Module):
         return self
 
     def insert(self, index: int, module: Module) -> Sequential:
+        """Put ``module`` before position ``index`` (``-len .. len``, else IndexError, as
+        PyTorch's)."""
         if not isinstance(module, Module):  # before anything changes
             raise TypeError(f"Sequential.insert: {type(module).__name__} is not a Module")
         modules = list(self._modules.values())
+        if not -len(modules) <= index <= len(modules):
+            raise IndexError(f"Sequential.insert: index {index} is out of range for a "
+                             f"Sequential of {len(modules)}")
         modules.insert(index, module)
         self._renumber(modules)
         return self
 
+    def pop(self, key: int | slice) -> Module:
+        """Remove and return the module at ``key`` (the rest are numbered again)."""
+        value = self[key]
+        del self[key]
+        return value
+
 
 class Softmax(Module):
-    def __init__(self, dim: int = -1) -> None:
+    """``F.softmax`` along ``dim``. PyTorch's default ``dim=None`` picks dim 0 for 0-, 1- and
+    3-d inputs, else 1, with a deprecation warning: pass ``dim``."""
+
+    def __init__(self, dim: int | None = None) -> None:
         super().__init__()
         self.dim = dim
 

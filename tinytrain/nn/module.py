@@ -488,8 +488,26 @@ class Module:
         return ""
 
     def __repr__(self) -> str:
-        lines = [f"({name}): " + repr(m).replace("\n", "\n  ") for name, m in self._modules.items()]
-        head = f"{type(self).__name__}({self.extra_repr()}"
-        if not lines:
-            return head + ")"
-        return head + "\n  " + "\n  ".join(lines) + "\n)"
+        """PyTorch's layout: ``Name(extra)`` on one line, or, with children or a multi-line
+        ``extra_repr``, one line per extra line and per child, indented by two."""
+        extra = self.extra_repr()
+        lines = extra.split("\n") if extra else []
+        children = [f"({name}): " + _addindent(repr(m), 2) for name, m in self._modules.items()]
+        if len(lines) == 1 and not children:
+            return f"{type(self).__name__}({lines[0]})"
+        body = lines + children
+        return type(self).__name__ + "(" + ("\n  " + "\n  ".join(body) + "\n" if body else "") + ")"
+
+    def __dir__(self) -> list[str]:
+        """Attributes, parameters, submodules and buffers (what a notebook's tab completion
+        offers), as PyTorch's ``Module.__dir__``: names that start with a digit left out."""
+        keys = [*dir(type(self)), *self.__dict__, *self._parameters, *self._modules,
+                *self._buffers]
+        return sorted({k for k in keys if not k[0].isdigit()})
+
+
+def _addindent(text: str, spaces: int) -> str:
+    """Indent every line of ``text`` but the first by ``spaces`` (blank lines stay empty), as
+    PyTorch's ``_addindent``: a child's repr nested in its parent's."""
+    first, *rest = text.split("\n")
+    return "\n".join([first] + [" " * spaces + line if line.strip() else "" for line in rest])
