@@ -8,17 +8,18 @@ PyTorch's do, so ``self.blocks = nn.ModuleList([...])`` trains every block. They
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import operator
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from tinytrain.nn.module import Module, Parameter
+from tinytrain.nn.module import Module, Parameter, _addindent
 from tinytrain.tensor import Tensor
 
 
 def _index(i: int, n: int, what: str) -> int:
+    i = operator.index(i)  # a str or float: PyTorch's TypeError ("... as an integer")
     if not -n <= i < n:
-        raise IndexError(f"index {i} is out of range for a {what} of length {n}")
+        raise IndexError(f"index {i} is out of range for a {what} of {n}")
     return i % n
 
 
@@ -30,6 +31,22 @@ class ModuleList(Module):
         super().__init__()
         if modules is not None:
             self.extend(modules)
+
+    def __repr__(self) -> str:
+        """As PyTorch's: a run of children that print the same is one line, ``(0-2): 3 x
+        Linear(...)``."""
+        runs: list[list[Any]] = []  # [first index, last index, repr]
+        for i, m in enumerate(self):
+            text = repr(m)
+            if runs and runs[-1][2] == text:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, text])
+        if not runs:
+            return f"{type(self).__name__}()"
+        lines = [_addindent(f"({a}): {text}" if a == b else f"({a}-{b}): {b - a + 1} x {text}", 2)
+                 for a, b, text in runs]
+        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
 
     def _renumber(self, modules: list[Module]) -> None:
         self._modules.clear()
@@ -64,6 +81,10 @@ class ModuleList(Module):
         return self
 
     def extend(self, modules: Iterable[Module]) -> ModuleList:
+        if not isinstance(modules, Iterable):
+            raise TypeError(f"ModuleList.extend should be called with an iterable of modules, "
+                            f"but got {type(modules).__name__} (wrap one module in a list: "
+                            f"ModuleList([module]))")
         for m in modules:
             self.append(m)
         return self
@@ -74,6 +95,12 @@ class ModuleList(Module):
         values = list(self._modules.values())
         values.insert(index, module)
         self._renumber(values)
+
+    def pop(self, key: int | slice) -> Module:
+        """Remove and return the module at ``key`` (the rest are numbered again)."""
+        value = self[key]
+        del self[key]
+        return value
 
 
 class ModuleDict(Module):
@@ -119,9 +146,25 @@ class ModuleDict(Module):
         self._modules.clear()
 
     def update(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]]) -> None:
-        pairs = modules.items() if isinstance(modules, Mapping) else modules
-        for key, m in pairs:
+        """Add (or replace) the modules of a ModuleDict, a mapping or ``(key, module)`` pairs."""
+        for key, m in _pairs("ModuleDict", modules):
             self.add_module(key, m)
+
+
+def _pairs(what: str, values: Any) -> Iterable[tuple[Any, Any]]:
+    """The ``(key, value)`` pairs of a ModuleDict / ParameterDict, any mapping, or an iterable
+    of pairs (PyTorch's ``update``), checked."""
+    if isinstance(values, Mapping | ModuleDict | ParameterDict):
+        return list(values.items())
+    if not isinstance(values, Iterable):
+        raise TypeError(f"{what}.update should be called with a mapping or an iterable of "
+                        f"key/value pairs, but got {type(values).__name__}")
+    pairs = [tuple(p) if isinstance(p, Iterable) else p for p in values]
+    for j, p in enumerate(pairs):
+        if not isinstance(p, tuple) or len(p) != 2:
+            raise ValueError(f"{what}.update: element #{j} of the sequence should be a "
+                             f"(key, value) pair, got {p!r:.60}")
+    return pairs
 
 
 def _as_parameter(value: Any) -> Parameter:
@@ -141,8 +184,10 @@ class ParameterList(Module):
         if values is not None:
             self.extend(values)
 
-    def __getitem__(self, i: int) -> Parameter:
+    def __getitem__(self, i: int | slice) -> Any:
         values = list(self._parameters.values())
+        if isinstance(i, slice):
+            return ParameterList(values[i])
         return values[_index(i, len(values), "ParameterList")]
 
     def __setitem__(self, i: int, value: Any) -> None:
@@ -163,14 +208,27 @@ class ParameterList(Module):
             self.append(v)
         return self
 
+    def extra_repr(self) -> str:
+        return "\n".join(f"  ({k}): {_describe(p)}" for k, p in enumerate(self))
+
 
 class ParameterDict(Module):
     """A dict of parameters, registered under their keys (Tensors become Parameters)."""
 
-    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, values: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None
+                 ) -> None:
         super().__init__()
-        for key, v in OrderedDict(values or {}).items():
+        if values is not None:
+            self.update(values)
+
+    def update(self, values: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> None:
+        """Add (or replace) the parameters of a ParameterDict, a mapping or ``(key, value)``
+        pairs."""
+        for key, v in _pairs("ParameterDict", values):
             self[key] = v
+
+    def extra_repr(self) -> str:
+        return "\n".join(f"  ({k}): {_describe(p)}" for k, p in self.items())
 
     def __getitem__(self, key: str) -> Parameter:
         return self._parameters[key]
@@ -195,3 +253,11 @@ class ParameterDict(Module):
 
     def items(self) -> Iterable[tuple[str, Parameter]]:
         return self._parameters.items()
+
+
+def _describe(p: Tensor) -> str:
+    """A ParameterList / ParameterDict entry as PyTorch prints it (``Parameter containing:
+    [float32 of size 2x3]``, the device added when not the CPU)."""
+    device = "" if p.device == "cpu" else f" ({p.device})"
+    size = "x".join(str(n) for n in p.shape)
+    return f"Parameter containing: [{p.dtype} of size {size}{device}]"

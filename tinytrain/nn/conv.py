@@ -26,7 +26,7 @@ from tinytrain.dtypes import DTypeError
 from tinytrain.functions import stack
 from tinytrain.kernels.shapes import Conv2dMeta, IntOrPair, Pool2dMeta, pair
 from tinytrain.nn import init
-from tinytrain.nn.module import Module, Parameter
+from tinytrain.nn.module import Module, Parameter, factory_tensor
 from tinytrain.tensor import ShapeError, Tensor, check_same_dtype
 
 __all__ = [
@@ -151,6 +151,9 @@ class Conv2d(Module):
         stride: IntOrPair = 1,
         padding: IntOrPair = 0,
         bias: bool = True,
+        *,
+        device: Any = None,
+        dtype: Any = None,
     ) -> None:
         super().__init__()
         if in_channels < 1 or out_channels < 1:
@@ -164,24 +167,33 @@ class Conv2d(Module):
         self.padding = pair(padding, "padding", "Conv2d")
         if min(self.kernel_size) < 1:
             raise ValueError(f"Conv2d: kernel_size must be positive, got {self.kernel_size}")
-        kh, kw = self.kernel_size
-        self.weight = Parameter(np.empty((out_channels, in_channels, kh, kw), dtype=np.float32))
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        self.weight = Parameter(factory_tensor(
+            "Conv2d", (out_channels, in_channels, *self.kernel_size), device=device, dtype=dtype))
         if bias:
-            self.bias = Parameter(np.empty(out_channels, dtype=np.float32))
-            bound = 1 / math.sqrt(in_channels * kh * kw)
-            init.uniform_(self.bias, -bound, bound)
+            self.bias = Parameter(factory_tensor("Conv2d", (out_channels,), device=device,
+                                                 dtype=dtype))
         else:
             self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw the weight and bias again, as the constructor does (re-initialise a model)."""
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            kh, kw = self.kernel_size
+            bound = 1 / math.sqrt(self.in_channels * kh * kw)
+            init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: Tensor) -> Tensor:
         return conv2d(x, self.weight, self.bias, self.stride, self.padding)
 
     def extra_repr(self) -> str:
-        return (
-            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-            f"stride={self.stride}, padding={self.padding}, bias={self.bias is not None}"
-        )
+        """PyTorch's text: padding only when not zero, ``bias=False`` only without one."""
+        text = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}")
+        if any(self.padding):
+            text += f", padding={self.padding}"
+        return text + (", bias=False" if self.bias is None else "")
 
 
 # --------------------------------------------------------------------------- pooling
@@ -289,12 +301,14 @@ class MaxPool2d(Module):
         # as PyTorch: no stride means the kernel's, and the attribute says so
         self.kernel_size, self.padding = kernel_size, padding
         self.stride = kernel_size if stride is None else stride
+        self.dilation, self.ceil_mode = 1, False  # (what tinytrain's pooling always does)
 
     def forward(self, x: Tensor) -> Tensor:
         return max_pool2d(x, self.kernel_size, self.stride, self.padding)
 
     def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
 class AvgPool2d(Module):

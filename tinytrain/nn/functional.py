@@ -436,8 +436,9 @@ def _as_weight(name: str, what: str, w: Any, input: Tensor) -> Tensor:  # noqa: 
     return w.to(dtype=input.dtype)
 
 
-def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
-    """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)``.
+def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)`` (into ``x``
+    itself with ``inplace=True``).
 
     The mask is a hash of (a seed drawn from tinytrain's generator, the element's index),
     computed where ``x`` lives: the same seed drops the same elements on the CPU and the GPU.
@@ -449,15 +450,19 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     if not training or p == 0.0:
         return x
     if p == 1.0:  # every element dropped (and no 1/(1-p) to scale by), as PyTorch
-        return x * 0.0 if x.dtype.kind == "f" else x.new_zeros(x.shape)  # (ints, bools)
-    _floating("dropout", x)  # (an integer tensor could not hold the kept values' 1/(1-p))
-    seed = int(default_generator().integers(0, 2**64, dtype=np.uint64))  # one draw per call
-    return O.Dropout.apply(x, p, seed)
+        fn = lambda t: t * 0.0 if t.dtype.kind == "f" else t.new_zeros(t.shape)  # noqa: E731
+    else:
+        _floating("dropout", x)  # (an integer tensor could not hold the kept values' 1/(1-p))
+        seed = int(default_generator().integers(0, 2**64, dtype=np.uint64))  # one per call
+        fn = lambda t: O.Dropout.apply(t, p, seed)  # noqa: E731
+    return x._inplace("dropout_", fn) if inplace else fn(x)
 
 
-def dropout2d(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+def dropout2d(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
+              ) -> Tensor:
     """Zero each channel ``x[n, c]`` (``[N, C, H, W]``) with probability ``p`` and scale the
-    rest by ``1/(1-p)``; the channel mask is drawn from tinytrain's generator."""
+    rest by ``1/(1-p)`` (into ``x`` itself with ``inplace=True``); the channel mask is drawn
+    from tinytrain's generator."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if x.ndim not in (3, 4):
@@ -466,10 +471,11 @@ def dropout2d(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     if not training or p == 0.0:
         return x
     if p == 1.0:
-        return x * 0.0
-    keep = default_generator().random(x.shape[:-2] + (1, 1)) >= p
-    mask = backend.to_device((keep / (1 - p)).astype(x.dtype), x.device)
-    return x * Tensor(mask)
+        mask = Tensor(backend.to_device(np.zeros((), x.dtype), x.device))
+    else:
+        keep = default_generator().random(x.shape[:-2] + (1, 1)) >= p
+        mask = Tensor(backend.to_device((keep / (1 - p)).astype(x.dtype), x.device))
+    return x.mul_(mask) if inplace else x * mask
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
@@ -630,11 +636,13 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     _same_precision("batch_norm", input, weight, bias)
     shape = (1, c) + (1,) * (input.ndim - 2)
     axes = (0, *range(2, input.ndim))
-    if training:
-        count = input.numel() // max(c, 1)
-        if count <= 1:
-            raise ValueError(f"Expected more than 1 value per channel when training, got input "
-                             f"size {list(input.shape)}")
+    count = input.numel() // max(c, 1)
+    if training and count == 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input "
+                         f"size {list(input.shape)}")
+    if training and count == 0:  # an empty batch: an empty output, no statistics (PyTorch)
+        centered, var = input, input.new_ones(shape)
+    elif training:
         mean = input.mean(axes, keepdim=True)
         centered = input - mean
         var = (centered * centered).mean(axes, keepdim=True)

@@ -12,7 +12,8 @@ import numpy as np
 
 from tinytrain.nn import functional as F
 from tinytrain.nn import init
-from tinytrain.nn.module import Module, Parameter
+from tinytrain.nn.containers import _index
+from tinytrain.nn.module import Module, Parameter, factory_tensor
 from tinytrain.tensor import Tensor
 
 
@@ -23,17 +24,25 @@ class Linear(Module):
     U(-1/sqrt(in), 1/sqrt(in)).
     """
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 device: Any = None, dtype: Any = None) -> None:
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        self.weight = Parameter(np.empty((out_features, in_features), dtype=np.float32))
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        self.weight = Parameter(factory_tensor("Linear", (out_features, in_features),
+                                               device=device, dtype=dtype))
         if bias:
-            self.bias = Parameter(np.empty(out_features, dtype=np.float32))
-            bound = 1 / math.sqrt(in_features) if in_features > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+            self.bias = Parameter(factory_tensor("Linear", (out_features,), device=device,
+                                                 dtype=dtype))
         else:
             self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw the weight and bias again, as the constructor does (re-initialise a model)."""
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.linear(x, self.weight, self.bias)
@@ -73,7 +82,7 @@ class LeakyReLU(Module):
         return F.leaky_relu(x, self.negative_slope, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"negative_slope={self.negative_slope}"
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
 class ELU(Module):
@@ -87,7 +96,7 @@ class ELU(Module):
         return F.elu(x, self.alpha, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"alpha={self.alpha}"
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
 
 
 class SiLU(Module):
@@ -99,6 +108,9 @@ class SiLU(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return F.silu(x, self.inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
 
 
 class GELU(Module):
@@ -135,6 +147,12 @@ class Tanh(Module):
 
 
 class Identity(Module):
+    """Returns its input; its arguments are ignored, as PyTorch's (so that a layer can be
+    swapped for it without editing the call)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
     def forward(self, x: Tensor) -> Tensor:
         return x
 
@@ -159,6 +177,10 @@ class Unflatten(Module):
 
     def __init__(self, dim: int, unflattened_size: tuple[int, ...]) -> None:
         super().__init__()
+        if not isinstance(unflattened_size, tuple | list):
+            raise TypeError(f"Unflatten: unflattened_size must be a tuple of ints, but found "
+                            f"type {type(unflattened_size).__name__} (one size: "
+                            f"({unflattened_size!r},))")
         self.dim, self.unflattened_size = dim, tuple(unflattened_size)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -174,7 +196,8 @@ class Embedding(Module):
     ``padding_idx`` starts at zero and never gets a gradient."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
-                 _weight: Tensor | None = None) -> None:
+                 _weight: Tensor | None = None, *, device: Any = None, dtype: Any = None
+                 ) -> None:
         super().__init__()
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
@@ -184,15 +207,21 @@ class Embedding(Module):
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = padding_idx
         if _weight is None:
-            self.weight = Parameter(np.empty((num_embeddings, embedding_dim), dtype=np.float32))
-            init.normal_(self.weight)
-            if padding_idx is not None:
-                self.weight.data[padding_idx] = 0
+            self.weight = Parameter(factory_tensor("Embedding", (num_embeddings, embedding_dim),
+                                                   device=device, dtype=dtype))
+            self.reset_parameters()
         else:
             if tuple(_weight.shape) != (num_embeddings, embedding_dim):
                 raise ValueError(f"Embedding: weight of shape {tuple(_weight.shape)} does not "
                                  f"match ({num_embeddings}, {embedding_dim})")
             self.weight = Parameter(_weight)
+
+    def reset_parameters(self) -> None:
+        """Draw the table again from N(0, 1), as the constructor does; the ``padding_idx``
+        row is zero again."""
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            self.weight.data[self.padding_idx] = 0
 
     @classmethod
     def from_pretrained(cls, embeddings: Tensor, freeze: bool = True,
@@ -214,26 +243,27 @@ class Embedding(Module):
 
 
 class Dropout(Module):
-    """Zeroes elements with probability ``p`` in training mode; identity in eval mode."""
+    """Zeroes elements with probability ``p`` in training mode; identity in eval mode. With
+    ``inplace=True`` it overwrites its input."""
 
-    def __init__(self, p: float = 0.5) -> None:
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-        self.p = p
+        self.p, self.inplace = p, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.dropout(x, self.p, self.training)
+        return F.dropout(x, self.p, self.training, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"p={self.p}"
+        return f"p={self.p}, inplace={self.inplace}"
 
 
 class Dropout2d(Dropout):
     """Zeroes whole channels (``x[n, c]``) with probability ``p`` in training mode."""
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.dropout2d(x, self.p, self.training)
+        return F.dropout2d(x, self.p, self.training, self.inplace)
 
 
 class Sequential(Module):
@@ -259,22 +289,18 @@ class Sequential(Module):
         if isinstance(i, slice):
             return Sequential(OrderedDict(list(self._modules.items())[i]))
         values = list(self._modules.values())
-        if not -len(values) <= i < len(values):
-            raise IndexError(f"index {i} is out of range for a Sequential of {len(values)}")
-        return values[i]
+        return values[_index(i, len(values), "Sequential")]
 
     def __setitem__(self, i: int, module: Module) -> None:
         keys = list(self._modules)
-        if not -len(keys) <= i < len(keys):
-            raise IndexError(f"index {i} is out of range for a Sequential of {len(keys)}")
-        self.add_module(keys[i], module)
+        self.add_module(keys[_index(i, len(keys), "Sequential")], module)
 
     def __delitem__(self, i: int | slice) -> None:
         """Delete, then number the rest ``"0"``, ``"1"``, ... again, as PyTorch does (so
         that ``append`` cannot reuse a name that is still taken)."""
         keys = list(self._modules)
-        if not isinstance(i, slice) and not -len(keys) <= i < len(keys):
-            raise IndexError(f"index {i} is out of range for a Sequential of {len(keys)}")
+        if not isinstance(i, slice):
+            i = _index(i, len(keys), "Sequential")
         for key in keys[i] if isinstance(i, slice) else [keys[i]]:
             del self._modules[key]
         self._renumber(list(self._modules.values()))
@@ -301,16 +327,30 @@ class Sequential(Module):
         return self
 
     def insert(self, index: int, module: Module) -> Sequential:
+        """Put ``module`` before position ``index`` (``-len .. len``, else IndexError, as
+        PyTorch's)."""
         if not isinstance(module, Module):  # before anything changes
             raise TypeError(f"Sequential.insert: {type(module).__name__} is not a Module")
         modules = list(self._modules.values())
+        if not -len(modules) <= index <= len(modules):
+            raise IndexError(f"Sequential.insert: index {index} is out of range for a "
+                             f"Sequential of {len(modules)}")
         modules.insert(index, module)
         self._renumber(modules)
         return self
 
+    def pop(self, key: int | slice) -> Module:
+        """Remove and return the module at ``key`` (the rest are numbered again)."""
+        value = self[key]
+        del self[key]
+        return value
+
 
 class Softmax(Module):
-    def __init__(self, dim: int = -1) -> None:
+    """``F.softmax`` along ``dim``. PyTorch's default ``dim=None`` picks dim 0 for 0-, 1- and
+    3-d inputs, else 1, with a deprecation warning: pass ``dim``."""
+
+    def __init__(self, dim: int | None = None) -> None:
         super().__init__()
         self.dim = dim
 

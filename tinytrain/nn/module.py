@@ -68,6 +68,22 @@ def _check_name(module: Module, name: Any, kind: str, registry: dict[str, Any]) 
         raise KeyError(f"attribute {name!r} already exists")
 
 
+def factory_tensor(owner: str, shape: tuple[int, ...], fill: float = 0.0, device: Any = None,
+                   dtype: Any = None) -> Tensor:
+    """A layer's new parameter or buffer: ``shape`` filled with ``fill``, ``dtype`` (float32 by
+    default) on ``device`` (the CPU by default): what its constructor's ``device=`` and
+    ``dtype=`` ask for, as PyTorch's ``factory_kwargs``. ``owner`` (the layer's name) is in
+    the error a negative size or a dtype that cannot be trained raises."""
+    if any(n < 0 for n in shape):
+        raise RuntimeError(f"{owner}: trying to create a tensor with negative dimension "
+                           f"{min(shape)}: {list(shape)}")
+    dtype = np.dtype(np.float32 if dtype is None else dtype)
+    if dtype.kind != "f":
+        raise TypeError(f"{owner}: dtype must be a floating point dtype (parameters are "
+                        f"trained), got {dtype}")
+    return Tensor(backend.to_device(np.full(shape, fill, dtype=dtype), device))
+
+
 def _is_dtype(value: Any) -> bool:
     try:
         np.dtype(value)
@@ -266,31 +282,34 @@ class Module:
         for _, m in self.named_children():
             yield m
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True
-                         ) -> Iterator[tuple[str, Parameter]]:
-        """``(name, parameter)`` pairs in registration order, each parameter once (only
-        this module's own with ``recurse=False``)."""
-        yield from self._named_members("_parameters", prefix, recurse)
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """``(name, parameter)`` pairs in registration order, names starting with ``prefix``;
+        a parameter shared by several modules comes once (its first name) unless
+        ``remove_duplicate=False``; only this module's own with ``recurse=False``."""
+        yield from self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix: str = "", recurse: bool = True
-                      ) -> Iterator[tuple[str, Tensor]]:
-        """``(name, buffer)`` pairs, each buffer once (only this module's own with
-        ``recurse=False``)."""
-        yield from self._named_members("_buffers", prefix, recurse)
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        """``(name, buffer)`` pairs, as :meth:`named_parameters`."""
+        yield from self._named_members("_buffers", prefix, recurse, remove_duplicate)
 
-    def _named_members(self, registry: str, prefix: str, recurse: bool
-                       ) -> Iterator[tuple[str, Any]]:
-        """The parameters or buffers of the modules, by dotted name, each tensor once."""
+    def _named_members(self, registry: str, prefix: str, recurse: bool,
+                       remove_duplicate: bool = True) -> Iterator[tuple[str, Any]]:
+        """The parameters or buffers of the modules, by dotted name (each tensor once, unless
+        ``remove_duplicate=False``), as PyTorch's ``_named_members``."""
         seen: set[int] = set()
-        modules = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        modules = (self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+                   if recurse else [(prefix, self)])
         for mod_name, m in modules:
             for name, t in getattr(m, registry).items():
                 if t is not None and id(t) not in seen:
-                    seen.add(id(t))
+                    if remove_duplicate:
+                        seen.add(id(t))
                     yield (f"{mod_name}.{name}" if mod_name else name), t
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
@@ -307,12 +326,17 @@ class Module:
 
     # ------------------------------------------------------------ state
 
-    def state_dict(self) -> OrderedDict[str, Tensor]:
-        """Every parameter and persistent buffer by dotted name, detached (sharing memory),
-        in PyTorch's order: module by module, each one's parameters, then its buffers. A
-        parameter shared by two modules (tied weights) is there under both names, as in
-        PyTorch (``named_parameters()`` gives it once)."""
-        return OrderedDict((name, t.detach()) for name, t in self._named_state())
+    def state_dict(self, destination: dict[str, Tensor] | None = None, prefix: str = "",
+                   keep_vars: bool = False) -> dict[str, Tensor]:
+        """Every parameter and persistent buffer by dotted name (after ``prefix``), detached
+        (sharing memory; the Parameters themselves with ``keep_vars=True``), in PyTorch's
+        order: module by module, each one's parameters, then its buffers. A parameter shared
+        by two modules (tied weights) is there under both names, as in PyTorch
+        (``named_parameters()`` gives it once). ``destination``: a dict to fill and return."""
+        destination = OrderedDict() if destination is None else destination
+        for name, t in self._named_state():
+            destination[prefix + name] = t if keep_vars else t.detach()
+        return destination
 
     def _named_state(self) -> Iterator[tuple[str, Tensor]]:
         """``state_dict()``'s names and the tensors themselves (not detached)."""
@@ -464,8 +488,26 @@ class Module:
         return ""
 
     def __repr__(self) -> str:
-        lines = [f"({name}): " + repr(m).replace("\n", "\n  ") for name, m in self._modules.items()]
-        head = f"{type(self).__name__}({self.extra_repr()}"
-        if not lines:
-            return head + ")"
-        return head + "\n  " + "\n  ".join(lines) + "\n)"
+        """PyTorch's layout: ``Name(extra)`` on one line, or, with children or a multi-line
+        ``extra_repr``, one line per extra line and per child, indented by two."""
+        extra = self.extra_repr()
+        lines = extra.split("\n") if extra else []
+        children = [f"({name}): " + _addindent(repr(m), 2) for name, m in self._modules.items()]
+        if len(lines) == 1 and not children:
+            return f"{type(self).__name__}({lines[0]})"
+        body = lines + children
+        return type(self).__name__ + "(" + ("\n  " + "\n  ".join(body) + "\n" if body else "") + ")"
+
+    def __dir__(self) -> list[str]:
+        """Attributes, parameters, submodules and buffers (what a notebook's tab completion
+        offers), as PyTorch's ``Module.__dir__``: names that start with a digit left out."""
+        keys = [*dir(type(self)), *self.__dict__, *self._parameters, *self._modules,
+                *self._buffers]
+        return sorted({k for k in keys if not k[0].isdigit()})
+
+
+def _addindent(text: str, spaces: int) -> str:
+    """Indent every line of ``text`` but the first by ``spaces`` (blank lines stay empty), as
+    PyTorch's ``_addindent``: a child's repr nested in its parent's."""
+    first, *rest = text.split("\n")
+    return "\n".join([first] + [" " * spaces + line if line.strip() else "" for line in rest])

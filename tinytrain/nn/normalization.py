@@ -16,11 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from tinytrain.autograd import no_grad
 from tinytrain.nn import functional as F
-from tinytrain.nn.module import Module, Parameter
+from tinytrain.nn import init
+from tinytrain.nn.module import Module, Parameter, factory_tensor
 from tinytrain.tensor import ShapeError, Tensor, tensor
 
 
@@ -31,30 +30,40 @@ class _BatchNorm(Module):
     _optional_state = ("num_batches_tracked",)
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
-                 affine: bool = True, track_running_stats: bool = True) -> None:
+                 affine: bool = True, track_running_stats: bool = True, device: Any = None,
+                 dtype: Any = None, *, bias: bool = True) -> None:
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
+        name, shape = type(self).__name__, (num_features,)
+        self.register_parameter("weight", None)
+        self.register_parameter("bias", None)
         if affine:
-            self.weight = Parameter(np.ones(num_features, dtype=np.float32))
-            self.bias = Parameter(np.zeros(num_features, dtype=np.float32))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+            self.weight = Parameter(factory_tensor(name, shape, 1, device, dtype))
+            if bias:
+                self.bias = Parameter(factory_tensor(name, shape, 0, device, dtype))
+        for buffer in ("running_mean", "running_var", "num_batches_tracked"):
+            self.register_buffer(buffer, None)
         if track_running_stats:
-            self.register_buffer("running_mean", Tensor(np.zeros(num_features, np.float32)))
-            self.register_buffer("running_var", Tensor(np.ones(num_features, np.float32)))
-            self.register_buffer("num_batches_tracked", tensor(0))
-        else:
-            for name in ("running_mean", "running_var", "num_batches_tracked"):
-                self.register_buffer(name, None)
+            self.running_mean = factory_tensor(name, shape, 0, device, dtype)
+            self.running_var = factory_tensor(name, shape, 1, device, dtype)
+            self.num_batches_tracked = tensor(0, device=device)
 
     def reset_running_stats(self) -> None:
+        """Running mean 0, running variance 1, no batches counted (as at construction)."""
         if self.track_running_stats:
             with no_grad():
                 self.running_mean.zero_()
                 self.running_var.fill_(1)
                 self.num_batches_tracked.zero_()
+
+    def reset_parameters(self) -> None:
+        """The running statistics reset, weight ones and bias zeros (as at construction)."""
+        self.reset_running_stats()
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if self.bias is not None:
+            init.zeros_(self.bias)
 
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim not in self.ndims or x.shape[1] != self.num_features:
@@ -76,7 +85,8 @@ class _BatchNorm(Module):
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
 
 
 class BatchNorm1d(_BatchNorm):
@@ -96,25 +106,30 @@ class LayerNorm(Module):
     then scale by ``weight`` and shift by ``bias`` (ones and zeros at first)."""
 
     def __init__(self, normalized_shape: Any, eps: float = 1e-5,
-                 elementwise_affine: bool = True, bias: bool = True) -> None:
+                 elementwise_affine: bool = True, bias: bool = True, device: Any = None,
+                 dtype: Any = None) -> None:
         super().__init__()
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(
             normalized_shape)
         self.normalized_shape, self.eps = shape, eps
         self.elementwise_affine = elementwise_affine
+        self.register_parameter("weight", None)
+        self.register_parameter("bias", None)
         if elementwise_affine:
-            self.weight = Parameter(np.ones(shape, dtype=np.float32))
+            self.weight = Parameter(factory_tensor("LayerNorm", shape, 1, device, dtype))
             if bias:
-                self.bias = Parameter(np.zeros(shape, dtype=np.float32))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+                self.bias = Parameter(factory_tensor("LayerNorm", shape, 0, device, dtype))
+
+    def reset_parameters(self) -> None:
+        """Weight ones and bias zeros again (as at construction)."""
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if self.bias is not None:
+            init.zeros_(self.bias)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}")
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
