@@ -453,3 +453,23 @@ def test_reduction_dtype_arguments_and_pytorch_names():
         assert tuple((x > 2).all(dim=[]).shape) == (2, 3)
         assert tuple(T.unflatten(T.ones(2, 6), 1, (2, 3)).shape) == (2, 2, 3)
         assert tuple(T.ones(4, 2, 3).mT.shape) == (4, 3, 2)
+
+
+def test_devices_keep_their_index_like_torch():
+    for T in (tt, torch):
+        d = T.device("cuda", 1)
+        assert (d.type, d.index) == ("cuda", 1) and repr(d) == "device(type='cuda', index=1)"
+        assert T.device("cuda:2").index == 2 and T.device("cpu").index is None
+        assert T.device("cuda").index is None
+    assert tt.device(0).index == 0  # (torch.device(0) needs an accelerator present)
+    assert tt.device("cuda", 1) == "cuda"  # still the name wherever a name is expected
+    with pytest.raises(ValueError, match="index goes with 'cuda'"):
+        tt.device("cpu", 1)
+
+
+def test_random_functions_take_generator_none_and_name_the_seed_otherwise():
+    assert tt.randn(2, 3, generator=None).shape == (2, 3)
+    for make in (lambda g: tt.randn(2, generator=g), lambda g: tt.randint(0, 5, (2,), generator=g),
+                 lambda g: tt.randperm(4, generator=g), lambda g: tt.rand(2, generator=g)):
+        with pytest.raises(TypeError, match="tt.manual_seed"):
+            make(object())

@@ -582,3 +582,16 @@ def test_an_optimizer_state_left_behind_by_a_model_move_is_named():
         opt.step()
     opt.load_state_dict(opt.state_dict())  # moves the state to the parameters, as PyTorch
     opt.step()
+
+
+def test_pytorch_ddp_device_spellings_name_this_process_gpu():
+    from tinytrain import cuda
+
+    here = cuda.current_device()
+    cuda.set_device(tt.device("cuda", here))  # the object keeps its index
+    assert cuda.current_device() == here
+    assert tt.ones(2).to(here).device == "cuda"  # model.to(rank), as the DDP tutorial
+    assert next(tt.nn.Linear(2, 2).to(here).parameters()).device == "cuda"
+    device = tt.device("cuda", cuda.device_count())  # built before set_device: no error yet
+    with pytest.raises(ValueError, match="one GPU per process"):
+        tt.zeros(2, device=device)

@@ -57,17 +57,27 @@ def cupy_module() -> ModuleType:
 
 
 class Device(str):
-    """A device, as ``torch.device``: ``Device("cuda")``, ``Device("cuda", 0)``, ``Device("cpu")``.
+    """A device, as ``torch.device``: ``Device("cuda")``, ``Device("cuda", 1)``,
+    ``Device("cuda:1")``, ``Device(1)``, ``Device("cpu")``.
 
     It *is* the string ``"cpu"`` or ``"cuda"`` (a ``str`` subclass), so it compares equal
     to the name and works wherever a device name does; ``.type`` and ``.index`` are
     PyTorch's. ``tinytrain.device`` is this class, and ``Tensor.device`` returns one.
-    tinytrain uses one GPU per process, so ``"cuda:0"`` is ``"cuda"``.
+    tinytrain uses one GPU per process: an index is kept (``tt.cuda.set_device(device)``
+    reads it) and checked against this process's GPU only where a tensor is put there.
     """
 
+    _index: int | None = None
+
     def __new__(cls, type: Any, index: int | None = None) -> Device:  # noqa: A002 (torch's name)
-        name = str(type) if index is None else f"{type}:{index}"
-        return super().__new__(cls, normalize_device(name))
+        name, parsed = _split_device(type)
+        if index is not None:
+            if name != "cuda" or parsed is not None:
+                raise ValueError(f"device({type!r}, {index!r}): an index goes with 'cuda' only")
+            parsed = _gpu_index(index)
+        device = super().__new__(cls, name)
+        device._index = parsed
+        return device
 
     @property
     def type(self) -> str:
@@ -75,22 +85,41 @@ class Device(str):
 
     @property
     def index(self) -> int | None:
-        return None
+        return self._index
 
     def __repr__(self) -> str:
-        return f"device(type='{self}')"
+        index = "" if self._index is None else f", index={self._index}"
+        return f"device(type='{self}'{index})"
+
+
+def _gpu_index(index: Any) -> int:
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise ValueError(f"a GPU index must be a non-negative int, got {index!r}")
+    return index
+
+
+def _split_device(device: Any) -> tuple[str, int | None]:
+    """``(name, index)`` of a device given as a name, ``"cuda:N"``, an int N (PyTorch's
+    ``model.to(rank)``) or a Device."""
+    if isinstance(device, Device):
+        return str(device), device._index
+    if isinstance(device, int) and not isinstance(device, bool):
+        return "cuda", _gpu_index(device)
+    name = str(device)
+    if name.startswith("cuda:") and name[5:].isdigit():
+        return "cuda", int(name[5:])
+    if name not in DEVICES:
+        raise ValueError(f"unknown device {device!r}; expected one of {DEVICES}")
+    return name, None
 
 
 def normalize_device(device: Any) -> str:
-    """Turn ``"cpu"``, ``"cuda"``, ``"cuda:0"`` or a Tensor's device into ``"cpu"``/``"cuda"``."""
+    """Turn ``"cpu"``, ``"cuda"``, ``"cuda:N"``, an int N or a Device into ``"cpu"``/``"cuda"``
+    (an index must name this process's GPU)."""
     if device is None:
         return "cpu"
-    name = str(device)
-    if name.startswith("cuda:") and name[5:].isdigit():
-        name = _this_process_gpu(int(name[5:]))
-    if name not in DEVICES:
-        raise ValueError(f"unknown device {device!r}; expected one of {DEVICES}")
-    return name
+    name, index = _split_device(device)
+    return _this_process_gpu(index) if index is not None else name
 
 
 def _this_process_gpu(index: int) -> str:
@@ -126,7 +155,10 @@ def default_device() -> Device:
 
 
 def is_device(value: Any) -> bool:
-    """True for a device name (``"cpu"``, ``"cuda"``, ``"cuda:0"``), False for e.g. a dtype."""
+    """True for a device (``"cpu"``, ``"cuda"``, ``"cuda:N"``, an int N, a Device), False for
+    e.g. a dtype."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return True
     return isinstance(value, str) and (value in DEVICES or (
         value.startswith("cuda:") and value[5:].isdigit()))
 

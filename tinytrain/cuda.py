@@ -5,6 +5,8 @@ tinytrain runs one GPU per process through CuPy (see :mod:`tinytrain.backend`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from tinytrain import backend
 
 
@@ -23,13 +25,17 @@ def current_device() -> int:
     return backend.cupy_module().cuda.Device().id if is_available() else 0
 
 
-def set_device(device: int | str) -> None:
-    """Make GPU ``device`` (an index, ``"cuda:N"`` or ``"cuda"``) this process's GPU:
+def set_device(device: Any) -> None:
+    """Make GPU ``device`` (an index, ``"cuda:N"``, ``tt.device("cuda", N)``) this process's GPU:
     ``"cuda"`` then means it (``torch.cuda.set_device``; DDP scripts pass their local rank)."""
-    name = str(device)
-    index = int(name[5:]) if name.startswith("cuda:") else 0 if name == "cuda" else device
-    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-        raise ValueError(f"set_device: expected a GPU index or 'cuda:N', got {device!r}")
+    try:
+        name, index = backend._split_device(device)
+    except ValueError:
+        name, index = "", None
+    if name != "cuda":
+        raise ValueError(f"set_device: expected a GPU index, 'cuda:N' or a cuda device, got "
+                         f"{device!r}")
+    index = 0 if index is None else index
     if not is_available():
         backend.array_module("cuda")  # raises: no CuPy, or no GPU
     if index >= device_count():

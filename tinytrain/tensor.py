@@ -2303,8 +2303,9 @@ def full_like(t: Tensor, fill_value: float, dtype: Any = None,
 
 
 def randn(*shape: int, dtype: Any = float32, device: Any = None,
-          requires_grad: bool = False) -> Tensor:
+          requires_grad: bool = False, generator: Any = None) -> Tensor:
     """Standard normal samples from the package generator (same on every device)."""
+    _no_generator("randn", generator)
     _floating_samples("randn", dtype)
     arr = default_generator().standard_normal(_new_shape(shape)).astype(dtype)
     return Tensor(backend.to_device(arr, _device(device)),
@@ -2312,12 +2313,22 @@ def randn(*shape: int, dtype: Any = float32, device: Any = None,
 
 
 def rand(*shape: int, dtype: Any = float32, device: Any = None,
-         requires_grad: bool = False) -> Tensor:
+         requires_grad: bool = False, generator: Any = None) -> Tensor:
     """Uniform samples in [0, 1) from the package generator."""
+    _no_generator("rand", generator)
     _floating_samples("rand", dtype)
     arr = default_generator().random(_new_shape(shape)).astype(dtype)
     return Tensor(backend.to_device(arr, _device(device)),
                   requires_grad=requires_grad)
+
+
+def _no_generator(name: str, generator: Any) -> None:
+    """PyTorch's ``generator=``: None is accepted; a Generator object is refused with how
+    tinytrain seeds (one package generator: makemore's ``torch.Generator().manual_seed(k)``
+    becomes ``tt.manual_seed(k)`` once)."""
+    if generator is not None:
+        raise TypeError(f"{name}: generator= is not supported: tinytrain draws every random "
+                        f"number from one package generator; seed it with tt.manual_seed(k)")
 
 
 def _floating_samples(name: str, dtype: Any) -> None:
@@ -2354,9 +2365,10 @@ def linspace(start: float, end: float, steps: int, dtype: Any = float32,
 
 
 def randint(low: int, high: int | None = None, size: Sequence[int] = (), dtype: Any = int64,
-            device: Any = None) -> Tensor:
+            device: Any = None, generator: Any = None) -> Tensor:
     """Integers uniform in ``[low, high)`` (``randint(high, size)`` means ``low = 0``); a
     floating ``dtype`` holds the same whole numbers, as in PyTorch."""
+    _no_generator("randint", generator)
     if isinstance(high, tuple | list) and size == ():  # randint(high, size), positionally
         low, high, size = 0, low, high
     elif high is None:
@@ -2417,8 +2429,9 @@ def set_printoptions(precision: int | None = None, threshold: int | None = None,
         _PRINT_OPTIONS["suppress_small"] = not sci_mode
 
 
-def randperm(n: int, dtype: Any = int64, device: Any = None) -> Tensor:
+def randperm(n: int, dtype: Any = int64, device: Any = None, generator: Any = None) -> Tensor:
     """A random permutation of ``0 .. n-1`` from the package generator."""
+    _no_generator("randperm", generator)
     if isinstance(n, builtins.bool) or not isinstance(n, numbers.Integral) or n < 0:
         raise InvalidArgument(f"randperm: n must be a non-negative integer, got {n!r}")
     arr = default_generator().permutation(int(n)).astype(dtype)
