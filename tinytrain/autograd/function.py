@@ -252,10 +252,10 @@ class AccumulateGrad(Node):
             # (a C-contiguous copy, as PyTorch lays out .grad like its parameter: a gradient
             # that came through a transpose would otherwise make p.grad.view(-1) fail)
             t._grad = Tensor(grad if own else grad.astype(t.dtype, order="C", copy=True))
-        elif not t._grad.data.flags.writeable:  # a .grad assigned as a broadcast view
-            t._grad = Tensor(t._grad.data + grad)
-        else:
+        elif getattr(t._grad.data.flags, "writeable", True):  # (CuPy's arrays have no flag)
             t._grad.data += grad
+        else:  # a .grad assigned as a read-only broadcast view: replaced, not written
+            t._grad = Tensor(t._grad.data + grad)
         for hook in list(t._post_accumulate_grad_hooks.values()):
             hook(t)
         return ()
