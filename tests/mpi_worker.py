@@ -377,6 +377,18 @@ def uneven_then_all_reduce(device: str) -> None:
     print(f"the mismatch went unnoticed on rank {r}: {total.tolist()}", flush=True)
 
 
+def collective_queued_on_one_rank(device: str) -> None:
+    """Rank 0 has started one collective more than rank 1 (as a rank one batch ahead under
+    NCCL, whose last bucket all-reduce is still queued on its GPU), then both all-reduce a
+    metric: the call check must see the different counts and raise, not pair the calls."""
+    r = dist.get_rank()
+    if r == 0:
+        dist.group("test").all_reduce(tt.ones(5, device=device).data)  # started, not waited
+    metric = tt.tensor([1.0, 2.0], device=device)
+    dist.all_reduce(metric)
+    print(f"the uneven count went unnoticed on rank {r}: {metric.tolist()}", flush=True)
+
+
 def work_alone_before_exit(device: str) -> None:
     """Rank 0 works alone (writes a checkpoint) for longer than LEAVE_GRACE, and than the
     --timeout, after the last collective; rank 1 leaves meanwhile: no error on either."""
@@ -477,7 +489,7 @@ SCENARIOS = {f.__name__: f for f in [
     unused_parameter, diverged, frozen_on_one_rank, mismatched_all_reduce, mismatched_op,
     eval_mode_training, raise_on_one_rank, wait_forever, skip_collective, sharded_evaluation,
     barrier_against_all_reduce, ddp_peer_gone, dtype_after_wrap, init_arguments,
-    uneven_then_all_reduce, work_alone_before_exit]}
+    uneven_then_all_reduce, work_alone_before_exit, collective_queued_on_one_rank]}
 
 
 def main() -> None:

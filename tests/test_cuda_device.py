@@ -590,6 +590,9 @@ def test_pytorch_ddp_device_spellings_name_this_process_gpu():
     here = cuda.current_device()
     cuda.set_device(tt.device("cuda", here))  # the object keeps its index
     assert cuda.current_device() == here
+    with pytest.raises(ValueError, match="with an index"):
+        cuda.set_device("cuda")  # names no GPU, as in PyTorch (it used to move to GPU 0)
+    assert cuda.current_device() == here
     assert tt.ones(2).to(here).device == "cuda"  # model.to(rank), as the DDP tutorial
     assert next(tt.nn.Linear(2, 2).to(here).parameters()).device == "cuda"
     device = tt.device("cuda", cuda.device_count())  # built before set_device: no error yet

@@ -296,6 +296,18 @@ def test_a_backward_whose_peer_left_fails_once_and_says_it_was_ddp():
     assert r.stderr.count("cannot complete") == 1, r.stderr[-3000:]
 
 
+def test_a_rank_with_a_collective_more_is_named_at_the_next_call_check():
+    """Under NCCL a rank one batch ahead reaches the epoch's all_reduce while its last bucket
+    all-reduce is still queued on the GPU, and NCCL would pair the two (a metric summed with
+    gradients, silently). The call check compares how many collectives each rank started."""
+    r = mpirun(WORKER, "collective_queued_on_one_rank", "--timeout", "60", timeout=50)
+    assert r.returncode != 0
+    assert "went unnoticed" not in r.stdout, r.stdout
+    assert re.search(r"the ranks have made different numbers of collective calls before this "
+                     r"one \(rank 0: 1, rank 1: 0", r.stderr), r.stderr[-2000:]
+    assert "DistributedSampler" in r.stderr
+
+
 def test_uneven_batches_then_an_all_reduce_time_out_clearly_instead_of_mismatching():
     """Rank 0 is in a DDP bucket's all-reduce when rank 1 makes the epoch's all_reduce: the
     call check of rank 1 used to be matched with the bucket (float bits read as sizes:

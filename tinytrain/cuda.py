@@ -32,10 +32,9 @@ def set_device(device: Any) -> None:
         name, index = backend._split_device(device)
     except ValueError:
         name, index = "", None
-    if name != "cuda":
-        raise ValueError(f"set_device: expected a GPU index, 'cuda:N' or a cuda device, got "
-                         f"{device!r}")
-    index = 0 if index is None else index
+    if name != "cuda" or index is None:  # ('cuda' alone names no GPU: PyTorch refuses it)
+        raise ValueError(f"set_device: expected a GPU index, 'cuda:N' or a cuda device with an "
+                         f"index, got {device!r}")
     if not is_available():
         backend.array_module("cuda")  # raises: no CuPy, or no GPU
     if index >= device_count():

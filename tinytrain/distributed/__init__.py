@@ -204,9 +204,23 @@ def _same_call_on_every_rank(what: str, array: Any | None) -> None:
     all-gather, ~0.1 ms, which compares the calls). DistributedDataParallel's bucket
     all-reduces skip this: their layout is checked once, when the model is wrapped. The
     check runs on a communicator of its own, so a rank still in a bucket's all-reduce makes
-    it wait (then time out, or fail at once when that rank left), never match."""
+    it wait (then time out, or fail at once when that rank left), never match.
+
+    Each rank also says how many collectives it has started so far (DDP's buckets
+    included): under NCCL a rank that ran one batch fewer would reach this call while the
+    other's last bucket all-reduce is still queued on its GPU, and NCCL would pair the two
+    (a metric summed with gradients, silently); different counts raise instead."""
     g = group(what)
-    g.allgather_object(None, what=what if array is None else f"{what} of {g.describe(array)}")
+    counts = g.allgather_object(
+        g.collectives, what=what if array is None else f"{what} of {g.describe(array)}")
+    if len(set(counts)) > 1:
+        listing = ", ".join(f"rank {r}: {n}" for r, n in enumerate(counts))
+        raise RuntimeError(
+            f"{what} (rank {g.rank} of {g.world_size}): the ranks have made different numbers "
+            f"of collective calls before this one ({listing}; DistributedDataParallel's "
+            "gradient all-reduces count): they ran different numbers of steps or batches, "
+            "e.g. a dataset split unevenly across ranks: use DistributedSampler (the same "
+            "number of samples on every rank), drop_last=True, or the same number of batches")
 
 
 def all_reduce(tensor: Tensor, op: str = "sum", async_op: bool = False) -> Work | None:

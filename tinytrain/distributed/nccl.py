@@ -87,6 +87,7 @@ class NCCLGroup(ProcessGroup):
         return _NCCLWork(done, self.cp)
 
     def all_reduce(self, array: Any, op: str = "sum") -> Work:
+        self.collectives += 1
         self._side_stream_after_current()
         ptr, dtype = array.data.ptr, getattr(self.nccl, _DTYPES[array.dtype.name])
         nccl_op = getattr(self.nccl, _OPS[op], None)
@@ -104,6 +105,7 @@ class NCCLGroup(ProcessGroup):
         return self._done()
 
     def broadcast(self, array: Any, src: int = 0) -> Work:
+        self.collectives += 1
         self._side_stream_after_current()
         dtype = getattr(self.nccl, _DTYPES[array.dtype.name])
         self._call(f"broadcast(src={src}) of {self.describe(array)}", self.communicator.bcast,

@@ -133,6 +133,7 @@ class ProcessGroup:
     backend = ""
     device = ""
     dtypes: tuple[str, ...] = ()
+    collectives = 0  # all-reduces and broadcasts this rank started (compared by the checks)
 
     def __init__(self, comm: Any, timeout: float = DEFAULT_TIMEOUT) -> None:
         from mpi4py import MPI
@@ -241,6 +242,7 @@ class MPIGroup(ProcessGroup):
     def all_reduce(self, array: np.ndarray, op: str = "sum") -> Work:
         from mpi4py import MPI
 
+        self.collectives += 1
         mpi_op = {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]
         what = f"all_reduce(op={op!r}) of {self.describe(array)}"
         request = _mpi_call(self, what, self.comm.Iallreduce, MPI.IN_PLACE, array, mpi_op)
@@ -250,6 +252,7 @@ class MPIGroup(ProcessGroup):
         return _MPIWork(request, self, what, finish)
 
     def broadcast(self, array: np.ndarray, src: int = 0) -> Work:
+        self.collectives += 1
         what = f"broadcast(src={src}) of {self.describe(array)}"
         return _MPIWork(_mpi_call(self, what, self.comm.Ibcast, array, src), self, what)
 
