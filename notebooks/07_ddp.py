@@ -666,7 +666,10 @@ if GROUP:
 #   calls it) sends every peer a "leaving" notice, so a peer waiting in an MPI collective
 #   raises `PeerLeft`, naming the rank that left, within seconds (`LEAVE_GRACE`) instead of
 #   waiting out the 30-minute timeout; and the checks that every rank makes the same call run
-#   on a communicator of their own, so they are never matched with a bucket's all-reduce.
+#   on a communicator of their own, so they are never matched with a bucket's all-reduce,
+#   and compare how many collectives each rank has started: under NCCL a rank one batch
+#   ahead still has its last bucket queued on the GPU, which NCCL would pair with the
+#   other rank's `all_reduce` of a metric.
 #
 # ## 6. Other classic bugs
 #
