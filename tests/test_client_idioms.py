@@ -473,3 +473,40 @@ def test_random_functions_take_generator_none_and_name_the_seed_otherwise():
                  lambda g: tt.randperm(4, generator=g), lambda g: tt.rand(2, generator=g)):
         with pytest.raises(TypeError, match="tt.manual_seed"):
             make(object())
+
+
+@pytest.mark.parametrize("call", [
+    lambda T: T.div(-1, T.tensor([3, 250], dtype=T.uint8)),
+    lambda T: T.add(300, T.tensor([3, 250], dtype=T.uint8)),
+    lambda T: T.sub(100000, T.tensor([3], dtype=T.int16)),
+    lambda T: T.div(1000, T.tensor([3, -2], dtype=T.int8)),
+    lambda T: T.floor_divide(-7, T.tensor([3], dtype=T.uint8)),
+    lambda T: T.pow(2, T.tensor([3.0, 4.0])),
+], ids=["div", "add-wrap", "sub-wrap", "div-int8", "floor_divide", "pow"])
+def test_a_number_first_is_the_number_it_is_like_torch(call):
+    got, want = call(tt), call(torch)
+    assert str(got.dtype) == str(want.dtype).removeprefix("torch.")
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+def test_elementwise_ops_keep_a_transposed_layout_like_torch():
+    for T in (tt, torch):
+        x = T.arange(12.0).reshape(3, 4)
+        assert tuple(x.t().exp().t().view(-1).shape) == (12,)
+        assert (x.permute(1, 0).sigmoid().permute(1, 0)).is_contiguous()
+        x4 = T.arange(120.0).reshape(2, 3, 4, 5)
+        assert tuple((x4.permute(0, 2, 3, 1) + 1).permute(0, 3, 1, 2).view(2, -1).shape) == (2, 60)
+
+
+@pytest.mark.parametrize("dtype, want", [("int32", "int32"), ("float32", "float32"),
+                                         ("float64", "float64")])
+def test_cumsum_dtype_is_the_result_dtype_like_torch(dtype, want):
+    x = tt.tensor([1, 2, 3], dtype=tt.int32 if dtype == "int32" else tt.float16)
+    assert str(x.cumsum(0, dtype=getattr(tt, dtype)).dtype) == want
+
+
+def test_tensor_of_many_short_rows_takes_the_fast_path():
+    rows = [[i, i + 1] for i in range(1000)]
+    assert tt.tensor(rows).shape == (1000, 2)
+    from tinytrain.tensor import _holds_arrays
+    assert not _holds_arrays(rows) and _holds_arrays([tt.ones(1)]) and _holds_arrays([[1], [2, 3]])

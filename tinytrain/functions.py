@@ -14,18 +14,19 @@ from typing import Any
 from tinytrain.autograd import is_grad_enabled, no_grad
 from tinytrain.autograd import ops as O
 from tinytrain.dtypes import result_type
-from tinytrain.tensor import Tensor, tensor, where
+from tinytrain.tensor import Tensor, where
 
 
-def _t(x: Any, other: Any = None) -> Tensor:
-    """``x`` as a Tensor. A Python number before a Tensor ``other`` (``tt.add(2, t)``) takes
-    the dtype the number would get as the second operand: a number does not promote a
-    tensor of its kind (``tt.mul(2, int8)`` is int8), as PyTorch."""
-    if isinstance(x, Tensor):
-        return x
-    if isinstance(other, Tensor) and isinstance(x, int | float | bool):
-        return tensor(x, dtype=result_type(other, x), device=other.device)
-    return Tensor(x)
+def _t(x: Any) -> Tensor:
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+
+def _number_first(x: Any, other: Any) -> bool:
+    """``tt.add(2, t)``: a Python number before a Tensor. It then takes part as the number
+    it is (the Tensor's reflected operator, ``t.__radd__(2)``), so that it does not promote
+    the tensor (``tt.mul(2, int8)`` is int8) and is not cast first (``tt.div(-1, uint8)``
+    is -1 / x), as PyTorch."""
+    return isinstance(other, Tensor) and isinstance(x, int | float | bool)
 
 
 def _out(result: Tensor, out: Tensor | None) -> Tensor:
@@ -70,11 +71,11 @@ def amin(input: Any, dim: Any = (), keepdim: bool = False) -> Tensor:  # noqa: A
 
 
 def maximum(input: Any, other: Any) -> Tensor:  # noqa: A002
-    return _t(input, other).maximum(other)
+    return _t(input).maximum(other)
 
 
 def minimum(input: Any, other: Any) -> Tensor:  # noqa: A002
-    return _t(input, other).minimum(other)
+    return _t(input).minimum(other)
 
 
 def sum(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A001, A002
@@ -142,30 +143,38 @@ def bmm(input: Any, mat2: Any, *, out: Tensor | None = None) -> Tensor:  # noqa:
 
 def add(input: Any, other: Any, alpha: float = 1, *,  # noqa: A002
         out: Tensor | None = None) -> Tensor:
-    return _out(_t(input, other).add(other, alpha), out)
+    if alpha == 1 and _number_first(input, other):
+        return _out(other.__radd__(input), out)
+    return _out(_t(input).add(other, alpha), out)
 
 
 def sub(input: Any, other: Any, alpha: float = 1, *,  # noqa: A002
         out: Tensor | None = None) -> Tensor:
-    return _out(_t(input, other).sub(other, alpha), out)
+    if alpha == 1 and _number_first(input, other):
+        return _out(other.__rsub__(input), out)
+    return _out(_t(input).sub(other, alpha), out)
 
 
 def mul(input: Any, other: Any, *, out: Tensor | None = None) -> Tensor:  # noqa: A002
-    return _out(_t(input, other) * other, out)
+    if _number_first(input, other):
+        return _out(other.__rmul__(input), out)
+    return _out(_t(input) * other, out)
 
 
 def div(input: Any, other: Any, *, rounding_mode: str | None = None,  # noqa: A002
         out: Tensor | None = None) -> Tensor:
     """``input / other`` (true division), or rounded: ``rounding_mode="trunc"`` / ``"floor"``."""
-    return _out(_t(input, other).div(other, rounding_mode=rounding_mode), out)
+    if rounding_mode is None and _number_first(input, other):
+        return _out(other.__rtruediv__(input), out)
+    return _out(_t(input).div(other, rounding_mode=rounding_mode), out)
 
 
 def floor_divide(input: Any, other: Any) -> Tensor:  # noqa: A002
-    return _t(input, other) // other
+    return other.__rfloordiv__(input) if _number_first(input, other) else _t(input) // other
 
 
 def pow(input: Any, exponent: Any) -> Tensor:  # noqa: A001, A002
-    return _t(input, exponent) ** exponent
+    return exponent.__rpow__(input) if _number_first(input, exponent) else _t(input) ** exponent
 
 
 def cat(tensors: Sequence[Tensor], dim: int = 0, *, out: Tensor | None = None) -> Tensor:

@@ -100,7 +100,7 @@ def _accumulates_in_float32(method: Callable[..., Tensor]) -> Callable[..., Tens
     accumulates them (``std`` of [0, 1e4] overflows float16 on the way)."""
     @functools.wraps(method)
     def reduction(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        if self.dtype == np.float16:
+        if self.dtype == np.float16 and kwargs.get("dtype") is None:  # (dtype= decides)
             return method(self.float(), *args, **kwargs).to(dtype=self.dtype)
         return method(self, *args, **kwargs)
 
@@ -1463,7 +1463,7 @@ class Tensor:
             value = value.to(self.device, self.dtype)
         else:
             value = scalar_in(value, self.dtype, "masked_fill")
-        return O.Where.apply(mask, value, self)
+        return O.Where.apply(mask, value, self).contiguous()  # (a new tensor, as PyTorch's)
 
     def masked_fill_(self, mask: Any, value: Any) -> Tensor:
         mask = _bool_condition("masked_fill_", mask)
@@ -1578,8 +1578,9 @@ class Tensor:
         """Running sums along ``dim``; integer and bool tensors sum in int64, float16 ones
         in float32 (as PyTorch accumulates; the result is float16 again). ``dtype``
         converts first."""
-        if dtype is not None:
-            return self.to(dtype=dtype).cumsum(dim)
+        if dtype is not None:  # (the sums in that dtype, as PyTorch: int32 stays int32)
+            out = self.to(dtype=dtype).cumsum(dim)
+            return out if out.dtype == np.dtype(dtype) else out.to(dtype=dtype)
         (axis,) = O._normalize_axis(dim, self.ndim)
         if self.ndim == 0:
             return O.Cumsum.apply(self.reshape(1), 0).reshape(())
@@ -2066,12 +2067,12 @@ def _raw_index(index: Any) -> Any:
     if isinstance(index, tuple):
         return tuple(_raw_index(i) for i in index)
     if isinstance(index, Tensor):
-        if index.ndim == 0 and index.dtype.kind in "iu":  # an int, as PyTorch: x[y[k]] is a
-            return int(index._data)  # view of a row (NumPy would copy, as for an array)
         if index.dtype == uint8:  # a mask, as PyTorch (NumPy would read positions 0 and 1)
             warnings.warn("indexing with dtype uint8 is deprecated, please use a dtype bool "
                           "instead", UserWarning, stacklevel=3)
             return index._data.astype(bool_)
+        if index.ndim == 0 and index.dtype.kind in "iu":  # an int, as PyTorch: x[y[k]] is a
+            return int(index._data)  # view of a row (NumPy would copy, as for an array)
         return index._data
     return np.asarray(index) if isinstance(index, range) else index
 
@@ -2185,7 +2186,7 @@ def tensor(data: Any, dtype: Any = None, device: Any = None,
     """
     if isinstance(data, Tensor):
         data = data._data
-    elif isinstance(data, list | tuple):
+    elif isinstance(data, list | tuple) and _holds_arrays(data):
         data = _tensors_as_scalars(data)
     if device is None:
         on_gpu = hasattr(data, "dtype") and backend.device_of(data) == "cuda"
@@ -2207,6 +2208,22 @@ def tensor(data: Any, dtype: Any = None, device: Any = None,
         raise InvalidArgument(f"tensor(): can't make a Tensor of {arr.dtype} data; tinytrain "
                               "tensors hold bool, integer or floating-point numbers")
     return Tensor(arr, requires_grad=requires_grad)
+
+
+def _holds_arrays(seq: list | tuple) -> bool:
+    """Whether nested lists hold arrays or Tensors (not only numbers): NumPy's conversion
+    then has more dimensions than the lists' nesting (which is read along the first items:
+    a cheap check before the Python walk of :func:`_tensors_as_scalars`)."""
+    depth, x = 0, seq
+    while isinstance(x, list | tuple):
+        depth += 1
+        if not x:
+            break
+        x = x[0]
+    try:
+        return np.ndim(seq) != depth or builtins.any(isinstance(x, Tensor) for x in seq)
+    except ValueError:  # ragged (Tensors of several shapes, or lists the conversion refuses)
+        return True
 
 
 def _tensors_as_scalars(seq: list | tuple) -> Any:

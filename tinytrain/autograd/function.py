@@ -275,6 +275,7 @@ class Function:
     new_grads: bool = False
     _ctx_style: bool = False  # PyTorch's forward(ctx, *inputs) (module docstring); per class
     _user: bool = False  # defined outside tinytrain: its backward's gradients are checked
+    row_major: bool = False  # a new layout (not elementwise): the result made row-major
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -328,7 +329,7 @@ class Function:
             return cls.apply(*on_one_device(cls.__name__, inputs))
         out = cls.forward(*raw)
         shared = getattr(out, "base", None) is not None or any(r is out for r in raw)
-        if not getattr(out, "flags", _ROW_MAJOR).c_contiguous and (
+        if cls.row_major and not getattr(out, "flags", _ROW_MAJOR).c_contiguous and (
                 not shared or not any(_root(r) is _root(out) for r in raw)):
             out = _row_major(out)  # a new array, not a view of an input
         output = Tensor(out)
@@ -389,11 +390,11 @@ _ROW_MAJOR = np.ones(1).flags  # (for results without flags: Python numbers)
 
 
 def _row_major(out: Any) -> Any:
-    """A new result in row-major order. NumPy keeps its input's order (``cat`` or
-    ``softmax`` of a transposed tensor comes out transposed), where PyTorch's new tensors
-    are contiguous, so that ``torch.cat([a.t(), b.t()]).view(-1)`` works; so here too
-    (elementwise ops included, where PyTorch keeps the layout: a view then works in
-    tinytrain where PyTorch would refuse it). Views of inputs are never copied."""
+    """A new result of a ``row_major`` op in row-major order. NumPy keeps its input's order
+    (``cat`` or ``softmax`` of a transposed tensor comes out transposed), where PyTorch
+    makes these contiguous, so that ``torch.cat([a.t(), b.t()]).view(-1)`` works; so here
+    too. Elementwise ops keep their input's layout, in both (``x.t().exp().t()`` is
+    contiguous again), and views of inputs are never copied."""
     return get_array_module(out).ascontiguousarray(out)
 
 

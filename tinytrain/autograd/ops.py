@@ -478,6 +478,8 @@ class Tanh(Function):
 class Sum(Function):
     """Sum over ``axis``; integer and bool inputs sum in int64 (as PyTorch)."""
 
+    row_major = True  # a new layout, as PyTorch's (Function.apply)
+
     @staticmethod
     def forward(a, axis, keepdims):
         return a.sum(axis=axis, keepdims=keepdims, dtype="int64" if a.dtype.kind in "biu" else None)
@@ -494,6 +496,8 @@ class Sum(Function):
 
 
 class Mean(Function):
+    row_major = True  # a new layout, as PyTorch's (Function.apply)
+
     @staticmethod
     def forward(a, axis, keepdims):
         return a.mean(axis=axis, keepdims=keepdims)
@@ -512,6 +516,8 @@ class Mean(Function):
 
 class Amax(Function):
     """Maximum over ``axis`` (``torch.amax``). Ties share the gradient equally."""
+
+    row_major = True  # a new layout, as PyTorch's (Function.apply)
 
     reduce = "max"
 
@@ -552,6 +558,8 @@ class TakeAlongDim(Function):
     ``index`` has ``a``'s shape with ``axis`` of size 1; the output drops that axis
     unless ``keepdims``.
     """
+
+    row_major = True  # a new layout, as PyTorch's (Function.apply)
 
     @staticmethod
     def forward(a, index, axis, keepdims):
@@ -688,6 +696,8 @@ class Index(Function):
     repeat and its gradients must accumulate.
     """
 
+    row_major = True  # a new layout, as PyTorch's (Function.apply)
+
     @staticmethod
     def forward(a, index):
         out = a[index]
@@ -774,6 +784,8 @@ class Clone(Function):
 class Cat(Function):
     """Arrays joined along ``axis`` (``torch.cat``); backward splits the gradient again."""
 
+    row_major = True  # a new layout, as PyTorch's (Function.apply)
+
     @staticmethod
     def forward(axis, *arrays):
         return get_array_module(arrays[0]).concatenate(arrays, axis=axis)
@@ -801,6 +813,8 @@ def log_softmax_array(a: Any, axis: int) -> Any:
 
 
 class LogSoftmax(Function):
+    row_major = True  # a new layout, as PyTorch's (Function.apply)
+
     @staticmethod
     def forward(a, axis):
         return log_softmax_array(a, axis)
@@ -818,6 +832,8 @@ class LogSoftmax(Function):
 
 
 class Softmax(Function):
+    row_major = True  # a new layout, as PyTorch's (Function.apply)
+
     @staticmethod
     def forward(a, axis):
         xp = get_array_module(a)
@@ -1188,6 +1204,8 @@ class Norm(Function):
     gradient ``sign(a) (|a| / norm)^(p-1)`` is taken as 0 where ``a`` or the norm is 0
     (PyTorch's subgradient; for ``p < 1`` the formula is infinite there)."""
 
+    row_major = True  # a new layout, as PyTorch's (Function.apply)
+
     @staticmethod
     def forward(a, p, axis, keepdims):
         xp = get_array_module(a)
@@ -1253,6 +1271,8 @@ class Repeat(Function):
     """``a`` tiled ``reps`` times per dimension (``Tensor.repeat``; ``len(reps) >= a.ndim``,
     extra leading reps add dimensions). Backward sums the copies."""
 
+    row_major = True  # a new layout, as PyTorch's (Function.apply)
+
     @staticmethod
     def forward(a, reps):
         return get_array_module(a).tile(a, reps)
@@ -1273,6 +1293,8 @@ class Repeat(Function):
 class Pad(Function):
     """Constant padding: ``widths`` is one ``(before, after)`` pair per dimension."""
 
+    row_major = True  # a new layout, as PyTorch's (Function.apply)
+
     @staticmethod
     def forward(a, widths, value):
         return get_array_module(a).pad(a, widths, constant_values=value)
@@ -1289,6 +1311,8 @@ class Pad(Function):
 class Cumsum(Function):
     """Running sum along ``axis``; integer and bool inputs sum in int64 (as PyTorch).
     The gradient is the reversed running sum of the gradient."""
+
+    row_major = True  # a new layout, as PyTorch's (Function.apply)
 
     @staticmethod
     def forward(a, axis):
@@ -1322,6 +1346,8 @@ class Gather(Function):
     (``torch.gather``). Backward adds the gradient back at those places (``add.at``:
     an index may repeat)."""
 
+    row_major = True  # a new layout, as PyTorch's (Function.apply)
+
     @staticmethod
     def forward(a, index, axis):
         return a[_full_index(index, axis)]
@@ -1342,6 +1368,8 @@ class Scatter(Function):
     """A copy of ``a`` with ``src`` (an array of ``index``'s shape at least, or a scalar)
     written at ``index`` along ``axis`` (``torch.scatter``). The written places pass no
     gradient to ``a``; ``src`` gets the gradient of the places it was written to."""
+
+    row_major = True  # a new layout, as PyTorch's (Function.apply)
 
     @staticmethod
     def forward(a, index, src, axis):
@@ -1374,6 +1402,8 @@ class Embedding(Function):
     """``weight[indices]``: rows of ``weight [num, dim]`` for integer ``indices`` of any
     shape. Backward adds each row's gradient into its row (repeats accumulate), except
     the ``padding_idx`` row, which never gets a gradient (PyTorch's rule)."""
+
+    row_major = True  # a new layout, as PyTorch's (Function.apply)
 
     @staticmethod
     def forward(weight, indices, padding_idx):

@@ -72,7 +72,9 @@ __all__ = [
 _OFFER = ("tinytrain.data has Dataset, TensorDataset, Subset, random_split, DataLoader, collate, "
           "SequentialSampler, RandomSampler, DistributedSampler, MNIST, FashionMNIST and MNISTMini")
 __getattr__ = _module_getattr(__name__, {
-    "default_collate": "use tinytrain.data.collate",
+    "default_collate": "use tinytrain.data.collate, which stacks into NumPy arrays (wrap them "
+                       "with tt.tensor(...) in a collate_fn: the DataLoader does that itself "
+                       "for its default one)",
     "IterableDataset": "tinytrain's DataLoader takes map-style datasets (len and [i])",
     "get_worker_info": "tinytrain's DataLoader has no worker processes (num_workers is accepted "
                        "and batches are made in the main process)",

@@ -611,7 +611,8 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
     out = centered / ((centered * centered).mean(axes, keepdim=True) + eps).sqrt()
     if weight is not None:
         out = out * weight
-    return _as_input(out + bias if bias is not None else out, input)
+    out = out + bias if bias is not None else out
+    return _as_input(out.contiguous(), input)  # (PyTorch's layer_norm output is contiguous)
 
 
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,  # noqa: A002

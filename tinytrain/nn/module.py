@@ -438,7 +438,7 @@ class Module:
                                 f"{dtype!r} (integer weights could not be trained)")
             dtype = np.dtype(dtype)
         for t in list(self.parameters()) + [b for _, b in self.named_buffers()]:
-            for holder in (t, t.grad):
+            for holder in (t, t._grad):  # (._grad: a non-leaf buffer's .grad would warn)
                 if holder is None:
                     continue
                 if device is not None:
