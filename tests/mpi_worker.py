@@ -389,6 +389,19 @@ def collective_queued_on_one_rank(device: str) -> None:
     print(f"the uneven count went unnoticed on rank {r}: {metric.tolist()}", flush=True)
 
 
+def stall_notice(device: str) -> None:
+    """Rank 1 is 3 s late to an all-reduce: rank 0 says, once, that it waits, then both
+    finish normally."""
+    from tinytrain.distributed import process_group
+
+    process_group.STALL_NOTICE = 1.0  # (60 s in real runs)
+    if dist.get_rank() == 1:
+        time.sleep(3)
+    x = tt.ones(3, device=device)
+    dist.all_reduce(x)
+    print(f"rank {dist.get_rank()} done: {x.tolist()}", flush=True)
+
+
 def work_alone_before_exit(device: str) -> None:
     """Rank 0 works alone (writes a checkpoint) for longer than LEAVE_GRACE, and than the
     --timeout, after the last collective; rank 1 leaves meanwhile: no error on either."""
@@ -489,7 +502,8 @@ SCENARIOS = {f.__name__: f for f in [
     unused_parameter, diverged, frozen_on_one_rank, mismatched_all_reduce, mismatched_op,
     eval_mode_training, raise_on_one_rank, wait_forever, skip_collective, sharded_evaluation,
     barrier_against_all_reduce, ddp_peer_gone, dtype_after_wrap, init_arguments,
-    uneven_then_all_reduce, work_alone_before_exit, collective_queued_on_one_rank]}
+    uneven_then_all_reduce, work_alone_before_exit, collective_queued_on_one_rank,
+    stall_notice]}
 
 
 def main() -> None:

@@ -510,3 +510,53 @@ def test_tensor_of_many_short_rows_takes_the_fast_path():
     assert tt.tensor(rows).shape == (1000, 2)
     from tinytrain.tensor import _holds_arrays
     assert not _holds_arrays(rows) and _holds_arrays([tt.ones(1)]) and _holds_arrays([[1], [2, 3]])
+
+
+def test_optimizer_subclasses_with_their_own_step_arguments_still_work():
+    class Scaled(tt.optim.SGD):
+        def step(self, scale=1.0):
+            for g in self.param_groups:
+                g["lr"] *= scale
+            return super().step()
+
+    class Multi(tt.optim.SGD):
+        def step(self, closure):
+            return [closure() for _ in range(3)][-1]
+
+    w = tt.ones(2, requires_grad=True)
+    opt = Scaled([w], lr=0.1)
+    (w * w).sum().backward()
+    opt.step(2.0)
+    opt.step(scale=1.0)
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.2)
+    calls = []
+    assert Multi([w], lr=0.1).step(lambda: calls.append(1) or 5.0) == 5.0 and len(calls) == 3
+
+
+def test_numpy_scalars_in_an_optimizer_state_are_not_taken_for_a_moved_model():
+    w = tt.ones(2, requires_grad=True)
+    opt = tt.optim.Adam([w], lr=0.1)
+    (w * w).sum().backward()
+    opt.step()
+    opt.state[w]["step"] = np.int64(opt.state[w]["step"])
+    opt.state[w]["note"] = np.float32(1.5)
+    opt.step()
+
+
+def test_reduction_passed_where_pytorchs_weight_goes_is_named():
+    x, y = tt.tensor([0.2, 0.7]), tt.tensor([0.0, 1.0])
+    with pytest.raises(TypeError, match="reduction='sum'"):
+        F.binary_cross_entropy(x, y, "sum")
+    with pytest.raises(TypeError, match="reduction='sum'"):
+        tt.nn.BCELoss("sum")
+    assert F.binary_cross_entropy(x, y, weight=np.ones(2)).item() == pytest.approx(
+        TF.binary_cross_entropy(torch.tensor([0.2, 0.7]), torch.tensor([0.0, 1.0])).item())
+
+
+def test_functional_softmax_without_dim_is_pytorchs_implicit_dim():
+    x = RNG.random((2, 3, 4)).astype(np.float32)
+    with pytest.warns(UserWarning, match="Implicit dimension"):
+        got = F.softmax(tt.tensor(x))
+    with pytest.warns(UserWarning):
+        want = TF.softmax(torch.tensor(x))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)

@@ -296,6 +296,14 @@ def test_a_backward_whose_peer_left_fails_once_and_says_it_was_ddp():
     assert r.stderr.count("cannot complete") == 1, r.stderr[-3000:]
 
 
+def test_a_rank_waiting_long_in_a_collective_says_so_once_and_finishes():
+    r = mpirun(WORKER, "stall_notice", "--timeout", "60", timeout=50)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "rank 0 done: [2.0, 2.0, 2.0]" in r.stdout and "rank 1 done" in r.stdout
+    assert r.stderr.count("has waited 1 s in all_reduce(op='sum') of float32 [3]") == 1, \
+        r.stderr[-2000:]
+
+
 def test_a_rank_with_a_collective_more_is_named_at_the_next_call_check():
     """Under NCCL a rank one batch ahead reaches the epoch's all_reduce while its last bucket
     all-reduce is still queued on the GPU, and NCCL would pair the two (a metric summed with

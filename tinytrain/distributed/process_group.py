@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import sys
 import time
 from typing import Any
 
@@ -67,6 +68,11 @@ DEFAULT_TIMEOUT = 30 * 60.0
 #: it raises :class:`PeerLeft` (a collective the leaving rank completed may still be
 #: finishing on this rank: the notice travels on another communicator than the data).
 LEAVE_GRACE = 3.0
+
+#: Seconds a rank waits in one collective before it says so on stderr (once): a rank in a
+#: different collective than its peers (uneven batches) waits for the whole timeout, and
+#: without a word a learner cannot tell a hang from a slow peer.
+STALL_NOTICE = 60.0
 
 #: Largest pickle :meth:`ProcessGroup.allgather_object` accepts from a rank (it is for checks).
 MAX_OBJECT_BYTES = 64 * 1024 * 1024
@@ -323,9 +329,17 @@ class _MPIWork(Work):
 
     def wait(self) -> None:
         g = self.group
-        deadline = time.monotonic() + g.timeout
+        start = time.monotonic()
+        deadline, stall = start + g.timeout, start + STALL_NOTICE
         while not self.is_completed():
             now = time.monotonic()
+            if now > stall and g.timeout > STALL_NOTICE:  # once: say why it is quiet
+                stall = float("inf")
+                print(f"tinytrain.distributed: rank {g.rank} of {g.world_size} has waited "
+                      f"{STALL_NOTICE:g} s in {self.what}; if another rank is in a different "
+                      "collective (e.g. it ran a different number of batches), this waits "
+                      f"until the timeout ({g.timeout:g} s). Every rank must make the same "
+                      "collective calls in the same order", file=sys.stderr, flush=True)
             left = g.departures.poll() if g.departures is not None else {}
             if left and (now > min(left.values()) + LEAVE_GRACE or now > deadline):
                 gone = ", ".join(str(r) for r in sorted(left))

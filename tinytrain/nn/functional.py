@@ -20,6 +20,7 @@ from tinytrain.tensor import (
     ShapeError,
     Tensor,
     check_same_dtype,
+    tensor,
     where,
 )
 
@@ -86,13 +87,15 @@ def tanh(x: Tensor) -> Tensor:
     return x.tanh()
 
 
-def log_softmax(x: Tensor, dim: int | None = -1, dtype: Any = None) -> Tensor:
-    """``log(softmax(x))`` along ``dim`` (computed stably); ``dtype`` converts first."""
+def log_softmax(x: Tensor, dim: int | None = None, dtype: Any = None) -> Tensor:
+    """``log(softmax(x))`` along ``dim`` (computed stably); ``dtype`` converts first. Without
+    ``dim``, PyTorch's implicit choice, with its warning (pass ``dim``)."""
     return x.log_softmax(_softmax_dim("log_softmax", x, dim), dtype=dtype)
 
 
-def softmax(x: Tensor, dim: int | None = -1, dtype: Any = None) -> Tensor:
-    """``exp(x) / sum(exp(x))`` along ``dim`` (computed stably); ``dtype`` converts first."""
+def softmax(x: Tensor, dim: int | None = None, dtype: Any = None) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along ``dim`` (computed stably); ``dtype`` converts first.
+    Without ``dim``, PyTorch's implicit choice, with its warning (pass ``dim``)."""
     return x.softmax(_softmax_dim("softmax", x, dim), dtype=dtype)
 
 
@@ -425,7 +428,10 @@ def binary_cross_entropy(input: Tensor, target: Tensor,  # noqa: A002
 def _as_weight(name: str, what: str, w: Any, input: Tensor) -> Tensor:  # noqa: A002
     """A per-element loss weight as a Tensor of the input's dtype, checked to broadcast to
     the input's shape (the loss keeps the input's shape)."""
-    w = w if isinstance(w, Tensor) else Tensor(np.asarray(w), device=input.device)
+    if isinstance(w, str):  # (reduction passed third, where PyTorch's weight goes)
+        raise TypeError(f"{name}: {what} must be a Tensor, got the string {w!r}; pass the "
+                        f"reduction by keyword: reduction={w!r}")
+    w = w if isinstance(w, Tensor) else tensor(w, device=input.device)
     try:
         ok = np.broadcast_shapes(tuple(w.shape), input.shape) == input.shape
     except ValueError:

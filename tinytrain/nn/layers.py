@@ -414,6 +414,9 @@ class _WeightedLoss(_Loss):
 
     def __init__(self, weight: Tensor | None, reduction: str) -> None:
         super().__init__(reduction)
+        if isinstance(weight, str):  # (reduction passed first, where PyTorch's weight goes)
+            raise TypeError(f"{type(self).__name__}: weight must be a Tensor, got the string "
+                            f"{weight!r}; pass the reduction by keyword: reduction={weight!r}")
         if weight is not None and not isinstance(weight, Tensor):
             weight = Tensor(np.asarray(weight, dtype=np.float32))
         self.register_buffer("weight", weight)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -47,14 +48,19 @@ class Optimizer:
         super().__init_subclass__(**kwargs)
         step = cls.__dict__.get("step")
         if step is not None:
+            own_arguments = len(inspect.signature(step).parameters) > 1  # (beyond self)
+
             @functools.wraps(step)
-            def counted(self: Optimizer, closure: Callable[[], Any] | None = None) -> Any:
+            def counted(self: Optimizer, *args: Any, **kw: Any) -> Any:
                 self._step_count += 1
+                if own_arguments:  # a subclass's step(self, closure) or step(self, scale)
+                    return step(self, *args, **kw)
+                closure = args[0] if args else kw.pop("closure", None)
                 loss = None
                 if closure is not None:
                     with enable_grad():
                         loss = closure()
-                result = step(self)
+                result = step(self, *args[1:], **kw)
                 return loss if closure is not None else result
 
             cls.step = counted  # type: ignore[method-assign]
@@ -146,7 +152,7 @@ class Optimizer:
             raise ShapeError(f"{type(self).__name__}.step: a parameter of shape {p.shape} has "
                              f"a .grad of shape {tuple(g.shape)}")
         for name, v in self.state.get(p, {}).items():  # (a model moved after a step: its
-            if hasattr(v, "shape") and type(v) is not type(p.data):  # state stayed behind)
+            if getattr(v, "ndim", 0) and type(v) is not type(p.data):  # state stayed behind)
                 raise RuntimeError(
                     f"{type(self).__name__}.step: the state {name!r} of a parameter of shape "
                     f"{p.shape} is on {backend.device_of(v)}, the parameter on {p.device} (the "
