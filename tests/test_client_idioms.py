@@ -560,3 +560,16 @@ def test_functional_softmax_without_dim_is_pytorchs_implicit_dim():
     with pytest.warns(UserWarning):
         want = TF.softmax(torch.tensor(x))
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_maximum_and_minimum_gradients_with_ties_and_nan_like_torch(op):
+    a0 = np.array([1.0, 2.0, np.nan, 3.0, np.nan])
+    b0 = np.array([2.0, 2.0, 1.0, np.nan, np.nan])
+    grads = []
+    for T in (tt, torch):
+        a, b = T.tensor(a0, requires_grad=True), T.tensor(b0, requires_grad=True)
+        (getattr(T, op)(a, b) * T.tensor([1.0, 2.0, 3.0, 4.0, 5.0], dtype=T.float64)).sum() \
+            .backward()
+        grads.append((a.grad.tolist(), b.grad.tolist()))
+    assert grads[0] == grads[1]

@@ -248,12 +248,14 @@ class Maximum(Function):
 
     @classmethod
     def backward(cls, ctx, g):
+        # PyTorch's rule: the whole gradient unless the other input wins (half on a tie);
+        # so where a NaN compares false both ways, each input gets all of it
         a, b = ctx.saved_tensors
-        share = (a == b) * g.dtype.type(0.5)
-        ga = unbroadcast(g * (cls.wins(a, b) + share), a.shape) if ctx.needs_input_grad[0] \
-            else None
-        gb = unbroadcast(g * (cls.wins(b, a) + share), b.shape) if ctx.needs_input_grad[1] \
-            else None
+        one, share = g.dtype.type(1), (a == b) * g.dtype.type(0.5)  # (g's dtype throughout)
+        ga = unbroadcast(g * (one - cls.wins(b, a) - share), a.shape) \
+            if ctx.needs_input_grad[0] else None
+        gb = unbroadcast(g * (one - cls.wins(a, b) - share), b.shape) \
+            if ctx.needs_input_grad[1] else None
         return ga, gb
 
 
