@@ -431,8 +431,7 @@ class Tensor:
         return self.to("cpu")
 
     def cuda(self, device: Any = None, non_blocking: bool = False) -> Tensor:
-        return self.to("cuda" if device is None else  # (an index: this process's GPU?)
-                       f"cuda:{device}" if isinstance(device, int) else device)
+        return self.to("cuda" if device is None else device)  # (an index: this process's GPU)
 
     def pin_memory(self) -> Tensor:
         """The tensor itself: tinytrain copies batches to the GPU from ordinary memory

@@ -183,10 +183,9 @@ class Node:
                 raise RuntimeError(
                     f"{self.fn.__name__}.backward returned an invalid gradient at index {i}: "
                     f"got shape {g.shape} but expected a shape compatible with {shape}")
-            lead = len(g.shape) - len(shape)  # sum the broadcast dims back, as PyTorch
-            axes = tuple(range(lead)) + tuple(lead + d for d, n in enumerate(shape)
-                                              if n == 1 and g.shape[lead + d] != 1)
-            g = g.sum(axis=axes, keepdims=True).reshape(shape) if axes else g.reshape(shape)
+            from tinytrain.autograd.ops import unbroadcast  # (ops imports this module)
+
+            g = unbroadcast(g, shape)  # the broadcast dims summed back, as PyTorch
         return g if g.dtype == dtype else g.astype(dtype)
 
     def _check(self, grads: Any) -> tuple[Any, ...]:

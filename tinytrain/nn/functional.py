@@ -19,6 +19,7 @@ from tinytrain.tensor import (
     InvalidArgument,
     ShapeError,
     Tensor,
+    _broadcasts,
     check_same_dtype,
     tensor,
     where,
@@ -432,11 +433,7 @@ def _as_weight(name: str, what: str, w: Any, input: Tensor) -> Tensor:  # noqa: 
         raise TypeError(f"{name}: {what} must be a Tensor, got the string {w!r}; pass the "
                         f"reduction by keyword: reduction={w!r}")
     w = w if isinstance(w, Tensor) else tensor(w, device=input.device)
-    try:
-        ok = np.broadcast_shapes(tuple(w.shape), input.shape) == input.shape
-    except ValueError:
-        ok = False
-    if not ok:
+    if not _broadcasts(w.shape, input.shape):
         raise ShapeError(f"{name}: {what} of shape {tuple(w.shape)} does not broadcast to "
                          f"the input's shape {input.shape}")
     return w.to(dtype=input.dtype)

@@ -451,8 +451,7 @@ class Module:
         return self.to("cpu")
 
     def cuda(self, device: Any = None) -> Module:
-        return self.to("cuda" if device is None else  # (an index: this process's GPU?)
-                       f"cuda:{device}" if isinstance(device, int) else device)
+        return self.to("cuda" if device is None else device)  # (an index: this process's GPU)
 
     def float(self) -> Module:
         """Cast floating parameters and buffers to float32 (in place; returns self)."""
