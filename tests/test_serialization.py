@@ -446,3 +446,31 @@ def test_a_pipe_opened_as_a_file_says_it_is_not_seekable(tmp_path):
     os.close(w)
     with os.fdopen(r, "rb") as stream, pytest.raises(ValueError, match="not seekable"):
         tt.load(stream)
+
+
+def test_map_location_sees_where_each_tensor_was_saved(tmp_path, device):
+    """As torch.load: a dict maps the saved device ("cpu" or "cuda:N") to the wanted one and
+    a function gets it as ``loc``; what neither names loads on the CPU."""
+    tt.save({"w": tt.arange(3.0, device=device), "c": tt.ones(2)}, tmp_path / "w.npz")
+    saved = "cpu" if device == "cpu" else f"cuda:{tt.cuda.current_device()}"
+    seen = []
+    back = tt.load(tmp_path / "w.npz", map_location=lambda s, loc: seen.append(loc) or s)
+    assert sorted(seen) == sorted([saved, "cpu"])
+    assert back["w"].device == "cpu" and back["c"].device == "cpu"
+    back = tt.load(tmp_path / "w.npz", map_location={saved: device})
+    assert back["w"].device == device
+    np.testing.assert_array_equal(back["w"].numpy(), [0.0, 1.0, 2.0])
+    back = tt.load(tmp_path / "w.npz", map_location={"cuda:7": device})
+    assert back["w"].device == "cpu"  # a dict that does not name it: the CPU
+    back = tt.load(tmp_path / "w.npz", map_location=lambda s, loc: s.to(device))
+    assert back["w"].device == device and back["c"].device == device
+
+
+def test_a_bad_map_location_is_named_not_taken_for_a_damaged_file(tmp_path):
+    tt.save({"w": tt.ones(2)}, tmp_path / "w.npz")
+    for bad in ("gpu", {"cpu": "tpu"}):
+        with pytest.raises(ValueError, match="unknown device") as info:
+            tt.load(tmp_path / "w.npz", map_location=bad)
+        assert "not a readable" not in str(info.value)
+    with pytest.raises(TypeError, match="map_location returned a ndarray"):
+        tt.load(tmp_path / "w.npz", map_location=lambda s, loc: s.numpy())

@@ -45,12 +45,14 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> Any:
             raise TypeError(f"save: cannot store an array of dtype {data.dtype} (Python "
                             "objects); only numbers, strings and bools")
         arrays[key] = backend.to_device(data, "cpu")
+        node = {"t": kind, "k": key}
+        if kind == "tensor" and backend.device_of(data) != "cpu":  # where it was, for
+            node["d"] = f"cuda:{data.device.id}"                  # map_location (a GPU id)
         if isinstance(obj, _parameter_class()):  # a Parameter stays one, as in PyTorch
-            return {"t": kind, "k": key, "grad": "parameter" if obj.requires_grad
-                    else "frozen parameter"}
-        if kind == "tensor" and obj.requires_grad:
-            return {"t": kind, "k": key, "grad": True}
-        return {"t": kind, "k": key}
+            node["grad"] = "parameter" if obj.requires_grad else "frozen parameter"
+        elif kind == "tensor" and obj.requires_grad:
+            node["grad"] = True
+        return node
     if isinstance(obj, dict | list | tuple) and depth >= MAX_DEPTH:
         raise ValueError(f"save: containers nested more than {MAX_DEPTH} deep (or a cycle)")
     if isinstance(obj, dict):
@@ -89,8 +91,8 @@ class _Decoder:
     ``ValueError`` with the node's place in the object (``root['model'][2]``).
     """
 
-    def __init__(self, arrays: dict[str, np.ndarray], device: str | None) -> None:
-        self.arrays, self.device, self.used = arrays, device, set()
+    def __init__(self, arrays: dict[str, np.ndarray], map_location: Any) -> None:
+        self.arrays, self.map_location, self.used = arrays, map_location, set()
 
     def node(self, node: Any, where: str, depth: int) -> Any:
         if not isinstance(node, dict) or not isinstance(node.get("t"), str):
@@ -138,7 +140,11 @@ class _Decoder:
             return arr
         if arr.dtype.kind not in "biuf":
             raise ValueError(f"{where}: a Tensor cannot hold dtype {arr.dtype}")
-        data = backend.to_device(arr, self.device) if self.device else arr
+        saved = node.get("d", "cpu")
+        if saved != "cpu" and not (isinstance(saved, str) and saved.startswith("cuda:")
+                                   and saved[5:].isdigit()):
+            raise ValueError(f"{where}: bad saved device {saved!r:.40}")
+        data = _place(arr, saved, self.map_location)
         grad = node.get("grad", False)
         if (grad not in (False, True, "parameter", "frozen parameter")
                 or (grad in (True, "parameter") and arr.dtype.kind != "f")):
@@ -210,10 +216,12 @@ def load(path: str | os.PathLike | BinaryIO, map_location: Any = None,
     """Read an object written by :func:`save`. Tensors land on ``map_location`` (default cpu).
 
     ``map_location`` is a device (``"cpu"``, ``"cuda"``, ``"cuda:0"``, a ``tt.device``) or, as
-    in PyTorch, a dict from saved to wanted device (``{"cuda:0": "cpu"}``) or a function
-    ``f(tensor, saved_device)`` that returns the tensor to use, or None to keep it on the CPU
-    (``lambda storage, loc: storage``). tinytrain files do not record where a tensor was, so
-    every tensor reads as saved on ``"cpu"``.
+    in PyTorch, a dict from saved to wanted device (``{"cuda:0": f"cuda:{rank}"}``) or a
+    function ``f(tensor, saved_device)`` that returns the tensor to use (``tensor`` is on the
+    CPU; ``lambda storage, loc: storage`` keeps it there). A file records where each tensor
+    was saved from, ``"cpu"`` or ``"cuda:N"``. Unlike ``torch.load``, whatever
+    ``map_location`` leaves open (None, a dict without that device) loads on the CPU, so a
+    GPU checkpoint opens on a machine without a GPU.
 
     ``weights_only`` is accepted for PyTorch's signature and changes nothing: a tinytrain
     file holds no pickle, so loading one never runs code.
@@ -227,11 +235,9 @@ def load(path: str | os.PathLike | BinaryIO, map_location: Any = None,
     if not (hasattr(path, "read") or isinstance(path, str | os.PathLike)):
         raise TypeError(f"load: expected a file path or an open binary file, got "
                         f"{type(path).__name__}")
-    device = _map_location(map_location)
-    if device == "cuda":
-        backend.array_module(device)  # no GPU here: say so now, not as a damaged file
+    map_location = _check_map_location(map_location)
     if hasattr(path, "read") and hasattr(path, "seek"):  # an open binary file object
-        return _load(path, Path(str(getattr(path, "name", "<file object>"))), device)
+        return _load(path, Path(str(getattr(path, "name", "<file object>"))), map_location)
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"load: no such file: {path}")
@@ -240,18 +246,36 @@ def load(path: str | os.PathLike | BinaryIO, map_location: Any = None,
     if not path.is_file():  # a device or a pipe: /dev/zero would be read forever
         raise ValueError(f"load: {path} is not a regular file, not one written by tt.save")
     with open(path, "rb") as file:  # an unreadable file raises its OSError (PermissionError)
-        return _load(file, path, device)
+        return _load(file, path, map_location)
 
 
-def _map_location(map_location: Any) -> str | None:
-    """The device every tensor loads onto (None: where it was read, the CPU). A dict and a
-    function are asked about the one place a tinytrain file knows, "cpu"."""
+def _check_map_location(map_location: Any) -> Any:
+    """``map_location`` with its devices as ``"cpu"``/``"cuda"``, checked before the file is
+    read: a bad device, or a GPU on a machine without one, is not a damaged file."""
+    if map_location is None or (callable(map_location) and not isinstance(map_location, str)):
+        return map_location
     if isinstance(map_location, dict):
-        map_location = map_location.get("cpu")
-    elif callable(map_location) and not isinstance(map_location, str):
-        moved = map_location(Tensor(np.zeros(0, np.float32)), "cpu")
-        map_location = moved.device if isinstance(moved, Tensor) else None
-    return backend.normalize_device(map_location) if map_location else None
+        return {k: _check_map_location(v) for k, v in map_location.items()}
+    device = backend.normalize_device(map_location)  # raises on what is not a device
+    if device == "cuda":
+        backend.array_module(device)  # no GPU here: say so now
+    return device
+
+
+def _place(arr: np.ndarray, saved: str, map_location: Any) -> Any:
+    """The loaded array ``arr`` on the device ``map_location`` says for a tensor saved on
+    ``saved`` (``"cpu"`` or ``"cuda:N"``), as ``torch.load`` reads it: a device for all, a
+    dict from saved to wanted device, or ``f(tensor, saved)`` returning the tensor to use.
+    What it leaves open (None, a dict without ``saved``, ``f`` returning None) is the CPU."""
+    if isinstance(map_location, dict):
+        map_location = map_location.get(saved)
+    elif callable(map_location):
+        moved = map_location(Tensor(arr), saved)
+        if moved is not None and not isinstance(moved, Tensor):
+            raise TypeError(f"load: map_location returned a {type(moved).__name__}, "
+                            f"expected a Tensor or None")
+        return arr if moved is None else moved.data
+    return backend.to_device(arr, map_location) if map_location else arr
 
 
 def _check_sizes(zf: zipfile.ZipFile) -> None:
@@ -272,7 +296,7 @@ def _check_sizes(zf: zipfile.ZipFile) -> None:
                                  f"holds {info.file_size - f.tell()} bytes")
 
 
-def _load(file: Any, path: Path, device: str | None) -> Any:
+def _load(file: Any, path: Path, map_location: Any) -> Any:
     try:
         if not getattr(file, "seekable", lambda: True)():
             raise ValueError("the stream is not seekable (an .npz archive is read from its "
@@ -296,7 +320,7 @@ def _load(file: Any, path: Path, device: str | None) -> Any:
                 fmt = meta.get("format") if isinstance(meta, dict) else None
                 raise ValueError(f"unknown format {fmt!r}")
             arrays = {k: archive[k] for k in archive.files if k != "__structure__"}
-        return _Decoder(arrays, device).node(meta.get("root"), "root", 0)
+        return _Decoder(arrays, map_location).node(meta.get("root"), "root", 0)
     except ValueError as exc:  # also json.JSONDecodeError and UnicodeDecodeError
         raise ValueError(f"load: {path} is not a readable tinytrain file: {exc}") from None
     except (zipfile.BadZipFile, zlib.error, OSError, EOFError, RuntimeError,
