@@ -11,6 +11,7 @@ import pytest
 
 import tinytrain as tt
 from tinytrain import nn
+from tinytrain.data.idx import write_idx
 from tinytrain.optim import Adam
 
 
@@ -474,3 +475,35 @@ def test_a_bad_map_location_is_named_not_taken_for_a_damaged_file(tmp_path):
         assert "not a readable" not in str(info.value)
     with pytest.raises(TypeError, match="map_location returned a ndarray"):
         tt.load(tmp_path / "w.npz", map_location=lambda s, loc: s.numpy())
+
+
+def _plot(path):
+    from tinytrain import train
+
+    history = train.History()
+    history.step_index, history.step_loss, history.epoch_acc = [1, 2], [1.0, 0.5], [0.9]
+    train.save_plot(history, str(path))
+
+
+# every file tinytrain writes for a user goes through one atomic write (data.idx.atomic_file)
+WRITERS = {
+    "tt.save": lambda path: tt.save({"w": tt.ones(2)}, path),
+    "write_idx": lambda path: write_idx(path, np.arange(6, dtype=np.uint8)),
+    "save_plot": _plot,
+}
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permissions and links")
+@pytest.mark.parametrize("writer", WRITERS)
+def test_every_writer_keeps_permissions_and_writes_through_a_link(tmp_path, umask, writer):
+    real = tmp_path / "results" / "out.png"
+    real.parent.mkdir()
+    real.write_bytes(b"old")
+    os.chmod(real, 0o600)
+    link = tmp_path / "out.png"
+    link.symlink_to(real)
+    umask(0o000)
+    WRITERS[writer](link)
+    assert link.is_symlink() and real.read_bytes() != b"old"
+    assert stat.S_IMODE(os.stat(real).st_mode) == 0o600
+    assert sorted(p.name for p in real.parent.iterdir()) == ["out.png"]  # no temp file left

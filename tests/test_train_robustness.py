@@ -356,9 +356,9 @@ def test_an_interrupt_after_the_rename_names_the_epoch_the_file_holds(tmp_path, 
                                                                       capsys):
     """The signal lands after the new file took the old one's place (here, in the folder's
     fsync), before the command noted it: the message must name the new epoch."""
-    from tinytrain import serialization
+    from tinytrain.data import idx
 
-    real, calls = serialization._fsync_dir, {"n": 0}
+    real, calls = idx._fsync_dir, {"n": 0}
 
     def fsync_dir(folder):
         real(folder)
@@ -366,7 +366,7 @@ def test_an_interrupt_after_the_rename_names_the_epoch_the_file_holds(tmp_path, 
         if calls["n"] == 2:  # epoch 2's save
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(serialization, "_fsync_dir", fsync_dir)
+    monkeypatch.setattr(idx, "_fsync_dir", fsync_dir)
     ck = tmp_path / "ck.npz"
     assert main([*SGD, *MINI, "--epochs", "3", "--save", str(ck)]) == 130
     assert tt.load(ck)["epoch"] == 2

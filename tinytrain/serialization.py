@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
 import zipfile
 import zlib
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from tinytrain import backend
-from tinytrain.data.idx import replaceable_target, temp_path_for
+from tinytrain.data.idx import atomic_file
 from tinytrain.tensor import Tensor
 
 _FORMAT = "tinytrain-save-v1"
@@ -169,46 +168,8 @@ def save(obj: Any, path: str | os.PathLike | BinaryIO) -> None:
     if hasattr(path, "write"):
         np.savez(path, **arrays)
         return
-    given, path = path, replaceable_target(path)
-    if not path.parent.is_dir():  # a mistyped folder is an error, not a new folder
-        raise FileNotFoundError(f"save: the folder of {given} does not exist ({path.parent}); "
-                                f"create it first")
-    tmp = temp_path_for(path)
-    try:
-        with open(tmp, "xb") as f:  # created as open() creates files: 0o666 less the umask
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-            _keep_mode_of(path, f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _keep_mode_of(path: Path, fd: int) -> None:
-    """Give the new file the permission bits of the regular file it replaces, if any."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return
-    if stat.S_ISREG(st.st_mode) and hasattr(os, "fchmod"):
-        os.fchmod(fd, stat.S_IMODE(st.st_mode))
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make the rename itself durable (POSIX); a no-op where folders cannot be opened."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    with atomic_file(path, what="save") as f:  # a mistyped folder is an error, as in torch
+        np.savez(f, **arrays)
 
 
 def load(path: str | os.PathLike | BinaryIO, map_location: Any = None,

@@ -87,7 +87,7 @@ from tinytrain.data.datasets import (
     MissingDataError,
     load_dataset,
 )
-from tinytrain.data.idx import temp_path_for
+from tinytrain.data.idx import atomic_file, replaceable_target, temp_path_for
 from tinytrain.distributed import launch
 from tinytrain.models import MODELS, build_model
 
@@ -410,7 +410,9 @@ def _check_output(opt: str, raw: str) -> Path:
     folder = path.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe = temp_path_for(path)  # the very name the atomic write will use
+        target = replaceable_target(path)  # a symbolic link is written through
+        folder = target.parent
+        probe = temp_path_for(target)  # the very name the atomic write will use
         try:
             open(probe, "xb").close()
         finally:
@@ -618,14 +620,8 @@ def save_plot(history: History, path: str) -> None:
     b.set_ylim(top=100)
     fig.tight_layout()
     target = Path(path).expanduser()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path_for(target)
-    try:
-        fig.savefig(tmp, dpi=100, format=target.suffix.lower().lstrip("."))
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_file(target, make_folder=True) as f:
+        fig.savefig(f, dpi=100, format=target.suffix.lower().lstrip("."))
 
 
 # --------------------------------------------------------------------------- several processes

@@ -20,13 +20,17 @@ Chapter 5 (``notebooks/05_dataloader.ipynb``) takes the format apart byte by byt
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
 import secrets
+import stat
 import struct
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -180,22 +184,68 @@ def write_idx(path: str | os.PathLike, array: np.ndarray, compresslevel: int = 9
     return path
 
 
-def atomic_write_bytes(path: Path, payload: bytes) -> None:
-    """Write ``payload`` to ``path`` so that readers see the old file or the new one, never half.
+def atomic_write_bytes(path: str | os.PathLike, payload: bytes) -> None:
+    """Write ``payload`` to ``path`` with :func:`atomic_file`, making its folder if needed."""
+    with atomic_file(path, make_folder=True) as f:
+        f.write(payload)
 
-    The bytes go to a hidden temporary file in the same folder, which is then renamed over
-    ``path`` (``os.replace`` is atomic on POSIX and Windows).
+
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike, make_folder: bool = False,
+                what: str = "write") -> Iterator[BinaryIO]:
+    """A new file for ``path`` that readers see whole or not at all: ``with atomic_file(p) as
+    f: f.write(...)``.
+
+    The block writes into a hidden temporary file in the same folder. When it ends without
+    an error, the file is flushed to disk, given the permission bits of the regular file it
+    replaces (else those of a plain ``open(path, "wb")``: ``0o666`` less the umask), renamed
+    over ``path`` (``os.replace``, atomic on POSIX and Windows; a symbolic link is written
+    through, not replaced) and the rename itself flushed. On an error or a Ctrl-C the
+    temporary file is removed and ``path`` is untouched. The folder must exist unless
+    ``make_folder``: a mistyped folder is an error (FileNotFoundError, ``what`` first).
     """
-    path = replaceable_target(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path_for(path)
+    target = replaceable_target(path)
+    if make_folder:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    elif not target.parent.is_dir():
+        raise FileNotFoundError(f"{what}: the folder of {path} does not exist "
+                                f"({target.parent}); create it first")
+    tmp = temp_path_for(target)
     try:
         with open(tmp, "xb") as f:
-            f.write(payload)
-        os.replace(tmp, path)
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+            _keep_mode_of(target, f.fileno())
+        os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    _fsync_dir(target.parent)
+
+
+def _keep_mode_of(path: Path, fd: int) -> None:
+    """Give the new file the permission bits of the regular file it replaces, if any."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if stat.S_ISREG(st.st_mode) and hasattr(os, "fchmod"):
+        os.fchmod(fd, stat.S_IMODE(st.st_mode))
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (POSIX); a no-op where folders cannot be opened."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def replaceable_target(path: str | os.PathLike) -> Path:
