@@ -573,3 +573,42 @@ def test_maximum_and_minimum_gradients_with_ties_and_nan_like_torch(op):
             .backward()
         grads.append((a.grad.tolist(), b.grad.tolist()))
     assert grads[0] == grads[1]
+
+
+@pytest.mark.parametrize("first", ["self", "context"])
+def test_a_classic_function_whose_first_parameter_is_not_called_ctx_works_like_torch(first):
+    """PyTorch's rule: no setup_context means forward(ctx, *inputs), whatever ctx is called."""
+    source = f"""
+class Square(tt.autograd.Function):
+    @staticmethod
+    def forward({first}, x):
+        {first}.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward({first}, g):
+        (x,) = {first}.saved_tensors
+        return 2 * x * g
+"""
+    scope = {"tt": tt, "__name__": "client"}
+    exec(source, scope)
+    x = tt.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    y = scope["Square"].apply(x)
+    y.sum().backward()
+    np.testing.assert_array_equal(y.numpy(), [1.0, 4.0, 9.0])
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, -4.0, 6.0])
+
+
+def test_a_tinytrain_style_function_that_saves_nothing_needs_no_setup_context():
+    class Double(tt.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return 2 * x
+
+        @staticmethod
+        def backward(ctx, g):
+            return 2 * g
+
+    x = tt.tensor([1.0, 2.0], requires_grad=True)
+    Double.apply(x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])

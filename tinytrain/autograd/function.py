@@ -28,9 +28,12 @@ bookkeeping and lets one implementation serve NumPy and CuPy.
 A Function is in this style when it has no ``setup_context`` of its own and its
 ``forward`` takes ``ctx`` first (PyTorch's rule is the first half; the second lets
 tinytrain's own ops that save nothing omit ``setup_context``). It is decided once,
-when the class is defined. ``apply`` then runs ``forward(ctx, *inputs)`` on the
-Tensors themselves under ``no_grad``, and the node calls ``backward`` with a Tensor
-(also under ``no_grad``) and unwraps the Tensors it returns. Everything else is
+when the class is defined, except for a user's Function without ``setup_context`` whose
+first parameter has another name (``forward(self, x)``): there ``forward``'s signature
+decides at each call, taking ``ctx`` first only when the inputs alone do not fit it.
+``apply`` then runs ``forward(ctx, *inputs)`` on the Tensors themselves under
+``no_grad``, and the node calls ``backward`` with a Tensor (also under ``no_grad``)
+and unwraps the Tensors it returns. Everything else is
 shared: the same ``Context`` (``save_for_backward``, ``saved_tensors`` with its version
 check, ``needs_input_grad``), the same graph nodes and engine. The array style stays
 the faster one (no Tensor wrapping inside), which is why tinytrain's ops use it.
@@ -286,8 +289,10 @@ class Function:
                 f"class also defines setup_context (tinytrain's style, where forward takes the "
                 f"inputs only); use one style: drop setup_context, or ctx from forward"
             )
-        cls._ctx_style = takes_ctx
         cls._user = not cls.__module__.startswith("tinytrain.")  # (gradients checked)
+        # a user's Function without setup_context whose forward's first parameter is not
+        # called ctx (forward(self, x), in older tutorials): decided at its first apply
+        cls._ctx_style = takes_ctx or (None if cls._user and not own_setup else False)
 
     @staticmethod
     def forward(*inputs: Any) -> Any:
@@ -304,7 +309,7 @@ class Function:
     @classmethod
     def apply(cls, *inputs: Any) -> Tensor:
         """Run ``forward`` on raw arrays, wrap the result, and record the graph."""
-        if cls._ctx_style:
+        if cls._ctx_style or (cls._ctx_style is None and _forward_wants_ctx(cls, inputs)):
             return _apply_ctx_style(cls, inputs)
         raw, needs = [], []
         array_type, mixed, any_needs = None, False, False
@@ -353,6 +358,24 @@ class Function:
             output.grad_fn = node.check_inputs(inputs) if cls._user else node
             output._requires_grad = True
         return output
+
+
+def _forward_wants_ctx(cls: type[Function], inputs: tuple[Any, ...]) -> bool:
+    """For a user's Function with neither ``setup_context`` nor a first parameter called
+    ``ctx``: PyTorch's rule calls ``forward(ctx, *inputs)``; a Function in tinytrain's style
+    that saves nothing takes ``forward(*inputs)``. The one its signature accepts wins (the
+    inputs alone, when both do)."""
+    signature = inspect.signature(cls.forward)
+    try:
+        signature.bind(*inputs)
+        return False
+    except TypeError:
+        pass
+    try:
+        signature.bind(None, *inputs)
+        return True
+    except TypeError:
+        return False  # neither: forward(*inputs) raises its own TypeError
 
 
 def _apply_ctx_style(cls: type[Function], inputs: tuple[Any, ...]) -> Tensor:
