@@ -126,9 +126,9 @@ class Tensor:
     _requires_grad: bool = False
     _acc_ref: Callable[[], AccumulateGrad | None] = staticmethod(lambda: None)  # (weak)
     _base: Tensor | None = None  # the tensor whose memory this one is a view of
-    # A recorded view: how it was made, (Function, inputs), and the version it was made at
-    # (see _refresh_view).
-    _view_replay: tuple[Any, tuple[Any, ...]] | None = None
+    # A recorded view: how it was made (Function, inputs, the parent's shape then) and the
+    # version it was made at (see _refresh_view).
+    _view_replay: tuple[Any, tuple[Any, ...], tuple[int, ...]] | None = None
     _view_version: int = 0
     _view_without_grad: bool = False  # a view made under no_grad: never written with autograd
     _post_accumulate_grad_hooks: Mapping[int, Callable[[Tensor], None]] = MappingProxyType({})
@@ -493,14 +493,11 @@ class Tensor:
         since, or without grad (nothing is recorded now; a later use with grad refreshes)."""
         if self._version_counter[0] == self._view_version or not is_grad_enabled():
             return
-        cls, inputs = self._view_replay
+        cls, inputs, parent_shape = self._view_replay
         self._view_version = self._version_counter[0]
-        try:
-            fresh = cls.apply(*inputs)
-        except RecursionError:  # (hundreds of views of views: not a reason to keep a stale node)
-            raise
-        except Exception:  # the parent's array was replaced (``.data = ...``) by another shape
+        if inputs[0].shape != parent_shape:  # its array was replaced (``.data = ...``)
             return
+        fresh = cls.apply(*inputs)
         if fresh.shape == self.shape:
             self.grad_fn, self._requires_grad = fresh.grad_fn, fresh.requires_grad
 

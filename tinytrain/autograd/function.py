@@ -341,7 +341,7 @@ class Function:
             _share_version_if_view(output, out, inputs, raw)
             if output._base is not None:  # a view: how to make its node again (_refresh_view)
                 if is_grad_enabled():
-                    output._view_replay = (cls, inputs)
+                    output._view_replay = (cls, inputs, raw[0].shape)
                     output._view_version = output._version_counter[0]
                 else:
                     output._view_without_grad = True
