@@ -673,3 +673,17 @@ def test_linear_with_zero_features_runs_no_empty_gemm():
                                        np.ones((0, 4), np.float32), (True, True, True))
         assert (dx.shape, dw.shape, db.shape) == ((5, 4), (0, 4), (0,))
         assert not dx.any()
+
+
+def test_every_kernel_is_found_where_its_file_says_and_nowhere_else():
+    """``runtime.kernel(file, name)`` checks that ``name`` is written in ``file.cu`` before it
+    compiles anything (all files are one module, so a wrong file would go unnoticed)."""
+    from tinytrain.kernels.cuda import runtime
+
+    files = sorted(runtime.SOURCE_DIR.glob("*.cu"))
+    for path in files:
+        for name in emulator.load(path.stem, np.float32, True).kernels:
+            assert f"void {name}(" in path.read_text()
+            other = next(p.stem for p in files if p != path)
+            with pytest.raises(ValueError, match=f"no kernel '{name}' in {other}.cu"):
+                runtime.kernel(other, name, np.float32)

@@ -76,10 +76,13 @@ def module_source(dtype: Any, wide: bool) -> str:
 
 def kernel(file: str, name: str, dtype: Any, wide: bool = True) -> Any:
     """The compiled kernel ``name`` of ``file.cu`` for ``dtype`` and index width (compiled
-    once, cached)."""
+    once, cached). Every ``.cu`` file is compiled into one module; ``file`` says where the
+    kernel is written, and a kernel that is not there is refused (ValueError)."""
     key = (name, dtype, wide)
     k = _kernels.get(key)
     if k is None:
+        if f"void {name}(" not in (SOURCE_DIR / f"{file}.cu").read_text():
+            raise ValueError(f"no kernel {name!r} in {file}.cu")
         k = _kernels[key] = _module(dtype, wide).get_function(name)
     return k
 
