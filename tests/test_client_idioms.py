@@ -612,3 +612,29 @@ def test_a_tinytrain_style_function_that_saves_nothing_needs_no_setup_context():
     x = tt.tensor([1.0, 2.0], requires_grad=True)
     Double.apply(x).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
+
+
+def test_where_with_a_condition_alone_takes_any_dtype_like_torch():
+    x = tt.tensor([[0, 3], [-1, 0]])
+    rows, cols = tt.where(x)
+    assert rows.tolist() == [0, 1] and cols.tolist() == [1, 0]
+    (i,) = tt.where(tt.tensor([0.0, 2.5, 0.0, -1.0]))
+    assert i.tolist() == [1, 3]
+
+
+def test_view_as_a_dtype_is_refused_by_name():
+    with pytest.raises(TypeError, match="reinterpreting the bytes"):
+        tt.ones(3).view(tt.int32)
+
+
+def test_cuda_manual_seed_checks_its_seed_as_torch_does():
+    tt.cuda.manual_seed(1234)
+    tt.cuda.manual_seed_all(5)
+    for bad in ("abc", None, [1]):
+        with pytest.raises(TypeError, match="seed must be an integer"):
+            tt.cuda.manual_seed(bad)
+
+
+def test_pad_names_an_unknown_mode_before_its_value():
+    with pytest.raises(ValueError, match="unknown mode 'bogus'"):
+        F.pad(tt.ones(1, 2, 3), (1, 1), mode="bogus", value=1.0)

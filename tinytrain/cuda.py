@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tinytrain import backend
+from tinytrain.random import seed_value
 
 
 def is_available() -> bool:
@@ -51,7 +52,9 @@ def synchronize() -> None:
 
 def manual_seed(seed: int) -> None:
     """Accepted for PyTorch scripts; does nothing: every random number in tinytrain comes
-    from one CPU generator (``tt.manual_seed``) and is then moved to the GPU."""
+    from one CPU generator (``tt.manual_seed``) and is then moved to the GPU. A seed that
+    is not an integer is refused, as by PyTorch."""
+    seed_value(seed)
 
 
 manual_seed_all = manual_seed

@@ -20,6 +20,13 @@ def manual_seed(seed: int) -> np.random.Generator:
     PyTorch's range, ``[-2**63, 2**64)``, works (a negative one is taken modulo 2**64, as
     PyTorch does), also a one-element tensor."""
     global _generator
+    _generator = np.random.default_rng(seed_value(seed))
+    return _generator
+
+
+def seed_value(seed: Any) -> int:
+    """``seed`` as the generator's seed in ``[0, 2**64)``, or a TypeError/ValueError that says
+    what was wrong with it (see :func:`manual_seed`)."""
     try:
         value = int(seed)
     except (TypeError, ValueError):
@@ -27,8 +34,7 @@ def manual_seed(seed: int) -> np.random.Generator:
     if not -(1 << 63) <= value < 1 << 64:  # (taken modulo 2**64 it would alias another seed)
         raise ValueError(f"manual_seed: seed {value} is out of range: it must be in "
                          f"[-2**63, 2**64)")
-    _generator = np.random.default_rng(value % (1 << 64))
-    return _generator
+    return value % (1 << 64)
 
 
 def default_generator() -> np.random.Generator:

@@ -1229,6 +1229,9 @@ class Tensor:
     def view(self, *shape: int | Sequence[int]) -> Tensor:
         """As :meth:`reshape`, but always a view: raises, as PyTorch, when the strides do
         not allow one (e.g. ``x.T.view(-1)``); use ``reshape`` (copies) then."""
+        if len(shape) == 1 and isinstance(shape[0], np.dtype | type | str):
+            raise TypeError(f"view({shape[0]!r}): reinterpreting the bytes as another dtype "
+                            f"is not supported; convert the values with .to(dtype)")
         out = self.reshape(*shape)
         if self.numel() and out._base is None:  # Reshape had to copy
             raise RuntimeError(
@@ -2141,10 +2144,11 @@ def where(condition: Any, input: Any = None, other: Any = None) -> Any:  # noqa:
     """``input`` where the bool ``condition`` is True, else ``other`` (broadcast together;
     either may be a number, and the dtype follows :func:`result_type`). Gradients flow to
     each side where it was chosen. ``where(condition)`` alone is
-    ``condition.nonzero(as_tuple=True)``."""
-    cond = _bool_condition("where", condition)
-    if input is None and other is None:
+    ``condition.nonzero(as_tuple=True)``, for a condition of any dtype (non-zero: True)."""
+    if input is None and other is None:  # any dtype, as nonzero
+        cond = condition if isinstance(condition, Tensor) else Tensor(np.asarray(condition))
         return cond.nonzero(as_tuple=True)
+    cond = _bool_condition("where", condition)
     input, other = (x if isinstance(x, Tensor | numbers.Number) else Tensor(x)  # arrays
                     for x in (input, other))
     dtype = result_type(input, other)

@@ -528,11 +528,11 @@ def pad(input: Tensor, pad: tuple[int, ...], mode: str = "constant",  # noqa: A0
         if mode == "circular" and (lo > n or hi > n):
             raise ShapeError(f"pad: circular padding {lo, hi} can wrap at most once around "
                              f"dimension {axis} (size {n})")
-    if mode != "constant" and value is not None and value != 0:
-        raise InvalidArgument(f"pad: padding mode {mode!r} doesn't take a value, got {value}")
     if mode != "constant" and mode not in _PAD_MODES:
         raise ValueError(f"pad: unknown mode {mode!r}; use 'constant', "
                          f"{', '.join(repr(m) for m in _PAD_MODES)}")
+    if mode != "constant" and value is not None and value != 0:
+        raise InvalidArgument(f"pad: padding mode {mode!r} doesn't take a value, got {value}")
     def crop(t: Tensor) -> Tensor:
         if not any(lo < 0 or hi < 0 for lo, hi in widths):
             return t
