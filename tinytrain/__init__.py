@@ -10,6 +10,7 @@ raise an AttributeError that says what to use instead.
 """
 
 import importlib as _importlib
+import warnings as _warnings
 
 import numpy as _np
 
@@ -186,6 +187,12 @@ from tinytrain.tensor import (
     zeros,
     zeros_like,
 )
+
+# log(0), x / 0, exp(1000), inf - inf: PyTorch computes inf or NaN without a word, and NumPy
+# would warn from the line inside tinytrain that called it, not the learner's. NumPy's
+# floating-point warnings are ignored where tinytrain's own modules raise them, nowhere else.
+_warnings.filterwarnings("ignore", r"(overflow|underflow|invalid value|divide by zero) "
+                         "encountered", RuntimeWarning, module=r"tinytrain\.")
 
 # PyTorch's other names for the dtypes (these shadow the builtins only inside this module)
 bool, half, float, double, int, long = bool_, float16, float32, float64, int32, int64  # noqa: A001

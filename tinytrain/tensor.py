@@ -1766,10 +1766,10 @@ class Tensor:
         return self._float_op(O.Expm1)
 
     def log2(self) -> Tensor:
-        return self.log() / math.log(2)
+        return self._float_op(O.Log2)
 
     def log10(self) -> Tensor:
-        return self.log() / math.log(10)
+        return self._float_op(O.Log10)
 
     def _test(self, fn: str) -> Tensor:
         xp = backend.get_array_module(self._data)

@@ -226,7 +226,7 @@ class Remainder(Function):
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         ga = unbroadcast(g, a.shape) if ctx.needs_input_grad[0] else None
-        gb = (unbroadcast(-g * get_array_module(g).floor(a / b), b.shape)
+        gb = (unbroadcast(-g * get_array_module(g).floor_divide(a, b), b.shape)
               if ctx.needs_input_grad[1] else None)
         return ga, gb
 
@@ -378,6 +378,32 @@ class Log(Function):
     def backward(ctx, g):
         (a,) = ctx.saved_tensors
         return g / a
+
+
+class Log2(Log):
+    """``log2`` itself (not ``log(x) / log(2)``, which misses exact powers: 14.999999)."""
+
+    @staticmethod
+    def forward(a):
+        return get_array_module(a).log2(a)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        return g / (a * math.log(2))
+
+
+class Log10(Log):
+    """``log10`` itself (``log(1000) / log(10)`` is 2.9999999999999996)."""
+
+    @staticmethod
+    def forward(a):
+        return get_array_module(a).log10(a)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        return g / (a * math.log(10))
 
 
 class Sqrt(Function):

@@ -279,7 +279,10 @@ def _nll(logp: Tensor, t: Any, weight: Tensor | None, ignore_index: int, reducti
     keep = t != ignore_index
     safe = xp.where(keep, t, 0)
     w_t = Tensor(w[safe] * keep)  # each sample's weight, 0 if ignored
-    loss = -logp[xp.arange(n), safe] * w_t
+    kept = Tensor(keep)
+    # an ignored row is left out by where(), not multiplied by 0: its logits may be -inf or
+    # NaN (a masked vocabulary, padding), and -inf * 0 is NaN
+    loss = -where(kept, logp[xp.arange(n), safe], 0.0) * w_t
     # Every target ignored: the mean is NaN (0 / 0) but the gradient zero, as in PyTorch
     # (dividing by the zero total would give 0 * inf = NaN gradients, and one optimizer
     # step on an all-padding batch would turn every weight NaN). So divide by 1 and add a
@@ -292,7 +295,7 @@ def _nll(logp: Tensor, t: Any, weight: Tensor | None, ignore_index: int, reducti
 
     total = w_t.data.sum()
     if label_smoothing:
-        smooth = -(logp * Tensor(w)).sum(1) * Tensor(keep.astype(logp.dtype))
+        smooth = where(kept, -(logp * Tensor(w)).sum(1), 0.0)
         if reduction == "mean":
             # PyTorch: each part divided by the total weight (by the count without weights)
             denom = total if weight is not None else keep.sum()

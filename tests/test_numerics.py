@@ -1,0 +1,102 @@
+"""Values at the edges (inf, NaN, exact powers, 0), against PyTorch: where an earlier version
+was wrong (from a differential fuzz of edge values)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+import tinytrain as tt
+
+INF = float("inf")
+
+
+@pytest.mark.parametrize("bad", [-INF, float("nan")])
+@pytest.mark.parametrize("kind", ["cross_entropy", "nll_loss", "smoothing", "weight", "seq"])
+def test_an_ignored_row_with_inf_or_nan_logits_counts_for_nothing(device, kind, bad):
+    """A padding row (target -100) whose logits hold -inf (a masked vocabulary) or NaN: the
+    loss and the other rows' gradients are PyTorch's, not NaN (-inf * 0 was NaN)."""
+    x = np.array([[2.0, 1.0, 0.5], [bad, 0.0, 1.0], [0.3, -1.0, 2.0]], np.float32)
+    y = np.array([0, -100, 2])
+    if kind == "seq":  # [N, C, L]: the same rows as positions of one sequence
+        x, y = x.T[None].copy(), y[None]
+    kwargs = {"smoothing": {"label_smoothing": 0.1},
+              "weight": {"weight": np.array([1.0, 2.0, 0.5], np.float32)}}.get(kind, {})
+
+    def run(lib, tensor):
+        fn = lib.nn.functional
+        args = {k: tensor(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
+        a = tensor(x).requires_grad_(True)
+        logits = a.log_softmax(1) if kind == "nll_loss" else a
+        loss = (fn.nll_loss if kind == "nll_loss" else fn.cross_entropy)(logits, tensor(y),
+                                                                          **args)
+        loss.backward()
+        return loss.item(), a.grad
+
+    ours, ours_grad = run(tt, lambda v: tt.tensor(v, device=device))
+    ref, ref_grad = run(torch, torch.tensor)
+    assert np.isfinite(ours) and ours == pytest.approx(ref, rel=1e-6)
+    rows = [0, 2] if kind != "seq" else (slice(None), slice(None), [0, 2])
+    got = ours_grad.numpy()[rows] if kind != "seq" else ours_grad.numpy()[rows]
+    np.testing.assert_allclose(got, ref_grad.numpy()[rows], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_log2_and_log10_are_exact_at_powers_like_torch(dtype):
+    """``log(x) / log(b)`` missed: log10(1000) = 2.9999999999999996, log2(32768) =
+    14.999999 in float32; floor() of them counted a digit or a bit too few."""
+    exact = [1.0, 8.0, 1024.0, 8192.0, 32768.0, 2.0**40, 1e3, 1e10]  # exact in float32
+    x = np.array(exact + ([1e19, 1e22] if dtype == np.float64 else []), dtype=dtype)
+    for name in ("log2", "log10"):
+        ours = getattr(tt.tensor(x), name)().numpy()
+        ref = getattr(torch.tensor(x), name)().numpy()
+        np.testing.assert_array_equal(np.floor(ours), np.floor(ref), err_msg=name)
+        np.testing.assert_allclose(ours, ref, rtol=2e-7 if dtype == np.float32 else 1e-15)
+        a = tt.tensor(x, requires_grad=True)
+        getattr(a, name)().sum().backward()
+        b = torch.tensor(x, requires_grad=True)
+        getattr(b, name)().sum().backward()
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-6)
+
+
+def test_remainders_gradient_follows_its_own_floor_division_like_torch():
+    """d(a % b)/db = -(a // b): 1.0 % 0.1 is 1 - 9 * 0.1, so the gradient is -9, not
+    -floor(1.0 / 0.1) = -10."""
+    a_np, b_np = np.array([1.0, 7.5, -3.0, 5.0]), np.array([0.1, 2.0, 2.0, -0.3])
+    a, b = tt.tensor(a_np, requires_grad=True), tt.tensor(b_np, requires_grad=True)
+    (a % b).sum().backward()
+    ta, tb = torch.tensor(a_np, requires_grad=True), torch.tensor(b_np, requires_grad=True)
+    (ta % tb).sum().backward()
+    np.testing.assert_array_equal(b.grad.numpy(), tb.grad.numpy())
+    np.testing.assert_array_equal(a.grad.numpy(), ta.grad.numpy())
+
+
+def test_floating_point_edge_values_compute_silently_like_torch():
+    """log(0), x / 0, exp(1000) and inf - inf give -inf, inf and NaN without NumPy's
+    RuntimeWarnings (which pointed into tinytrain's ops); a user's own NumPy still warns."""
+    script = textwrap.dedent("""
+        import warnings
+        import numpy as np
+        import tinytrain as tt
+        with warnings.catch_warnings(record=True) as caught:
+            p = tt.tensor([0.0, 0.5, 0.5], requires_grad=True)
+            (-(p * p.log()).sum()).backward()
+            x = tt.tensor([1.0, 0.0, 1000.0, float("inf")], requires_grad=True)
+            y = (x / 0).sum() + x.exp().sum() + x.sqrt().sum() + (x - float("inf")).sum()
+            y.backward()
+            tt.log10(tt.zeros(2)), tt.tensor([1e30]).float() * 1e30
+        assert not caught, [str(w.message) for w in caught]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")  # NumPy's own warning outside tinytrain stays
+            np.log(np.zeros(1))
+        assert caught and "divide by zero" in str(caught[0].message)
+        print("silent")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "silent", out.stderr
