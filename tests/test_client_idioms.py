@@ -638,3 +638,46 @@ def test_cuda_manual_seed_checks_its_seed_as_torch_does():
 def test_pad_names_an_unknown_mode_before_its_value():
     with pytest.raises(ValueError, match="unknown mode 'bogus'"):
         F.pad(tt.ones(1, 2, 3), (1, 1), mode="bogus", value=1.0)
+
+
+def _momentum_sgd():
+    """PyTorch's documented pattern for an optimizer of one's own, state kept as Tensors."""
+
+    class MySGD(tt.optim.Optimizer):
+        def __init__(self, params, lr=0.1, momentum=0.9):
+            super().__init__(params, {"lr": lr, "momentum": momentum})
+
+        @tt.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    state = self.state[p]  # a new dict the first time, as in PyTorch
+                    if len(state) == 0:
+                        state["momentum_buffer"] = tt.zeros_like(p)
+                    state["momentum_buffer"].mul_(group["momentum"]).add_(p.grad)
+                    p.add_(state["momentum_buffer"], alpha=-group["lr"])
+
+    return MySGD
+
+
+def test_an_optimizer_of_ones_own_keeps_tensor_state_through_a_resume(tmp_path):
+    """self.state[p] is a defaultdict(dict) (it raised KeyError), and load_state_dict keeps a
+    subclass's Tensor state Tensors (it turned them into arrays, so .mul_ failed)."""
+    straight, resumed = tt.nn.Parameter(tt.ones(3)), tt.nn.Parameter(tt.ones(3))
+    opt, opt2 = _momentum_sgd()([straight]), _momentum_sgd()([resumed])
+    for i in range(3):
+        for p, o in ((straight, opt), (resumed, opt2)):
+            o.zero_grad()
+            (p * p).sum().backward()
+            o.step()
+        if i == 0:  # a resume from a file
+            tt.save(opt2.state_dict(), tmp_path / "opt.npz")
+            opt2 = _momentum_sgd()([resumed])
+            opt2.load_state_dict(tt.load(tmp_path / "opt.npz"))
+            assert isinstance(opt2.state[resumed]["momentum_buffer"], tt.Tensor)
+    np.testing.assert_array_equal(resumed.numpy(), straight.numpy())
+    w, buf = 1.0, 0.0  # the same three steps by hand
+    for _ in range(3):
+        buf = 0.9 * buf + 2 * w
+        w -= 0.1 * buf
+    np.testing.assert_allclose(straight.numpy(), [w] * 3, rtol=1e-6)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import warnings
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -77,7 +78,9 @@ class Optimizer:
         self.param_groups: list[dict[str, Any]] = []
         for g in groups:
             self.add_param_group(g)
-        self.state: dict[Tensor, dict[str, Any]] = {}
+        # as PyTorch's: self.state[p] of a parameter not stepped yet is a new empty dict, so a
+        # step() of one's own can write `state = self.state[p]; if not state: ...`
+        self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a group (``{"params": [...], "lr": ...}``; missing settings from the
@@ -182,7 +185,7 @@ class Optimizer:
                 f"sizes {[len(g['params']) for g in groups]} but this optimizer has "
                 f"{[len(g['params']) for g in self.param_groups]}"
             )
-        state = {}  # checked whole before anything changes
+        state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)  # checked whole first
         for i, s in state_dict["state"].items():
             if not 0 <= int(i) < len(params):
                 raise ValueError(f"{type(self).__name__}.load_state_dict: the saved state has "
@@ -191,7 +194,8 @@ class Optimizer:
             p = params[int(i)]
             entry = {}
             for k, v in s.items():
-                v = v.data if isinstance(v, Tensor) else v
+                tensor = isinstance(v, Tensor)  # a subclass's own state: stays a Tensor
+                v = v.data if tensor else v
                 if hasattr(v, "__array__") and not hasattr(v, "astype"):  # PyTorch's tensors
                     v = np.asarray(v)
                     v = int(v) if k == "step" and v.ndim == 0 else v
@@ -204,7 +208,7 @@ class Optimizer:
                             f"{p.shape} but its saved {k!r} has shape {tuple(v.shape)} (a "
                             "state saved for another model?)")
                     v = backend.to_device(v, p.device).astype(p.dtype, copy=True)
-                entry[k] = v
+                entry[k] = Tensor(v) if tensor else v
             state[p] = entry
         for g in groups:  # a PyTorch state dict's options tinytrain lacks: only when off
             on = [k for k in _TORCH_ONLY_OPTIONS if _switched_on(g.get(k))
