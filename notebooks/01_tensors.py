@@ -195,8 +195,9 @@ plt.show()
 # An array is **C-contiguous** when walking it in row-major order visits the buffer in
 # order, with no gaps. `a` is; `a.T` and `a[:, ::2]` are not. Many kernels (our CUDA kernels
 # in chapter 4, for one) want contiguous inputs, so a framework sometimes has to make a
-# contiguous *copy* — `np.ascontiguousarray` — and NumPy's `reshape` of a non-contiguous
-# array silently copies too. Copies cost memory and time, so it pays to know when they happen.
+# contiguous *copy* — `np.ascontiguousarray` — and NumPy's `reshape` silently copies too
+# when the new shape cannot be walked with strides over the same buffer (flattening a
+# transpose, say). Copies cost memory and time, so it pays to know when they happen.
 
 # %%
 for name, arr in [("a", a), ("a.T", a.T), ("a[:, ::2]", a[:, ::2])]:
@@ -606,7 +607,11 @@ def broadcast_shape(sa, sb):
 examples = [((3, 1), (1, 4)), ((3, 4), (4,)), ((2, 1, 5), (3, 1)), ((), (2, 2)),
             ((8, 1, 6, 1), (7, 1, 5))]
 for sa, sb in examples:
-    ours = broadcast_shape(sa, sb)
+    try:
+        ours = broadcast_shape(sa, sb)
+    except ValueError as exc:
+        raise AssertionError(f"{sa} and {sb} broadcast to {np.broadcast_shapes(sa, sb)} "
+                             f"(NumPy), but broadcast_shape raised: {exc}") from None
     assert tuple(ours) == np.broadcast_shapes(sa, sb), (
         f"{sa} and {sb}: returned {ours}, expected {np.broadcast_shapes(sa, sb)}")
     print(f"{str(sa):14s} + {str(sb):10s} -> {ours}")
@@ -620,7 +625,11 @@ for _ in range(300):
     except ValueError:
         expected = None
     if expected is not None:
-        got = broadcast_shape(sa, sb)
+        try:
+            got = broadcast_shape(sa, sb)
+        except ValueError as exc:
+            raise AssertionError(f"{sa} and {sb} broadcast to {expected} (NumPy), but "
+                                 f"broadcast_shape raised: {exc}") from None
         assert tuple(got) == expected, f"{sa} and {sb}: returned {got}, expected {expected}"
         continue
     try:
@@ -685,9 +694,12 @@ for _ in range(30):
     arr = StridedArray(full.reshape(-1), np_arr.shape, [s // 8 for s in np_arr.strides])
     lead = tuple(int(n) for n in check_rng.integers(1, 4, check_rng.integers(0, 3)))
     target = lead + tuple(int(check_rng.integers(2, 4)) if n == 1 else n for n in np_arr.shape)
+    given = (tuple(arr.shape), tuple(arr.strides), arr.offset)
     mine, expected = broadcast_to(arr, target), np.broadcast_to(np_arr, target)
+    where = f"shape {np_arr.shape}, strides {given[1]}, to {target}"
+    assert (tuple(arr.shape), tuple(arr.strides), arr.offset) == given, (
+        f"{where}: broadcast_to changed arr itself; return a new StridedArray, a view")
     assert isinstance(mine, StridedArray) and mine.buffer is arr.buffer, "not a view of arr"
-    where = f"shape {np_arr.shape}, strides {arr.strides}, to {target}"
     assert (mine.shape, mine.byte_strides()) == (expected.shape, expected.strides), (
         f"{where}: shape {mine.shape}, strides {mine.strides}; expected shape "
         f"{expected.shape}, strides {tuple(s // 8 for s in expected.strides)} (in elements)")
@@ -833,6 +845,7 @@ print("data is a", type(x.data).__module__ + "." + type(x.data).__name__)
 assert x.dtype == tt.float32 and x.device == "cpu" and x.grad is None
 
 # %%
+x.grad = None                  # gradients add up over backward calls: start from none
 y = (x * x).sum()              # an op on a tensor that requires grad records a node
 print(y, "  grad_fn:", y.grad_fn)
 y.backward()
@@ -867,7 +880,9 @@ assert tt.arange(5).dtype == tt.int64 and tt.arange(0, 1, 0.25).dtype == tt.floa
 # * A NumPy array **keeps its dtype**: `np.zeros(3)` is float64 and stays float64. Pass
 #   `dtype=` to choose.
 # * `tt.tensor` always **copies** its input; `x.numpy()` on the CPU returns the tensor's own
-#   array (no copy, as in PyTorch), so writing into it writes into the tensor.
+#   array (no copy, as in PyTorch), so writing into it writes into the tensor. (PyTorch
+#   refuses `.numpy()` on a tensor that requires grad and asks for `x.detach().numpy()`;
+#   tinytrain allows it, because the chapters read parameters often.)
 
 # %%
 cases = {
@@ -994,9 +1009,9 @@ else:
 #
 # * An array is a **buffer + dtype + shape + strides** (+ the offset of its first element).
 #   Transposes, slices with steps, broadcasts (stride 0) and `as_strided` windows are all
-#   *views*: new strides and offset, same bytes. NumPy's `reshape` of a non-contiguous array
-#   and fancy indexing copy; tinytrain's `view` refuses to copy, its `reshape` copies when it
-#   must. A view costs the same at every size; a copy costs time in proportion to its bytes,
+#   *views*: new strides and offset, same bytes. Fancy indexing copies, and so does NumPy's
+#   `reshape` when strides cannot express the new shape (flattening a transpose);
+#   tinytrain's `view` refuses to copy, its `reshape` copies when it must. A view costs the same at every size; a copy costs time in proportion to its bytes,
 #   and a copy that reads across the layout (a transpose) much more.
 # * Your `StridedArray` does all of that in a few dozen lines, and agrees with NumPy on
 #   values, strides and offsets. A BLAS matrix is such a view with strides `(lda, 1)`: a

@@ -150,6 +150,11 @@ for broken in [b"\x01\x00\x08\x01\x00\x00\x00\x01\x07",    # magic is not 00 00
         parse_idx_header(broken)
     except ValueError:
         continue
+    except Exception as exc:  # noqa: BLE001 (what the answer raised instead)
+        raise AssertionError(
+            f"{broken!r} is not a valid header: expected a ValueError that says so, got "
+            f"{type(exc).__name__}: {exc} (check the header's length before unpacking it)"
+        ) from None
     raise AssertionError(f"{broken!r} is not a valid header: expected a ValueError")
 print("Exercise 5.1: parse_idx_header reads every IDX type and rejects broken headers")
 
@@ -503,9 +508,9 @@ print("Exercise 5.3: stack_batch matches collate and refuses ragged batches")
 # `images[indices]`, converted to float32 in one go. A data set that can do this offers
 # `get_batch(indices)`, and the `DataLoader` uses it whenever it exists.
 #
-# Two rules keep it honest: the fast path must return **exactly** what the slow path returns
+# One rule keeps it honest: the fast path must return **exactly** what the slow path returns
 # (same numbers, same dtype: both divide the same bytes by the same float32 255), and a test
-# checks that. (Why keep uint8 and convert per batch rather than store float32 once? Measured
+# checks that it does. (Why keep uint8 and convert per batch rather than store float32 once? Measured
 # on a 2-core machine, a shuffled epoch is faster that way, 1/4 of the memory, no 0.4 s
 # start-up conversion.)
 
@@ -583,7 +588,8 @@ plt.show()
 
 # %% [markdown]
 # Top row: without shuffling, rank *r* gets *r, r+4, r+8, …*; 22 = 5·4 + 2, so the order is
-# padded with indices 0 and 1 (hatched, below) and ranks 2 and 3 see one of them a second time.
+# padded with indices 0 and 1 (hatched, below): ranks 2 and 3 get them, though ranks 0 and 1
+# have them already, so samples 0 and 1 are seen twice in this epoch.
 # Middle: the same after a shuffle. Bottom: with `drop_last=True`, two samples (white) are left
 # out of this epoch instead. `padding_mask()` tells a rank which of its samples are padding, so
 # an evaluation can leave them out of its counts. Let us check the properties on the mini set.

@@ -350,7 +350,7 @@ print(f"untrained convnet: accuracy {accuracy(logits0, labels0):.3f}, loss {loss
 assert abs(loss0 - np.log(10)) < 0.1 and accuracy(logits0, labels0) < 0.25
 
 # %% [markdown]
-# Now three epochs over the 4,000 training images, 63 steps of 64 images each, with the recipe
+# Now three epochs over the 4,000 training images, 63 steps of up to 64 images, with the recipe
 # of the training command's default run: Adam at `train.DEFAULT_LR["adam"]`, and a learning
 # rate that decays along a cosine to zero over the run (`CosineAnnealingLR`, stepped after
 # every batch). After each epoch the model is evaluated on the validation set, and the
@@ -381,6 +381,8 @@ def fit(model, train_loader, val_loader, epochs, lr):
     return losses, val_acc, best[0]
 
 
+tt.manual_seed(SEED)
+model = build_model("convnet")  # the same fresh model again: re-running this cell starts over
 EPOCHS, LR = 3, train.DEFAULT_LR["adam"]
 print(f"Adam, lr {LR:g} (python -m tinytrain.train's default) with cosine decay, {EPOCHS} epochs")
 w1_init = model.conv1.weight.numpy().copy()      # to compare with after training (section 8)
@@ -471,7 +473,9 @@ try:
         model.train(start_in_train_mode)
         acc_mine = evaluate_accuracy(model, val_loader)
         assert model.training == start_in_train_mode, "leave the model in the mode it was in"
-        assert seen and not any(graph for graph, _ in seen), "evaluate under tt.no_grad()"
+        assert seen, ("no forward hook ran: call the model as model(x) (model.forward(x) "
+                      "skips the hooks, in PyTorch too)")
+        assert not any(graph for graph, _ in seen), "evaluate under tt.no_grad()"
         assert not any(training for _, training in seen), "evaluate in eval mode (dropout off)"
         expected_acc = train.evaluate(model, val_loader).accuracy
         assert np.isclose(acc_mine, expected_acc), f"accuracy {acc_mine}, expected {expected_acc}"
@@ -774,8 +778,12 @@ for n_check, k_check in [(50, 3), (200, 10), (1, 4), (7, 12)]:
     preds_check = check_rng.integers(0, k_check, n_check)
     expected = np.bincount(labels_check * k_check + preds_check,
                            minlength=k_check * k_check).reshape(k_check, k_check)
+    given = labels_check.copy(), preds_check.copy()
     got = np.asarray(confusion_matrix(labels_check, preds_check, k_check))
     where = f"{n_check} labels, num_classes={k_check}"
+    assert np.array_equal(labels_check, given[0]) and np.array_equal(preds_check, given[1]), (
+        f"{where}: confusion_matrix changed its labels or preds argument; count without "
+        f"writing into them (the caller still needs them)")
     assert got.shape == (k_check, k_check), (
         f"{where}: shape {got.shape}, expected {(k_check, k_check)}")
     wrong = np.argwhere(got != expected)
@@ -784,7 +792,7 @@ for n_check, k_check in [(50, 3), (200, 10), (1, 4), (7, 12)]:
         f"{wrong[0][1]} (prediction) is {got[tuple(wrong[0])]}, expected "
         f"{expected[tuple(wrong[0])]}")
     assert got.dtype.kind in "iu", f"counts are integers, got {got.dtype}"
-model_confusion = np.asarray(confusion_matrix(val_labels, val_logits.argmax(1), 10))
+model_confusion = np.asarray(confusion_matrix(val_labels.copy(), val_logits.argmax(1), 10))
 assert model_confusion.sum() == len(val_set) and np.trace(model_confusion) == result.correct
 print("Exercise 6.3: confusion_matrix counts right")
 
@@ -1023,7 +1031,7 @@ def retained_bytes(fn):
     return after - before - memory.cached_bytes(), result
 
 
-del out_graph, out_plain
+out_graph = out_plain = loss_graph = None   # the graph above is freed (not `del`: re-runnable)
 with_graph, kept = retained_bytes(lambda: model(xe))
 del kept
 with tt.no_grad():
