@@ -63,6 +63,17 @@ def collectives(device: str) -> None:
         assert f"rank {r}" in str(exc) and "needs a floating-point tensor, got bool" in str(exc)
     else:
         raise AssertionError("an average of bools was accepted")
+    # NaN, as with PyTorch's gloo: max and min are NaN wherever any rank has one, on every
+    # rank (MPI's own MAX kept or dropped it by operand order, which differs between ranks;
+    # NCCL's, as PyTorch over NCCL, drops it, the same on every rank)
+    for op in ("max", "min") if device == "cpu" else ():
+        for dtype in ("float16", "float32", "float64"):
+            t = tt.tensor(np.array([np.nan if r == 0 else 1.0, 2.0 + r,
+                                    np.nan if r == R - 1 else -1.0], dtype), device=device)
+            dist.all_reduce(t, op)
+            got = t.numpy()
+            want = 2.0 + (R - 1 if op == "max" else 0)
+            assert np.isnan(got[0]) and got[1] == want and np.isnan(got[2]), (op, dtype, got)
     # errors name the rank and the operation
     for bad, kind, words in [
         (tt.tensor(np.ones((3, 4), np.float32), device=device).T, ValueError, "contiguous"),
@@ -497,7 +508,35 @@ def ddp_buffers(device: str) -> None:
     print(f"ok ddp_buffers rank {r}", flush=True)
 
 
+def ddp_rewrap(device: str) -> None:
+    """A model wrapped again (a notebook cell run twice, a wrapper wrapped, a group made
+    anew): the wrapper whose forward ran last averages, the older ones stay idle, as in
+    PyTorch (the first wrapper's hooks raised "not in its bucket")."""
+    r, R = dist.get_rank(), dist.get_world_size()
+    xs = np.random.default_rng(0).standard_normal((R, 4, 3))
+    tt.manual_seed(0)
+    model = nn.Linear(3, 2).to(device)
+    expected = np.tile(xs.sum(axis=1).mean(axis=0), (2, 1))  # d sum(x W^T + b) / dW, averaged
+
+    def check(wrapper: nn.Module, what: str) -> None:
+        model.zero_grad()
+        wrapper(tt.tensor(xs[r], dtype=tt.float32, device=device)).sum().backward()
+        np.testing.assert_allclose(model.weight.grad.numpy(), expected, rtol=1e-5, atol=1e-6,
+                                   err_msg=what)
+
+    first = dist.DistributedDataParallel(model)
+    check(first, "first wrapper")
+    check(dist.DistributedDataParallel(model), "the same model wrapped again")
+    check(first, "the first wrapper, used again")
+    check(dist.DistributedDataParallel(dist.DistributedDataParallel(model)), "a wrapped wrapper")
+    dist.destroy_process_group()
+    dist.init_process_group("nccl" if device == "cuda" else "mpi")
+    check(dist.DistributedDataParallel(model), "a wrapper in a new process group")
+    print(f"ok ddp_rewrap rank {r}", flush=True)
+
+
 SCENARIOS = {f.__name__: f for f in [
+    ddp_rewrap,
     collectives, ddp_buckets, ddp_features, ddp_buffers, zero_grad_after_forward,
     unused_parameter, diverged, frozen_on_one_rank, mismatched_all_reduce, mismatched_op,
     eval_mode_training, raise_on_one_rank, wait_forever, skip_collective, sharded_evaluation,

@@ -92,6 +92,11 @@ def test_no_sync_accumulation_and_find_unused_parameters(backend):
     _ok(mpirun(WORKER, "ddp_features", "--backend", backend), "ddp_features")
 
 
+def test_a_model_wrapped_again_trains_with_the_wrapper_used_last(backend):
+    n = 3 if backend == "mpi" else 2  # (one GPU per rank)
+    _ok(mpirun(WORKER, "ddp_rewrap", "--backend", backend, n=n), "ddp_rewrap", n=n)
+
+
 def test_buffers_are_copied_from_rank_0_before_a_forward_as_in_pytorch(backend):
     _ok(mpirun(WORKER, "ddp_buffers", "--backend", backend), "ddp_buffers")
 

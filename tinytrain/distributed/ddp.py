@@ -32,6 +32,7 @@ What must not go silently wrong, and the error it gets instead:
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -46,6 +47,11 @@ from tinytrain.nn.module import Module
 from tinytrain.tensor import Tensor
 
 MB = 1024 * 1024
+
+#: The model -> the wrapper whose forward recorded a graph last. Its hooks alone act on the
+#: model's gradients, as in PyTorch: wrapping a model again (a notebook cell run twice, a
+#: wrapper wrapped) leaves the older wrapper's hooks on the parameters, idle.
+_ACTIVE: weakref.WeakKeyDictionary[Module, weakref.ref] = weakref.WeakKeyDictionary()
 
 
 def assign_buckets(nbytes: Sequence[int], first_cap: int, cap: int,
@@ -306,6 +312,7 @@ class DistributedDataParallel(Module):
             if self.check_every and (self._steps + 1) % self.check_every == 0:
                 self.check_consistency()  # (before this step: after self._steps of them)
             self._steps += 1
+            _ACTIVE[self._model()] = weakref.ref(self)
             for b in self.buckets:
                 self._bind(b, self._where())
             self._sync_this_backward = self.require_backward_grad_sync
@@ -368,7 +375,17 @@ class DistributedDataParallel(Module):
             self._grad_ready(bucket, slot)
         return grad_ready
 
+    def _model(self) -> Module:
+        """The model under this wrapper (under all of them, if it wraps a wrapper)."""
+        model = self.module
+        while isinstance(model, DistributedDataParallel):
+            model = model.module
+        return model
+
     def _grad_ready(self, b: Bucket, slot: int) -> None:
+        active = _ACTIVE.get(self._model())
+        if active is not None and active() is not self:  # another wrapper's forward ran last
+            return
         b.fresh[slot] = False  # it holds a gradient now (also one accumulated in no_sync)
         b.used[slot] = True
         if not self._sync_this_backward:

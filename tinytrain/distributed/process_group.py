@@ -249,7 +249,10 @@ class MPIGroup(ProcessGroup):
         from mpi4py import MPI
 
         self.collectives += 1
-        mpi_op = {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]
+        if op in ("max", "min") and array.dtype.kind == "f":
+            mpi_op = _nan_propagating(op)
+        else:
+            mpi_op = {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]
         what = f"all_reduce(op={op!r}) of {self.describe(array)}"
         request = _mpi_call(self, what, self.comm.Iallreduce, MPI.IN_PLACE, array, mpi_op)
         # MPI has no average: sum, then divide once the sum has arrived (as NCCL's ncclAvg)
@@ -261,6 +264,28 @@ class MPIGroup(ProcessGroup):
         self.collectives += 1
         what = f"broadcast(src={src}) of {self.describe(array)}"
         return _MPIWork(_mpi_call(self, what, self.comm.Ibcast, array, src), self, what)
+
+
+_NAN_OPS: dict[str, Any] = {}
+
+
+def _nan_propagating(op: str) -> Any:
+    """MPI's MAX / MIN for floats, as PyTorch's: NaN wherever a rank has one. MPI's own
+    compare with ``>``, so a NaN is kept or dropped by the order of the operands, which
+    differs from rank to rank: the ranks would end with different values."""
+    if op not in _NAN_OPS:
+        from mpi4py import MPI
+        from mpi4py.util import dtlib
+
+        ufunc = np.maximum if op == "max" else np.minimum  # (these propagate NaN)
+
+        def reduce(inbuf: Any, inoutbuf: Any, datatype: Any) -> None:
+            dtype = dtlib.to_numpy_dtype(datatype)
+            out = np.frombuffer(inoutbuf, dtype=dtype)
+            ufunc(np.frombuffer(inbuf, dtype=dtype), out, out=out)
+
+        _NAN_OPS[op] = MPI.Op.Create(reduce, commute=True)
+    return _NAN_OPS[op]
 
 
 class _Departures:
