@@ -205,8 +205,11 @@ def test_make_exercises_says_why_it_refuses(course, capsys, monkeypatch):
     monkeypatch.setattr(make_exercises, "exercise_sources", lambda: [source])
     _answer(copy)
     assert make_exercises.main([]) == 1
-    assert "--force" in capsys.readouterr().err
-    assert make_exercises.main(["--force"]) == 0
+    assert "make_exercises.py --force 01 (that chapter only)" in capsys.readouterr().err
+    assert make_exercises.main(["--force", "5"]) == 2  # another chapter: this copy stays
+    assert "no chapter with exercises numbered [5]" in capsys.readouterr().err
+    assert "return 'MINE'" in copy.read_text()
+    assert make_exercises.main(["--force", "1"]) == 0
     assert "return 'MINE'" not in copy.read_text()
 
 

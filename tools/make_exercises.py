@@ -25,7 +25,8 @@ Usage::
 
     python tools/make_exercises.py            # write what is out of date
     python tools/make_exercises.py --check    # exit 1 and name what is out of date
-    python tools/make_exercises.py --force    # overwrite copies with edits (answers) too
+    python tools/make_exercises.py --force 3  # start chapter 3's copy afresh (answers lost)
+    python tools/make_exercises.py --force    # every copy, edited or not
 """
 
 from __future__ import annotations
@@ -222,8 +223,9 @@ def sync(source: Path, check: bool, force: bool = False) -> list[str]:
     if not force and target.exists() and edited(nbformat.read(target, as_version=4), nb):
         raise EditedNotebook(
             f"{target.relative_to(ROOT)} has cells that differ from what was last generated "
-            f"(your answers?), so it was not overwritten: copy it elsewhere first, or pass "
-            f"--force (python tools/make_exercises.py --force) to overwrite it")
+            f"(your answers?), so it was not overwritten: copy it elsewhere first, or start "
+            f"it afresh with python tools/make_exercises.py --force {source.stem[:2]} (that "
+            f"chapter only)")
     text = build_notebook(nb, target)
     if target.exists() and target.read_text() == text:
         return []
@@ -237,10 +239,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="only report what is out of date")
     parser.add_argument("--force", action="store_true",
                         help="overwrite learner copies even if they were edited")
+    parser.add_argument("chapters", nargs="*", type=int, metavar="N",
+                        help="only these chapters (e.g. 3 or 03); default: all")
     args = parser.parse_args(argv)
     sources = exercise_sources()
+    chosen = [s for s in sources if int(s.stem[:2]) in args.chapters] if args.chapters \
+        else sources
+    missing = set(args.chapters) - {int(s.stem[:2]) for s in chosen}
+    if missing:
+        print(f"no chapter with exercises numbered {sorted(missing)}; there are "
+              f"{[int(s.stem[:2]) for s in sources]}", file=sys.stderr)
+        return 2
     try:
-        stale = [path for source in sources for path in sync(source, args.check, args.force)]
+        stale = [path for source in chosen for path in sync(source, args.check, args.force)]
     except (ValueError, EditedNotebook) as err:
         print(err, file=sys.stderr)
         return 1
