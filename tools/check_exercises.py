@@ -30,7 +30,7 @@ from nbclient import NotebookClient
 class CellRun:
     """What one code cell did: its index, whether it is a checker, and its error if any."""
 
-    index: int
+    index: int  # among the code cells, from 1: what JupyterLab shows as [n] after Run All
     checker: bool
     error: tuple[str, str] | None  # (exception name, message)
 
@@ -44,11 +44,9 @@ def run_notebook(path: Path, timeout: int = 600,
                             resources={"metadata": {"path": str(path.parent)}})
     client.execute(stderr=subprocess.DEVNULL)  # the kernel's own log; cells report via outputs
     runs = []
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type != "code":
-            continue
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
         errors = [(o.ename, o.evalue) for o in cell.outputs if o.output_type == "error"]
-        runs.append(CellRun(i, CHECKER in cell.metadata.get("tags", []),
+        runs.append(CellRun(len(runs) + 1, CHECKER in cell.metadata.get("tags", []),
                             errors[0] if errors else None))
     return runs
 
@@ -59,10 +57,11 @@ def report(path: Path) -> bool:
     runs = run_notebook(path)
     number = 0
     ok = True
-    for run in runs:
+    chapter = path.name[:2].lstrip("0") or "0"
+    for run, after in zip(runs, [*runs[1:], None]):
         if run.checker:
             number += 1
-            prefix = f"  exercise {path.name[:2].lstrip('0')}.{number}: "
+            prefix = f"  exercise {chapter}.{number}: "
             if run.error is None:
                 print(prefix + "passed")
                 continue
@@ -74,9 +73,13 @@ def report(path: Path) -> bool:
                 # the whole message: np.testing's first line is empty, the mismatch below it
                 lines = [line for line in message.splitlines() if line.strip()][:12]
                 print(prefix + f"FAILED: {name}: " + "\n      ".join(lines))
+        elif run.error is not None and after is not None and after.checker:
+            ok = False  # the cell with the answer (its checker comes next) did not run
+            print(f"  exercise {chapter}.{number + 1}: the cell with your answer (code cell "
+                  f"[{run.index}]) raised {run.error[0]}: {run.error[1]}")
         elif run.error is not None:
             ok = False
-            print(f"  cell {run.index} (not an exercise) failed: {run.error[0]}: "
+            print(f"  code cell [{run.index}] (not an exercise) failed: {run.error[0]}: "
                   f"{run.error[1]}")
     return ok
 
