@@ -96,3 +96,12 @@ def test_a_data_root_that_is_a_file_gets_a_whole_reason_and_a_command_for_that_r
     _, status, detail, fix = row
     assert status == doctor.MISSING and detail.endswith("choose another data root.")
     assert f"--data-dir {root}" in fix
+
+
+def test_a_data_root_that_does_not_exist_is_named_and_the_fix_makes_it_first(tmp_path):
+    root = tmp_path / "no" / "such"
+    (row,) = [r for r in doctor.report(root) if r[0] == "mnist"]
+    _, status, detail, fix = row
+    assert status == doctor.MISSING and detail == f"the data root {root} does not exist"
+    assert fix.startswith(f"mkdir -p {root}, then python -m tinytrain.train --dataset mnist "
+                          f"--data-dir {root}")

@@ -130,6 +130,8 @@ def _dataset(name: str, root: Path | None) -> Callable[[], str]:
     def probe() -> str:
         from tinytrain.data.datasets import CorruptDataError, MissingDataError, load_dataset
 
+        if root is not None and not root.exists():
+            raise _Problem(f"the data root {root} does not exist")
         try:
             train = load_dataset(name, root, train=True, download=False)
             test = load_dataset(name, root, train=False, download=False)
@@ -150,9 +152,10 @@ def data_checks(root: Path | None = None) -> list[tuple[str, Callable[[], str], 
 
     where = root or default_data_root()
     flag = f" --data-dir {root}" if root else ""
-    fetch = (f"python -m tinytrain.train --dataset {{}}{flag} downloads it into "
-             f"{where}/{{}}/ (a folder that must exist; or copy the four files there; set "
-             f"TINYTRAIN_DATA or --data-dir for another root)")
+    first = f"mkdir -p {root}, then " if root and not root.exists() else ""  # (--data-dir
+    fetch = (f"{first}python -m tinytrain.train --dataset {{}}{flag} downloads it into "  # must
+             f"{where}/{{}}/ (or copy the four files there; set TINYTRAIN_DATA or "  # exist)
+             f"--data-dir for another root)")
     return [
         ("mnist", _dataset("mnist", root), fetch.format("mnist", "mnist")),
         ("fashion-mnist", _dataset("fashion-mnist", root),
