@@ -430,7 +430,7 @@ class DistributedDataParallel(Module):
             self._launch_ready_buckets()
             if self.find_unused_parameters:  # after the buckets', in the same order everywhere
                 mask = to_device(np.array(flags, dtype=np.float32), self.group.device)
-                self._mask_work = self.group.all_reduce(mask, "max")
+                self._mask_work = self.group.all_reduce(mask, "sum")  # > 0: used somewhere
             timer = self.group.stall_timer() if self.measure_comm_wait else None
             if timer:
                 timer.start()
@@ -454,7 +454,7 @@ class DistributedDataParallel(Module):
             self._abandon_backward()
 
     def _unset_unused_grads(self, mask: Any) -> None:
-        """``mask``: 1 for each parameter (in bucket order) that some rank used since the last
+        """``mask``: > 0 for each parameter (in bucket order) that some rank used since the last
         averaging backward (``no_sync`` micro-batches count, as in PyTorch). Those no rank
         used keep the ``.grad`` they had before: ``None`` where the bucket's view was bound in
         place of a ``None`` (PyTorch leaves those unset). Those some rank used now hold the
