@@ -1011,8 +1011,9 @@ else:
 #   Transposes, slices with steps, broadcasts (stride 0) and `as_strided` windows are all
 #   *views*: new strides and offset, same bytes. Fancy indexing copies, and so does NumPy's
 #   `reshape` when strides cannot express the new shape (flattening a transpose);
-#   tinytrain's `view` refuses to copy, its `reshape` copies when it must. A view costs the same at every size; a copy costs time in proportion to its bytes,
-#   and a copy that reads across the layout (a transpose) much more.
+#   tinytrain's `view` refuses to copy, its `reshape` copies when it must. A view costs
+#   the same at every size; a copy costs time in proportion to its bytes, and a copy that
+#   reads across the layout (a transpose) much more.
 # * Your `StridedArray` does all of that in a few dozen lines, and agrees with NumPy on
 #   values, strides and offsets. A BLAS matrix is such a view with strides `(lda, 1)`: a
 #   window of columns of a bigger matrix keeps its `lda`, which is how chapter 3 multiplies
