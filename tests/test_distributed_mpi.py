@@ -364,8 +364,9 @@ def test_a_rank_refused_at_init_does_not_wait_for_the_others_to_leave():
 
 def test_pytorch_spellings_on_a_group_of_one():
     """'gloo' is the mpi backend; DDP takes bucket_cap_mb=None (25 MiB),
-    gradient_as_bucket_view and static_graph; ReduceOp.PRODUCT says what there is; a group
-    of one has no leaving notices to wait for."""
+    gradient_as_bucket_view and static_graph, and refuses a model with nothing to train in
+    PyTorch's words; ReduceOp.BAND says what there is; a group of one has no leaving notices
+    to wait for."""
     _mpiexec()  # skip without MPI
     code = ("import tinytrain as tt, tinytrain.distributed as dist\n"
             "g = dist.init_process_group('gloo')\n"
@@ -375,15 +376,23 @@ def test_pytorch_spellings_on_a_group_of_one():
             "                                   gradient_as_bucket_view=True, static_graph=True)\n"
             "assert [round(b.nbytes / 2**20) for b in ddp.buckets] == [4, 28], ddp\n"
             "try:\n"
-            "    dist.ReduceOp.PRODUCT\n"
+            "    dist.ReduceOp.BAND\n"
             "except AttributeError as e:\n"
             "    print('refused:', e)\n"
+            "frozen = tt.nn.Linear(3, 2).requires_grad_(False)\n"
+            "try:\n"
+            "    dist.DistributedDataParallel(frozen)\n"
+            "except RuntimeError as e:\n"
+            "    print('frozen:', e)\n"
             "dist.destroy_process_group()\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env=_env(), cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "refused: type object 'ReduceOp' has no attribute 'PRODUCT': tinytrain reduces " \
-           "with SUM, AVG, MAX and MIN" in r.stdout, r.stdout
+    assert "refused: type object 'ReduceOp' has no attribute 'BAND': tinytrain reduces " \
+           "with SUM, AVG, MAX, MIN and PRODUCT" in r.stdout, r.stdout
+    assert "frozen: DistributedDataParallel (rank 0 of 1): DistributedDataParallel is not " \
+           "needed when a module doesn't have any parameter that requires a gradient." \
+           in r.stdout, r.stdout  # PyTorch's message
 
 
 def test_a_rank_that_fails_before_init_does_not_leave_the_others_waiting_in_it():
