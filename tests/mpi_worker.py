@@ -31,7 +31,8 @@ def collectives(device: str) -> None:
             everyone = [(base + k + 1).astype(dtype) for k in range(R)]  # rank k's values
             for op, expect in [("sum", sum(e.astype(np.float64) for e in everyone)),
                                ("max", np.max(everyone, axis=0)),
-                               ("min", np.min(everyone, axis=0))] + (
+                               ("min", np.min(everyone, axis=0)),
+                               ("product", np.prod(everyone, axis=0))] + (
                     [("avg", sum(e.astype(np.float64) for e in everyone) / R)]
                     if dtype.startswith("float") else []):
                 t = tt.tensor(everyone[r], device=device)

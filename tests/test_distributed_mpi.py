@@ -80,8 +80,21 @@ def _ok(r: subprocess.CompletedProcess, scenario: str, n: int = 2) -> None:
 # ------------------------------------------------------------------ collectives and DDP
 
 
-def test_collectives_sum_avg_max_min_broadcast_dtypes_shapes_async(backend):
+def test_collectives_sum_avg_max_min_product_broadcast_dtypes_shapes_async(backend):
     _ok(mpirun(WORKER, "collectives", "--backend", backend), "collectives")
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_all_gather_gather_scatter_reduce_product_and_objects_on_2_and_3_ranks(backend, n):
+    """Every value against what each rank contributed, float32/float64/int64/bool, odd
+    shapes, sync and async; the errors of a bad call name the rank and the shapes."""
+    if backend == "nccl" and n > 2 and tt.cuda_is_available():
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() < n:
+            pytest.skip(f"needs {n} GPUs")
+    _ok(mpirun(WORKER, "gather_collectives", "--backend", backend, n=n),
+        "gather_collectives", n=n)
 
 
 def test_bucket_order_sizes_views_and_an_all_reduce_before_backward_ends(backend):
@@ -187,6 +200,13 @@ def test_sharded_evaluation_counts_equal_one_process_exactly():
     ("mismatched_op", "the ranks made different collective calls", None),
     ("barrier_against_all_reduce", "rank 0: barrier(); rank 1: all_reduce(op='sum') of "
                                    "float32 [4]", None),
+    ("mismatched_all_gather", "rank 0: all_gather of float32 [4]; rank 1: all_gather of "
+                              "float32 [6]", None),
+    ("gather_against_all_gather_object", "rank 0: gather(dst=0) of float32 [3]; rank 1: "
+                                         "all_gather_object()", None),
+    ("reduce_queued_on_one_rank", "broadcast_object_list(src=0) of 1 objects (rank 0 of 2): "
+                                  "the ranks have made different numbers of collective calls "
+                                  "before this one (rank 0: 1, rank 1: 0", None),
 ])
 def test_bugs_that_would_make_ranks_diverge_raise_a_clear_error(scenario, message, reached):
     r = mpirun(WORKER, scenario, timeout=60)

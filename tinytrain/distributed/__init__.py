@@ -329,10 +329,11 @@ def reduce(tensor: Tensor, dst: int | None = None, op: str = "sum", group: Any =
     return _finish(g.reduce(array, dst, op_used), async_op)
 
 
-def broadcast(tensor: Tensor, src: int | None = 0, group: Any = None, async_op: bool = False,
-              group_src: int | None = None) -> Work | None:
+def broadcast(tensor: Tensor, src: int | None = None, group: Any = None,
+              async_op: bool = False, group_src: int | None = None) -> Work | None:
     """Copy rank ``src``'s ``tensor`` into every rank's ``tensor``, in place (the same
-    ``src``, shape and dtype on every rank; a mismatch raises on every rank)."""
+    ``src``, shape and dtype on every rank; a mismatch raises on every rank). ``src``
+    defaults to 0."""
     g = _the_group(group, "broadcast")
     src = _root(g, "broadcast", "src", src, group_src)
     array = _array(tensor, f"broadcast(src={src})")

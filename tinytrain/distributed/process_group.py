@@ -28,10 +28,11 @@ corrupts. Errors name the rank and the operation.
 
 **Three communicators.** A group duplicates MPI's: ``comm`` carries the data collectives,
 ``check_comm`` the small checks (:meth:`ProcessGroup.allgather_object`: is every rank making
-the same call?), and a third the "leaving" notices below. MPI matches collectives by
-communicator and order only, so a check on one rank could otherwise be matched with a DDP
-bucket's all-reduce on another and read float bits as sizes; on separate communicators they
-never meet, and a mismatch waits and then raises instead.
+the same call?; the object collectives' objects travel with them), and a third the "leaving"
+notices below. MPI matches collectives by communicator and order only, so a check on one
+rank could otherwise be matched with a DDP bucket's all-reduce on another and read float
+bits as sizes; on separate communicators they never meet, and a mismatch waits and then
+raises instead.
 
 **A rank that leaves.** When ranks run different numbers of batches, the one that finishes
 first leaves (``destroy_process_group()``, or the end of the program, which calls it) while
@@ -77,7 +78,8 @@ LEAVE_GRACE = 3.0
 #: without a word a learner cannot tell a hang from a slow peer.
 STALL_NOTICE = 60.0
 
-#: Largest pickle :meth:`ProcessGroup.allgather_object` accepts from a rank (it is for checks).
+#: Largest pickle :meth:`ProcessGroup.allgather_object` accepts from a rank (it is for checks
+#: and the small objects of ``all_gather_object`` / ``broadcast_object_list``).
 MAX_OBJECT_BYTES = 64 * 1024 * 1024
 
 
