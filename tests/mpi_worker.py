@@ -31,7 +31,8 @@ def collectives(device: str) -> None:
             everyone = [(base + k + 1).astype(dtype) for k in range(R)]  # rank k's values
             for op, expect in [("sum", sum(e.astype(np.float64) for e in everyone)),
                                ("max", np.max(everyone, axis=0)),
-                               ("min", np.min(everyone, axis=0))] + (
+                               ("min", np.min(everyone, axis=0)),
+                               ("product", np.prod(everyone, axis=0))] + (
                     [("avg", sum(e.astype(np.float64) for e in everyone) / R)]
                     if dtype.startswith("float") else []):
                 t = tt.tensor(everyone[r], device=device)
@@ -93,6 +94,132 @@ def collectives(device: str) -> None:
         else:
             raise AssertionError("a CPU tensor was accepted by nccl")
     dist.barrier()
+
+
+def _contribution(k: int, dtype: str, shape: tuple) -> np.ndarray:
+    """What rank ``k`` sends in gather_collectives: distinct per rank, small enough that
+    products stay exact."""
+    n = int(np.prod(shape))
+    values = (np.arange(n) * (k + 2) + 3 * k + 1) % 5 + 1  # 1..5
+    if dtype == "bool":
+        return ((np.arange(n) + k) % 3 != 0).reshape(shape)
+    return (values * (-1) ** k).astype(dtype).reshape(shape)
+
+
+def _expect_raise(kind: type, words: list[str], fn, *args, **kwargs) -> None:
+    try:
+        fn(*args, **kwargs)
+    except kind as exc:
+        assert all(w in str(exc) for w in words), (words, str(exc))
+    else:
+        raise AssertionError(f"no {kind.__name__} for {words}")
+
+
+def gather_collectives(device: str) -> None:
+    """all_gather(_into_tensor), gather, scatter, reduce, PRODUCT and the object collectives:
+    every value checked against what each rank contributed (computed here for every rank)."""
+    r, R = dist.get_rank(), dist.get_world_size()
+    dst = 1 % R  # not rank 0, the default
+    for dtype in ("float32", "float64", "int64", "bool"):
+        for shape in [(), (1,), (7,), (3, 5), (2, 3, 5)]:
+            everyone = [_contribution(k, dtype, shape) for k in range(R)]
+            mine = everyone[r]
+            tensor = tt.tensor(mine, device=device)
+            where = f"{dtype} {shape}"
+            # all_gather into preallocated tensors, sync and async
+            for async_op in (False, True):
+                outs = [tt.zeros(*shape, dtype=dtype, device=device) for _ in range(R)]
+                work = dist.all_gather(outs, tensor, async_op=async_op)
+                assert (work is None) != async_op
+                if async_op:
+                    work.wait()
+                    assert work.is_completed()
+                for k in range(R):
+                    assert outs[k].dtype == np.dtype(dtype) and outs[k].shape == shape
+                    np.testing.assert_array_equal(outs[k].numpy(), everyone[k], where)
+            np.testing.assert_array_equal(tensor.numpy(), mine)  # the input is untouched
+            # all_gather_into_tensor: stacked, and concatenated along dim 0
+            forms = [(R, *shape)] + ([(R * shape[0], *shape[1:])] if shape else [])
+            for form in forms:
+                out = tt.zeros(*form, dtype=dtype, device=device)
+                dist.all_gather_into_tensor(out, tensor)
+                np.testing.assert_array_equal(
+                    out.numpy(), np.stack(everyone).reshape(form), f"{where} into {form}")
+            # gather to dst; the others pass no list
+            gathered = ([tt.zeros(*shape, dtype=dtype, device=device) for _ in range(R)]
+                        if r == dst else None)
+            assert dist.gather(tensor, gathered, dst=dst) is None
+            if r == dst:
+                for k in range(R):
+                    np.testing.assert_array_equal(gathered[k].numpy(), everyone[k], where)
+            # scatter from the last rank: rank k gets part k
+            parts = [tt.tensor(_contribution(k + 7, dtype, shape), device=device)
+                     for k in range(R)] if r == R - 1 else None
+            out = tt.zeros(*shape, dtype=dtype, device=device)
+            dist.scatter(out, parts, src=R - 1)
+            np.testing.assert_array_equal(out.numpy(), _contribution(r + 7, dtype, shape), where)
+            # reduce: only dst gets the result, the others keep their values
+            stack = np.stack(everyone)
+            wanted = {"sum": stack.sum(0), "max": stack.max(0), "min": stack.min(0),
+                      "product": stack.prod(0)}
+            if dtype == "bool":  # as PyTorch: or, or, and, and
+                wanted = {"sum": stack.any(0), "max": stack.any(0), "min": stack.all(0),
+                          "product": stack.all(0)}
+            if dtype.startswith("float"):
+                wanted["avg"] = stack.sum(0) / R
+            for op, want in wanted.items():
+                t = tt.tensor(mine, device=device)
+                dist.reduce(t, dst=dst, op=op)
+                np.testing.assert_array_equal(
+                    t.numpy(), np.asarray(want).astype(dtype) if r == dst else mine,
+                    f"reduce {op} {where}")
+                t = tt.tensor(mine, device=device)
+                dist.all_reduce(t, op=dist.ReduceOp.PRODUCT if op == "product" else op)
+                np.testing.assert_array_equal(t.numpy(), np.asarray(want).astype(dtype),
+                                              f"all_reduce {op} {where}")
+    # objects: any picklable value, of a different size on each rank
+    objects = [None] * R
+    dist.all_gather_object(objects, {"rank": r, "items": list(range(r)), "name": "r" * r})
+    assert objects == [{"rank": k, "items": list(range(k)), "name": "r" * k}
+                       for k in range(R)], objects
+    sent = [("from", R - 1), np.arange(R - 1), {"nested": [R - 1]}]
+    received = list(sent) if r == R - 1 else [None, None, None]
+    dist.broadcast_object_list(received, src=R - 1)
+    assert received[0] == ("from", R - 1) and received[2] == {"nested": [R - 1]}
+    np.testing.assert_array_equal(received[1], np.arange(R - 1))
+    # errors raised on this rank before any communication name the rank and the shapes
+    t = tt.ones(4, device=device)
+    _expect_raise(ValueError, [f"all_gather on rank {r} of {R}", f"has {R + 1} tensors",
+                               f"one per rank, {R}"],
+                  dist.all_gather, [tt.ones(4, device=device)] * (R + 1), t)
+    _expect_raise(ValueError, [f"rank {r} of {R}", "tensor_list[1] is float32 [5] but the "
+                               "tensor is float32 [4]"],
+                  dist.all_gather, [t, tt.ones(5, device=device)] + [t] * (R - 2), t)
+    _expect_raise(ValueError, ["tensor_list[0] is float64 [4] but the tensor is float32 [4]"],
+                  dist.all_gather, [tt.ones(4, dtype="float64", device=device)] * R, t)
+    _expect_raise(ValueError, [f"all_gather_into_tensor on rank {r} of {R}", "output_tensor "
+                               f"is float32 [{R}, 5]", f"[{4 * R}] or [{R}, 4]"],
+                  dist.all_gather_into_tensor, tt.zeros(R, 5, device=device), t)
+    _expect_raise(ValueError, [f"reduce on rank {r}: dst is required"], dist.reduce, t)
+    _expect_raise(ValueError, [f"gather on rank {r}: dst={R} is not a rank of this group of "
+                               f"{R}"], dist.gather, t, None, dst=R)
+    if r == 0:
+        _expect_raise(ValueError, ["gather_list must be given on the destination rank"],
+                      dist.gather, t)
+    else:
+        _expect_raise(ValueError, [f"gather(dst=0) on rank {r}: gather_list must not be given"],
+                      dist.gather, t, [t] * R)
+    _expect_raise(ValueError, [f"all_gather_object on rank {r} of {R}: object_list has 1 "
+                               f"entries; it needs one per rank, {R}"],
+                  dist.all_gather_object, [None], r)
+    _expect_raise(ValueError, ["group=", "has one group"], dist.all_gather, [t] * R, t,
+                  group="world")
+    # a model with nothing to train is refused, as in PyTorch
+    _expect_raise(RuntimeError, ["is not needed when a module doesn't have any parameter that "
+                                 "requires a gradient"],
+                  dist.DistributedDataParallel, nn.Linear(2, 2).to(device).requires_grad_(False))
+    dist.barrier()  # every rank is still in step after the errors
+    print(f"ok gather_collectives rank {r}", flush=True)
 
 
 class Chain(nn.Module):
@@ -313,6 +440,31 @@ def barrier_against_all_reduce(device: str) -> None:
     else:
         dist.all_reduce(tt.ones(4, device=device))
     print("the barrier paired with an all_reduce went unnoticed", flush=True)
+
+
+def mismatched_all_gather(device: str) -> None:
+    r = dist.get_rank()
+    t = tt.ones(6 if r == 1 else 4, device=device)
+    dist.all_gather([tt.zeros_like(t) for _ in range(dist.get_world_size())], t)
+    print("the mismatched all_gather went unnoticed", flush=True)
+
+
+def gather_against_all_gather_object(device: str) -> None:
+    if dist.get_rank() == 0:
+        dist.gather(tt.ones(3, device=device), [tt.ones(3, device=device)] * 2)
+    else:
+        dist.all_gather_object([None, None], "metric")
+    print("the gather paired with an all_gather_object went unnoticed", flush=True)
+
+
+def reduce_queued_on_one_rank(device: str) -> None:
+    """Rank 0 has started a reduce more than the others (the group's own call, as DDP makes
+    them): the next call check, that of broadcast_object_list, names the counts."""
+    if dist.get_rank() == 0:
+        dist.group("test").reduce(tt.ones(5, device=device).data, 0, "sum")
+    objects = ["config"]
+    dist.broadcast_object_list(objects)
+    print("the uneven count went unnoticed", flush=True)
 
 
 def ddp_peer_gone(device: str) -> None:
@@ -536,7 +688,8 @@ def ddp_rewrap(device: str) -> None:
 
 
 SCENARIOS = {f.__name__: f for f in [
-    ddp_rewrap,
+    ddp_rewrap, gather_collectives, mismatched_all_gather, gather_against_all_gather_object,
+    reduce_queued_on_one_rank,
     collectives, ddp_buckets, ddp_features, ddp_buffers, zero_grad_after_forward,
     unused_parameter, diverged, frozen_on_one_rank, mismatched_all_reduce, mismatched_op,
     eval_mode_training, raise_on_one_rank, wait_forever, skip_collective, sharded_evaluation,

@@ -134,8 +134,21 @@ class _Recorder:
 
         self.current = Stream("current", 0)
         self.side = Stream("side", 77)
-        self.cuda = type("cuda", (), {"Event": Event,
+        class runtime:
+            memcpyDeviceToDevice = "DtoD"
+
+            @staticmethod
+            def memcpyAsync(dst, src, nbytes, kind, stream):
+                rec.log.append(f"copy({dst},{src},{nbytes},{kind},stream={stream})")
+
+        self.cuda = type("cuda", (), {"Event": Event, "runtime": runtime,
                                       "get_current_stream": staticmethod(lambda: self.current)})
+
+    def groupStart(self):
+        self.log.append("groupStart")
+
+    def groupEnd(self):
+        self.log.append("groupEnd")
 
     def true_divide(self, array, n, out):
         self.log.append(f"divide by {n}")
@@ -151,15 +164,16 @@ class _Recorder:
 
 
 class _FakeArray:
-    def __init__(self, dtype, size):
+    def __init__(self, dtype, size, ptr=1234):
         self.dtype, self.size, self.shape = np.dtype(dtype), size, (size,)
-        self.data = type("mem", (), {"ptr": 1234})()
+        self.nbytes = size * self.dtype.itemsize
+        self.data = type("mem", (), {"ptr": ptr})()
 
 
-def _fake_group(world_size=2):
+def _fake_group(world_size=2, rank=0):
     rec = _Recorder()
     g = NCCLGroup.__new__(NCCLGroup)
-    g.rank, g.world_size, g.cp, g.nccl, g.stream = 0, world_size, rec, rec, rec.side
+    g.rank, g.world_size, g.cp, g.nccl, g.stream = rank, world_size, rec, rec, rec.side
 
     class Communicator:
         def allReduce(self, send, recv, count, dtype, op, stream):
@@ -167,6 +181,19 @@ def _fake_group(world_size=2):
 
         def bcast(self, buf, count, dtype, root, stream):
             rec.log.append(f"bcast({buf},{count},{dtype},root={root},stream={stream})")
+
+        def reduce(self, send, recv, count, dtype, op, root, stream):
+            rec.log.append(f"reduce({send},{recv},{count},{dtype},{op},root={root},"
+                           f"stream={stream})")
+
+        def allGather(self, send, recv, count, dtype, stream):
+            rec.log.append(f"allGather({send},{recv},{count},{dtype},stream={stream})")
+
+        def send(self, buf, count, dtype, peer, stream):
+            rec.log.append(f"send({buf},{count},{dtype},peer={peer},stream={stream})")
+
+        def recv(self, buf, count, dtype, peer, stream):
+            rec.log.append(f"recv({buf},{count},{dtype},peer={peer},stream={stream})")
 
     g.communicator = Communicator()
     return g, rec
@@ -205,18 +232,55 @@ def test_nccl_broadcast_and_the_op_and_dtype_names():
     g, rec = _fake_group()
     g.broadcast(_FakeArray("int64", 3), src=1)
     assert rec.log[2] == "bcast(1234,3,NCCL_INT64,root=1,stream=77)"
-    for op, name in [("sum", "NCCL_SUM"), ("max", "NCCL_MAX"), ("min", "NCCL_MIN")]:
+    for op, name in [("sum", "NCCL_SUM"), ("max", "NCCL_MAX"), ("min", "NCCL_MIN"),
+                     ("product", "NCCL_PROD")]:
         rec.log.clear()
         g.all_reduce(_FakeArray("float16", 1), op)
         assert f"NCCL_FLOAT16,{name}" in rec.log[2] and "divide" not in " ".join(rec.log)
     # every dtype the public API lets through has an NCCL name of the same width
-    from tinytrain.distributed.process_group import MPIGroup
+    from tinytrain.distributed.process_group import OPS, MPIGroup
 
-    assert set(_DTYPES) == set(MPIGroup.dtypes) and set(_OPS) == {"sum", "avg", "max", "min"}
+    assert set(_DTYPES) == set(MPIGroup.dtypes) and set(_OPS) == set(OPS)
     for dtype, name in _DTYPES.items():
         bits = {"NCCL_FLOAT16": 16, "NCCL_FLOAT32": 32, "NCCL_FLOAT64": 64, "NCCL_INT8": 8,
                 "NCCL_UINT8": 8, "NCCL_INT32": 32, "NCCL_INT64": 64}[name]
         assert np.dtype(dtype).itemsize * 8 == bits and name.endswith(str(bits))
+
+
+def test_nccl_all_gather_and_reduce_run_on_the_side_stream_and_count():
+    g, rec = _fake_group(world_size=3, rank=1)
+    g.collectives = 0
+    g.all_gather(_FakeArray("float32", 5), _FakeArray("float32", 15, ptr=5000))
+    assert rec.log == ["event1.record(current)", "side.wait(event1)",
+                       "allGather(1234,5000,5,NCCL_FLOAT32,stream=77)", "event2.record(side)"]
+    rec.log.clear()
+    g.reduce(_FakeArray("int64", 4), 2, "product")
+    assert rec.log[2:] == ["reduce(1234,1234,4,NCCL_INT64,NCCL_PROD,root=2,stream=77)",
+                           "event4.record(side)"]
+    assert g.collectives == 2  # the call checks compare these counts
+
+
+def test_nccl_gather_and_scatter_are_grouped_sends_and_receives_the_root_copies_its_own():
+    """Rank 1 of 3 is the root: it receives ranks 0 and 2's parts (of 8 bytes each) at
+    their offsets in the stacked buffer and copies its own, all on the side stream."""
+    root, rec = _fake_group(world_size=3, rank=1)
+    root.gather(_FakeArray("float64", 1), _FakeArray("float64", 3, ptr=5000), dst=1)
+    assert rec.log[2:] == ["groupStart", "recv(5000,1,NCCL_FLOAT64,peer=0,stream=77)",
+                           "recv(5016,1,NCCL_FLOAT64,peer=2,stream=77)", "groupEnd",
+                           "copy(5008,1234,8,DtoD,stream=77)", "event2.record(side)"]
+    other, rec = _fake_group(world_size=3, rank=2)
+    other.gather(_FakeArray("float64", 1), None, dst=1)
+    assert rec.log[2:] == ["groupStart", "send(1234,1,NCCL_FLOAT64,peer=1,stream=77)",
+                           "groupEnd", "event2.record(side)"]
+    root, rec = _fake_group(world_size=3, rank=1)
+    root.scatter(_FakeArray("int32", 6, ptr=5000), _FakeArray("int32", 2), src=1)
+    assert rec.log[2:] == ["groupStart", "send(5000,2,NCCL_INT32,peer=0,stream=77)",
+                           "send(5016,2,NCCL_INT32,peer=2,stream=77)", "groupEnd",
+                           "copy(1234,5008,8,DtoD,stream=77)", "event2.record(side)"]
+    other, rec = _fake_group(world_size=3, rank=0)
+    other.scatter(None, _FakeArray("int32", 2), src=1)
+    assert rec.log[2:] == ["groupStart", "recv(1234,2,NCCL_INT32,peer=1,stream=77)",
+                           "groupEnd", "event2.record(side)"]
 
 
 # ------------------------------------------------------------------ launcher
@@ -254,8 +318,8 @@ def test_missing_mpiexec_says_how_to_install_it(monkeypatch, tmp_path):
 def test_pytorch_names_tinytrain_lacks_say_what_it_has():
     import tinytrain.distributed as dist
 
-    for name in ("all_gather", "reduce", "anything_else"):
-        with pytest.raises(AttributeError, match="has all_reduce, broadcast and barrier"):
+    for name in ("reduce_scatter", "all_to_all", "anything_else"):
+        with pytest.raises(AttributeError, match="has all_reduce, reduce, broadcast, all_gather"):
             getattr(dist, name)
 
 

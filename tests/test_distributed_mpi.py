@@ -80,8 +80,21 @@ def _ok(r: subprocess.CompletedProcess, scenario: str, n: int = 2) -> None:
 # ------------------------------------------------------------------ collectives and DDP
 
 
-def test_collectives_sum_avg_max_min_broadcast_dtypes_shapes_async(backend):
+def test_collectives_sum_avg_max_min_product_broadcast_dtypes_shapes_async(backend):
     _ok(mpirun(WORKER, "collectives", "--backend", backend), "collectives")
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_all_gather_gather_scatter_reduce_product_and_objects_on_2_and_3_ranks(backend, n):
+    """Every value against what each rank contributed, float32/float64/int64/bool, odd
+    shapes, sync and async; the errors of a bad call name the rank and the shapes."""
+    if backend == "nccl" and n > 2 and tt.cuda_is_available():
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() < n:
+            pytest.skip(f"needs {n} GPUs")
+    _ok(mpirun(WORKER, "gather_collectives", "--backend", backend, n=n),
+        "gather_collectives", n=n)
 
 
 def test_bucket_order_sizes_views_and_an_all_reduce_before_backward_ends(backend):
@@ -187,6 +200,13 @@ def test_sharded_evaluation_counts_equal_one_process_exactly():
     ("mismatched_op", "the ranks made different collective calls", None),
     ("barrier_against_all_reduce", "rank 0: barrier(); rank 1: all_reduce(op='sum') of "
                                    "float32 [4]", None),
+    ("mismatched_all_gather", "rank 0: all_gather of float32 [4]; rank 1: all_gather of "
+                              "float32 [6]", None),
+    ("gather_against_all_gather_object", "rank 0: gather(dst=0) of float32 [3]; rank 1: "
+                                         "all_gather_object()", None),
+    ("reduce_queued_on_one_rank", "broadcast_object_list(src=0) of 1 objects (rank 0 of 2): "
+                                  "the ranks have made different numbers of collective calls "
+                                  "before this one (rank 0: 1, rank 1: 0", None),
 ])
 def test_bugs_that_would_make_ranks_diverge_raise_a_clear_error(scenario, message, reached):
     r = mpirun(WORKER, scenario, timeout=60)
@@ -364,8 +384,9 @@ def test_a_rank_refused_at_init_does_not_wait_for_the_others_to_leave():
 
 def test_pytorch_spellings_on_a_group_of_one():
     """'gloo' is the mpi backend; DDP takes bucket_cap_mb=None (25 MiB),
-    gradient_as_bucket_view and static_graph; ReduceOp.PRODUCT says what there is; a group
-    of one has no leaving notices to wait for."""
+    gradient_as_bucket_view and static_graph, and refuses a model with nothing to train in
+    PyTorch's words; ReduceOp.BAND says what there is; a group of one has no leaving notices
+    to wait for."""
     _mpiexec()  # skip without MPI
     code = ("import tinytrain as tt, tinytrain.distributed as dist\n"
             "g = dist.init_process_group('gloo')\n"
@@ -375,15 +396,23 @@ def test_pytorch_spellings_on_a_group_of_one():
             "                                   gradient_as_bucket_view=True, static_graph=True)\n"
             "assert [round(b.nbytes / 2**20) for b in ddp.buckets] == [4, 28], ddp\n"
             "try:\n"
-            "    dist.ReduceOp.PRODUCT\n"
+            "    dist.ReduceOp.BAND\n"
             "except AttributeError as e:\n"
             "    print('refused:', e)\n"
+            "frozen = tt.nn.Linear(3, 2).requires_grad_(False)\n"
+            "try:\n"
+            "    dist.DistributedDataParallel(frozen)\n"
+            "except RuntimeError as e:\n"
+            "    print('frozen:', e)\n"
             "dist.destroy_process_group()\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env=_env(), cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "refused: type object 'ReduceOp' has no attribute 'PRODUCT': tinytrain reduces " \
-           "with SUM, AVG, MAX and MIN" in r.stdout, r.stdout
+    assert "refused: type object 'ReduceOp' has no attribute 'BAND': tinytrain reduces " \
+           "with SUM, AVG, MAX, MIN and PRODUCT" in r.stdout, r.stdout
+    assert "frozen: DistributedDataParallel (rank 0 of 1): DistributedDataParallel is not " \
+           "needed when a module doesn't have any parameter that requires a gradient." \
+           in r.stdout, r.stdout  # PyTorch's message
 
 
 def test_a_rank_that_fails_before_init_does_not_leave_the_others_waiting_in_it():

@@ -8,9 +8,12 @@
     ...                                   # the usual loop; gradients are averaged in backward
 
 The functions follow ``torch.distributed``: tensors are reduced in place, ``async_op=True``
-returns a :class:`Work` whose ``wait()`` makes the result usable. Differences: processes are
-always started by MPI (there is no ``torchrun``), ops are strings (``"sum"``, ``"avg"``,
-``"max"``, ``"min"``; :class:`ReduceOp` has the PyTorch names), and there is only one group.
+returns a :class:`Work` whose ``wait()`` makes the result usable. There are ``all_reduce``,
+``reduce``, ``broadcast``, ``all_gather``, ``all_gather_into_tensor``, ``gather``,
+``scatter``, ``all_gather_object``, ``broadcast_object_list`` and ``barrier``. Differences:
+processes are always started by MPI (there is no ``torchrun``), ops are strings (``"sum"``,
+``"avg"``, ``"max"``, ``"min"``, ``"product"``; :class:`ReduceOp` has the PyTorch names), and
+there is only one group (``group=`` may be None or that group).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import sys
 from typing import Any
 
 from tinytrain import _missing
+from tinytrain.backend import get_array_module
 from tinytrain.distributed.ddp import DistributedDataParallel
 from tinytrain.distributed.launch import abort_on_uncaught_exception, aborting
 from tinytrain.distributed.process_group import (
@@ -195,8 +199,9 @@ def _array(tensor: Any, what: str, bytes_of_bool: bool = False) -> Any:
     return array
 
 
-def _same_call_on_every_rank(what: str, array: Any | None) -> None:
-    """Raise, on every rank at once, if the ranks did not all make this same call.
+def _same_call_on_every_rank(what: str, array: Any | None, payload: Any = None) -> list[Any]:
+    """Raise, on every rank at once, if the ranks did not all make this same call; return
+    every rank's ``payload`` (small, picklable), which travels with the check.
 
     MPI does not check: an all-reduce of 4 floats on one rank and 6 on another, of float32
     against float64, or a "sum" against a "max", returns garbage on each rank without an
@@ -211,8 +216,9 @@ def _same_call_on_every_rank(what: str, array: Any | None) -> None:
     other's last bucket all-reduce is still queued on its GPU, and NCCL would pair the two
     (a metric summed with gradients, silently); different counts raise instead."""
     g = group(what)
-    counts = g.allgather_object(
-        g.collectives, what=what if array is None else f"{what} of {g.describe(array)}")
+    gathered = g.allgather_object(
+        (g.collectives, payload), what=what if array is None else f"{what} of {g.describe(array)}")
+    counts = [count for count, _ in gathered]
     if len(set(counts)) > 1:
         listing = ", ".join(f"rank {r}: {n}" for r, n in enumerate(counts))
         raise RuntimeError(
@@ -221,48 +227,275 @@ def _same_call_on_every_rank(what: str, array: Any | None) -> None:
             "gradient all-reduces count): they ran different numbers of steps or batches, "
             "e.g. a dataset split unevenly across ranks: use DistributedSampler (the same "
             "number of samples on every rank), drop_last=True, or the same number of batches")
+    return [theirs for _, theirs in gathered]
 
 
-def all_reduce(tensor: Tensor, op: str = "sum", async_op: bool = False) -> Work | None:
-    """Reduce ``tensor`` over all ranks, in place: every rank gets the sum (``"avg"``, ``"max"``,
-    ``"min"``) of every rank's values. Same shape and dtype on every rank; any shape (a
-    mismatch raises on every rank, naming each rank's call). A bool tensor, as in PyTorch:
-    ``"sum"`` and ``"max"`` are a logical or, ``"min"`` a logical and (as 0/1 bytes).
-    With ``async_op=True``, returns a :class:`Work`; the values are valid after ``wait()``."""
+def _the_group(given: Any, what: str) -> ProcessGroup:
+    """The group, checking PyTorch's ``group=`` argument: None or the group itself."""
+    g = group(what)
+    if given is not None and given is not g:
+        raise ValueError(f"{what} on rank {g.rank}: group={given!r} is not this job's group; "
+                         "tinytrain.distributed has one group, of every rank: pass group=None")
+    return g
+
+
+def _root(g: ProcessGroup, what: str, name: str, rank: int | None, group_rank: int | None,
+          default: int | None = 0) -> int:
+    """PyTorch's ``src``/``dst`` and ``group_src``/``group_dst`` (the same rank here: there
+    is one group): the rank, checked."""
+    if rank is not None and group_rank is not None:
+        raise ValueError(f"{what} on rank {g.rank}: pass {name} or group_{name}, not both")
+    rank = group_rank if rank is None else rank
+    rank = default if rank is None else rank
+    if rank is None:
+        raise ValueError(f"{what} on rank {g.rank}: {name} is required (the rank that "
+                         "receives the result)")
+    if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or \
+            not 0 <= rank < g.world_size:
+        raise ValueError(f"{what} on rank {g.rank}: {name}={rank!r} is not a rank of this "
+                         f"group of {g.world_size}")
+    return int(rank)
+
+
+def _reduction(tensor: Tensor, op: str, what: str) -> tuple[Any, str]:
+    """The array to reduce and the backend's op. A bool tensor, as in PyTorch: ``"sum"``
+    and ``"max"`` are a logical or, ``"min"`` and ``"product"`` a logical and, reduced as
+    0/1 bytes."""
     if op not in OPS:
-        raise ValueError(f"all_reduce: unknown op {op!r}; use one of {', '.join(OPS)}")
+        raise ValueError(f"{what}: unknown op {op!r}; use one of {', '.join(OPS)}")
     boolean = isinstance(tensor, Tensor) and tensor.dtype == "bool"
-    if boolean and op == "avg":
-        raise TypeError(f"all_reduce(op='avg') on rank {get_rank()}: needs a floating-point "
-                        "tensor, got bool")
-    array = _array(tensor, f"all_reduce(op={op!r})", bytes_of_bool=boolean)
-    if op == "avg" and array.dtype.kind != "f":
-        raise TypeError(f"all_reduce(op='avg') on rank {get_rank()}: needs a floating-point "
-                        f"tensor, got {array.dtype}")
-    _same_call_on_every_rank(f"all_reduce(op={op!r})", tensor.data)  # bool says bool
+    array = _array(tensor, f"{what}(op={op!r})", bytes_of_bool=boolean)
+    if op == "avg" and (boolean or array.dtype.kind != "f"):
+        raise TypeError(f"{what}(op='avg') on rank {get_rank()}: needs a floating-point "
+                        f"tensor, got {'bool' if boolean else array.dtype}")
     if boolean:  # the bytes are 0 or 1: or = max, and = min
-        op = "min" if op == "min" else "max"
-    work = group().all_reduce(array, op)
+        op = "min" if op in ("min", "product") else "max"
+    return array, op
+
+
+def _finish(work: Work, async_op: bool) -> Work | None:
     if async_op:
         return work
     work.wait()
     return None
 
 
-def broadcast(tensor: Tensor, src: int = 0, async_op: bool = False) -> Work | None:
+class _Then(Work):
+    """A collective's :class:`Work`, then ``then()`` once it has been waited for (copies
+    out of a staging buffer); it keeps ``keep`` (the buffers the collective reads or writes)
+    alive until then. Under nccl the copies run on the current stream, after it waited for
+    the collective."""
+
+    def __init__(self, work: Work, then: Any = None, keep: Any = None) -> None:
+        self.work, self.then, self.keep = work, then, keep
+        self.done = False
+
+    def wait(self) -> None:
+        if not self.done:
+            self.work.wait()
+            if self.then is not None:
+                self.then()
+            self.done, self.then, self.keep = True, None, None
+
+    def is_completed(self) -> bool:
+        if not self.done and self.work.is_completed():
+            self.wait()
+        return self.done
+
+
+def all_reduce(tensor: Tensor, op: str = "sum", group: Any = None,
+               async_op: bool = False) -> Work | None:
+    """Reduce ``tensor`` over all ranks, in place: every rank gets the sum (``"avg"``, ``"max"``,
+    ``"min"``, ``"product"``) of every rank's values. Same shape and dtype on every rank; any
+    shape (a mismatch raises on every rank, naming each rank's call). A bool tensor, as in
+    PyTorch: ``"sum"`` and ``"max"`` are a logical or, ``"min"`` and ``"product"`` a logical
+    and. With ``async_op=True``, returns a :class:`Work`; the values are valid after
+    ``wait()``."""
+    g = _the_group(group, "all_reduce")
+    array, op_used = _reduction(tensor, op, "all_reduce")
+    _same_call_on_every_rank(f"all_reduce(op={op!r})", tensor.data)  # bool says bool
+    return _finish(g.all_reduce(array, op_used), async_op)
+
+
+def reduce(tensor: Tensor, dst: int | None = None, op: str = "sum", group: Any = None,
+           async_op: bool = False, group_dst: int | None = None) -> Work | None:
+    """As :func:`all_reduce`, but only rank ``dst`` gets the result, in its ``tensor``; the
+    other ranks' ``tensor`` is left as it was (PyTorch promises nothing about it). ``dst``
+    is required, as in PyTorch."""
+    g = _the_group(group, "reduce")
+    dst = _root(g, "reduce", "dst", dst, group_dst, default=None)
+    array, op_used = _reduction(tensor, op, "reduce")
+    _same_call_on_every_rank(f"reduce(dst={dst}, op={op!r})", tensor.data)
+    return _finish(g.reduce(array, dst, op_used), async_op)
+
+
+def broadcast(tensor: Tensor, src: int | None = None, group: Any = None,
+              async_op: bool = False, group_src: int | None = None) -> Work | None:
     """Copy rank ``src``'s ``tensor`` into every rank's ``tensor``, in place (the same
-    ``src``, shape and dtype on every rank; a mismatch raises on every rank)."""
-    g = group("broadcast")
-    if not 0 <= src < g.world_size:
-        raise ValueError(f"broadcast on rank {g.rank}: src={src} is not a rank of this group "
-                         f"of {g.world_size}")
+    ``src``, shape and dtype on every rank; a mismatch raises on every rank). ``src``
+    defaults to 0."""
+    g = _the_group(group, "broadcast")
+    src = _root(g, "broadcast", "src", src, group_src)
     array = _array(tensor, f"broadcast(src={src})")
     _same_call_on_every_rank(f"broadcast(src={src})", array)
-    work = g.broadcast(array, src)
-    if async_op:
-        return work
-    work.wait()
-    return None
+    return _finish(g.broadcast(array, src), async_op)
+
+
+def _movable(tensor: Tensor, what: str) -> Any:
+    """The array of a tensor that is only moved, not reduced: any dtype of the backend, and
+    bool as its bytes."""
+    return _array(tensor, what, bytes_of_bool=isinstance(tensor, Tensor)
+                  and tensor.dtype == "bool")
+
+
+def _one_per_rank(g: ProcessGroup, tensors: Any, like: Tensor, name: str, what: str) -> None:
+    """``tensors`` must be a list of ``world_size`` tensors of ``like``'s shape and dtype."""
+    where = f"{what} on rank {g.rank} of {g.world_size}"
+    if not isinstance(tensors, list | tuple):
+        raise TypeError(f"{where}: {name} must be a list of {g.world_size} tensors (one per "
+                        f"rank), got {type(tensors).__name__}")
+    if len(tensors) != g.world_size:
+        raise ValueError(f"{where}: {name} has {len(tensors)} tensors; it needs one per rank, "
+                         f"{g.world_size}")
+    for i, t in enumerate(tensors):
+        _movable(t, f"{what}, {name}[{i}],")
+        if t.shape != like.shape or t.dtype != like.dtype:
+            raise ValueError(f"{where}: {name}[{i}] is {t.dtype} {list(t.shape)} but the "
+                             f"tensor is {like.dtype} {list(like.shape)}; every entry must have "
+                             "the tensor's shape and dtype")
+
+
+def _copy_parts(whole: Any, tensors: Any) -> Any:
+    """A function that copies part ``r`` of ``whole`` (``[world_size, ...]``) into
+    ``tensors[r]``."""
+    def copy() -> None:
+        for part, t in zip(whole, tensors):
+            t.data[...] = part.view(t.data.dtype)  # (a bool tensor's bytes were gathered)
+    return copy
+
+
+def all_gather(tensor_list: list[Tensor], tensor: Tensor, group: Any = None,
+               async_op: bool = False) -> Work | None:
+    """Every rank's ``tensor`` into every rank's ``tensor_list``: ``tensor_list[r]`` gets
+    rank ``r``'s. ``tensor_list`` holds ``world_size`` tensors of ``tensor``'s shape and
+    dtype, preallocated; ``tensor`` has the same shape and dtype on every rank (a mismatch
+    raises on every rank, naming each rank's shape)."""
+    g = _the_group(group, "all_gather")
+    array = _movable(tensor, "all_gather")
+    _one_per_rank(g, tensor_list, tensor, "tensor_list", "all_gather")
+    _same_call_on_every_rank("all_gather", tensor.data)
+    whole = get_array_module(array).empty((g.world_size, *array.shape), array.dtype)
+    work = g.all_gather(array, whole)
+    return _finish(_Then(work, _copy_parts(whole, tensor_list), keep=(array, whole)), async_op)
+
+
+def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group: Any = None,
+                           async_op: bool = False) -> Work | None:
+    """Every rank's ``input_tensor`` (shape ``[n, ...]``, the same on every rank) into
+    ``output_tensor``, in rank order: either concatenated, ``[world_size * n, ...]``, or
+    stacked, ``[world_size, n, ...]`` (as PyTorch; a 0-d input gathers into
+    ``[world_size]``)."""
+    what = "all_gather_into_tensor"
+    g = _the_group(group, what)
+    array = _movable(input_tensor, what)
+    out = _movable(output_tensor, f"{what}, output_tensor,")
+    shape = tuple(input_tensor.shape)
+    forms = [(g.world_size, *shape)] + ([(g.world_size * shape[0], *shape[1:])] if shape else [])
+    if tuple(output_tensor.shape) not in forms or output_tensor.dtype != input_tensor.dtype:
+        raise ValueError(
+            f"{what} on rank {g.rank} of {g.world_size}: output_tensor is {output_tensor.dtype} "
+            f"{list(output_tensor.shape)} but the input is {input_tensor.dtype} {list(shape)}: "
+            f"the output must have the input's dtype and shape "
+            f"{' or '.join(str(list(f)) for f in forms[::-1])}")
+    _same_call_on_every_rank(what, input_tensor.data)
+    return _finish(_Then(g.all_gather(array, out), keep=(array, out)), async_op)
+
+
+def gather(tensor: Tensor, gather_list: list[Tensor] | None = None, dst: int | None = None,
+           group: Any = None, async_op: bool = False,
+           group_dst: int | None = None) -> Work | None:
+    """Every rank's ``tensor`` into rank ``dst``'s ``gather_list`` (``world_size`` tensors
+    of ``tensor``'s shape and dtype; given on ``dst`` only, as in PyTorch). ``dst``
+    defaults to 0."""
+    g = _the_group(group, "gather")
+    dst = _root(g, "gather", "dst", dst, group_dst)
+    what = f"gather(dst={dst})"
+    array = _movable(tensor, what)
+    if g.rank == dst:
+        if gather_list is None:
+            raise ValueError(f"{what} on rank {g.rank}: gather_list must be given on the "
+                             "destination rank")
+        _one_per_rank(g, gather_list, tensor, "gather_list", what)
+    elif gather_list:
+        raise ValueError(f"{what} on rank {g.rank}: gather_list must not be given on a rank "
+                         "other than dst")
+    _same_call_on_every_rank(what, tensor.data)
+    whole = (get_array_module(array).empty((g.world_size, *array.shape), array.dtype)
+             if g.rank == dst else None)
+    work = g.gather(array, whole, dst)
+    then = _copy_parts(whole, gather_list) if whole is not None else None
+    return _finish(_Then(work, then, keep=(array, whole)), async_op)
+
+
+def scatter(tensor: Tensor, scatter_list: list[Tensor] | None = None, src: int | None = None,
+            group: Any = None, async_op: bool = False,
+            group_src: int | None = None) -> Work | None:
+    """Rank ``src``'s ``scatter_list[r]`` into rank ``r``'s ``tensor`` (``scatter_list``:
+    ``world_size`` tensors of ``tensor``'s shape and dtype, given on ``src`` only, as in
+    PyTorch). ``src`` defaults to 0."""
+    g = _the_group(group, "scatter")
+    src = _root(g, "scatter", "src", src, group_src)
+    what = f"scatter(src={src})"
+    out = _movable(tensor, what)
+    stack = None
+    if g.rank == src:
+        if scatter_list is None:
+            raise ValueError(f"{what} on rank {g.rank}: scatter_list must be given on the "
+                             "source rank")
+        _one_per_rank(g, scatter_list, tensor, "scatter_list", what)
+        stack = get_array_module(out).stack([_movable(t, what) for t in scatter_list])
+    elif scatter_list:
+        raise ValueError(f"{what} on rank {g.rank}: scatter_list must not be given on a rank "
+                         "other than src")
+    _same_call_on_every_rank(what, tensor.data)
+    return _finish(_Then(g.scatter(stack, out, src), keep=(stack, out)), async_op)
+
+
+def all_gather_object(object_list: list[Any], obj: Any, group: Any = None) -> None:
+    """Every rank's ``obj`` (picklable, small: at most 64 MiB pickled) into every rank's
+    ``object_list``, which must hold ``world_size`` entries: ``object_list[r]`` becomes
+    rank ``r``'s. The objects travel with the call check (MPI, on the CPU, for both
+    backends)."""
+    g = _the_group(group, "all_gather_object")
+    _object_list(g, object_list, "all_gather_object", g.world_size)
+    object_list[:] = _same_call_on_every_rank("all_gather_object()", None, payload=obj)
+    g.collectives += 1
+
+
+def broadcast_object_list(object_list: list[Any], src: int | None = None, group: Any = None,
+                          device: Any = None, group_src: int | None = None) -> None:
+    """Rank ``src``'s ``object_list`` entries (picklable, small) into every rank's
+    ``object_list``, in place; the list has the same length on every rank. ``src`` defaults
+    to 0. ``device`` is accepted for PyTorch's scripts: the objects travel through MPI on
+    the CPU for both backends."""
+    g = _the_group(group, "broadcast_object_list")
+    src = _root(g, "broadcast_object_list", "src", src, group_src)
+    _object_list(g, object_list, "broadcast_object_list")
+    mine = list(object_list) if g.rank == src else None
+    everyone = _same_call_on_every_rank(
+        f"broadcast_object_list(src={src}) of {len(object_list)} objects", None, payload=mine)
+    object_list[:] = everyone[src]
+    g.collectives += 1
+
+
+def _object_list(g: ProcessGroup, object_list: Any, what: str, size: int | None = None) -> None:
+    if not isinstance(object_list, list):
+        raise TypeError(f"{what} on rank {g.rank}: object_list must be a list (filled in "
+                        f"place), got {type(object_list).__name__}")
+    if size is not None and len(object_list) != size:
+        raise ValueError(f"{what} on rank {g.rank} of {g.world_size}: object_list has "
+                         f"{len(object_list)} entries; it needs one per rank, {size} (e.g. "
+                         f"[None] * dist.get_world_size())")
 
 
 def barrier() -> None:
@@ -273,13 +506,14 @@ def barrier() -> None:
     g.barrier()
 
 
-_ONLY = ("tinytrain.distributed has all_reduce, broadcast and barrier, on one group of every "
-         "rank")
+_ONLY = ("tinytrain.distributed has all_reduce, reduce, broadcast, all_gather, "
+         "all_gather_into_tensor, gather, scatter, all_gather_object, broadcast_object_list "
+         "and barrier, on one group of every rank")
 __getattr__ = _missing.module_getattr("tinytrain.distributed", {
-    "all_gather": _ONLY + "; an all_gather is an all_reduce('sum') of a zero tensor in which "
-                  "each rank fills its own slot",
-    "all_gather_object": _ONLY + "; utils.sum_over_ranks adds numbers over the ranks",
-    "reduce": _ONLY + "; all_reduce gives every rank the result",
+    "reduce_scatter": _ONLY + "; a reduce_scatter is an all_reduce of which each rank keeps "
+                      "its part",
+    "reduce_scatter_tensor": _ONLY + "; a reduce_scatter is an all_reduce of which each rank "
+                             "keeps its part",
     "new_group": "tinytrain.distributed has one group, of every rank",
     "get_process_group": "tinytrain.distributed has one group, of every rank",
     "launch": "start the ranks with mpiexec -n N python script.py (or python -m "
@@ -289,7 +523,9 @@ __getattr__ = _missing.module_getattr("tinytrain.distributed", {
 }, offer=_ONLY)
 
 __all__ = [
-    "DistributedDataParallel", "ProcessGroup", "ReduceOp", "Work", "all_reduce", "barrier",
-    "broadcast", "destroy_process_group", "get_backend", "get_local_rank", "get_rank",
-    "get_world_size", "init_process_group", "is_available", "is_initialized",
+    "DistributedDataParallel", "ProcessGroup", "ReduceOp", "Work", "all_gather",
+    "all_gather_into_tensor", "all_gather_object", "all_reduce", "barrier", "broadcast",
+    "broadcast_object_list", "destroy_process_group", "gather", "get_backend",
+    "get_local_rank", "get_rank", "get_world_size", "init_process_group", "is_available",
+    "is_initialized", "reduce", "scatter",
 ]

@@ -187,6 +187,9 @@ class DistributedDataParallel(Module):
         self._mask_work: Any = None  # find_unused_parameters: which parameters any rank used
         self._timers: list[Any] = []
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        if not named:  # PyTorch's words; nothing would be averaged
+            raise RuntimeError(f"{self._where()}: DistributedDataParallel is not needed when "
+                               "a module doesn't have any parameter that requires a gradient.")
         self._check_devices(named)
         self._check_same_model_on_all_ranks()
         self._broadcast_from_rank0(buffers_at_wrap)

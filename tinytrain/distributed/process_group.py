@@ -5,12 +5,15 @@ The processes are started by MPI (``mpiexec -n 2 python train.py``): MPI gives e
 group wraps that world and offers the collectives DDP needs, on raw arrays, in place:
 
 * ``all_reduce(array, op)``: every rank ends with the element-wise sum / average / max / min
-  of all ranks' arrays;
+  / product of all ranks' arrays; ``reduce(array, dst, op)``: only rank ``dst`` does;
 * ``broadcast(array, src)``: every rank ends with rank ``src``'s array;
+* ``all_gather(array, out)``: every rank's ``out`` ends with all ranks' arrays, in rank
+  order; ``gather(array, out, dst)``: only rank ``dst``'s; ``scatter(stack, out, src)``:
+  rank ``r``'s ``out`` ends with ``stack[r]`` of rank ``src``;
 * ``barrier()``: no rank leaves before every rank has arrived.
 
-``all_reduce`` and ``broadcast`` start the operation and return a :class:`Work` handle at
-once; ``wait()`` makes the result usable. Two backends implement them:
+The collectives start the operation and return a :class:`Work` handle at once; ``wait()``
+makes the result usable. Two backends implement them:
 
 * ``mpi`` (this file): NumPy arrays through mpi4py's non-blocking collectives (buffer
   interface, no pickling). ``wait()`` polls the request from Python, so Ctrl-C still works
@@ -25,10 +28,11 @@ corrupts. Errors name the rank and the operation.
 
 **Three communicators.** A group duplicates MPI's: ``comm`` carries the data collectives,
 ``check_comm`` the small checks (:meth:`ProcessGroup.allgather_object`: is every rank making
-the same call?), and a third the "leaving" notices below. MPI matches collectives by
-communicator and order only, so a check on one rank could otherwise be matched with a DDP
-bucket's all-reduce on another and read float bits as sizes; on separate communicators they
-never meet, and a mismatch waits and then raises instead.
+the same call?; the object collectives' objects travel with them), and a third the "leaving"
+notices below. MPI matches collectives by communicator and order only, so a check on one
+rank could otherwise be matched with a DDP bucket's all-reduce on another and read float
+bits as sizes; on separate communicators they never meet, and a mismatch waits and then
+raises instead.
 
 **A rank that leaves.** When ranks run different numbers of batches, the one that finishes
 first leaves (``destroy_process_group()``, or the end of the program, which calls it) while
@@ -57,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-OPS = ("sum", "avg", "max", "min")
+OPS = ("sum", "avg", "max", "min", "product")
 
 #: How long a rank waits in a collective for the others before it raises (PyTorch's default
 #: for its CPU backends, ``default_pg_timeout``): a rank that exited, hangs, or took another
@@ -74,7 +78,8 @@ LEAVE_GRACE = 3.0
 #: without a word a learner cannot tell a hang from a slow peer.
 STALL_NOTICE = 60.0
 
-#: Largest pickle :meth:`ProcessGroup.allgather_object` accepts from a rank (it is for checks).
+#: Largest pickle :meth:`ProcessGroup.allgather_object` accepts from a rank (it is for checks
+#: and the small objects of ``all_gather_object`` / ``broadcast_object_list``).
 MAX_OBJECT_BYTES = 64 * 1024 * 1024
 
 
@@ -82,19 +87,20 @@ class _ReduceOpNames(type):
     def __getattr__(cls, name: str) -> Any:
         message = f"type object 'ReduceOp' has no attribute {name!r}"
         if not name.startswith("__"):
-            message += (": tinytrain reduces with SUM, AVG, MAX and MIN (on a bool tensor, SUM "
-                        "and MAX are a logical or, MIN a logical and)")
+            message += (": tinytrain reduces with SUM, AVG, MAX, MIN and PRODUCT (on a bool "
+                        "tensor, SUM and MAX are a logical or, MIN and PRODUCT a logical and)")
         raise AttributeError(message)
 
 
 class ReduceOp(metaclass=_ReduceOpNames):
     """PyTorch-style names for the reduction operations (plain strings here). PyTorch's
-    others (``PRODUCT``, ``BAND``, ...) raise an AttributeError that says what there is."""
+    others (``BAND``, ``PREMUL_SUM``, ...) raise an AttributeError that says what there is."""
 
     SUM = "sum"
     AVG = "avg"
     MAX = "max"
     MIN = "min"
+    PRODUCT = "product"
 
 
 class CollectiveError(RuntimeError):
@@ -139,7 +145,7 @@ class ProcessGroup:
     backend = ""
     device = ""
     dtypes: tuple[str, ...] = ()
-    collectives = 0  # all-reduces and broadcasts this rank started (compared by the checks)
+    collectives = 0  # collectives this rank started, barriers aside (compared by the checks)
 
     def __init__(self, comm: Any, timeout: float = DEFAULT_TIMEOUT) -> None:
         from mpi4py import MPI
@@ -156,7 +162,26 @@ class ProcessGroup:
     def all_reduce(self, array: Any, op: str = "sum") -> Work:
         raise NotImplementedError
 
+    def reduce(self, array: Any, dst: int, op: str = "sum") -> Work:
+        """``all_reduce``, but the result lands on rank ``dst`` only (the others' ``array``
+        is left as it was)."""
+        raise NotImplementedError
+
     def broadcast(self, array: Any, src: int = 0) -> Work:
+        raise NotImplementedError
+
+    def all_gather(self, array: Any, out: Any) -> Work:
+        """``out`` (contiguous, ``world_size * array.size`` elements) gets every rank's
+        ``array`` one after the other, in rank order."""
+        raise NotImplementedError
+
+    def gather(self, array: Any, out: Any | None, dst: int) -> Work:
+        """``all_gather`` into rank ``dst``'s ``out`` only (None on the other ranks)."""
+        raise NotImplementedError
+
+    def scatter(self, stack: Any | None, out: Any, src: int) -> Work:
+        """Rank ``r``'s ``out`` gets part ``r`` of rank ``src``'s ``stack`` (contiguous,
+        ``world_size * out.size`` elements; None on the other ranks)."""
         raise NotImplementedError
 
     def barrier(self) -> None:
@@ -175,8 +200,9 @@ class ProcessGroup:
 
         mine = np.frombuffer(pickle.dumps((what, obj)), dtype=np.uint8)
         if mine.size > MAX_OBJECT_BYTES:
-            raise ValueError(f"{what} on rank {self.rank}: allgather_object is for small "
-                             f"checks; this object pickles to {mine.size} bytes")
+            raise ValueError(f"{what} on rank {self.rank}: objects sent between ranks must be "
+                             f"small (at most {MAX_OBJECT_BYTES} bytes pickled); this one "
+                             f"pickles to {mine.size} bytes: send arrays as tensors")
         sizes = np.zeros(self.world_size, dtype=np.int32)
         _MPIWork(_mpi_call(self, what, self.check_comm.Iallgather,
                            np.array([mine.size], dtype=np.int32), sizes), self, what).wait()
@@ -248,22 +274,56 @@ class MPIGroup(ProcessGroup):
     def all_reduce(self, array: np.ndarray, op: str = "sum") -> Work:
         from mpi4py import MPI
 
-        self.collectives += 1
-        if op in ("max", "min") and array.dtype.kind == "f":
-            mpi_op = _nan_propagating(op)
-        else:
-            mpi_op = {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]
         what = f"all_reduce(op={op!r}) of {self.describe(array)}"
-        request = _mpi_call(self, what, self.comm.Iallreduce, MPI.IN_PLACE, array, mpi_op)
-        # MPI has no average: sum, then divide once the sum has arrived (as NCCL's ncclAvg)
-        finish = (lambda: np.true_divide(array, self.world_size, out=array)) if op == "avg" \
-            else None
-        return _MPIWork(request, self, what, finish)
+        return self._start(what, self.comm.Iallreduce, MPI.IN_PLACE, array,
+                           _mpi_op(op, array), finish=self._average(array, op))
+
+    def reduce(self, array: np.ndarray, dst: int, op: str = "sum") -> Work:
+        from mpi4py import MPI
+
+        what = f"reduce(dst={dst}, op={op!r}) of {self.describe(array)}"
+        if self.rank != dst:
+            return self._start(what, self.comm.Ireduce, array, None, _mpi_op(op, array), dst)
+        return self._start(what, self.comm.Ireduce, MPI.IN_PLACE, array, _mpi_op(op, array),
+                           dst, finish=self._average(array, op))
 
     def broadcast(self, array: np.ndarray, src: int = 0) -> Work:
-        self.collectives += 1
         what = f"broadcast(src={src}) of {self.describe(array)}"
-        return _MPIWork(_mpi_call(self, what, self.comm.Ibcast, array, src), self, what)
+        return self._start(what, self.comm.Ibcast, array, src)
+
+    def all_gather(self, array: np.ndarray, out: np.ndarray) -> Work:
+        what = f"all_gather of {self.describe(array)}"
+        return self._start(what, self.comm.Iallgather, array, out)
+
+    def gather(self, array: np.ndarray, out: np.ndarray | None, dst: int) -> Work:
+        what = f"gather(dst={dst}) of {self.describe(array)}"
+        return self._start(what, self.comm.Igather, array, out, dst)
+
+    def scatter(self, stack: np.ndarray | None, out: np.ndarray, src: int) -> Work:
+        what = f"scatter(src={src}) of {self.describe(out)}"
+        return self._start(what, self.comm.Iscatter, stack, out, src)
+
+    def _start(self, what: str, fn: Any, *args: Any, finish: Any = None) -> Work:
+        """Start one of MPI's non-blocking collectives (counted for the call checks)."""
+        self.collectives += 1
+        return _MPIWork(_mpi_call(self, what, fn, *args), self, what, finish)
+
+    def _average(self, array: np.ndarray, op: str) -> Any:
+        """MPI has no average: sum, then divide once the sum has arrived (as NCCL's
+        ncclAvg)."""
+        if op == "avg":
+            return lambda: np.true_divide(array, self.world_size, out=array)
+        return None
+
+
+def _mpi_op(op: str, array: np.ndarray) -> Any:
+    """MPI's operation for ``op`` ("avg" sums; the group divides afterwards)."""
+    from mpi4py import MPI
+
+    if op in ("max", "min") and array.dtype.kind == "f":
+        return _nan_propagating(op)
+    return {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN,
+            "product": MPI.PROD}[op]
 
 
 _NAN_OPS: dict[str, Any] = {}
