@@ -597,6 +597,10 @@ class Square(tt.autograd.Function):
     y.sum().backward()
     np.testing.assert_array_equal(y.numpy(), [1.0, 4.0, 9.0])
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, -4.0, 6.0])
+    exec(source.replace("x):", "x, p=2):").replace("x * x", "x ** p"), scope)  # defaults
+    for p, want in ((None, [1.0, 4.0, 9.0]), (3, [1.0, -8.0, 27.0])):
+        got = scope["Square"].apply(*([x] if p is None else [x, p]))
+        np.testing.assert_array_equal(got.detach().numpy(), want)
 
 
 def test_a_tinytrain_style_function_that_saves_nothing_needs_no_setup_context():
@@ -625,6 +629,10 @@ def test_where_with_a_condition_alone_takes_any_dtype_like_torch():
 def test_view_as_a_dtype_is_refused_by_name():
     with pytest.raises(TypeError, match="reinterpreting the bytes"):
         tt.ones(3).view(tt.int32)
+    x = tt.ones(3)
+    same = x.view(tt.float32)  # its own dtype: a view, as in torch
+    same[0] = 5.0
+    assert x.tolist() == [5.0, 1.0, 1.0]
 
 
 def test_cuda_manual_seed_checks_its_seed_as_torch_does():
@@ -681,3 +689,57 @@ def test_an_optimizer_of_ones_own_keeps_tensor_state_through_a_resume(tmp_path):
         buf = 0.9 * buf + 2 * w
         w -= 0.1 * buf
     np.testing.assert_allclose(straight.numpy(), [w] * 3, rtol=1e-6)
+
+
+def test_a_function_whose_view_is_of_a_later_input_works_like_torch():
+    """A user Function ``forward(i, x): return x[i]``: its output is a view of the second
+    input, the first is a number (a regression of this stop crashed on the number's shape)."""
+
+    class Row(tt.autograd.Function):
+        @staticmethod
+        def forward(i, x):
+            return x[i]
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.i, ctx.shape = inputs[0], inputs[1].shape
+
+        @staticmethod
+        def backward(ctx, g):
+            out = np.zeros(ctx.shape, g.dtype)
+            out[ctx.i] = g
+            return None, out
+
+    x = tt.tensor([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], requires_grad=True)
+    y = Row.apply(1, x)
+    y.sum().backward()
+    assert y.tolist() == [3.0, 4.0, 5.0]
+    assert x.grad.tolist() == [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]]
+
+
+def test_an_optimizer_with_factored_tensor_state_resumes():
+    """A subclass's own Tensor state need not have its parameter's shape (Adafactor keeps a
+    row vector): load_state_dict keeps it (it raised a ShapeError meant for built-ins)."""
+
+    class RowScaled(tt.optim.Optimizer):
+        def __init__(self, params):
+            super().__init__(params, {"lr": 0.1})
+
+        @tt.no_grad()
+        def step(self, closure=None):
+            for p in self.param_groups[0]["params"]:
+                state = self.state[p]
+                if not state:
+                    state["row"] = tt.zeros(p.shape[0], 1)
+                state["row"].add_((p.grad * p.grad).mean(1, keepdim=True))
+                p.sub_(0.1 * p.grad / (state["row"].sqrt() + 1e-8))
+
+    p = tt.nn.Parameter(tt.arange(6.0).reshape(2, 3))
+    opt = RowScaled([p])
+    (p * p).sum().backward()
+    opt.step()
+    again = RowScaled([p])
+    again.load_state_dict(opt.state_dict())
+    row = again.state[p]["row"]
+    assert isinstance(row, tt.Tensor) and row.shape == (2, 1)
+    np.testing.assert_allclose(row.numpy(), opt.state[p]["row"].numpy())

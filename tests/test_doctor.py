@@ -105,3 +105,12 @@ def test_a_data_root_that_does_not_exist_is_named_and_the_fix_makes_it_first(tmp
     assert status == doctor.MISSING and detail == f"the data root {root} does not exist"
     assert fix.startswith(f"mkdir -p {root}, then python -m tinytrain.train --dataset mnist "
                           f"--data-dir {root}")
+
+
+def test_a_data_root_with_a_tilde_is_the_users_folder_as_for_train(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "my data").mkdir()
+    (row,) = [r for r in doctor.report(Path("~/my data")) if r[0] == "mnist"]
+    assert "does not exist" not in row[2] and str(tmp_path / "my data") in row[2]
+    (row,) = [r for r in doctor.report(Path("~/no such")) if r[0] == "mnist"]
+    assert row[3].startswith(f"mkdir -p '{tmp_path}/no such', then ")  # quoted for a shell

@@ -90,6 +90,8 @@ def test_floating_point_edge_values_compute_silently_like_torch():
             y = (x / 0).sum() + x.exp().sum() + x.sqrt().sum() + (x - float("inf")).sum()
             y.backward()
             tt.log10(tt.zeros(2)), tt.tensor([1e30]).float() * 1e30
+            s = tt.tensor([float("inf"), -float("inf")])
+            s.sum(), s.mean(), s.norm(), tt.tensor([3e38, 3e38]).sum()  # (NumPy's own code)
         assert not caught, [str(w.message) for w in caught]
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("default")  # NumPy's own warning outside tinytrain stays

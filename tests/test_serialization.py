@@ -507,3 +507,27 @@ def test_every_writer_keeps_permissions_and_writes_through_a_link(tmp_path, umas
     assert link.is_symlink() and real.read_bytes() != b"old"
     assert stat.S_IMODE(os.stat(real).st_mode) == 0o600
     assert sorted(p.name for p in real.parent.iterdir()) == ["out.png"]  # no temp file left
+
+
+def test_pytorchs_ddp_resume_idiom_opens_a_cpu_file_on_a_machine_without_a_gpu(tmp_path):
+    """map_location={"cuda:0": "cuda:1"} names GPUs, but no tensor of a CPU file goes there:
+    it loads (it raised 'needs CuPy and an NVIDIA GPU' when every device was checked first)."""
+    tt.save({"w": tt.ones(2)}, tmp_path / "ck.npz")
+    back = tt.load(tmp_path / "ck.npz", map_location={"cuda:0": "cuda:1"})
+    assert back["w"].device == "cpu" and back["w"].tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match="unknown device"):
+        tt.load(tmp_path / "ck.npz", map_location={"cuda:0": "gpu1"})
+
+
+@pytest.mark.skipif(tt.cuda_is_available(), reason="what a machine without a GPU says")
+def test_a_gpu_tensor_mapped_to_a_gpu_without_one_says_so_not_damaged(tmp_path):
+    path = tmp_path / "gpu.npz"
+    write_structure(path, wrap({"t": "dict", "items": [["w", {"t": "tensor", "k": "w",
+                                                               "d": "cuda:0"}]]}), **W)
+    seen = []
+    assert tt.load(path, map_location=lambda s, loc: seen.append(loc))["w"].device == "cpu"
+    assert seen == ["cuda:0"]
+    for where in ({"cuda:0": "cuda"}, lambda s, loc: s.to("cuda")):
+        with pytest.raises(RuntimeError, match="NVIDIA GPU") as info:
+            tt.load(path, map_location=where)
+        assert "not a readable" not in str(info.value)

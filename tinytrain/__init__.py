@@ -190,7 +190,10 @@ from tinytrain.tensor import (
 
 # log(0), x / 0, exp(1000), inf - inf: PyTorch computes inf or NaN without a word, and NumPy
 # would warn from the line inside tinytrain that called it, not the learner's. NumPy's
-# floating-point warnings are ignored where tinytrain's own modules raise them, nowhere else.
+# floating-point warnings are ignored where tinytrain's own modules raise them, nowhere else
+# (a filter costs nothing per op; the reductions, whose warnings NumPy's own code raises,
+# and the whole backward pass turn them off with np.errstate instead). pytest resets the
+# filters of a test session, so there the forward ops may warn.
 _warnings.filterwarnings("ignore", r"(overflow|underflow|invalid value|divide by zero) "
                          "encountered", RuntimeWarning, module=r"tinytrain\.")
 

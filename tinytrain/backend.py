@@ -70,7 +70,7 @@ class Device(str):
     _index: int | None = None
 
     def __new__(cls, type: Any, index: int | None = None) -> Device:  # noqa: A002 (torch's name)
-        name, parsed = _split_device(type)
+        name, parsed = split_device(type)
         if index is not None:
             if name != "cuda" or parsed is not None:
                 raise ValueError(f"device({type!r}, {index!r}): an index goes with 'cuda' only")
@@ -98,7 +98,7 @@ def _gpu_index(index: Any) -> int:
     return index
 
 
-def _split_device(device: Any) -> tuple[str, int | None]:
+def split_device(device: Any) -> tuple[str, int | None]:
     """``(name, index)`` of a device given as a name, ``"cuda:N"``, an int N (PyTorch's
     ``model.to(rank)``) or a Device."""
     if isinstance(device, Device):
@@ -118,7 +118,7 @@ def normalize_device(device: Any) -> str:
     (an index must name this process's GPU)."""
     if device is None:
         return "cpu"
-    name, index = _split_device(device)
+    name, index = split_device(device)
     return _this_process_gpu(index) if index is not None else name
 
 

@@ -30,7 +30,7 @@ def set_device(device: Any) -> None:
     """Make GPU ``device`` (an index, ``"cuda:N"``, ``tt.device("cuda", N)``) this process's GPU:
     ``"cuda"`` then means it (``torch.cuda.set_device``; DDP scripts pass their local rank)."""
     try:
-        name, index = backend._split_device(device)
+        name, index = backend.split_device(device)
     except ValueError:
         name, index = "", None
     if name != "cuda" or index is None:  # ('cuda' alone names no GPU: PyTorch refuses it)

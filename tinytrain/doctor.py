@@ -18,6 +18,7 @@ import argparse
 import importlib
 import os
 import platform
+import shlex
 import shutil
 import sys
 from collections.abc import Callable
@@ -150,11 +151,14 @@ def data_checks(root: Path | None = None) -> list[tuple[str, Callable[[], str], 
     """The data-set rows for data root ``root`` (default: $TINYTRAIN_DATA or the cache)."""
     from tinytrain.data.datasets import default_data_root
 
+    root = Path(root).expanduser() if root is not None else None  # as train's --data-dir
     where = root or default_data_root()
-    flag = f" --data-dir {root}" if root else ""
-    first = f"mkdir -p {root}, then " if root and not root.exists() else ""  # (--data-dir
-    fetch = (f"{first}python -m tinytrain.train --dataset {{}}{flag} downloads it into "  # must
-             f"{where}/{{}}/ (or copy the four files there; set TINYTRAIN_DATA or "  # exist)
+    quoted = shlex.quote(str(root))
+    flag = f" --data-dir {quoted}" if root else ""
+    # (a --data-dir must exist; the default root is made by the download)
+    first = f"mkdir -p {quoted}, then " if root and not root.exists() else ""
+    fetch = (f"{first}python -m tinytrain.train --dataset {{}}{flag} downloads it into "
+             f"{where}/{{}}/ (or copy the four files there; set TINYTRAIN_DATA or "
              f"--data-dir for another root)")
     return [
         ("mnist", _dataset("mnist", root), fetch.format("mnist", "mnist")),

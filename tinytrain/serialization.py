@@ -215,8 +215,11 @@ def _check_map_location(map_location: Any) -> Any:
     read: a bad device, or a GPU on a machine without one, is not a damaged file."""
     if map_location is None or (callable(map_location) and not isinstance(map_location, str)):
         return map_location
-    if isinstance(map_location, dict):
-        return {k: _check_map_location(v) for k, v in map_location.items()}
+    if isinstance(map_location, dict):  # names checked now; a GPU only if a tensor goes
+        for device in map_location.values():  # there (a CPU file opens without one, as in
+            if device is not None:            # PyTorch's DDP idiom {"cuda:0": "cuda:1"})
+                backend.split_device(device)
+        return map_location
     device = backend.normalize_device(map_location)  # raises on what is not a device
     if device == "cuda":
         backend.array_module(device)  # no GPU here: say so now
@@ -227,16 +230,28 @@ def _place(arr: np.ndarray, saved: str, map_location: Any) -> Any:
     """The loaded array ``arr`` on the device ``map_location`` says for a tensor saved on
     ``saved`` (``"cpu"`` or ``"cuda:N"``), as ``torch.load`` reads it: a device for all, a
     dict from saved to wanted device, or ``f(tensor, saved)`` returning the tensor to use.
-    What it leaves open (None, a dict without ``saved``, ``f`` returning None) is the CPU."""
-    if isinstance(map_location, dict):
-        map_location = map_location.get(saved)
-    elif callable(map_location):
-        moved = map_location(Tensor(arr), saved)
-        if moved is not None and not isinstance(moved, Tensor):
-            raise TypeError(f"load: map_location returned a {type(moved).__name__}, "
-                            f"expected a Tensor or None")
-        return arr if moved is None else moved.data
-    return backend.to_device(arr, map_location) if map_location else arr
+    What it leaves open (None, a dict without ``saved``, ``f`` returning None) is the CPU.
+    Its errors (no GPU, the function's own) are raised as they are, not as a damaged file."""
+    try:
+        if isinstance(map_location, dict):
+            map_location = map_location.get(saved)
+        elif callable(map_location):
+            moved = map_location(Tensor(arr), saved)
+            if moved is not None and not isinstance(moved, Tensor):
+                raise TypeError(f"load: map_location returned a {type(moved).__name__}, "
+                                f"expected a Tensor or None")
+            return arr if moved is None else moved.data
+        return backend.to_device(arr, map_location) if map_location else arr
+    except Exception as exc:
+        raise _Placement(exc) from None
+
+
+class _Placement(Exception):
+    """An error of ``map_location``'s, carried out of :func:`_load` unchanged."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _check_sizes(zf: zipfile.ZipFile) -> None:
@@ -282,6 +297,8 @@ def _load(file: Any, path: Path, map_location: Any) -> Any:
                 raise ValueError(f"unknown format {fmt!r}")
             arrays = {k: archive[k] for k in archive.files if k != "__structure__"}
         return _Decoder(arrays, map_location).node(meta.get("root"), "root", 0)
+    except _Placement as placement:
+        raise placement.error from None
     except ValueError as exc:  # also json.JSONDecodeError and UnicodeDecodeError
         raise ValueError(f"load: {path} is not a readable tinytrain file: {exc}") from None
     except (zipfile.BadZipFile, zlib.error, OSError, EOFError, RuntimeError,

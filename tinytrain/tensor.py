@@ -43,7 +43,13 @@ import numpy as np
 from tinytrain import _missing, backend
 from tinytrain.autograd import engine, function
 from tinytrain.autograd import ops as O
-from tinytrain.autograd.function import AccumulateGrad, Function, Node, on_one_device
+from tinytrain.autograd.function import (
+    AccumulateGrad,
+    Function,
+    Node,
+    input_shapes,
+    on_one_device,
+)
 from tinytrain.autograd.grad_mode import is_grad_enabled, no_grad
 from tinytrain.autograd.ops import IndexRangeError, InvalidArgument, ShapeError
 from tinytrain.dtypes import (
@@ -126,9 +132,9 @@ class Tensor:
     _requires_grad: bool = False
     _acc_ref: Callable[[], AccumulateGrad | None] = staticmethod(lambda: None)  # (weak)
     _base: Tensor | None = None  # the tensor whose memory this one is a view of
-    # A recorded view: how it was made (Function, inputs, the parent's shape then) and the
+    # A recorded view: how it was made (Function, inputs, their shapes then) and the
     # version it was made at (see _refresh_view).
-    _view_replay: tuple[Any, tuple[Any, ...], tuple[int, ...]] | None = None
+    _view_replay: tuple[Any, tuple[Any, ...], tuple[Any, ...]] | None = None
     _view_version: int = 0
     _view_without_grad: bool = False  # a view made under no_grad: never written with autograd
     _post_accumulate_grad_hooks: Mapping[int, Callable[[Tensor], None]] = MappingProxyType({})
@@ -493,9 +499,9 @@ class Tensor:
         since, or without grad (nothing is recorded now; a later use with grad refreshes)."""
         if self._version_counter[0] == self._view_version or not is_grad_enabled():
             return
-        cls, inputs, parent_shape = self._view_replay
+        cls, inputs, shapes = self._view_replay
         self._view_version = self._version_counter[0]
-        if inputs[0].shape != parent_shape:  # its array was replaced (``.data = ...``)
+        if input_shapes(inputs) != shapes:  # an input's array was replaced (``.data = ...``)
             return
         fresh = cls.apply(*inputs)
         if fresh.shape == self.shape:
@@ -1230,6 +1236,8 @@ class Tensor:
         """As :meth:`reshape`, but always a view: raises, as PyTorch, when the strides do
         not allow one (e.g. ``x.T.view(-1)``); use ``reshape`` (copies) then."""
         if len(shape) == 1 and isinstance(shape[0], np.dtype | type | str):
+            if np.dtype(shape[0]) == self.dtype:  # (str/type: np.dtype reads them too)
+                return self.view(self.shape)
             raise TypeError(f"view({shape[0]!r}): reinterpreting the bytes as another dtype "
                             f"is not supported; convert the values with .to(dtype)")
         out = self.reshape(*shape)

@@ -30,7 +30,7 @@ from nbclient import NotebookClient
 class CellRun:
     """What one code cell did: its index, whether it is a checker, and its error if any."""
 
-    index: int  # among the code cells, from 1: what JupyterLab shows as [n] after Run All
+    index: int  # its execution count: what JupyterLab shows as [n] after a Run All
     checker: bool
     error: tuple[str, str] | None  # (exception name, message)
 
@@ -44,9 +44,10 @@ def run_notebook(path: Path, timeout: int = 600,
                             resources={"metadata": {"path": str(path.parent)}})
     client.execute(stderr=subprocess.DEVNULL)  # the kernel's own log; cells report via outputs
     runs = []
-    for cell in (c for c in nb.cells if c.cell_type == "code"):
+    for cell in (c for c in nb.cells if c.cell_type == "code" and c.source.strip()):
         errors = [(o.ename, o.evalue) for o in cell.outputs if o.output_type == "error"]
-        runs.append(CellRun(len(runs) + 1, CHECKER in cell.metadata.get("tags", []),
+        runs.append(CellRun(cell.execution_count or len(runs) + 1,
+                            CHECKER in cell.metadata.get("tags", []),
                             errors[0] if errors else None))
     return runs
 

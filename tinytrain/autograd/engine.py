@@ -24,6 +24,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from tinytrain.autograd.function import AccumulateGrad, Node
 from tinytrain.autograd.grad_mode import no_grad
 
@@ -74,8 +76,8 @@ def run_backward(root: Node, grad: Any, retain_graph: bool = False,
     stack = _callbacks()
     stack.append([])
     try:
-        with no_grad():
-            _propagate(root, grad, retain_graph, owned)
+        with no_grad(), np.errstate(all="ignore"):  # inf and NaN gradients, silently, as
+            _propagate(root, grad, retain_graph, owned)  # PyTorch (see tinytrain/__init__.py)
             queued = stack[-1]
             while queued:
                 queued.pop(0)()

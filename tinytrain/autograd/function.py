@@ -28,9 +28,10 @@ bookkeeping and lets one implementation serve NumPy and CuPy.
 A Function is in this style when it has no ``setup_context`` of its own and its
 ``forward`` takes ``ctx`` first (PyTorch's rule is the first half; the second lets
 tinytrain's own ops that save nothing omit ``setup_context``). It is decided once,
-when the class is defined, except for a user's Function without ``setup_context`` whose
-first parameter has another name (``forward(self, x)``): there ``forward``'s signature
-decides at each call, taking ``ctx`` first only when the inputs alone do not fit it.
+when the class is defined. A user's Function without ``setup_context`` is in this style
+also when forward's first parameter is called ``self`` or ``context`` (older tutorials);
+with another name, ``forward``'s signature decides at each call, taking ``ctx`` first only
+when the inputs alone do not fit it.
 ``apply`` then runs ``forward(ctx, *inputs)`` on the Tensors themselves under
 ``no_grad``, and the node calls ``backward`` with a Tensor (also under ``no_grad``)
 and unwraps the Tensors it returns. Everything else is
@@ -281,7 +282,8 @@ class Function:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        takes_ctx = next(iter(inspect.signature(cls.forward).parameters), None) == "ctx"
+        first = next(iter(inspect.signature(cls.forward).parameters), None)
+        takes_ctx = first == "ctx"
         own_setup = cls.setup_context is not Function.setup_context
         if takes_ctx and own_setup:
             raise TypeError(
@@ -290,9 +292,12 @@ class Function:
                 f"inputs only); use one style: drop setup_context, or ctx from forward"
             )
         cls._user = not cls.__module__.startswith("tinytrain.")  # (gradients checked)
-        # a user's Function without setup_context whose forward's first parameter is not
-        # called ctx (forward(self, x), in older tutorials): decided at its first apply
-        cls._ctx_style = takes_ctx or (None if cls._user and not own_setup else False)
+        if cls._user and not own_setup:  # PyTorch's rule: ctx first, whatever its name...
+            # ...(forward(self, x) in older tutorials), unless the first parameter is an
+            # input's, as in tinytrain's style for a Function that saves nothing: decided
+            # at each apply by what forward's signature accepts
+            takes_ctx = takes_ctx or first in ("self", "context") or None
+        cls._ctx_style = takes_ctx
 
     @staticmethod
     def forward(*inputs: Any) -> Any:
@@ -341,7 +346,7 @@ class Function:
             _share_version_if_view(output, out, inputs, raw)
             if output._base is not None:  # a view: how to make its node again (_refresh_view)
                 if is_grad_enabled():
-                    output._view_replay = (cls, inputs, raw[0].shape)
+                    output._view_replay = (cls, inputs, input_shapes(inputs))
                     output._view_version = output._version_counter[0]
                 else:
                     output._view_without_grad = True
@@ -360,11 +365,17 @@ class Function:
         return output
 
 
+def input_shapes(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The shape of each input that has one (None for numbers): a view's record of what it
+    was made from (``Tensor._refresh_view``)."""
+    return tuple(getattr(x, "shape", None) for x in inputs)
+
+
 def _forward_wants_ctx(cls: type[Function], inputs: tuple[Any, ...]) -> bool:
     """For a user's Function with neither ``setup_context`` nor a first parameter called
-    ``ctx``: PyTorch's rule calls ``forward(ctx, *inputs)``; a Function in tinytrain's style
-    that saves nothing takes ``forward(*inputs)``. The one its signature accepts wins (the
-    inputs alone, when both do)."""
+    ``ctx``, ``self`` or ``context``: PyTorch's rule calls ``forward(ctx, *inputs)``; a
+    Function in tinytrain's style that saves nothing takes ``forward(*inputs)``. The one its
+    signature accepts wins (the inputs alone, when both do)."""
     signature = inspect.signature(cls.forward)
     try:
         signature.bind(*inputs)

@@ -510,7 +510,9 @@ class Sum(Function):
 
     @staticmethod
     def forward(a, axis, keepdims):
-        return a.sum(axis=axis, keepdims=keepdims, dtype="int64" if a.dtype.kind in "biu" else None)
+        with np.errstate(all="ignore"):  # inf - inf: NaN, silently (tinytrain/__init__.py)
+            return a.sum(axis=axis, keepdims=keepdims,
+                         dtype="int64" if a.dtype.kind in "biu" else None)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -528,7 +530,8 @@ class Mean(Function):
 
     @staticmethod
     def forward(a, axis, keepdims):
-        return a.mean(axis=axis, keepdims=keepdims)
+        with np.errstate(all="ignore"):  # inf - inf: NaN, silently (tinytrain/__init__.py)
+            return a.mean(axis=axis, keepdims=keepdims)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -1237,9 +1240,9 @@ class Norm(Function):
     @staticmethod
     def forward(a, p, axis, keepdims):
         xp = get_array_module(a)
-        if p == 2:
-            return xp.sqrt((a * a).sum(axis=axis, keepdims=keepdims))
-        with np.errstate(divide="ignore"):  # p < 0: a zero makes the norm 0, as in PyTorch
+        with np.errstate(all="ignore"):  # p < 0: a zero makes the norm 0, as in PyTorch;
+            if p == 2:                   # overflow to inf, silently (tinytrain/__init__.py)
+                return xp.sqrt((a * a).sum(axis=axis, keepdims=keepdims))
             return (xp.abs(a) ** p).sum(axis=axis, keepdims=keepdims) ** (1 / p)
 
     @staticmethod

@@ -201,13 +201,15 @@ class Optimizer:
                     v = int(v) if k == "step" and v.ndim == 0 else v
                 if hasattr(v, "copy") and getattr(v, "ndim", 1) == 0:  # a 0-d buffer: own copy
                     v = v.copy()
-                if getattr(v, "ndim", 0):  # a per-element buffer must fit its parameter
-                    if tuple(v.shape) != p.shape:
+                if getattr(v, "ndim", 0):  # a built-in buffer must fit its parameter (a
+                    # subclass's own Tensor state may be factored: [rows], [m, 1])
+                    if tuple(v.shape) != p.shape and not tensor:
                         raise ShapeError(
                             f"{type(self).__name__}.load_state_dict: parameter {i} has shape "
                             f"{p.shape} but its saved {k!r} has shape {tuple(v.shape)} (a "
                             "state saved for another model?)")
-                    v = backend.to_device(v, p.device).astype(p.dtype, copy=True)
+                    dtype = p.dtype if v.dtype.kind == "f" else v.dtype  # (as PyTorch)
+                    v = backend.to_device(v, p.device).astype(dtype, copy=True)
                 entry[k] = Tensor(v) if tensor else v
             state[p] = entry
         for g in groups:  # a PyTorch state dict's options tinytrain lacks: only when off
