@@ -30,9 +30,10 @@ from nbclient import NotebookClient
 class CellRun:
     """What one code cell did: its index, whether it is a checker, and its error if any."""
 
-    index: int  # its execution count: what JupyterLab shows as [n] after a Run All
+    index: int  # its place among the notebook's cells
     checker: bool
     error: tuple[str, str] | None  # (exception name, message)
+    count: int = 0  # its execution count: what JupyterLab shows as [n] after a Run All
 
 
 def run_notebook(path: Path, timeout: int = 600,
@@ -44,11 +45,12 @@ def run_notebook(path: Path, timeout: int = 600,
                             resources={"metadata": {"path": str(path.parent)}})
     client.execute(stderr=subprocess.DEVNULL)  # the kernel's own log; cells report via outputs
     runs = []
-    for cell in (c for c in nb.cells if c.cell_type == "code" and c.source.strip()):
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or not cell.source.strip():  # (empty: never run)
+            continue
         errors = [(o.ename, o.evalue) for o in cell.outputs if o.output_type == "error"]
-        runs.append(CellRun(cell.execution_count or len(runs) + 1,
-                            CHECKER in cell.metadata.get("tags", []),
-                            errors[0] if errors else None))
+        runs.append(CellRun(i, CHECKER in cell.metadata.get("tags", []),
+                            errors[0] if errors else None, cell.execution_count or 0))
     return runs
 
 
@@ -77,10 +79,10 @@ def report(path: Path) -> bool:
         elif run.error is not None and after is not None and after.checker:
             ok = False  # the cell with the answer (its checker comes next) did not run
             print(f"  exercise {chapter}.{number + 1}: the cell with your answer (code cell "
-                  f"[{run.index}]) raised {run.error[0]}: {run.error[1]}")
+                  f"[{run.count}]) raised {run.error[0]}: {run.error[1]}")
         elif run.error is not None:
             ok = False
-            print(f"  code cell [{run.index}] (not an exercise) failed: {run.error[0]}: "
+            print(f"  code cell [{run.count}] (not an exercise) failed: {run.error[0]}: "
                   f"{run.error[1]}")
     return ok
 
