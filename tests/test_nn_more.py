@@ -1,0 +1,223 @@
+"""More of torch.nn against PyTorch: activations, distances, init, nn.utils, Conv2d's padding
+modes, memory_format, and the default collate's strings (client programs' gaps)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import tinytrain as tt
+import tinytrain.nn as nn
+import tinytrain.nn.functional as F
+
+TOL = {np.float32: dict(rtol=1e-5, atol=1e-6), np.float64: dict(rtol=1e-10, atol=1e-12)}
+DTYPES = [np.float32, np.float64]
+# the pieces' ends (-3, 0, 3, 6), both sides of softplus's cut-off (20), large |x|
+EDGES = [-40.0, -25.0, -20.5, -6.0, -3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0, 6.0, 20.5, 25.0, 40.0]
+
+
+def inputs(dtype, *shape, seed=0):
+    """A tinytrain leaf and a torch leaf with the same values (EDGES first, then normals)."""
+    values = np.random.default_rng(seed).normal(0, 4, shape).astype(dtype)
+    flat = values.reshape(-1)
+    flat[:len(EDGES)] = np.array(EDGES[:flat.size], dtype)
+    return (tt.tensor(values, requires_grad=True),
+            torch.tensor(values, requires_grad=True))
+
+
+def check(ours, theirs, dtype, leaves, seed=1, grad_rtol=None):
+    """Values, then gradients of ``sum(out * g)`` for a random ``g``, as torch's."""
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), **TOL[dtype])
+    assert ours.dtype == dtype and ours.shape == tuple(theirs.shape)
+    g = np.random.default_rng(seed).normal(size=ours.shape).astype(dtype)
+    (ours * tt.tensor(g)).sum().backward()
+    (theirs * torch.tensor(g)).sum().backward()
+    tol = TOL[dtype] if grad_rtol is None else dict(TOL[dtype], rtol=grad_rtol)
+    for a, b in leaves:
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), **tol)
+
+
+ACTIVATIONS = {
+    "hardtanh": lambda L, x: L.nn.functional.hardtanh(x),
+    "hardtanh(-3, 6)": lambda L, x: L.nn.functional.hardtanh(x, -3.0, 6.0),
+    "relu6": lambda L, x: L.nn.functional.relu6(x),
+    "logsigmoid": lambda L, x: L.nn.functional.logsigmoid(x),
+    "mish": lambda L, x: L.nn.functional.mish(x),
+    "hardswish": lambda L, x: L.nn.functional.hardswish(x),
+    "hardsigmoid": lambda L, x: L.nn.functional.hardsigmoid(x),
+    "selu": lambda L, x: L.nn.functional.selu(x),
+    "celu": lambda L, x: L.nn.functional.celu(x),
+    "celu(0.5)": lambda L, x: L.nn.functional.celu(x, alpha=0.5),
+    "softmin": lambda L, x: L.nn.functional.softmin(x, dim=1),
+    "softmin(0)": lambda L, x: L.nn.functional.softmin(x, 0),
+    "softsign": lambda L, x: L.nn.functional.softsign(x),
+    "Hardtanh": lambda L, x: L.nn.Hardtanh(-2, 2)(x),
+    "ReLU6": lambda L, x: L.nn.ReLU6()(x),
+    "LogSigmoid": lambda L, x: L.nn.LogSigmoid()(x),
+    "Mish": lambda L, x: L.nn.Mish()(x),
+    "Hardswish": lambda L, x: L.nn.Hardswish()(x),
+    "Hardsigmoid": lambda L, x: L.nn.Hardsigmoid()(x),
+    "SELU": lambda L, x: L.nn.SELU()(x),
+    "CELU": lambda L, x: L.nn.CELU(2.0)(x),
+    "Softmin": lambda L, x: L.nn.Softmin(dim=-1)(x),
+    "Softsign": lambda L, x: L.nn.Softsign()(x),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", ACTIVATIONS)
+def test_activations_match_torch_values_and_gradients(name, dtype):
+    x, tx = inputs(dtype, 5, 6)
+    check(ACTIVATIONS[name](tt, x), ACTIVATIONS[name](torch, tx), dtype, [(x, tx)],
+          grad_rtol=_float32_sixth(name, dtype))
+
+
+def _float32_sixth(name, dtype):
+    """PyTorch's hardsigmoid backward multiplies by the float32 constant 1.0f / 6.0f, also
+    for float64 (a relative error of 3e-8); tinytrain divides by 6."""
+    return 1e-7 if name.lower() == "hardsigmoid" and dtype == np.float64 else None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_logsigmoid_is_finite_far_out(dtype):
+    x = tt.tensor([-1000.0, -200.0, 200.0, 1000.0], dtype=dtype, requires_grad=True)
+    y = F.logsigmoid(x)
+    y.sum().backward()
+    np.testing.assert_allclose(y.detach().numpy(), [-1000, -200, 0, 0], atol=1e-30)
+    np.testing.assert_allclose(x.grad.numpy(), [1, 1, 0, 0], atol=1e-30)
+
+
+INPLACE = ["hardtanh", "relu6", "mish", "hardswish", "hardsigmoid", "selu", "celu"]
+
+
+@pytest.mark.parametrize("name", INPLACE)
+def test_inplace_forms_write_the_input_and_keep_the_gradient(name):
+    x, tx = inputs(np.float64, 4, 5)
+    a, ta = x * 1, tx * 1  # (non-leaves: a leaf that requires grad refuses in-place ops)
+    out = getattr(F, name)(a, inplace=True)
+    tout = getattr(torch.nn.functional, name)(ta, inplace=True)
+    assert out is a and tout is ta
+    check(a, ta, np.float64, [(x, tx)], grad_rtol=_float32_sixth(name, np.float64))
+    module = {"hardtanh": "Hardtanh", "relu6": "ReLU6", "mish": "Mish", "hardswish": "Hardswish",
+              "hardsigmoid": "Hardsigmoid", "selu": "SELU", "celu": "CELU"}[name]
+    b = tt.tensor([-1.0, 2.0])
+    assert getattr(nn, module)(inplace=True)(b) is b
+    assert repr(getattr(nn, module)(inplace=True)) == repr(
+        getattr(torch.nn, module)(inplace=True))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,weight", [
+    ((4, 3, 2, 2), [0.1, -0.5, 2.0]),  # one slope per channel (dimension 1)
+    ((4, 3), [0.3]),  # one slope
+    ((6,), [0.3]),
+    ((), 0.3),  # 0-d input and weight
+])
+def test_prelu_matches_torch_with_its_weight_gradient(shape, weight, dtype):
+    x, tx = inputs(dtype, *shape)
+    w = tt.tensor(weight, dtype=dtype, requires_grad=True)
+    tw = torch.tensor(weight, dtype=getattr(torch, np.dtype(dtype).name), requires_grad=True)
+    check(F.prelu(x, w), torch.nn.functional.prelu(tx, tw), dtype, [(x, tx), (w, tw)])
+
+
+def test_prelu_module_has_a_parameter_per_channel():
+    m, tm = nn.PReLU(3, init=0.1), torch.nn.PReLU(3, init=0.1)
+    assert repr(m) == repr(tm) == "PReLU(num_parameters=3)"
+    assert [n for n, _ in m.named_parameters()] == ["weight"]
+    assert isinstance(m.weight, nn.Parameter) and m.weight.tolist() == pytest.approx([0.1] * 3)
+    x, tx = inputs(np.float32, 2, 3, 4)
+    check(m(x), tm(tx), np.float32, [(x, tx), (m.weight, tm.weight)])
+    assert repr(nn.PReLU()) == "PReLU(num_parameters=1)" and nn.PReLU().weight.shape == (1,)
+
+
+@pytest.mark.parametrize("call,error", [
+    (lambda L: L.nn.functional.prelu(L.ones(2, 3), L.ones(2)), "Mismatch of parameter numbers"),
+    (lambda L: L.nn.functional.prelu(L.ones(3), L.ones(3)), "channel size = 1"),
+    (lambda L: L.nn.functional.prelu(L.ones(2, 3), L.ones(3, 1)), "scalar or 1D"),
+    (lambda L: L.nn.functional.prelu(L.ones(()), L.ones(2)), "zero-dim"),
+    (lambda L: L.nn.functional.hardtanh(L.ones(2), 2.0, 1.0), "min_val cannot be greater"),
+    (lambda L: L.nn.functional.celu(L.ones(2), 0.0), "alpha cannot be 0"),
+])
+def test_bad_arguments_fail_as_in_torch(call, error):
+    with pytest.raises(Exception, match=error):
+        call(torch)
+    with pytest.raises(Exception, match=error):
+        call(tt)
+
+
+def test_module_reprs_are_torchs():
+    for make in [lambda L: L.nn.Hardtanh(), lambda L: L.nn.Hardtanh(-2, 3), lambda L: L.nn.ReLU6(),
+                 lambda L: L.nn.LogSigmoid(), lambda L: L.nn.Mish(), lambda L: L.nn.Hardswish(),
+                 lambda L: L.nn.Hardsigmoid(), lambda L: L.nn.SELU(), lambda L: L.nn.CELU(),
+                 lambda L: L.nn.CELU(0.5), lambda L: L.nn.Softmin(), lambda L: L.nn.Softmin(1),
+                 lambda L: L.nn.Softsign(), lambda L: L.nn.CosineSimilarity(),
+                 lambda L: L.nn.PairwiseDistance()]:
+        assert repr(make(tt)) == repr(make(torch))
+    with pytest.raises(ValueError, match="must be greater than min_val"):
+        nn.Hardtanh(1.0, 1.0)
+
+
+def test_softmin_without_dim_warns_like_softmax():
+    with pytest.warns(UserWarning, match="Implicit dimension choice for softmin"):
+        y = F.softmin(tt.tensor([[1.0, 2.0]]))
+    np.testing.assert_allclose(y.numpy(), torch.softmax(-torch.tensor([[1.0, 2.0]]), 1),
+                               rtol=1e-6)
+
+
+# --------------------------------------------------------------------------- distances
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("s1,s2,dim", [
+    ((5, 4), (5, 4), 1), ((5, 4), (4,), -1), ((2, 3, 4), (2, 1, 4), 1), ((6,), (6,), 0),
+    ((3, 1, 4), (1, 5, 4), 2),
+])
+def test_cosine_similarity_matches_torch(s1, s2, dim, dtype):
+    x1, t1 = inputs(dtype, *s1, seed=2)
+    x2, t2 = inputs(dtype, *s2, seed=3)
+    check(F.cosine_similarity(x1, x2, dim=dim), torch.nn.functional.cosine_similarity(
+        t1, t2, dim=dim), dtype, [(x1, t1), (x2, t2)])
+    check(nn.CosineSimilarity(dim)(x1, x2), torch.nn.CosineSimilarity(dim)(t1, t2), dtype, [])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cosine_similarity_at_zero_and_tiny_vectors_is_torchs(dtype):
+    """A norm below eps is clamped without gradient (PyTorch 2.x): the similarity with a zero
+    vector is 0, and its gradient x2/|x2| / eps; a tiny vector's gradient keeps the norm's."""
+    rows1 = [[0.0, 0.0, 0.0], [1e-9, 0.0, 0.0], [0.0, 0.0, 0.0], [3.0, -4.0, 0.0]]
+    rows2 = [[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 0.0], [1e-10, 0.0, 2e-10]]
+    x1, t1 = (tt.tensor(rows1, dtype=dtype, requires_grad=True),
+              torch.tensor(np.array(rows1, dtype), requires_grad=True))
+    x2, t2 = (tt.tensor(rows2, dtype=dtype, requires_grad=True),
+              torch.tensor(np.array(rows2, dtype), requires_grad=True))
+    ours, theirs = F.cosine_similarity(x1, x2), torch.nn.functional.cosine_similarity(t1, t2)
+    assert ours[0].item() == 0.0 and ours[2].item() == 0.0
+    check(ours, theirs, dtype, [(x1, t1), (x2, t2)])
+    zero = tt.zeros(1, 3, dtype=dtype, requires_grad=True)
+    F.cosine_similarity(zero, tt.tensor([[0.0, 3.0, 4.0]], dtype=dtype)).sum().backward()
+    np.testing.assert_allclose(zero.grad.numpy(), [[0, 0.6e8, 0.8e8]], rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("s1,s2,p,keepdim", [
+    ((5, 4), (5, 4), 2.0, False), ((5, 4), (4,), 1.0, True), ((2, 3, 4), (3, 4), 3.0, False),
+    ((6,), (6,), 2.0, False), ((5, 4), (5, 4), math.inf, False), ((5, 4), (5, 4), 0.5, True),
+])
+def test_pairwise_distance_matches_torch(s1, s2, p, keepdim, dtype):
+    x1, t1 = inputs(dtype, *s1, seed=4)
+    x2, t2 = inputs(dtype, *s2, seed=5)
+    check(F.pairwise_distance(x1, x2, p, keepdim=keepdim), torch.nn.functional.pairwise_distance(
+        t1, t2, p, keepdim=keepdim), dtype, [(x1, t1), (x2, t2)])
+    check(nn.PairwiseDistance(p, keepdim=keepdim)(x1, x2), torch.nn.PairwiseDistance(
+        p, keepdim=keepdim)(t1, t2), dtype, [])
+
+
+def test_pairwise_distance_of_equal_vectors_is_eps_based():
+    a = tt.tensor([[1.0, 2.0]], requires_grad=True)
+    d = F.pairwise_distance(a, tt.tensor([[1.0, 2.0]]))
+    assert d.item() == pytest.approx(1e-6 * math.sqrt(2), rel=1e-4)  # |0 + eps|, not 0
+    d.sum().backward()
+    assert np.isfinite(a.grad.numpy()).all()
