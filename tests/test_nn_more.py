@@ -221,3 +221,89 @@ def test_pairwise_distance_of_equal_vectors_is_eps_based():
     assert d.item() == pytest.approx(1e-6 * math.sqrt(2), rel=1e-4)  # |0 + eps|, not 0
     d.sum().backward()
     assert np.isfinite(a.grad.numpy()).all()
+
+
+# --------------------------------------------------------------------------- nn.init
+
+
+@pytest.mark.parametrize("mean,std,a,b", [(0.0, 1.0, -2.0, 2.0), (0.5, 0.02, 0.46, 0.54),
+                                          (0.0, 1.0, 0.0, math.inf), (1.0, 2.0, -1.0, 1.5)])
+def test_trunc_normal_has_the_truncated_normals_bounds_mean_and_std(mean, std, a, b):
+    w = nn.init.trunc_normal_(tt.empty(200, 500, dtype=tt.float64), mean, std, a, b)
+    x = w.numpy()
+    assert a <= x.min() and x.max() <= b
+    ref = torch.distributions.Normal(mean, std)  # the truncated normal's mean and std
+    alpha, beta = (torch.tensor(float(v)) for v in (a, b))
+    pa, pb = ref.cdf(alpha), ref.cdf(beta)
+    phi = lambda v: ref.log_prob(v).exp() * std if math.isfinite(v) else 0.0  # noqa: E731
+    z = (pb - pa).item()
+    t_mean = mean + std * (phi(alpha) - phi(beta)) / z
+    za, zb = ((v - mean) / std for v in (a, b))
+    second = ((za * phi(alpha) if math.isfinite(a) else 0) -
+              (zb * phi(beta) if math.isfinite(b) else 0)) / z
+    t_std = std * math.sqrt(1 + second - ((phi(alpha) - phi(beta)) / z) ** 2)
+    assert abs(x.mean() - float(t_mean)) < 4 * float(t_std) / math.sqrt(x.size)
+    assert abs(x.std() - float(t_std)) < 0.01 * float(t_std)
+
+
+def test_trunc_normal_is_reproducible_and_handles_a_far_window():
+    tt.manual_seed(3)
+    a = nn.init.trunc_normal_(tt.empty(50)).numpy()
+    tt.manual_seed(3)
+    assert (nn.init.trunc_normal_(tt.empty(50)).numpy() == a).all()
+    with pytest.warns(UserWarning, match="more than 2 std"):
+        far = nn.init.trunc_normal_(tt.empty(1000, dtype=tt.float64), 0.0, 1.0, 5.0, 6.0)
+    x = far.numpy()
+    assert 5.0 <= x.min() and x.max() <= 6.0 and 5.15 < x.mean() < 5.25  # E = 5.187
+    with pytest.raises(TypeError, match="floating point"):
+        nn.init.trunc_normal_(tt.zeros(3, dtype=tt.int64))
+
+
+@pytest.mark.parametrize("shape", [(5, 5), (3, 7), (7, 3), (4, 2, 3, 3), (16, 1, 5, 5)])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_orthogonal_gives_orthonormal_rows_or_columns(shape, dtype):
+    w = nn.init.orthogonal_(tt.empty(*shape, dtype=dtype), gain=2.0)
+    assert w.shape == shape and w.dtype == dtype
+    m = w.numpy().reshape(shape[0], -1).astype(np.float64) / 2.0
+    small = min(m.shape)
+    gram = m @ m.T if m.shape[0] <= m.shape[1] else m.T @ m
+    np.testing.assert_allclose(gram, np.eye(small), atol=1e-5 if dtype == np.float32 else 1e-12)
+    tt.manual_seed(7)
+    a = nn.init.orthogonal_(tt.empty(*shape, dtype=dtype)).numpy()
+    tt.manual_seed(7)
+    assert (nn.init.orthogonal_(tt.empty(*shape, dtype=dtype)).numpy() == a).all()
+
+
+def test_orthogonal_refuses_vectors_and_leaves_empty_tensors():
+    with pytest.raises(ValueError, match="2 or more dimensions"):
+        nn.init.orthogonal_(tt.empty(4))
+    assert nn.init.orthogonal_(tt.empty(0, 3)).shape == (0, 3)
+    # the sign fix makes Q uniform; without it LAPACK's Q of one column is -sign(x_0) x/|x|,
+    # whose first entry is never positive
+    firsts = [nn.init.orthogonal_(tt.empty(4, 1)).numpy()[0, 0] for _ in range(200)]
+    assert 60 < sum(f > 0 for f in firsts) < 140
+
+
+# --------------------------------------------------------------------------- nn.utils
+
+
+def test_parameters_to_vector_and_back_as_torch():
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    twin = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    vec = nn.utils.parameters_to_vector(model.parameters())
+    tvec = torch.nn.utils.parameters_to_vector(twin.parameters())
+    assert vec.shape == tuple(tvec.shape) == (26,)
+    np.testing.assert_array_equal(vec.detach().numpy()[:12], model[0].weight.numpy().ravel())
+    (vec * tt.arange(26.0)).sum().backward()  # differentiable: each parameter gets its slice
+    assert model[2].bias.grad.tolist() == [24.0, 25.0]
+    new = tt.arange(26.0)
+    torch.nn.utils.vector_to_parameters(torch.arange(26.0), twin.parameters())
+    assert nn.utils.vector_to_parameters(new, model.parameters()) is None
+    for p, tp in zip(model.parameters(), twin.parameters(), strict=True):
+        np.testing.assert_array_equal(p.numpy(), tp.detach().numpy())
+    new.data[0] = 100.0  # the parameters share the vector's memory, as in PyTorch
+    assert model[0].weight[0, 0].item() == 100.0
+    with pytest.raises(TypeError, match="expected torch.Tensor"):
+        nn.utils.vector_to_parameters([0.0] * 26, model.parameters())
+    with pytest.raises(ValueError, match="25 elements, the parameters 26"):
+        nn.utils.vector_to_parameters(tt.zeros(25), model.parameters())
