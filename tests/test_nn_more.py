@@ -307,3 +307,65 @@ def test_parameters_to_vector_and_back_as_torch():
         nn.utils.vector_to_parameters([0.0] * 26, model.parameters())
     with pytest.raises(ValueError, match="25 elements, the parameters 26"):
         nn.utils.vector_to_parameters(tt.zeros(25), model.parameters())
+
+
+# --------------------------------------------------------------------------- Conv2d padding
+
+
+def _twin_convs(dtype, cin, cout, k, **kw):
+    ours = nn.Conv2d(cin, cout, k, dtype=dtype, **kw)
+    theirs = torch.nn.Conv2d(cin, cout, k, dtype=getattr(torch, np.dtype(dtype).name), **kw)
+    with torch.no_grad():
+        theirs.weight.copy_(torch.tensor(ours.weight.numpy()))
+        theirs.bias.copy_(torch.tensor(ours.bias.numpy()))
+    return ours, theirs
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same'")  # (torch's, on speed)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("k,padding,mode", [
+    (3, "same", "zeros"), (4, "same", "zeros"), ((2, 5), "same", "zeros"), (3, "valid", "zeros"),
+    (3, 1, "reflect"), (3, (1, 2), "replicate"), (3, 2, "circular"), (4, "same", "reflect"),
+    ((3, 4), "same", "circular"), ((2, 3), "same", "replicate"), (2, "valid", "reflect"),
+])
+def test_conv2d_padding_strings_and_modes_match_torch(k, padding, mode, dtype):
+    ours, theirs = _twin_convs(dtype, 2, 3, k, padding=padding, padding_mode=mode)
+    x, tx = inputs(dtype, 2, 2, 7, 6)
+    out, tout = ours(x), theirs(tx)
+    if padding == "same":
+        assert out.shape[2:] == (7, 6)
+    check(out, tout, dtype, [(x, tx), (ours.weight, theirs.weight), (ours.bias, theirs.bias)])
+    assert repr(ours) == repr(theirs) and ours.padding == theirs.padding
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same'")  # (torch's, on speed)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("k", [(3, 3), (4, 4), (2, 5), (1, 1)])
+def test_functional_conv2d_same_and_valid_match_torch(k, dtype):
+    w, tw = inputs(dtype, 3, 2, *k, seed=6)
+    x, tx = inputs(dtype, 2, 2, 6, 5)
+    for padding in ("same", "valid"):
+        check(F.conv2d(x, w, padding=padding), torch.nn.functional.conv2d(tx, tw, padding=padding),
+              dtype, [(x, tx), (w, tw)])
+        x.grad = w.grad = tx.grad = tw.grad = None
+    unbatched = F.conv2d(x[0], w, padding="same")  # [C, H, W] too
+    np.testing.assert_allclose(unbatched.detach().numpy(), torch.nn.functional.conv2d(
+        tx[0], tw, padding="same").detach().numpy(), **TOL[dtype])
+
+
+def test_conv2d_padding_errors_are_torchs():
+    w = tt.ones(1, 1, 3, 3)
+    with pytest.raises(RuntimeError, match="not supported for strided convolutions"):
+        F.conv2d(tt.ones(1, 1, 5, 5), w, stride=2, padding="same")
+    with pytest.raises(RuntimeError, match="Invalid padding string"):
+        F.conv2d(tt.ones(1, 1, 5, 5), w, padding="full")
+    with pytest.raises(ValueError, match="not supported for strided convolutions"):
+        nn.Conv2d(1, 1, 3, stride=(1, 2), padding="same")
+    with pytest.raises(ValueError, match="Invalid padding string 'full'"):
+        nn.Conv2d(1, 1, 3, padding="full")
+    with pytest.raises(ValueError, match="padding_mode must be one of .* padding_mode='zero'"):
+        nn.Conv2d(1, 1, 3, padding_mode="zero")
+    with pytest.raises(ValueError, match="reflect padding"):  # wider than the input: F.pad's
+        nn.Conv2d(1, 1, 3, padding=4, padding_mode="reflect")(tt.ones(1, 1, 3, 3))
+    conv = nn.Conv2d(1, 1, 3, padding="same", padding_mode="reflect")
+    assert conv.state_dict().keys() == {"weight", "bias"}  # nothing new to save
