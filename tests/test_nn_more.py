@@ -369,3 +369,54 @@ def test_conv2d_padding_errors_are_torchs():
         nn.Conv2d(1, 1, 3, padding=4, padding_mode="reflect")(tt.ones(1, 1, 3, 3))
     conv = nn.Conv2d(1, 1, 3, padding="same", padding_mode="reflect")
     assert conv.state_dict().keys() == {"weight", "bias"}  # nothing new to save
+
+
+# --------------------------------------------------------------------------- memory_format
+
+LIKE = {
+    "zeros_like": lambda L, x, **kw: L.zeros_like(x, **kw),
+    "ones_like": lambda L, x, **kw: L.ones_like(x, **kw),
+    "empty_like": lambda L, x, **kw: L.empty_like(x, **kw).zero_(),
+    "full_like": lambda L, x, **kw: L.full_like(x, 2.5, **kw),
+    "rand_like": lambda L, x, **kw: L.rand_like(x, **kw) * 0,
+    "randn_like": lambda L, x, **kw: L.randn_like(x, **kw) * 0,
+    "clone": lambda L, x, **kw: L.clone(x, **kw),
+    "Tensor.clone": lambda L, x, **kw: x.clone(**kw),
+    "Tensor.contiguous": lambda L, x, **kw: x.contiguous(**kw),
+}
+
+
+@pytest.mark.parametrize("name", LIKE)
+def test_memory_format_row_major_is_accepted_and_channels_last_refused(name):
+    x = tt.arange(24.0).reshape(2, 3, 2, 2).permute(0, 2, 3, 1)  # (not row-major)
+    tx = torch.arange(24.0).reshape(2, 3, 2, 2).permute(0, 2, 3, 1)
+    if name == "Tensor.contiguous":  # (it must copy here, and copies refuse preserve_format)
+        for L, t in ((tt, x), (torch, tx)):
+            with pytest.raises(RuntimeError, match="preserve memory format is unsupported"):
+                t.contiguous(memory_format=L.preserve_format)
+        row_major = tt.ones(2, 3)  # (no copy: accepted, as in PyTorch)
+        assert row_major.contiguous(memory_format=tt.preserve_format) is row_major
+    for fmt in ("contiguous_format",) if name == "Tensor.contiguous" else (
+            "preserve_format", "contiguous_format"):
+        ours = LIKE[name](tt, x, memory_format=getattr(tt, fmt))
+        theirs = LIKE[name](torch, tx, memory_format=getattr(torch, fmt))
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+        assert ours.shape == tuple(theirs.shape) and ours.dtype == np.float32
+    with pytest.raises(RuntimeError, match="channels_last is not supported: tinytrain tensors "
+                                           "are row-major"):
+        LIKE[name](tt, x, memory_format=tt.channels_last)
+    with pytest.raises(TypeError, match="must be tinytrain.memory_format, not int"):
+        LIKE[name](tt, x, memory_format=1)
+
+
+def test_torchs_custom_optimizer_template_runs():
+    """The custom optimizer of PyTorch's docs keeps state made with preserve_format."""
+    p = tt.tensor([1.0, -2.0], requires_grad=True)
+    state = tt.zeros_like(p, memory_format=tt.preserve_format)
+    (p * p).sum().backward()
+    with tt.no_grad():
+        state.mul_(0.9).add_(p.grad)
+        p.add_(state, alpha=-0.1)
+    assert p.tolist() == pytest.approx([0.8, -1.6])
+    assert repr(tt.preserve_format) == "tinytrain.preserve_format"
+    assert isinstance(tt.channels_last, tt.memory_format)
