@@ -420,3 +420,55 @@ def test_torchs_custom_optimizer_template_runs():
     assert p.tolist() == pytest.approx([0.8, -1.6])
     assert repr(tt.preserve_format) == "tinytrain.preserve_format"
     assert isinstance(tt.channels_last, tt.memory_format)
+
+
+# --------------------------------------------------------------------------- collate strings
+
+
+def _plain(batch):
+    """A batch as plain Python: numbers as lists, strings in their container (tuple or list
+    as given), other containers as lists (tinytrain gives tuples where torch gives lists)."""
+    if isinstance(batch, dict):
+        return {k: _plain(v) for k, v in batch.items()}
+    if isinstance(batch, (tuple, list)) and batch and all(isinstance(s, str) for s in batch):
+        return type(batch).__name__, list(batch)
+    if isinstance(batch, (tuple, list)):
+        return [_plain(v) for v in batch]
+    return ("tensor", batch.tolist(), str(batch.dtype).removeprefix("torch."))
+
+
+SAMPLES = {
+    "names beside images": [(np.full(2, i, np.float32), f"img{i}.png") for i in range(5)],
+    "single names": [f"file{i}" for i in range(5)],
+    "a dict with a name": [{"x": np.full(3, i, np.float32), "name": f"n{i}", "y": i}
+                           for i in range(5)],
+    "nested": [(i, {"path": f"p{i}", "pair": (float(i), f"q{i}")}) for i in range(5)],
+    "a list sample": [[np.int64(i), f"s{i}"] for i in range(5)],
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", "resident"])
+@pytest.mark.parametrize("kind", SAMPLES)
+def test_string_fields_collate_as_torchs_default_collate(kind, device, monkeypatch):
+    samples = SAMPLES[kind]
+    if device == "resident":  # the data set stacked once "on the device" (the move faked)
+        from tinytrain import backend
+
+        monkeypatch.setattr(backend, "to_device", lambda a, device: a)
+        monkeypatch.setattr(backend, "normalize_device", lambda device: device or "cpu")
+    loader = tt.utils.data.DataLoader(samples, batch_size=2, shuffle=True, seed=1,
+                                      device="cuda" if device == "resident" else None)
+    ours = list(loader)
+    order = [i for b in tt.utils.data.DataLoader(list(range(5)), batch_size=2, shuffle=True,
+                                                 seed=1) for i in b.tolist()]
+    theirs = list(torch.utils.data.DataLoader([samples[i] for i in order], batch_size=2))
+    assert len(ours) == len(theirs) == 3
+    for a, b in zip(ours, theirs, strict=True):
+        assert _plain(a) == _plain(b)
+
+
+def test_a_string_beside_a_number_is_an_error_naming_both():
+    with pytest.raises(TypeError, match=r"field 1\['k'\] of sample 1 .* is a int but sample 0"):
+        tt.data.collate([(1, {"k": "a"}), (2, {"k": 3})])
+    with pytest.raises(ValueError, match="has 1 fields but sample 0 .* has 2 in field 1"):
+        tt.data.collate([(1, (2, 3)), (1, (2,))])
