@@ -133,8 +133,8 @@ def test_mixed_dtypes_name_both_dtypes():
         next(iter(DataLoader(Items(samples), batch_size=2)))
     with pytest.raises(ValueError, match="fields"):
         collate([(1, 2), (1,)])
-    with pytest.raises(TypeError, match="field 0"):
-        collate([("a",), ("b",)])
+    with pytest.raises(TypeError, match="field 0 of sample 1 .* is a int but sample 0"):
+        collate([("a",), (1,)])
 
 
 def test_bad_arguments():
@@ -497,7 +497,7 @@ def test_dict_samples_are_collated_into_a_dict_like_torch():
         collate([{"x": 1, "y": 2}, {"x": 1}])
 
 
-@pytest.mark.parametrize("sample", [np.str_("a"), ((np.zeros(2), 1), 2), None])
+@pytest.mark.parametrize("sample", [None, (1, object()), {"x": [None]}])
 def test_fields_that_are_not_numbers_are_refused_naming_the_sample(sample):
     with pytest.raises(TypeError, match="sample 0 \\(dataset index 0\\)"):
         collate([sample, sample])

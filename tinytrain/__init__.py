@@ -156,12 +156,17 @@ from tinytrain.functions import (
 from tinytrain.kernels.cpu.parallel import get_num_threads, set_num_threads
 from tinytrain.random import get_rng_state, manual_seed, set_rng_state
 from tinytrain.serialization import load, save
+from tinytrain.tensor import MemoryFormat as memory_format
 from tinytrain.tensor import (
     Tensor,
     arange,
     as_tensor,
     bool_,
+    channels_last,
+    channels_last_3d,
+    contiguous_format,
     empty,
+    empty_like,
     eye,
     float16,
     float32,
@@ -175,6 +180,7 @@ from tinytrain.tensor import (
     multinomial,
     ones,
     ones_like,
+    preserve_format,
     rand,
     rand_like,
     randint,
@@ -250,7 +256,8 @@ __all__ = [
     "are_deterministic_algorithms_enabled", "argmax", "argmin", "argsort", "as_tensor",
     "autograd", "backends", "bmm", "bool", "bool_", "broadcast_to", "can_cast", "cat", "ceil",
     "chunk", "clamp", "clip", "clone", "concat", "concatenate", "cos", "count_nonzero", "cuda",
-    "cuda_is_available", "cumsum", "data", "device", "div", "dot", "double", "empty",
+    "channels_last", "channels_last_3d", "contiguous_format", "cuda_is_available", "cumsum",
+    "data", "device", "div", "dot", "double", "empty", "empty_like",
     "enable_grad", "eq", "equal", "exp", "expm1", "eye", "flatten", "flip", "float", "float16",
     "float32", "float64", "floor", "floor_divide", "from_numpy", "full", "full_like", "gather",
     "ge", "get_default_device", "get_default_dtype", "get_num_threads", "get_rng_state",
@@ -260,9 +267,11 @@ __all__ = [
     "log10", "log1p",
     "log2", "log_softmax", "logical_and", "logical_not", "logical_or", "logical_xor",
     "logsumexp", "long", "lt", "manual_seed", "masked_fill", "masked_select", "matmul", "max",
-    "maximum", "mean", "min", "minimum", "mm", "moveaxis", "movedim", "mul", "multinomial",
+    "maximum", "mean", "memory_format", "min", "minimum", "mm", "moveaxis", "movedim", "mul",
+    "multinomial",
     "multiply", "narrow", "ne", "neg", "negative", "nn", "no_grad", "nonzero", "norm",
     "not_equal", "numel", "ones", "ones_like", "optim", "outer", "permute", "pow",
+    "preserve_format",
     "promote_types", "rand", "rand_like", "randint", "randn", "randn_like", "randperm",
     "ravel", "reciprocal", "relu", "remainder", "reshape", "result_type", "round", "rsqrt",
     "save", "scatter", "select", "set_default_device", "set_default_dtype", "set_grad_enabled",

@@ -385,8 +385,8 @@ def triu(input: Any, diagonal: int = 0) -> Tensor:  # noqa: A002
     return _t(input).triu(diagonal)
 
 
-def clone(input: Any) -> Tensor:  # noqa: A002
-    return _t(input).clone()
+def clone(input: Any, *, memory_format: Any = None) -> Tensor:  # noqa: A002
+    return _t(input).clone(memory_format=memory_format)
 
 
 def numel(input: Any) -> int:  # noqa: A002

@@ -519,13 +519,23 @@ class Tensor:
         self.grad_fn, self._requires_grad = None, False
         return self
 
-    def clone(self) -> Tensor:
-        """A copy in new (row-major) memory; differentiable."""
+    def clone(self, *, memory_format: Any = None) -> Tensor:
+        """A copy in new (row-major) memory; differentiable. ``memory_format``: PyTorch's,
+        row-major ones only (:func:`check_memory_format`)."""
+        check_memory_format("clone", preserve_format if memory_format is None else memory_format)
         return O.Clone.apply(self)
 
-    def contiguous(self) -> Tensor:
-        """Self if row-major already, else a row-major copy (``clone()``)."""
-        return self if self.is_contiguous() else self.clone()
+    def contiguous(self, memory_format: Any = None) -> Tensor:
+        """Self if row-major already, else a row-major copy (``clone()``); ``memory_format``
+        as in :meth:`clone` (``preserve_format`` refused for a copy, as in PyTorch)."""
+        memory_format = contiguous_format if memory_format is None else memory_format
+        check_memory_format("contiguous", memory_format)
+        if self.is_contiguous():
+            return self
+        if memory_format is preserve_format:
+            raise InvalidArgument("contiguous: preserve memory format is unsupported by the "
+                                  "contiguous operator")
+        return self.clone()
 
     def _grad_node(self) -> Node:
         """The node gradients flow into: ``grad_fn``, or the leaf's AccumulateGrad."""
@@ -2313,16 +2323,60 @@ def full(shape: Sequence[int], fill_value: float, dtype: Any = None, device: Any
     return _full((shape,), fill_value, dtype, device, requires_grad)
 
 
-def zeros_like(t: Tensor, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+class MemoryFormat:
+    """PyTorch's names for memory layouts (``torch.memory_format``). A tinytrain tensor is
+    always row-major (NCHW for images): ``preserve_format`` and ``contiguous_format`` are
+    accepted and mean just that; ``channels_last`` (NHWC in memory) is refused."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"tinytrain.{self.name}"
+
+
+preserve_format = MemoryFormat("preserve_format")
+contiguous_format = MemoryFormat("contiguous_format")
+channels_last = MemoryFormat("channels_last")
+channels_last_3d = MemoryFormat("channels_last_3d")
+
+
+def check_memory_format(name: str, memory_format: Any) -> None:
+    """Accept the row-major formats; refuse the others, saying why."""
+    if memory_format is preserve_format or memory_format is contiguous_format:
+        return
+    if isinstance(memory_format, MemoryFormat):
+        raise InvalidArgument(
+            f"{name}: memory_format={memory_format} is not supported: tinytrain tensors are "
+            f"row-major (NCHW); leave memory_format out (or pass tt.contiguous_format)")
+    raise TypeError(f"{name}(): argument 'memory_format' must be tinytrain.memory_format, not "
+                    f"{type(memory_format).__name__}")
+
+
+def zeros_like(t: Tensor, dtype: Any = None, requires_grad: bool = False, *,
+               memory_format: MemoryFormat = preserve_format) -> Tensor:
+    """Zeros of ``t``'s shape, dtype (unless ``dtype``) and device."""
+    check_memory_format("zeros_like", memory_format)
     return zeros(t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
 
 
-def ones_like(t: Tensor, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def empty_like(t: Tensor, dtype: Any = None, requires_grad: bool = False, *,
+               memory_format: MemoryFormat = preserve_format) -> Tensor:
+    """Like :func:`zeros_like` (tinytrain fills "uninitialised" memory with zeros)."""
+    check_memory_format("empty_like", memory_format)
+    return zeros(t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
+
+
+def ones_like(t: Tensor, dtype: Any = None, requires_grad: bool = False, *,
+              memory_format: MemoryFormat = preserve_format) -> Tensor:
+    check_memory_format("ones_like", memory_format)
     return ones(t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
 
 
 def full_like(t: Tensor, fill_value: float, dtype: Any = None,
-              requires_grad: bool = False) -> Tensor:
+              requires_grad: bool = False, *,
+              memory_format: MemoryFormat = preserve_format) -> Tensor:
+    check_memory_format("full_like", memory_format)
     return full(t.shape, fill_value, dtype=dtype or t.dtype, device=t.device,
                 requires_grad=requires_grad)
 
@@ -2363,11 +2417,15 @@ def _floating_samples(name: str, dtype: Any) -> None:
                          "(for random integers use randint)")
 
 
-def randn_like(t: Tensor, dtype: Any = None) -> Tensor:
+def randn_like(t: Tensor, dtype: Any = None, *,
+               memory_format: MemoryFormat = preserve_format) -> Tensor:
+    check_memory_format("randn_like", memory_format)
     return randn(t.shape, dtype=dtype or t.dtype, device=t.device)
 
 
-def rand_like(t: Tensor, dtype: Any = None) -> Tensor:
+def rand_like(t: Tensor, dtype: Any = None, *,
+              memory_format: MemoryFormat = preserve_format) -> Tensor:
+    check_memory_format("rand_like", memory_format)
     return rand(t.shape, dtype=dtype or t.dtype, device=t.device)
 
 

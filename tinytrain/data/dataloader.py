@@ -161,25 +161,29 @@ def random_split(dataset: Any, lengths: Sequence[float], seed: int | None = None
 
 def collate(
     samples: Sequence[Any], indices: Sequence[int] | np.ndarray | None = None
-) -> tuple[np.ndarray, ...] | dict[Any, np.ndarray] | np.ndarray:
+) -> Any:
     """Stack samples field by field: B samples of fields ``[*s_k]`` -> arrays ``[B, *s_k]``.
 
     Args:
         samples: B samples, each a tuple (or list) of fields, a dict of fields (the same keys
-            in every sample), or a single array/scalar.
+            in every sample), or a single array/scalar/string; a field may itself be a
+            tuple, list or dict of fields.
         indices: the samples' dataset indices, only used in error messages.
 
     Returns:
-        A tuple with one stacked array per field, a dict with one per key (as PyTorch's
-        default collate), or a single array when the samples are single values. Python ints
-        become int64, floats float64, bools bool (as in PyTorch).
+        The samples' structure with each field stacked: a tuple of fields (a namedtuple
+        stays one), a dict with one per key (as PyTorch's default collate), or a single
+        array when the samples are single values. Python ints become int64, floats float64,
+        bools bool (as in PyTorch). Strings (file names, say) are not stacked: the batch
+        keeps them as PyTorch's ``default_collate`` does, a tuple of the B strings for a
+        field of a tuple (or list) sample, a list otherwise (a dict's field, single strings).
+        (PyTorch returns a list where tinytrain returns a tuple of fields.)
 
     Raises:
         ValueError: two samples of a batch differ in number of fields (or keys), or a field's
             shape or dtype; the message names both samples, their dataset indices, and what
             differs.
-        TypeError: a field is not numeric (a string, None, a nested tuple...); PyTorch would
-            keep such fields as lists, tinytrain batches only arrays.
+        TypeError: a field is none of these (None, an object); the message names it.
     """
     if len(samples) == 0:
         raise ValueError("collate: empty batch")
@@ -189,31 +193,49 @@ def collate(
     def who(j: int) -> str:
         return f"sample {j} (dataset index {indices[j]})"
 
-    if isinstance(samples[0], dict):
-        keys = list(samples[0])  # (in the first sample's order, as PyTorch)
-        for j, sample in enumerate(samples):
-            if not isinstance(sample, dict) or sample.keys() != samples[0].keys():
-                got = list(sample) if isinstance(sample, dict) else type(sample).__name__
-                raise ValueError(f"collate: {who(j)} has fields {got} but {who(0)} has {keys}")
-        return {key: _stack([sample[key] for sample in samples], f"field {key!r}", who)
+    return _collate(list(samples), "", who)
+
+
+def _collate(values: Sequence[Any], field: str, who: Callable[[int], str]) -> Any:
+    """The batch of one field (``""``: the whole samples) of every sample, recursively."""
+    first, where = values[0], f" in field {field}" if field else ""
+    if isinstance(first, dict):
+        keys = list(first)  # (in the first sample's order, as PyTorch)
+        for j, v in enumerate(values):
+            if not isinstance(v, dict) or v.keys() != first.keys():
+                got = list(v) if isinstance(v, dict) else type(v).__name__
+                raise ValueError(f"collate: {who(j)} has fields {got} but {who(0)} has "
+                                 f"{keys}{where}")
+        return {key: _collate([v[key] for v in values], _name(field, repr(key)), who)
                 for key in keys}
-    single = not isinstance(samples[0], (tuple, list))
-    rows = [(s,) if single else tuple(s) for s in samples]
-    n_fields = len(rows[0])
-    for j, row in enumerate(rows):
-        if len(row) != n_fields:
-            raise ValueError(f"collate: {who(j)} has {len(row)} fields but {who(0)} has {n_fields}")
-    fields = [_stack([row[k] for row in rows], f"field {k}", who) for k in range(n_fields)]
-    if single:
-        return fields[0]
-    return type(samples[0])(*fields) if _is_namedtuple(samples[0]) else tuple(fields)
+    if isinstance(first, (tuple, list)):
+        for j, v in enumerate(values):
+            if not isinstance(v, (tuple, list)) or len(v) != len(first):
+                got = len(v) if isinstance(v, (tuple, list)) else type(v).__name__
+                raise ValueError(f"collate: {who(j)} has {got} fields but {who(0)} has "
+                                 f"{len(first)}{where}")
+        fields = [_collate(tuple(v[k] for v in values), _name(field, str(k)), who)
+                  for k in range(len(first))]
+        return type(first)(*fields) if _is_namedtuple(first) else tuple(fields)
+    if isinstance(first, str):
+        for j, v in enumerate(values):
+            if not isinstance(v, str):
+                raise TypeError(f"collate: field {field or 0} of {who(j)} is a "
+                                f"{type(v).__name__} but {who(0)} has a string there")
+        return values  # (a tuple from a tuple's field, a list otherwise, as PyTorch)
+    return _stack(values, f"field {field or 0}", who)
+
+
+def _name(field: str, part: str) -> str:
+    """A nested field's name for error messages: ``0``, ``'x'``, ``1['y']``, ``'x'[0]``."""
+    return part if not field else f"{field}[{part}]"
 
 
 def _is_namedtuple(value: Any) -> bool:
     return isinstance(value, tuple) and hasattr(value, "_fields")
 
 
-def _stack(raw: list[Any], field: str, who: Callable[[int], str]) -> np.ndarray:
+def _stack(raw: Sequence[Any], field: str, who: Callable[[int], str]) -> np.ndarray:
     """One field of every sample of a batch, stacked: ``[B, *shape]``; shapes and dtypes
     must agree (the error names the first sample that differs)."""
     values = [_as_field(value, field, who(j)) for j, value in enumerate(raw)]
@@ -264,10 +286,11 @@ class DataLoader:
     Each ``iter(loader)`` is one epoch and yields ``len(loader)`` batches: a tuple of Tensors,
     one per field, each ``[B, *sample_shape]`` (MNIST: ``x`` float32 ``[B, 1, 28, 28]``, ``y``
     int64 ``[B]``); a dataset whose samples are single arrays gives single Tensors, and
-    one whose samples are dicts gives a dict of Tensors. Differences from PyTorch: no worker
-    processes (the fast path makes them unnecessary for in-memory data), ``seed`` instead of
-    ``generator``, and the default collate batches only numbers (no strings, no nested
-    tuples: :func:`collate` says so, naming the sample). ``loader.dataset`` is the dataset.
+    one whose samples are dicts gives a dict of Tensors (nested fields stay nested; a field
+    of strings stays strings, as in PyTorch: :func:`collate`). Differences from PyTorch: no
+    worker processes (the fast path makes them unnecessary for in-memory data), ``seed``
+    instead of ``generator``, and tuples where PyTorch's default collate gives lists.
+    ``loader.dataset`` is the dataset.
     """
 
     def __init__(
@@ -355,26 +378,26 @@ class DataLoader:
                 yield _moved(self._batch(order[start : start + B]), self.device)
             return
         if self.device != "cpu":
-            layout, fields = self._on_device()
-            order = backend.to_device(order, self.device)  # the epoch's one copy
+            fields = self._on_device()
+            here, order = order, backend.to_device(order, self.device)  # the epoch's one copy
             for start in range(0, stop, B):
-                idx = order[start : start + B]
-                yield _unflatten(layout, [_to_tensor(f.take(idx, axis=0)) for f in fields])
+                idx, host = order[start : start + B], here[start : start + B]
+                yield _map_fields(lambda f, idx=idx: _to_tensor(f.take(idx, axis=0)), fields,
+                                  lambda s, host=host: type(s)(s[i] for i in host))
             return
         for start in range(0, stop, B):
             yield self._batch(order[start : start + B])
 
-    def _on_device(self) -> tuple[Any, tuple[Any, ...]]:
-        """(how the fields are grouped, every field of the whole data set on
-        ``self.device``), made once."""
+    def _on_device(self) -> Any:
+        """Every field of the whole data set on ``self.device`` (strings stay in host
+        memory), made once."""
         if self._resident is None:
             everything = np.arange(len(self.dataset), dtype=np.int64)
             get_batch = getattr(self.dataset, "get_batch", None)
             fields = (get_batch(everything) if get_batch is not None
                       else collate([self.dataset[int(i)] for i in everything], everything))
-            layout, flat = _flatten(fields)
-            self._resident = layout, tuple(
-                backend.to_device(np.ascontiguousarray(f), self.device) for f in flat)
+            self._resident = _map_fields(
+                lambda f: backend.to_device(np.ascontiguousarray(f), self.device), fields)
         return self._resident
 
     def _batch(self, idx: np.ndarray) -> Any:
@@ -396,8 +419,7 @@ class DataLoader:
             fields = get_batch(idx)
         else:
             fields = collate([self.dataset[int(i)] for i in idx], idx)
-        layout, flat = _flatten(fields)
-        return _unflatten(layout, [_to_tensor(f) for f in flat])
+        return _map_fields(_to_tensor, fields)
 
 
 _MAIN_PROCESS = "tinytrain's DataLoader makes batches in the calling process (num_workers=0)"
@@ -410,26 +432,20 @@ _UNSUPPORTED = {
 }
 
 
-def _flatten(fields: Any) -> tuple[Any, list[Any]]:
-    """A batch's fields as a list, and what :func:`_unflatten` needs to group them again:
-    None for a single array, ``tuple`` for a tuple or list, the keys for a dict."""
+def _map_fields(fn: Callable[[Any], Any], fields: Any,
+                strings: Callable[[Any], Any] = lambda s: s, top: bool = True) -> Any:
+    """A batch (an array, or a tuple, namedtuple or dict of fields, nested; at the top a list
+    of fields too) with ``fn`` applied to each array and ``strings`` to each field of strings
+    (a tuple or list of ``str``); lists of fields become tuples. (A list inside is one field,
+    numbers from a data set's own ``get_batch``.)"""
     if isinstance(fields, dict):
-        return list(fields), list(fields.values())
-    if _is_namedtuple(fields):
-        return type(fields), list(fields)
-    if isinstance(fields, (tuple, list)):
-        return tuple, list(fields)
-    return None, [fields]
-
-
-def _unflatten(layout: Any, flat: list[Any]) -> Any:
-    if layout is None:
-        return flat[0]
-    if layout is tuple:
-        return tuple(flat)
-    if isinstance(layout, type):  # a namedtuple's class
-        return layout(*flat)
-    return dict(zip(layout, flat))
+        return {k: _map_fields(fn, v, strings, False) for k, v in fields.items()}
+    if isinstance(fields, (tuple, list)) and fields and all(isinstance(v, str) for v in fields):
+        return strings(fields)
+    if isinstance(fields, tuple) or top and isinstance(fields, list):
+        parts = [_map_fields(fn, f, strings, False) for f in fields]
+        return type(fields)(*parts) if _is_namedtuple(fields) else tuple(parts)
+    return fn(fields)
 
 
 def _to_tensor(array: Any) -> Any:
@@ -458,8 +474,7 @@ def _has_transform(dataset: Any) -> bool:
 
 def _moved(batch: Any, device: str) -> Any:
     """A CPU batch (a Tensor, or a tuple or dict of them) on ``device``."""
-    layout, flat = _flatten(batch)
-    return _unflatten(layout, [t.to(device) for t in flat])
+    return _map_fields(lambda t: t.to(device), batch)
 
 
 def _as_numpy(a: Any) -> np.ndarray:
@@ -495,5 +510,5 @@ def _as_field(value: Any, field: str, who: str) -> np.ndarray:
         return np.asarray(value.numpy())
     raise TypeError(
         f"collate: {field} of {who} is a {type(value).__name__}; a field must be an array, a "
-        f"Tensor or a number (a sample is a tuple or dict of such fields, not nested)"
+        f"Tensor, a number or a string, or a tuple, list or dict of such fields"
     )

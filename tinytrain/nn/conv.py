@@ -127,6 +127,14 @@ def conv2d(
         if bias is not None:
             raise TypeError("conv2d: give the bias once, as bias= (PyTorch's name) or b=")
         bias = b
+    if isinstance(padding, str):
+        pads = _padding_from_string(padding, stride, _shape(weight, "conv2d", "weight"),
+                                    "conv2d", RuntimeError)
+        padding = pads[2], pads[0]  # (top, left); an even kernel's extra goes right/bottom:
+        if pads[1] != pads[0] or pads[3] != pads[2]:
+            from tinytrain.nn.functional import pad  # (functional imports this module)
+
+            x = pad(x, (0, pads[1] - pads[0], 0, pads[3] - pads[2]))
     if _unbatched(x):
         return conv2d(x.unsqueeze(0), weight, bias, stride, padding).squeeze(0)
     meta = _checked(Conv2dMeta, _shape(x, "conv2d"), _shape(weight, "conv2d", "weight"), stride,
@@ -135,12 +143,39 @@ def conv2d(
     return Conv2dFunction.apply(x, weight, bias, meta)
 
 
+_PADDING_STRINGS = ("same", "valid")
+_PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+def _padding_from_string(padding: str, stride: IntOrPair, weight_shape: tuple[int, ...],
+                         name: str, error: type[Exception]) -> tuple[int, int, int, int]:
+    """``"valid"`` (no padding) or ``"same"`` (the output keeps the input's size; stride 1
+    only) as ``(left, right, top, bottom)``: ``k - 1`` in all, the odd one on the right and
+    bottom, as PyTorch pads."""
+    if padding not in _PADDING_STRINGS:
+        raise error(f"{name}: Invalid padding string {padding!r}, should be one of "
+                    f"{set(_PADDING_STRINGS)}")
+    if padding == "valid":
+        return 0, 0, 0, 0
+    if pair(stride, "stride", name) != (1, 1):
+        raise error("padding='same' is not supported for strided convolutions")
+    (top, bottom), (left, right) = (((k - 1) // 2, k - 1 - (k - 1) // 2)
+                                    for k in weight_shape[-2:])
+    return left, right, top, bottom
+
+
 class Conv2d(Module):
     """A convolution layer: ``weight [out, in, Kh, Kw]`` and ``bias [out]``.
 
     PyTorch's initialisation: ``kaiming_uniform_(weight, a=sqrt(5))``, that is
     U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with ``fan_in = in * Kh * Kw``, and the
     bias from the same range.
+
+    ``padding`` is an int, an ``(h, w)`` pair, ``"valid"`` (0) or ``"same"`` (stride 1: the
+    output keeps the input's size; an even kernel's odd padding goes right and bottom).
+    ``padding_mode`` is what the padding holds: ``"zeros"``, or the input's ``"reflect"``ion,
+    its ``"replicate"``d edge or its ``"circular"`` wrap-around (these pad with ``F.pad``
+    first, as PyTorch does).
     """
 
     def __init__(
@@ -149,9 +184,10 @@ class Conv2d(Module):
         out_channels: int,
         kernel_size: IntOrPair,
         stride: IntOrPair = 1,
-        padding: IntOrPair = 0,
+        padding: IntOrPair | str = 0,
         bias: bool = True,
         *,
+        padding_mode: str = "zeros",
         device: Any = None,
         dtype: Any = None,
     ) -> None:
@@ -164,9 +200,20 @@ class Conv2d(Module):
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size = pair(kernel_size, "kernel_size", "Conv2d")
         self.stride = pair(stride, "stride", "Conv2d")
-        self.padding = pair(padding, "padding", "Conv2d")
         if min(self.kernel_size) < 1:
             raise ValueError(f"Conv2d: kernel_size must be positive, got {self.kernel_size}")
+        if padding_mode not in _PADDING_MODES:
+            raise ValueError(f"padding_mode must be one of {set(_PADDING_MODES)}, but got "
+                             f"padding_mode={padding_mode!r}")
+        self.padding_mode = padding_mode
+        if isinstance(padding, str):  # (kept as the string, as PyTorch's attribute)
+            self._pads = _padding_from_string(padding, stride, self.kernel_size, "Conv2d",
+                                              ValueError)
+            self.padding: Any = padding
+        else:
+            self.padding = pair(padding, "padding", "Conv2d")
+            (ph, pw) = self.padding
+            self._pads = (pw, pw, ph, ph)
         self.weight = Parameter(factory_tensor(
             "Conv2d", (out_channels, in_channels, *self.kernel_size), device=device, dtype=dtype))
         if bias:
@@ -185,15 +232,23 @@ class Conv2d(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: Tensor) -> Tensor:
-        return conv2d(x, self.weight, self.bias, self.stride, self.padding)
+        if self.padding_mode == "zeros":
+            return conv2d(x, self.weight, self.bias, self.stride, self.padding)
+        from tinytrain.nn.functional import pad  # (functional imports this module)
+
+        return conv2d(pad(x, self._pads, self.padding_mode), self.weight, self.bias,
+                      self.stride, 0)
 
     def extra_repr(self) -> str:
-        """PyTorch's text: padding only when not zero, ``bias=False`` only without one."""
+        """PyTorch's text: padding only when not zero, ``bias=False`` only without one,
+        ``padding_mode`` only when not zeros."""
         text = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
                 f"stride={self.stride}")
-        if any(self.padding):
+        if any(self.padding):  # (a string, "same" or "valid", is shown as it is)
             text += f", padding={self.padding}"
-        return text + (", bias=False" if self.bias is None else "")
+        text += ", bias=False" if self.bias is None else ""
+        return text + (f", padding_mode={self.padding_mode}"
+                       if self.padding_mode != "zeros" else "")
 
 
 # --------------------------------------------------------------------------- pooling

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
@@ -27,10 +28,12 @@ from tinytrain.tensor import (
 
 __all__ = [
     "adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
-    "binary_cross_entropy_with_logits", "conv2d", "cross_entropy", "dropout", "dropout2d", "elu",
-    "embedding", "gelu", "huber_loss", "l1_loss", "layer_norm", "leaky_relu", "linear",
-    "log_softmax", "max_pool2d", "mse_loss", "nll_loss", "normalize", "one_hot", "pad", "relu",
-    "sigmoid", "silu", "smooth_l1_loss", "softmax", "softplus", "tanh",
+    "binary_cross_entropy_with_logits", "celu", "conv2d", "cosine_similarity", "cross_entropy",
+    "dropout", "dropout2d", "elu", "embedding", "gelu", "hardsigmoid", "hardswish", "hardtanh",
+    "huber_loss", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid",
+    "max_pool2d", "mish", "mse_loss", "nll_loss", "normalize", "one_hot", "pad",
+    "pairwise_distance", "prelu", "relu", "relu6", "selu", "sigmoid", "silu", "smooth_l1_loss",
+    "softmax", "softmin", "softplus", "softsign", "tanh",
 ]
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -86,6 +89,141 @@ def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
 
 def tanh(x: Tensor) -> Tensor:
     return x.tanh()
+
+
+def _maybe_inplace(name: str, x: Tensor, fn: Any, inplace: bool) -> Tensor:
+    """``fn(x)``, or written into ``x`` itself (``name_``) with ``inplace=True``."""
+    _floating(name, x)
+    return x._inplace(name + "_", fn) if inplace else fn(x)
+
+
+def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False
+             ) -> Tensor:
+    """``x`` clamped to ``[min_val, max_val]``. As in PyTorch the gradient passes only
+    strictly inside (0 at the bounds themselves, where ``clamp``'s passes)."""
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+
+    def fn(t: Tensor) -> Tensor:
+        return where((t > min_val) & (t < max_val), t, t.detach().clamp(min_val, max_val))
+
+    return _maybe_inplace("hardtanh", x, fn, inplace)
+
+
+def relu6(x: Tensor, inplace: bool = False) -> Tensor:
+    """``min(max(x, 0), 6)``: ``hardtanh(x, 0, 6)``."""
+    return hardtanh(x, 0.0, 6.0, inplace)
+
+
+def logsigmoid(x: Tensor) -> Tensor:
+    """``log(sigmoid(x)) = -softplus(-x)``, computed as ``min(x, 0) - log1p(exp(-|x|))``:
+    finite for any ``x`` (``log(sigmoid(-200))`` would be ``log(0)``)."""
+    _floating("logsigmoid", x)
+    return -O.Softplus.apply(-x, 1.0, math.inf)  # (no linear cut-off, as PyTorch's)
+
+
+def mish(x: Tensor, inplace: bool = False) -> Tensor:
+    """``x * tanh(softplus(x))``."""
+    return _maybe_inplace("mish", x, lambda t: t * softplus(t).tanh(), inplace)
+
+
+def hardswish(x: Tensor, inplace: bool = False) -> Tensor:
+    """``0`` up to -3, ``x (x + 3) / 6`` between -3 and 3, then ``x``; at the ends the
+    gradient is the outer piece's (0 at -3, 1 at 3), as PyTorch's."""
+
+    def fn(t: Tensor) -> Tensor:
+        return where(t <= -3, 0.0, where(t < 3, t * (t + 3) / 6, t))
+
+    return _maybe_inplace("hardswish", x, fn, inplace)
+
+
+def hardsigmoid(x: Tensor, inplace: bool = False) -> Tensor:
+    """``relu6(x + 3) / 6``: 0 up to -3, 1 from 3, a line between (gradient 1/6 strictly
+    inside)."""
+    return _maybe_inplace("hardsigmoid", x, lambda t: hardtanh(t + 3, 0.0, 6.0) / 6, inplace)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(x: Tensor, inplace: bool = False) -> Tensor:
+    """``scale * elu(x, alpha)`` with PyTorch's constants (alpha 1.6733, scale 1.0507)."""
+    return _maybe_inplace("selu", x, lambda t: elu(t, _SELU_ALPHA) * _SELU_SCALE, inplace)
+
+
+def celu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """``x`` where ``x > 0``, else ``alpha * (exp(x / alpha) - 1)``."""
+    if alpha == 0:
+        raise ZeroDivisionError("alpha cannot be 0 for CELU")
+
+    def fn(t: Tensor) -> Tensor:  # (the exp of the clamped x: no inf for large x)
+        return where(t > 0, t, (t.clamp(max=0) / alpha).expm1() * alpha)
+
+    return _maybe_inplace("celu", x, fn, inplace)
+
+
+def softmin(x: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None
+            ) -> Tensor:
+    """``softmax(-x, dim)``: weights that favour the smallest entries."""
+    return (-x).softmax(_softmax_dim("softmin", x, dim), dtype=dtype)
+
+
+def softsign(x: Tensor) -> Tensor:
+    """``x / (1 + |x|)``."""
+    return x / (x.abs() + 1)
+
+
+def prelu(x: Tensor, weight: Tensor) -> Tensor:
+    """``x`` where ``x > 0``, else ``weight * x``: ``weight`` is one slope (one element) or
+    one per channel, ``[C]`` for ``x [N, C, *]`` (dimension 1)."""
+    if weight.ndim > 1:
+        raise ShapeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: "
+                         f"ndim = {weight.ndim}")
+    if weight.numel() != 1:
+        if x.ndim == 0:
+            raise ShapeError("prelu: Not allow zero-dim input tensor.")
+        channels = x.shape[1] if x.ndim > 1 else 1
+        if weight.numel() != channels:
+            raise ShapeError(f"prelu: Mismatch of parameter numbers and input channel size. "
+                             f"Found parameter numbers = {weight.numel()} and channel size = "
+                             f"{channels}.")
+        weight = weight.reshape((1, channels) + (1,) * (x.ndim - 2))
+    elif x.ndim < weight.ndim:  # a [1] weight and a 0-d x: a 0-d result, as PyTorch's
+        weight = weight.reshape(())
+    return where(x > 0, x, x * weight)
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """``sum(x1/|x1| * x2/|x2|)`` along ``dim`` (``x1`` and ``x2`` broadcast together;
+    ``dim`` removed from the shape).
+
+    PyTorch 2.x's formula: each input is divided by its norm first (the result stays in
+    [-1, 1]), each norm clamped to at least ``eps``. The clamp is made without gradient,
+    as PyTorch's: at a zero vector the similarity is 0 and its gradient ``x2/|x2| / eps``.
+    """
+    for what, t in (("x1", x1), ("x2", x2)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"cosine_similarity(): argument '{what}' must be a Tensor, not "
+                            f"{type(t).__name__}")
+        if t.dtype.kind != "f":
+            raise DTypeError(f"cosine_similarity: expected floating point tensors, got "
+                             f"{x1.dtype} and {x2.dtype}")
+    shape = O.broadcast_shapes("cosine_similarity", x1.shape, x2.shape)
+    x1, x2 = x1.broadcast_to(shape), x2.broadcast_to(shape)
+    n1, n2 = x1.norm(2, dim, keepdim=True).clone(), x2.norm(2, dim, keepdim=True).clone()
+    with no_grad():
+        n1.clamp_(min=eps)
+        n2.clamp_(min=eps)
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
+
+
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
+                      keepdim: bool = False) -> Tensor:
+    """``norm_p(x1 - x2 + eps)`` over the last dimension (of the larger input): ``[N, D]``
+    pairs give ``[N]`` (``[N, 1]`` with ``keepdim``)."""
+    dim = max(x1.ndim, x2.ndim) - 1
+    return (x1 - x2 + eps).norm(p, dim if dim >= 0 else None, keepdim)
 
 
 def log_softmax(x: Tensor, dim: int | None = None, dtype: Any = None) -> Tensor:

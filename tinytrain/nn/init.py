@@ -12,6 +12,8 @@ raw array ``m.weight.data`` (PyTorch's tutorials write ``nn.init.normal_(m.weigh
 from __future__ import annotations
 
 import math
+import warnings
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -129,6 +131,63 @@ def xavier_normal_(t: Tensor, gain: float = 1.0) -> Tensor:
     return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
 
 
+def trunc_normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
+                  b: float = 2.0, generator: Any = None) -> Tensor:
+    """N(mean, std^2) truncated to ``[a, b]`` (absolute bounds, not in units of ``std``).
+
+    Draws normals and draws again those outside ``[a, b]`` (PyTorch inverts the normal CDF
+    instead: the same distribution, other numbers). When ``[a, b]`` holds under 1% of the
+    normal's mass, it inverts the CDF too (``statistics.NormalDist``, per element).
+    """
+    _floating(t, "trunc_normal_")
+    _no_generator("trunc_normal_", generator)
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
+                      "The distribution of values may be incorrect.", stacklevel=2)
+    gen, n = default_generator(), int(np.prod(t.shape))
+    lo, hi = (NormalDist(mean, std).cdf(v) for v in (a, b))
+    if hi - lo < 0.01:
+        inv = np.vectorize(NormalDist(mean, std).inv_cdf, otypes=[np.float64])
+        p = gen.uniform(lo, hi, size=n).clip(np.nextafter(0, 1), np.nextafter(1, 0))
+        return _fill(t, inv(p).clip(a, b).reshape(t.shape))
+    kept = np.empty(0)
+    while kept.size < n:
+        draw = gen.normal(mean, std, size=n - kept.size)
+        kept = np.concatenate([kept, draw[(draw >= a) & (draw <= b)]])
+    return _fill(t, kept.reshape(t.shape))
+
+
+def orthogonal_(t: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
+    """A (semi-)orthogonal matrix times ``gain``, as PyTorch's: ``t`` seen as
+    ``[rows, cols] = [shape[0], prod(shape[1:])]`` gets the Q of the QR decomposition of a
+    normal matrix, each column's sign set by R's diagonal (so that Q is uniformly
+    distributed); orthonormal rows if ``rows < cols``, else orthonormal columns."""
+    _floating(t, "orthogonal_")
+    _no_generator("orthogonal_", generator)
+    if t.ndim < 2:
+        raise ValueError(f"orthogonal_: Only tensors with 2 or more dimensions are supported, "
+                         f"got shape {t.shape}")
+    if 0 in t.shape:
+        return t if isinstance(t, Tensor) else Tensor(t)
+    rows = t.shape[0]
+    cols = int(np.prod(t.shape)) // rows
+    flat = default_generator().normal(0.0, 1.0, size=(rows, cols))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return _fill(t, (gain * q).reshape(t.shape))
+
+
+def _no_generator(name: str, generator: Any) -> None:
+    if generator is not None:
+        raise TypeError(f"{name}: generator= is not supported: tinytrain draws from one "
+                        f"package generator; seed it with tt.manual_seed(k)")
+
+
 __getattr__ = module_getattr(__name__, {}, (
-    "tinytrain.nn.init has uniform_, normal_, constant_, zeros_, ones_, kaiming_uniform_, "
-    "kaiming_normal_, xavier_uniform_, xavier_normal_ and calculate_gain"))
+    "tinytrain.nn.init has uniform_, normal_, trunc_normal_, constant_, zeros_, ones_, "
+    "kaiming_uniform_, kaiming_normal_, xavier_uniform_, xavier_normal_, orthogonal_ and "
+    "calculate_gain"))

@@ -146,6 +146,149 @@ class Tanh(Module):
         return x.tanh()
 
 
+class _InplaceActivation(Module):
+    """An element-wise ``F.<name>(x, inplace)``; ``inplace=True`` overwrites the input."""
+
+    fn: Any = None  # the functional form, set by each subclass
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return type(self).fn(x, inplace=self.inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
+
+
+class Mish(_InplaceActivation):
+    """``x * tanh(softplus(x))``."""
+
+    fn = F.mish
+
+
+class SELU(_InplaceActivation):
+    """``scale * elu(x, alpha)`` with the self-normalising constants."""
+
+    fn = F.selu
+
+
+class Hardswish(_InplaceActivation):
+    """``x * relu6(x + 3) / 6``."""
+
+    fn = F.hardswish
+
+    def extra_repr(self) -> str:  # (PyTorch's text never shows inplace here)
+        return ""
+
+
+class Hardsigmoid(Hardswish):
+    """``relu6(x + 3) / 6``."""
+
+    fn = F.hardsigmoid
+
+
+class Hardtanh(Module):
+    """``x`` clamped to ``[min_val, max_val]`` (gradient 0 at and beyond the bounds)."""
+
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False
+                 ) -> None:
+        super().__init__()
+        if not max_val > min_val:  # (PyTorch asserts this)
+            raise ValueError(f"max_val ({max_val}) must be greater than min_val ({min_val})")
+        self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.hardtanh(x, self.min_val, self.max_val, self.inplace)
+
+    def extra_repr(self) -> str:
+        return (f"min_val={self.min_val}, max_val={self.max_val}"
+                + (", inplace=True" if self.inplace else ""))
+
+
+class ReLU6(Hardtanh):
+    """``min(max(x, 0), 6)``."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__(0.0, 6.0, inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
+
+
+class CELU(Module):
+    """``x`` for ``x > 0``, else ``alpha * (exp(x / alpha) - 1)``."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.celu(x, self.alpha, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class LogSigmoid(Module):
+    """``log(sigmoid(x))``, finite for any ``x``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.logsigmoid(x)
+
+
+class Softsign(Module):
+    """``x / (1 + |x|)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softsign(x)
+
+
+class PReLU(Module):
+    """``x`` for ``x > 0``, else ``weight * x``, with a learnt ``weight [num_parameters]``
+    (filled with ``init``): one slope, or one per channel (dimension 1 of the input)."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        self.num_parameters, self.init = num_parameters, init
+        self.weight = Parameter(factory_tensor("PReLU", (num_parameters,), device=device,
+                                               dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.constant_(self.weight, self.init)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.prelu(x, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
+
+
+class CosineSimilarity(Module):
+    """``F.cosine_similarity(x1, x2, dim, eps)``: ``[N, D]`` pairs -> ``[N]`` (``dim=1``)."""
+
+    def __init__(self, dim: int = 1, eps: float = 1e-8) -> None:
+        super().__init__()
+        self.dim, self.eps = dim, eps
+
+    def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
+        return F.cosine_similarity(x1, x2, self.dim, self.eps)
+
+
+class PairwiseDistance(Module):
+    """``F.pairwise_distance(x1, x2, p, eps, keepdim)``: ``[N, D]`` pairs -> ``[N]``."""
+
+    def __init__(self, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> None:
+        super().__init__()
+        self.norm, self.eps, self.keepdim = p, eps, keepdim
+
+    def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
+        return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
+
+
 class Identity(Module):
     """Returns its input; its arguments are ignored, as PyTorch's (so that a layer can be
     swapped for it without editing the call)."""
@@ -359,6 +502,13 @@ class Softmax(Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
+
+
+class Softmin(Softmax):
+    """``F.softmin`` (``softmax(-x)``) along ``dim``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softmin(x, self.dim)
 
 
 class LogSoftmax(Softmax):

@@ -1,4 +1,5 @@
-"""``nn.utils``: gradient clipping (``clip_grad_norm_``, ``clip_grad_value_``)."""
+"""``nn.utils``: gradient clipping (``clip_grad_norm_``, ``clip_grad_value_``) and parameters
+as one vector (``parameters_to_vector``, ``vector_to_parameters``)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from collections.abc import Iterable
 
 from tinytrain._missing import module_getattr as _module_getattr
 from tinytrain.autograd import no_grad
-from tinytrain.functions import stack
-from tinytrain.tensor import Tensor, tensor
+from tinytrain.functions import cat, stack
+from tinytrain.tensor import ShapeError, Tensor, tensor
 
 
 def _with_grads(parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:
@@ -48,5 +49,39 @@ def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float,
         p.grad.clamp_(-clip_value, clip_value)
 
 
+def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
+    """Every parameter flattened and concatenated, in order: ``[sum of numels]``
+    (differentiable). All must be on one device."""
+    params = list(parameters)
+    devices = {p.device for p in params}
+    if len(devices) > 1:
+        raise TypeError(f"parameters_to_vector: Found two parameters on different devices "
+                        f"({', '.join(sorted(map(str, devices)))}), this is currently not "
+                        f"supported.")
+    return cat([p.reshape(-1) for p in params])
+
+
+def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
+    """Split ``vec [n]`` into the parameters, in order: each parameter's ``.data`` becomes its
+    slice of ``vec`` reshaped, sharing ``vec``'s memory, as in PyTorch (extra elements at the
+    end are ignored)."""
+    if not isinstance(vec, Tensor):
+        raise TypeError(f"expected torch.Tensor, but got: {type(vec).__name__}")
+    params, start = list(parameters), 0
+    need = sum(p.numel() for p in params)
+    if vec.numel() < need:
+        raise ShapeError(f"vector_to_parameters: the vector has {vec.numel()} elements, the "
+                         f"parameters {need}")
+    flat = vec.data.reshape(-1)
+    for p in params:
+        if p.device != vec.device:
+            raise TypeError(f"vector_to_parameters: Found two parameters on different devices "
+                            f"({p.device} and the vector's {vec.device}), this is currently "
+                            f"not supported.")
+        p.data = flat[start:start + p.numel()].reshape(p.shape)
+        start += p.numel()
+
+
 __getattr__ = _module_getattr(__name__, {}, (
-    "tinytrain.nn.utils has clip_grad_norm_ and clip_grad_value_"))
+    "tinytrain.nn.utils has clip_grad_norm_, clip_grad_value_, parameters_to_vector and "
+    "vector_to_parameters"))
