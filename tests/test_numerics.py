@@ -64,11 +64,14 @@ def test_log2_and_log10_are_exact_at_powers_like_torch(dtype):
         np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-6)
 
 
-def test_remainders_gradient_follows_its_own_floor_division_like_torch():
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_remainders_gradient_follows_its_own_floor_division_like_torch(device, dtype):
     """d(a % b)/db = -(a // b): 1.0 % 0.1 is 1 - 9 * 0.1, so the gradient is -9, not
-    -floor(1.0 / 0.1) = -10."""
-    a_np, b_np = np.array([1.0, 7.5, -3.0, 5.0]), np.array([0.1, 2.0, 2.0, -0.3])
-    a, b = tt.tensor(a_np, requires_grad=True), tt.tensor(b_np, requires_grad=True)
+    -floor(1.0 / 0.1) = -10 (nor CuPy's floor_divide, which is floor(a / b))."""
+    a_np = np.array([1.0, 7.5, -3.0, 5.0], dtype)
+    b_np = np.array([0.1, 2.0, 2.0, -0.3], dtype)
+    a = tt.tensor(a_np, requires_grad=True, device=device)
+    b = tt.tensor(b_np, requires_grad=True, device=device)
     (a % b).sum().backward()
     ta, tb = torch.tensor(a_np, requires_grad=True), torch.tensor(b_np, requires_grad=True)
     (ta % tb).sum().backward()

@@ -226,8 +226,10 @@ class Remainder(Function):
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         ga = unbroadcast(g, a.shape) if ctx.needs_input_grad[0] else None
-        gb = (unbroadcast(-g * get_array_module(g).floor_divide(a, b), b.shape)
-              if ctx.needs_input_grad[1] else None)
+        gb = None
+        if ctx.needs_input_grad[1]:  # -(the quotient a % b took): exact, on every device
+            xp = get_array_module(g)  # (CuPy's floor_divide is floor(a / b): 1.0 // 0.1 = 10)
+            gb = unbroadcast(-g * xp.round((a - xp.remainder(a, b)) / b), b.shape)
         return ga, gb
 
 
