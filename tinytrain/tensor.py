@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from tinytrain import _missing, backend
+from tinytrain import _missing, _numpy_names, backend
 from tinytrain.autograd import engine, function
 from tinytrain.autograd import ops as O
 from tinytrain.autograd.function import (
@@ -1129,20 +1129,18 @@ class Tensor:
     # ------------------------------------------------------------ reductions
 
     def sum(self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
-            dtype: Any = None, keepdims: bool | None = None) -> Tensor:
+            dtype: Any = None) -> Tensor:
         """Sum over ``dim`` (all if None); bool and integer tensors sum to int64.
-        ``dtype`` converts first; ``keepdims`` is NumPy's name for ``keepdim``."""
+        ``dtype`` converts first."""
         x = self if dtype is None else self.to(dtype=dtype)
-        keep = keepdim if keepdims is None else keepdims
-        out = O.Sum.apply(x, self._reduction_axes(dim), keep)
+        out = O.Sum.apply(x, self._reduction_axes(dim), keepdim)
         return out if dtype is None or out.dtype == dtype else out.to(dtype=dtype)
 
     def mean(self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
-             dtype: Any = None, keepdims: bool | None = None) -> Tensor:
+             dtype: Any = None) -> Tensor:
         """Mean over ``dim`` (all if None) of a floating tensor (``dtype`` converts first)."""
         x = self._float_for("mean", dtype)
-        keep = keepdim if keepdims is None else keepdims
-        return O.Mean.apply(x, self._reduction_axes(dim), keep)
+        return O.Mean.apply(x, self._reduction_axes(dim), keepdim)
 
     def _dim(self, name: str, dim: Any) -> int:
         """``dim`` as a non-negative axis of this tensor, for an op that works along one
@@ -1968,6 +1966,13 @@ def _inplace_unary(name: str) -> Callable[[Tensor], Tensor]:
 for _name in ("abs", "neg", "exp", "log", "sqrt", "sigmoid", "tanh", "sin", "cos", "floor",
               "ceil", "round", "trunc", "sign", "reciprocal", "square"):
     setattr(Tensor, f"{_name}_", _inplace_unary(_name))
+
+# NumPy's axis= / keepdims= wherever PyTorch's Tensor methods take them (not norm, split,
+# unique, flip, flatten, unflatten, transpose: PyTorch refuses them there)
+_numpy_names.accept(Tensor, "sum mean max min argmax argmin amax amin std var logsumexp all "
+                    "any count_nonzero cumsum softmax log_softmax squeeze unsqueeze sort "
+                    "argsort topk chunk unbind select narrow gather index_select scatter "
+                    "scatter_ size stride")
 
 
 class _Missing:

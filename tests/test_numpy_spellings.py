@@ -1,0 +1,214 @@
+"""The NumPy-style spellings that d2l.ai and lecture code use with PyTorch, against PyTorch.
+
+``axis=`` / ``keepdims=`` for ``dim=`` / ``keepdim=`` (exactly where PyTorch takes them,
+found by calling every tinytrain function and method that has a ``dim`` or ``keepdim``
+argument both ways), ``size=`` on the creation functions, ``tt.normal``, ``tt.mv`` and
+PyTorch's ``grad_fn.name()``.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+import torch
+
+import tinytrain as tt
+import tinytrain.nn.functional as F
+
+rng = np.random.default_rng(0)
+X = rng.standard_normal((4, 5)).astype(np.float32)
+Y = rng.standard_normal((4, 5)).astype(np.float32)
+IDX = np.array([[0, 4], [1, 1], [3, 2], [4, 0]])  # gather / scatter index along dim 1
+
+
+# ------------------------------------------------------------------ the comparison
+
+
+def outputs(value):
+    if isinstance(value, tuple | list):
+        return [t for v in value for t in outputs(v)]
+    return [value]
+
+
+def as_numpy(t):
+    if isinstance(t, bool | int | float):
+        return np.asarray(t)
+    return t.detach().numpy() if isinstance(t, torch.Tensor) else t.numpy()
+
+
+def compare(fn, *arrays, grad=True):
+    """``fn(lib, *tensors)`` with tinytrain and with PyTorch: the same shapes, dtypes and
+    values, and (``grad``) the same gradients of the float inputs for a random upstream."""
+    results = []
+    for lib in (tt, torch):
+        ins = [lib.tensor(a, requires_grad=a.dtype.kind == "f") for a in arrays]
+        results.append((ins, outputs(fn(lib, *ins))))
+    (ins, ours), (tins, theirs) = results
+    assert len(ours) == len(theirs)
+    for o, t in zip(ours, theirs):
+        if isinstance(t, torch.Tensor):
+            assert isinstance(o, tt.Tensor) and o.shape == tuple(t.shape), (o, t)
+            assert str(o.dtype) == str(t.dtype).removeprefix("torch."), (o.dtype, t.dtype)
+        else:
+            assert type(o) is type(t), (o, t)
+        np.testing.assert_allclose(as_numpy(o), as_numpy(t), rtol=1e-5, atol=1e-6)
+    pairs = [(o, t) for o, t in zip(ours, theirs)
+             if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not grad or not pairs:
+        return
+    assert all(o.requires_grad for o, _ in pairs)
+    g = np.random.default_rng(1)
+    total, ttotal = 0, 0
+    for o, t in pairs:
+        up = g.standard_normal(tuple(t.shape)).astype(np.float32)
+        total, ttotal = total + (o * tt.tensor(up)).sum(), ttotal + (t * torch.tensor(up)).sum()
+    total.backward()
+    ttotal.backward()
+    for a, b in zip(ins, tins):
+        if b.grad is None:
+            assert a.grad is None
+        else:
+            np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------ axis= and keepdims=
+
+
+def _takes_dim(fn) -> set[str]:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return set()
+    return {"dim", "keepdim"} & set(params)
+
+
+def _with_dim():
+    """Every public tinytrain function and Tensor method with a dim or keepdim argument."""
+    found = []
+    for owner, names in (("Tensor", dir(tt.Tensor)), ("tt", tt.__all__), ("F", F.__all__)):
+        space = {"Tensor": tt.Tensor, "tt": tt, "F": F}[owner]
+        for name in names:
+            fn = getattr(space, name, None)  # (None: a PyTorch name tinytrain lacks)
+            if not name.startswith("_") and callable(fn) and not isinstance(fn, type):
+                params = _takes_dim(fn)
+                if params:
+                    found.append(pytest.param(owner, name, params, id=f"{owner}.{name}"))
+    return found
+
+
+WITH_DIM = _with_dim()
+
+
+def test_the_survey_finds_the_names_it_must():
+    names = {p.id for p in WITH_DIM}
+    assert {"Tensor.sum", "Tensor.argmax", "Tensor.size", "tt.cat", "tt.stack", "tt.softmax",
+            "F.softmax", "F.pairwise_distance", "Tensor.norm", "tt.split"} <= names
+    assert len(names) > 70, len(names)
+
+
+#: The other arguments each needs (a function of the library, for its index tensors).
+EXTRA = {
+    "topk": lambda L: ((2,), {}), "chunk": lambda L: ((2,), {}), "split": lambda L: ((2,), {}),
+    "select": lambda L: ((), {"index": 1}), "narrow": lambda L: ((), {"start": 1, "length": 3}),
+    "gather": lambda L: ((), {"index": L.tensor(IDX)}),
+    "index_select": lambda L: ((), {"index": L.tensor([0, 3])}),
+    "scatter": lambda L: ((), {"index": L.tensor(IDX), "value": 0.5}),
+    "scatter_": lambda L: ((), {"index": L.tensor(IDX), "value": 0.5}),
+    "unflatten": lambda L: ((), {"sizes": (5, 1)}),
+}
+
+
+def call(owner: str, name: str, **kwargs):
+    """``fn(lib, x, y)`` calling ``owner.name`` with ``kwargs`` (and what else it needs)."""
+
+    def fn(lib, x, y):
+        args, extra = EXTRA.get(name, lambda L: ((), {}))(lib)
+        if name in ("all", "any"):
+            x = x > 0
+        if name.endswith("_"):
+            x = x + 0  # (an in-place op on a non-leaf)
+        if owner == "Tensor":
+            return getattr(x, name)(*args, **extra, **kwargs)
+        space = {"tt": lib, "F": lib.nn.functional}[owner]
+        first = (([x, y],) if name in ("cat", "concat", "concatenate", "stack")
+                 else (x, y) if name in ("cosine_similarity", "pairwise_distance") else (x,))
+        return getattr(space, name)(*first, *args, **extra, **kwargs)
+
+    return fn
+
+
+def outcome(fn, lib):
+    """What ``fn`` gives, or the exception's type."""
+    try:
+        return fn(lib, *(lib.tensor(a) for a in (X, Y)))
+    except Exception as e:  # noqa: BLE001 (the type is what is compared)
+        return type(e)
+
+
+@pytest.mark.parametrize(("owner", "name", "params"), WITH_DIM)
+def test_axis_is_accepted_exactly_where_pytorch_accepts_it(owner, name, params):
+    spellings = []
+    if "dim" in params:
+        spellings.append({"axis": 1})
+    if "keepdim" in params:
+        spellings.append({"keepdims": True} | ({"dim": 1} if "dim" in params else {}))
+    for kwargs in spellings:
+        fn = call(owner, name, **kwargs)
+        theirs = outcome(fn, torch)
+        if theirs is TypeError:  # PyTorch does not take this spelling: neither does tinytrain
+            assert outcome(fn, tt) is TypeError, (name, kwargs)
+        else:
+            assert not isinstance(theirs, type), (name, kwargs, theirs)  # (a valid call)
+            compare(fn, X, Y)
+
+
+def test_the_aliases_pytorch_refuses_are_refused():
+    refused = {p.id for p in WITH_DIM if "dim" in p.values[2]
+               and outcome(call(p.values[0], p.values[1], axis=1), torch) is TypeError}
+    # PyTorch's functions written in Python (and Tensor.unflatten) do not take axis=
+    assert refused == {"Tensor.norm", "Tensor.split", "Tensor.unique", "Tensor.unflatten",
+                       "tt.norm", "tt.split", "tt.unique", "F.log_softmax", "F.softmax",
+                       "F.softmin", "F.normalize"}
+
+
+def test_d2l_spellings_match_pytorch():
+    compare(lambda L, x, y: (x.argmax(axis=1), x.sum(axis=0, keepdim=True),
+                             L.cat([x, y], axis=1), x.mean(axis=1), x.sum(axis=(0, 1)),
+                             x.max(axis=1, keepdims=True), L.stack((x, y), axis=-1),
+                             x.exp() / x.exp().sum(1, keepdims=True), L.concat([x, y], axis=0),
+                             L.softmax(x, axis=0), x.std(axis=1, unbiased=False),
+                             x.var(axis=0, keepdims=True, correction=0),
+                             x.cumsum(axis=0, dtype=L.float64)), X, Y)
+
+
+@pytest.mark.parametrize("expr", [
+    "x.sum(dim=0, axis=1)", "x.sum(0, axis=1)", "L.sum(x, 0, axis=1)",
+    "x.sum(1, keepdim=True, keepdims=True)", "L.mean(x, 1, keepdim=False, keepdims=True)",
+    "L.cat([x, x], 0, axis=1)", "L.cat([x, x], dim=0, axis=0)", "L.stack([x], 0, axis=0)",
+    "x.argmax(0, axis=1)", "x.cumsum(1, axis=1)", "L.softmax(x, dim=1, axis=1)",
+    "x.unsqueeze(0, axis=0)", "x.max(1, keepdim=True, keepdims=True)",
+    "L.nn.functional.cosine_similarity(x, x, dim=1, axis=1)",
+])
+def test_both_spellings_at_once_is_a_type_error_as_in_pytorch(expr):
+    for L in (torch, tt):
+        with pytest.raises(TypeError) as info:
+            eval(expr, {"L": L, "x": L.tensor(X)})
+    assert "both" in str(info.value) and "NumPy's name" in str(info.value)
+
+
+def test_the_wrapped_functions_keep_their_signature_and_docstring():
+    assert list(inspect.signature(tt.Tensor.sum).parameters) == [
+        "self", "dim", "keepdim", "dtype"]
+    assert "axis" not in inspect.signature(tt.cat).parameters
+    assert tt.Tensor.sum.__name__ == "sum" and "Sum over" in tt.Tensor.sum.__doc__
+    assert tt.cat.__doc__ == tt.functions.cat.__doc__ and "Join tensors" in tt.cat.__doc__
+
+
+def test_functional_softmax_refuses_axis_as_pytorch_but_torch_softmax_takes_it():
+    for L in (torch, tt):
+        with pytest.raises(TypeError):
+            L.nn.functional.softmax(L.tensor(X), axis=1)
+    compare(lambda L, x: (L.softmax(x, axis=1), L.log_softmax(x, axis=0), x.softmax(axis=1)),
+            X)
