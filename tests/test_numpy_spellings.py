@@ -212,3 +212,51 @@ def test_functional_softmax_refuses_axis_as_pytorch_but_torch_softmax_takes_it()
             L.nn.functional.softmax(L.tensor(X), axis=1)
     compare(lambda L, x: (L.softmax(x, axis=1), L.log_softmax(x, axis=0), x.softmax(axis=1)),
             X)
+
+
+# ------------------------------------------------------------------ size= on creation
+
+
+@pytest.mark.parametrize("expr", [
+    "L.zeros(size=(2, 3))", "L.ones(size=[2, 3], dtype=L.int64)", "L.empty(size=(0, 4))",
+    "L.zeros(size=())", "L.ones(size=(2,), requires_grad=True)",
+    "L.full(size=(2, 3), fill_value=7)", "L.full(size=[2], fill_value=1.5, dtype=L.float64)",
+    "L.full(fill_value=True, size=(1, 2))",
+])
+def test_size_keyword_makes_the_tensor_pytorch_makes(expr):
+    ours, theirs = (eval(expr, {"L": L}) for L in (tt, torch))
+    assert ours.shape == tuple(theirs.shape) and ours.requires_grad == theirs.requires_grad
+    assert str(ours.dtype) == str(theirs.dtype).removeprefix("torch.")
+    np.testing.assert_array_equal(ours.numpy(), theirs.detach().numpy())
+
+
+@pytest.mark.parametrize("expr", [
+    "L.rand(size=(2, 4))", "L.randn(size=(2, 4), dtype=L.float64)",
+    "L.randn(size=[3], requires_grad=True)", "L.randint(0, 10, size=(3, 2))",
+    "L.randint(10, size=(4,))", "L.randint(low=2, high=5, size=(2,))",
+    "L.randint(high=5, size=(6,), dtype=L.int32)",
+])
+def test_size_keyword_draws_the_shape_and_dtype_pytorch_draws(expr):
+    ours, theirs = (eval(expr, {"L": L}) for L in (tt, torch))
+    assert ours.shape == tuple(theirs.shape) and ours.requires_grad == theirs.requires_grad
+    assert str(ours.dtype) == str(theirs.dtype).removeprefix("torch.")
+    if ours.dtype.kind in "iu":
+        assert 0 <= ours.numpy().min() and ours.numpy().max() < 10
+
+
+@pytest.mark.parametrize("make", ["randn", "rand"])
+def test_size_keyword_draws_what_the_positional_sizes_draw(make):
+    tt.manual_seed(3)
+    a = getattr(tt, make)(size=(2, 3))
+    tt.manual_seed(3)
+    np.testing.assert_array_equal(a.numpy(), getattr(tt, make)(2, 3).numpy())
+
+
+@pytest.mark.parametrize("expr", [
+    "L.zeros(2, size=(3,))", "L.rand(2, size=(2,))", "L.randn(2, 3, size=(2, 3))",
+    "L.full((2,), 1.0, size=(3,))", "L.zeros(size=2)", "L.ones(size=2.0)",
+])
+def test_sizes_given_twice_or_not_as_a_sequence_are_type_errors_as_in_pytorch(expr):
+    for L in (torch, tt):
+        with pytest.raises(TypeError, match="size"):
+            eval(expr, {"L": L})

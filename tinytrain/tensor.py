@@ -2303,29 +2303,45 @@ def _full(shape: tuple, fill: float, dtype: Any, device: Any, requires_grad: boo
     return Tensor(xp.full(_new_shape(shape), fill, dtype=dtype), requires_grad=requires_grad)
 
 
-def zeros(*shape: int, dtype: Any = float32, device: Any = None,
-          requires_grad: bool = False) -> Tensor:
+def _sizes(name: str, shape: tuple, size: Any) -> tuple:
+    """The sizes of a new tensor, given as ``f(2, 3)``, ``f((2, 3))`` or, as PyTorch also
+    takes them, ``f(size=(2, 3))`` (a sequence, as there; not both ways at once)."""
+    if shape:
+        raise TypeError(f"{name}() got multiple values for argument 'size': {shape} and "
+                        f"size={size!r}; give the sizes one way")
+    if not isinstance(size, Sequence | np.ndarray):
+        raise TypeError(f"{name}(): argument 'size' must be a tuple of ints, not "
+                        f"{type(size).__name__}")
+    return (size,)
+
+
+def zeros(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
+          device: Any = None, requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros: ``zeros(2, 3)``, ``zeros((2, 3))`` or ``zeros(size=(2, 3))``."""
+    shape = shape if size is None else _sizes("zeros", shape, size)
     return _full(shape, 0, dtype, device, requires_grad)
 
 
-def empty(*shape: int, dtype: Any = float32, device: Any = None,
-          requires_grad: bool = False) -> Tensor:
+def empty(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
+          device: Any = None, requires_grad: bool = False) -> Tensor:
     """Like :func:`zeros` (tinytrain fills "uninitialised" memory with zeros)."""
+    shape = shape if size is None else _sizes("empty", shape, size)
     return _full(shape, 0, dtype, device, requires_grad)
 
 
-def ones(*shape: int, dtype: Any = float32, device: Any = None,
-         requires_grad: bool = False) -> Tensor:
+def ones(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
+         device: Any = None, requires_grad: bool = False) -> Tensor:
+    shape = shape if size is None else _sizes("ones", shape, size)
     return _full(shape, 1, dtype, device, requires_grad)
 
 
-def full(shape: Sequence[int], fill_value: float, dtype: Any = None, device: Any = None,
+def full(size: Sequence[int], fill_value: float, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
-    """``shape`` filled with ``fill_value``; the dtype defaults to the value's (float32,
+    """``size`` filled with ``fill_value``; the dtype defaults to the value's (float32,
     int64 or bool), as in PyTorch."""
     if dtype is None:
         dtype = result_type(fill_value)
-    return _full((shape,), fill_value, dtype, device, requires_grad)
+    return _full((size,), fill_value, dtype, device, requires_grad)
 
 
 class MemoryFormat:
@@ -2386,9 +2402,10 @@ def full_like(t: Tensor, fill_value: float, dtype: Any = None,
                 requires_grad=requires_grad)
 
 
-def randn(*shape: int, dtype: Any = float32, device: Any = None,
-          requires_grad: bool = False, generator: Any = None) -> Tensor:
+def randn(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
+          device: Any = None, requires_grad: bool = False, generator: Any = None) -> Tensor:
     """Standard normal samples from the package generator (same on every device)."""
+    shape = shape if size is None else _sizes("randn", shape, size)
     _no_generator("randn", generator)
     _floating_samples("randn", dtype)
     arr = default_generator().standard_normal(_new_shape(shape)).astype(dtype)
@@ -2396,9 +2413,10 @@ def randn(*shape: int, dtype: Any = float32, device: Any = None,
                   requires_grad=requires_grad)
 
 
-def rand(*shape: int, dtype: Any = float32, device: Any = None,
-         requires_grad: bool = False, generator: Any = None) -> Tensor:
+def rand(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
+         device: Any = None, requires_grad: bool = False, generator: Any = None) -> Tensor:
     """Uniform samples in [0, 1) from the package generator."""
+    shape = shape if size is None else _sizes("rand", shape, size)
     _no_generator("rand", generator)
     _floating_samples("rand", dtype)
     arr = default_generator().random(_new_shape(shape)).astype(dtype)
@@ -2452,10 +2470,11 @@ def linspace(start: float, end: float, steps: int, dtype: Any = float32,
     return Tensor(xp.linspace(start, end, steps).astype(dtype))
 
 
-def randint(low: int, high: int | None = None, size: Sequence[int] = (), dtype: Any = int64,
-            device: Any = None, generator: Any = None) -> Tensor:
-    """Integers uniform in ``[low, high)`` (``randint(high, size)`` means ``low = 0``); a
-    floating ``dtype`` holds the same whole numbers, as in PyTorch."""
+def randint(low: int = 0, high: int | None = None, size: Sequence[int] = (),
+            dtype: Any = int64, device: Any = None, generator: Any = None) -> Tensor:
+    """Integers uniform in ``[low, high)`` (``randint(high, size)`` and
+    ``randint(high=h, size=s)`` mean ``low = 0``); a floating ``dtype`` holds the same whole
+    numbers, as in PyTorch."""
     _no_generator("randint", generator)
     if isinstance(high, tuple | list) and size == ():  # randint(high, size), positionally
         low, high, size = 0, low, high
