@@ -260,3 +260,114 @@ def test_sizes_given_twice_or_not_as_a_sequence_are_type_errors_as_in_pytorch(ex
     for L in (torch, tt):
         with pytest.raises(TypeError, match="size"):
             eval(expr, {"L": L})
+
+
+# ------------------------------------------------------------------ tt.normal
+
+
+def describe(t):
+    return (tuple(t.shape), str(t.dtype).removeprefix("torch."), t.requires_grad, t.is_leaf)
+
+
+@pytest.mark.parametrize("expr", [
+    "L.normal(0, 0.01, size=(2, 3), requires_grad=True)", "L.normal(0.0, 1.0, (2, 3))",
+    "L.normal(mean=0.0, std=1.0, size=[4])", "L.normal(1, 2, size=(0, 2))",
+    "L.normal(0.0, 1.0, size=(2,), dtype=L.float64)", "L.normal(2, 3, (2,), generator=None)",
+    "L.normal(L.tensor(0.5), 1.0, size=(3,))",
+    "L.normal(L.zeros(3), L.ones(3))", "L.normal(L.zeros(3, 1), L.ones(4))",
+    "L.normal(L.zeros(3), 2.0)", "L.normal(L.zeros(3))", "L.normal(mean=L.zeros(2, 2))",
+    "L.normal(1.0, L.ones(3))", "L.normal(L.zeros(3, dtype=L.float64), L.ones(3))",
+    "L.normal(L.zeros(3), L.ones(3, dtype=L.float64))", "L.normal(2.0, L.ones(2, 2).double())",
+    "L.normal(L.zeros(3).half(), 1.0)", "L.normal(L.zeros(3), 1)",
+    "L.normal(L.zeros(3, requires_grad=True), 2.0)",
+    "L.normal(0.0, L.ones(3, requires_grad=True))",
+])
+def test_normal_forms_give_pytorch_shapes_dtypes_and_graph(expr):
+    ours, theirs = (eval(expr, {"L": L}) for L in (tt, torch))
+    assert describe(ours) == describe(theirs)
+
+
+def test_normal_sends_zero_gradients_to_mean_and_std_as_pytorch():
+    results = []
+    for L in (tt, torch):
+        m, s = L.zeros(3, requires_grad=True), L.ones(2, 1, requires_grad=True)
+        (L.normal(m, s) * 3).sum().backward()
+        results.append((m.grad.numpy(), s.grad.numpy()))
+    for ours, theirs in zip(*results):
+        np.testing.assert_array_equal(ours, theirs)
+        assert not ours.any()
+
+
+@pytest.mark.parametrize("form", ["numbers", "tensors", "tensor and number", "number and tensor"])
+def test_normal_draws_the_distribution_asked_for_reproducibly(form):
+    n = 40_000
+    means, stds = np.array([-5.0, 0.0, 3.0]), np.array([0.5, 1.0, 2.0])
+
+    def draw():
+        if form == "numbers":
+            return np.stack([tt.normal(m, s, size=(n,)).numpy() for m, s in zip(means, stds)])
+        if form == "tensors":  # [3, n] means, [3, 1] stds: broadcast
+            return tt.normal(tt.tensor(means, dtype=tt.float32)[:, None].expand(3, n),
+                             tt.tensor(stds[:, None], dtype=tt.float32)).numpy()
+        if form == "tensor and number":
+            return np.stack([tt.normal(tt.full((n,), m), s).numpy() for m, s in zip(means, stds)])
+        return np.stack([tt.normal(m, tt.full((n,), s)).numpy() for m, s in zip(means, stds)])
+
+    tt.manual_seed(11)
+    a = draw()
+    assert a.shape == (3, n) and a.dtype == np.float32
+    # the sample mean is within 5 standard errors, the sample std within 3%
+    np.testing.assert_array_less(np.abs(a.mean(1) - means), 5 * stds / np.sqrt(n))
+    np.testing.assert_allclose(a.std(1), stds, rtol=0.03)
+    tt.manual_seed(11)
+    np.testing.assert_array_equal(draw(), a)
+    assert not np.array_equal(draw(), a)  # (the generator moved on)
+
+
+@pytest.mark.parametrize(("expr", "error"), [
+    ("L.normal(0.0, -1.0, (2,))", RuntimeError), ("L.normal(0.0, float('nan'), (2,))",
+                                                  RuntimeError),
+    ("L.normal(L.zeros(3), -L.ones(3))", RuntimeError),
+    ("L.normal(L.zeros(3), L.ones(4))", RuntimeError),
+    ("L.normal(0.0, 1.0)", TypeError), ("L.normal(0.0, size=(2,))", TypeError),
+    ("L.normal(0.0, 1.0, size=2)", TypeError), ("L.normal(0.0, 1.0, 2, 3)", TypeError),
+    ("L.normal(L.zeros(3), L.ones(3), size=(3,))", TypeError),
+    ("L.normal(L.zeros(3), 1.0, size=(3,))", TypeError),
+    ("L.normal(0.0, L.ones(3), size=(3,))", TypeError),
+    ("L.normal(L.zeros(3), L.ones(3), dtype=L.float64)", TypeError),
+    ("L.normal(L.zeros(3), 2.0, requires_grad=True)", TypeError),
+    ("L.zeros(3).normal_(0, -1)", RuntimeError),
+])
+def test_normal_errors_have_pytorch_types(expr, error):
+    for L in (torch, tt):
+        with pytest.raises(error):
+            eval(expr, {"L": L})
+
+
+def test_normal_refuses_integer_dtypes_and_generators_saying_why():
+    with pytest.raises(RuntimeError, match="floating point"):
+        tt.normal(tt.zeros(3, dtype=tt.int64), tt.ones(3))
+    with pytest.raises(RuntimeError, match="floating point"):
+        tt.normal(0.0, 1.0, (2,), dtype=tt.int64)
+    with pytest.raises(RuntimeError, match="floating point"):
+        tt.zeros(3, dtype=tt.int64).normal_()
+    with pytest.raises(TypeError, match="manual_seed"):
+        tt.normal(0.0, 1.0, (2,), generator=object())
+
+
+def test_normal_in_place_fills_from_the_package_generator():
+    x = tt.zeros(50_000, dtype=tt.float64)
+    tt.manual_seed(5)
+    assert x.normal_(mean=1.0, std=2.0, generator=None) is x and x.dtype == tt.float64
+    assert abs(x.numpy().mean() - 1.0) < 5 * 2.0 / np.sqrt(x.numel())
+    np.testing.assert_allclose(x.numpy().std(), 2.0, rtol=0.03)
+    tt.manual_seed(5)
+    np.testing.assert_array_equal(tt.normal(1.0, 2.0, size=(50_000,), dtype=tt.float64).numpy(),
+                                  x.numpy())
+
+
+def test_normal_makes_its_samples_on_the_device_asked_for(device):
+    assert tt.normal(0.0, 1.0, (2,), device=device).device == device
+    mean = tt.zeros(3, device=device)
+    out = tt.normal(mean, tt.ones(3, device=device))
+    assert out.device == device and out.shape == (3,)

@@ -1922,10 +1922,12 @@ class Tensor:
         values = default_generator().uniform(a, b, size=self.shape).astype(self.dtype)
         return self.copy_(Tensor(values))
 
-    def normal_(self, mean: float = 0.0, std: float = 1.0) -> Tensor:
+    def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator: Any = None
+                ) -> Tensor:
         """Fill with samples of N(mean, std^2) from the package generator (in place)."""
-        values = default_generator().normal(mean, std, size=self.shape).astype(self.dtype)
-        return self.copy_(Tensor(values))
+        _no_generator("normal_", generator)
+        _floating_samples("normal_", self.dtype)
+        return self.copy_(Tensor(_normal_samples(mean, std, self.shape, self.dtype)))
 
     # ------------------------------------------------------------ memory
 
@@ -2424,6 +2426,52 @@ def rand(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
                   requires_grad=requires_grad)
 
 
+def _normal_samples(mean: Any, std: Any, shape: tuple, dtype: Any) -> np.ndarray:
+    """N(mean, std^2) samples of ``shape`` from the package generator, as ``dtype``: the
+    one draw behind :func:`normal` and :meth:`Tensor.normal_`."""
+    if not std >= 0:  # (NaN too, as PyTorch)
+        raise InvalidArgument(f"normal expects std >= 0.0, but found std {std}")
+    return default_generator().normal(mean, std, size=shape).astype(dtype)
+
+
+def normal(mean: Any, std: Any = None, size: Sequence[int] | None = None, *,
+           generator: Any = None, dtype: Any = None, device: Any = None,
+           requires_grad: bool = False) -> Tensor:
+    """Samples of N(mean, std^2) from the package generator, in PyTorch's forms:
+
+    * ``normal(0.0, 0.01, size=(2, 3))``: two numbers and a size; ``dtype`` (float32 by
+      default), ``device`` and ``requires_grad`` as for :func:`randn`;
+    * ``normal(mean, std)`` with tensors (broadcast together), or a tensor and a number
+      (``std`` 1 by default): one sample per element, of the first tensor's dtype and
+      device. The samples pass zero gradient back to ``mean`` and ``std``, as PyTorch's.
+
+    ``std`` must be >= 0. ``tt.manual_seed`` makes the draws reproducible.
+    """
+    _no_generator("normal", generator)
+    tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
+    if size is not None or not tensors:  # normal(mean: float, std: float, size)
+        if size is None or std is None or builtins.any(t.ndim for t in tensors):
+            raise TypeError("normal(): give normal(mean, std, size) with numbers mean and std "
+                            "and a size, or normal(mean, std) with a tensor mean and/or std")
+        dtype = float32 if dtype is None else np.dtype(dtype)
+        _floating_samples("normal", dtype)
+        values = _normal_samples(float(mean), float(std), _new_shape(_sizes("normal", (), size)),
+                                 dtype)
+        return Tensor(backend.to_device(values, _device(device)), requires_grad=requires_grad)
+    if dtype is not None or device is not None or requires_grad:
+        raise TypeError("normal(): dtype=, device= and requires_grad= go with the form "
+                        "normal(mean, std, size) of two numbers; a tensor's samples take its "
+                        "dtype and device")
+    std = 1.0 if std is None else std
+    first = tensors[0]
+    _floating_samples("normal", first.dtype)
+    if not bool((std >= 0).all() if isinstance(std, Tensor) else std >= 0):
+        raise InvalidArgument("normal expects all elements of std >= 0.0")
+    shape = O.broadcast_shapes("normal", _shape_of(mean), _shape_of(std))
+    noise = default_generator().standard_normal(shape).astype(first.dtype)
+    return O.Normal.apply(mean, std, backend.to_device(noise, first.device))
+
+
 def _no_generator(name: str, generator: Any) -> None:
     """PyTorch's ``generator=``: None is accepted; a Generator object is refused with how
     tinytrain seeds (one package generator: makemore's ``torch.Generator().manual_seed(k)``
@@ -2562,7 +2610,8 @@ def arange(start: float, end: float | None = None, step: float = 1, dtype: Any =
 __all__ = [
     "arange", "as_tensor", "bool_", "empty", "eye", "float16", "float32", "float64",
     "from_numpy", "full", "full_like", "IndexRangeError", "int32", "int64", "InvalidArgument",
-    "linspace", "MaxResult", "MinResult", "multinomial", "no_grad", "ones", "ones_like",
+    "linspace", "MaxResult", "MinResult", "multinomial", "no_grad", "normal", "ones",
+    "ones_like",
     "rand", "rand_like", "randint", "randn", "randn_like", "randperm", "set_printoptions",
     "ShapeError", "SortResult", "Tensor", "tensor", "TopkResult", "uint8", "where", "zeros",
     "zeros_like",
