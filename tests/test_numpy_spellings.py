@@ -371,3 +371,26 @@ def test_normal_makes_its_samples_on_the_device_asked_for(device):
     mean = tt.zeros(3, device=device)
     out = tt.normal(mean, tt.ones(3, device=device))
     assert out.device == device and out.shape == (3,)
+
+
+# ------------------------------------------------------------------ tt.mv
+
+
+def test_mv_matches_pytorch_with_gradients():
+    a, v = X[:, :3], Y[0, :3].copy()
+    compare(lambda L, a, v: (L.mv(a, v), a.mv(v), a.mv(vec=v), L.mv(input=a, vec=v)), a, v)
+    compare(lambda L, a, v: L.mv(a, v), a.astype(np.float64), v.astype(np.float64))
+    compare(lambda L, a, v: L.mv(a, v), np.ones((2, 0), np.float32), np.ones(0, np.float32))
+    compare(lambda L, a, v: a.mv(v), np.arange(6).reshape(2, 3), np.array([1, -2, 3]))
+
+
+@pytest.mark.parametrize(("expr", "error"), [
+    ("L.mv(L.ones(2, 3), L.ones(4))", RuntimeError), ("L.mv(L.ones(3), L.ones(3))", RuntimeError),
+    ("L.mv(L.ones(2, 3), L.ones(3, 1))", RuntimeError),
+    ("L.mv(L.ones(2, 3), L.ones(3, dtype=L.float64))", RuntimeError),
+    ("L.ones(2, 3).mv([1.0, 2.0, 3.0])", TypeError),
+])
+def test_mv_errors_have_pytorch_types(expr, error):
+    for L in (torch, tt):
+        with pytest.raises(error):
+            eval(expr, {"L": L})

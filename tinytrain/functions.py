@@ -133,6 +133,11 @@ def mm(input: Any, mat2: Any, *, out: Tensor | None = None) -> Tensor:  # noqa: 
     return matmul(input, mat2, out=out)
 
 
+def mv(input: Any, vec: Tensor) -> Tensor:  # noqa: A002
+    """Matrix times vector: ``[n, m]`` and ``[m]`` -> ``[n]`` (see :meth:`Tensor.mv`)."""
+    return _t(input).mv(vec)
+
+
 def bmm(input: Any, mat2: Any, *, out: Tensor | None = None) -> Tensor:  # noqa: A002
     """Batched matrix product of two 3-D tensors ``[b, n, k] @ [b, k, m]``."""
     a, b = _t(input), _t(mat2)
@@ -448,7 +453,7 @@ __all__ = [
     "isfinite", "isinf", "isnan", "le", "less", "less_equal", "log", "log10", "log1p", "log2",
     "log_softmax", "logical_and", "logical_not", "logical_or", "logical_xor", "logsumexp",
     "lt", "masked_fill", "masked_select", "matmul", "max", "maximum", "mean", "min", "minimum",
-    "mm", "moveaxis", "movedim", "mul", "multiply", "narrow", "ne", "neg", "negative",
+    "mm", "moveaxis", "movedim", "mul", "multiply", "mv", "narrow", "ne", "neg", "negative",
     "nonzero", "norm", "not_equal", "numel", "outer", "permute", "pow", "ravel", "reciprocal",
     "relu", "remainder", "reshape", "round", "rsqrt", "scatter", "select", "sigmoid", "sign",
     "sin", "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "sub",

@@ -1881,6 +1881,19 @@ class Tensor:
                              f"{_shape_of(mat2)}")
         return self @ mat2
 
+    def mv(self, vec: Tensor) -> Tensor:
+        """Matrix times vector: ``[n, m]`` and ``[m]`` -> ``[n]`` (one dtype, as PyTorch's)."""
+        if not isinstance(vec, Tensor):
+            raise TypeError(f"mv(): argument 'vec' must be a Tensor, not {type(vec).__name__}")
+        if self.ndim != 2 or vec.ndim != 1:
+            raise ShapeError(f"mv: expected a 2-D matrix and a 1-D vector, got shapes "
+                             f"{self.shape} and {vec.shape}")
+        if self.shape[1] != vec.shape[0]:
+            raise ShapeError(f"mv: size mismatch, got matrix {self.shape[0]}x{self.shape[1]} "
+                             f"and vector of size {vec.shape[0]}")
+        check_same_dtype("mv", self, vec)
+        return O.MatMul.apply(self, vec)
+
     def dot(self, other: Tensor) -> Tensor:
         if self.ndim != 1 or _shape_of(other) != self.shape:
             raise ShapeError(f"dot: expected two 1-D tensors of the same size, got shapes "
