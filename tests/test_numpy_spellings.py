@@ -394,3 +394,20 @@ def test_mv_errors_have_pytorch_types(expr, error):
     for L in (torch, tt):
         with pytest.raises(error):
             eval(expr, {"L": L})
+
+
+# ------------------------------------------------------------------ grad_fn.name()
+
+
+def test_grad_fn_name_is_callable_as_pytorch_and_still_a_string():
+    for op in ("sum", "mean", "exp", "sigmoid", "tanh", "abs"):
+        ours, theirs = (getattr(L.ones(2, requires_grad=True), op)().grad_fn for L in (tt, torch))
+        # PyTorch's names end in a version number ("SumBackward0"); tinytrain's do not
+        assert ours.name() == theirs.name().removesuffix("0") == f"{op.capitalize()}Backward"
+        assert type(ours.name()) is str
+    node = (tt.ones(2, requires_grad=True) * 2).grad_fn
+    assert node.name == "MulBackward" and "<" + node.name + ">" == repr(node)  # (as always)
+    assert f"{node.name}" == "MulBackward" and node.name().lower() == "mulbackward"
+    assert repr(node.next_functions[0]) == "<AccumulateGrad>"
+    assert node.next_functions[0].name() == node.next_functions[0].name == "AccumulateGrad"
+    assert repr(tt.ones(2, requires_grad=True) * 2).endswith("grad_fn=<MulBackward>)")
