@@ -9,7 +9,8 @@ GPU step (~2 ms budget) whatever the kernels do.
     python bench/op_overhead.py --device cuda    # the same on the GPU (launch overheads)
 
 Cases: ``a + b`` on two float32 ``[4]`` tensors without grad, the same with ``a`` requiring
-grad (a node is recorded), ``a * 0.5`` (a Python scalar), ``a += b`` under ``no_grad``, and
+grad (a node is recorded), ``a * 0.5`` (a Python scalar), a reduction ``m.sum(1)`` of a
+``[4, 4]`` tensor and the same spelled ``m.sum(axis=1)``, ``a += b`` under ``no_grad``, and
 one step of a small MLP (``Linear(32, 64)``, ReLU, ``Linear(64, 10)``, batch 16:
 zero_grad, forward, cross-entropy, backward, SGD step). Both frameworks on one CPU thread;
 on the GPU each timed run ends with a synchronize.
@@ -49,10 +50,13 @@ def cases(lib, device: str, sync) -> dict[str, float]:
     a = t(rng.standard_normal(4).astype(np.float32))
     b = t(rng.standard_normal(4).astype(np.float32))
     ag = t(rng.standard_normal(4).astype(np.float32), requires_grad=True)
+    m = t(rng.standard_normal((4, 4)).astype(np.float32))
     out = {
         "a + b": time(lambda: a + b, 20000),
         "a + b (a requires grad)": time(lambda: ag + b, 20000),
         "a * 0.5": time(lambda: a * 0.5, 20000),
+        "m.sum(1)": time(lambda: m.sum(1), 20000),
+        "m.sum(axis=1) (NumPy's name)": time(lambda: m.sum(axis=1), 20000),
     }
 
     def iadd():

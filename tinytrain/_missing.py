@@ -127,7 +127,7 @@ isreal istft kron kthvalue layout lcm lcm_ ldexp ldexp_ le_ lerp lerp_ less_ les
 lgamma lgamma_ log10_ log1p_ log2_ log_normal_ logaddexp logaddexp2 logcumsumexp logdet
 logical_and_ logical_not_ logical_or_ logical_xor_ logit logit_ lstsq lt_ lu lu_solve mH
 map2_ map_ masked_scatter masked_scatter_ matrix_exp matrix_power median mode
-module_load msort mtia multiply_ mv mvlgamma mvlgamma_ name nan_to_num nan_to_num_ nanmean
+module_load msort mtia multiply_ mvlgamma mvlgamma_ name nan_to_num nan_to_num_ nanmean
 nanmedian nanquantile nansum narrow_copy ne_ negative_ new new_empty_strided nextafter
 nextafter_ nonzero_static not_equal_ orgqr ormqr output_nr pinverse polygamma
 polygamma_ positive prelu prod put put_ q_per_channel_axis q_per_channel_scales

@@ -11,6 +11,7 @@ import builtins
 from collections.abc import Sequence
 from typing import Any
 
+from tinytrain import _numpy_names
 from tinytrain.autograd import is_grad_enabled, no_grad
 from tinytrain.autograd import ops as O
 from tinytrain.dtypes import result_type
@@ -132,6 +133,11 @@ def mm(input: Any, mat2: Any, *, out: Tensor | None = None) -> Tensor:  # noqa: 
     return matmul(input, mat2, out=out)
 
 
+def mv(input: Any, vec: Tensor) -> Tensor:  # noqa: A002
+    """Matrix times vector: ``[n, m]`` and ``[m]`` -> ``[n]`` (see :meth:`Tensor.mv`)."""
+    return _t(input).mv(vec)
+
+
 def bmm(input: Any, mat2: Any, *, out: Tensor | None = None) -> Tensor:  # noqa: A002
     """Batched matrix product of two 3-D tensors ``[b, n, k] @ [b, k, m]``."""
     a, b = _t(input), _t(mat2)
@@ -250,12 +256,17 @@ def _method(name: str):
 (isnan, isinf, isfinite, neg, negative, reciprocal, rsqrt, log1p, expm1, log2, log10, flip,
  ravel, narrow, select, movedim, moveaxis, swapaxes, swapdims, broadcast_to, tile,
  masked_select, logical_xor, count_nonzero, remainder, subtract, multiply, true_divide,
- greater, greater_equal, less, less_equal, not_equal, unflatten) = (_method(n) for n in (
+ greater, greater_equal, less, less_equal, not_equal) = (_method(n) for n in (
     "isnan", "isinf", "isfinite", "neg", "negative", "reciprocal", "rsqrt", "log1p", "expm1",
     "log2", "log10", "flip", "ravel", "narrow", "select", "movedim", "moveaxis", "swapaxes",
     "swapdims", "broadcast_to", "tile", "masked_select", "logical_xor", "count_nonzero",
     "remainder", "subtract", "multiply", "true_divide", "greater", "greater_equal", "less",
-    "less_equal", "not_equal", "unflatten"))
+    "less_equal", "not_equal"))
+
+
+def unflatten(input: Any, dim: int, sizes: Sequence[int]) -> Tensor:  # noqa: A002
+    """``dim`` split into ``sizes``: ``[N, 12]`` with ``(3, 4)`` at dim 1 -> ``[N, 3, 4]``."""
+    return _t(input).unflatten(dim, sizes)
 
 
 def round(input: Any, decimals: int = 0) -> Tensor:  # noqa: A001, A002
@@ -425,6 +436,14 @@ def equal(input: Any, other: Any) -> bool:  # noqa: A002
     return _t(input).equal(_t(other))
 
 
+# NumPy's axis= / keepdims= where PyTorch's functions take them (select, narrow and
+# count_nonzero above pass them on to the Tensor methods, which take them too)
+_numpy_names.accept(globals(), "max min argmax argmin amax amin sum mean std var logsumexp "
+                    "any all cumsum softmax log_softmax squeeze unsqueeze unflatten cat "
+                    "concat concatenate stack sort argsort topk gather index_select scatter "
+                    "chunk unbind")
+
+
 __all__ = [
     "abs", "add", "all", "allclose", "amax", "amin", "any", "argmax", "argmin", "argsort",
     "bmm", "broadcast_to", "cat", "ceil", "chunk", "clamp", "clip", "clone", "concat",
@@ -434,7 +453,7 @@ __all__ = [
     "isfinite", "isinf", "isnan", "le", "less", "less_equal", "log", "log10", "log1p", "log2",
     "log_softmax", "logical_and", "logical_not", "logical_or", "logical_xor", "logsumexp",
     "lt", "masked_fill", "masked_select", "matmul", "max", "maximum", "mean", "min", "minimum",
-    "mm", "moveaxis", "movedim", "mul", "multiply", "narrow", "ne", "neg", "negative",
+    "mm", "moveaxis", "movedim", "mul", "multiply", "mv", "narrow", "ne", "neg", "negative",
     "nonzero", "norm", "not_equal", "numel", "outer", "permute", "pow", "ravel", "reciprocal",
     "relu", "remainder", "reshape", "round", "rsqrt", "scatter", "select", "sigmoid", "sign",
     "sin", "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "sub",

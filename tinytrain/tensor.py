@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from tinytrain import _missing, backend
+from tinytrain import _missing, _numpy_names, backend
 from tinytrain.autograd import engine, function
 from tinytrain.autograd import ops as O
 from tinytrain.autograd.function import (
@@ -1129,20 +1129,18 @@ class Tensor:
     # ------------------------------------------------------------ reductions
 
     def sum(self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
-            dtype: Any = None, keepdims: bool | None = None) -> Tensor:
+            dtype: Any = None) -> Tensor:
         """Sum over ``dim`` (all if None); bool and integer tensors sum to int64.
-        ``dtype`` converts first; ``keepdims`` is NumPy's name for ``keepdim``."""
+        ``dtype`` converts first."""
         x = self if dtype is None else self.to(dtype=dtype)
-        keep = keepdim if keepdims is None else keepdims
-        out = O.Sum.apply(x, self._reduction_axes(dim), keep)
+        out = O.Sum.apply(x, self._reduction_axes(dim), keepdim)
         return out if dtype is None or out.dtype == dtype else out.to(dtype=dtype)
 
     def mean(self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
-             dtype: Any = None, keepdims: bool | None = None) -> Tensor:
+             dtype: Any = None) -> Tensor:
         """Mean over ``dim`` (all if None) of a floating tensor (``dtype`` converts first)."""
         x = self._float_for("mean", dtype)
-        keep = keepdim if keepdims is None else keepdims
-        return O.Mean.apply(x, self._reduction_axes(dim), keep)
+        return O.Mean.apply(x, self._reduction_axes(dim), keepdim)
 
     def _dim(self, name: str, dim: Any) -> int:
         """``dim`` as a non-negative axis of this tensor, for an op that works along one
@@ -1883,6 +1881,19 @@ class Tensor:
                              f"{_shape_of(mat2)}")
         return self @ mat2
 
+    def mv(self, vec: Tensor) -> Tensor:
+        """Matrix times vector: ``[n, m]`` and ``[m]`` -> ``[n]`` (one dtype, as PyTorch's)."""
+        if not isinstance(vec, Tensor):
+            raise TypeError(f"mv(): argument 'vec' must be a Tensor, not {type(vec).__name__}")
+        if self.ndim != 2 or vec.ndim != 1:
+            raise ShapeError(f"mv: expected a 2-D matrix and a 1-D vector, got shapes "
+                             f"{self.shape} and {vec.shape}")
+        if self.shape[1] != vec.shape[0]:
+            raise ShapeError(f"mv: size mismatch, got matrix {self.shape[0]}x{self.shape[1]} "
+                             f"and vector of size {vec.shape[0]}")
+        check_same_dtype("mv", self, vec)
+        return O.MatMul.apply(self, vec)
+
     def dot(self, other: Tensor) -> Tensor:
         if self.ndim != 1 or _shape_of(other) != self.shape:
             raise ShapeError(f"dot: expected two 1-D tensors of the same size, got shapes "
@@ -1924,10 +1935,12 @@ class Tensor:
         values = default_generator().uniform(a, b, size=self.shape).astype(self.dtype)
         return self.copy_(Tensor(values))
 
-    def normal_(self, mean: float = 0.0, std: float = 1.0) -> Tensor:
+    def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator: Any = None
+                ) -> Tensor:
         """Fill with samples of N(mean, std^2) from the package generator (in place)."""
-        values = default_generator().normal(mean, std, size=self.shape).astype(self.dtype)
-        return self.copy_(Tensor(values))
+        _no_generator("normal_", generator)
+        _floating_samples("normal_", self.dtype)
+        return self.copy_(Tensor(_normal_samples(mean, std, self.shape, self.dtype)))
 
     # ------------------------------------------------------------ memory
 
@@ -1968,6 +1981,13 @@ def _inplace_unary(name: str) -> Callable[[Tensor], Tensor]:
 for _name in ("abs", "neg", "exp", "log", "sqrt", "sigmoid", "tanh", "sin", "cos", "floor",
               "ceil", "round", "trunc", "sign", "reciprocal", "square"):
     setattr(Tensor, f"{_name}_", _inplace_unary(_name))
+
+# NumPy's axis= / keepdims= wherever PyTorch's Tensor methods take them (not norm, split,
+# unique, flip, flatten, unflatten, transpose: PyTorch refuses them there)
+_numpy_names.accept(Tensor, "sum mean max min argmax argmin amax amin std var logsumexp all "
+                    "any count_nonzero cumsum softmax log_softmax squeeze unsqueeze sort "
+                    "argsort topk chunk unbind select narrow gather index_select scatter "
+                    "scatter_ size stride")
 
 
 class _Missing:
@@ -2298,29 +2318,45 @@ def _full(shape: tuple, fill: float, dtype: Any, device: Any, requires_grad: boo
     return Tensor(xp.full(_new_shape(shape), fill, dtype=dtype), requires_grad=requires_grad)
 
 
-def zeros(*shape: int, dtype: Any = float32, device: Any = None,
-          requires_grad: bool = False) -> Tensor:
+def _sizes(name: str, shape: tuple, size: Any) -> tuple:
+    """The sizes of a new tensor, given as ``f(2, 3)``, ``f((2, 3))`` or, as PyTorch also
+    takes them, ``f(size=(2, 3))`` (a sequence, as there; not both ways at once)."""
+    if shape:
+        raise TypeError(f"{name}() got multiple values for argument 'size': {shape} and "
+                        f"size={size!r}; give the sizes one way")
+    if not isinstance(size, Sequence | np.ndarray):
+        raise TypeError(f"{name}(): argument 'size' must be a tuple of ints, not "
+                        f"{type(size).__name__}")
+    return (size,)
+
+
+def zeros(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
+          device: Any = None, requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros: ``zeros(2, 3)``, ``zeros((2, 3))`` or ``zeros(size=(2, 3))``."""
+    shape = shape if size is None else _sizes("zeros", shape, size)
     return _full(shape, 0, dtype, device, requires_grad)
 
 
-def empty(*shape: int, dtype: Any = float32, device: Any = None,
-          requires_grad: bool = False) -> Tensor:
+def empty(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
+          device: Any = None, requires_grad: bool = False) -> Tensor:
     """Like :func:`zeros` (tinytrain fills "uninitialised" memory with zeros)."""
+    shape = shape if size is None else _sizes("empty", shape, size)
     return _full(shape, 0, dtype, device, requires_grad)
 
 
-def ones(*shape: int, dtype: Any = float32, device: Any = None,
-         requires_grad: bool = False) -> Tensor:
+def ones(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
+         device: Any = None, requires_grad: bool = False) -> Tensor:
+    shape = shape if size is None else _sizes("ones", shape, size)
     return _full(shape, 1, dtype, device, requires_grad)
 
 
-def full(shape: Sequence[int], fill_value: float, dtype: Any = None, device: Any = None,
+def full(size: Sequence[int], fill_value: float, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
-    """``shape`` filled with ``fill_value``; the dtype defaults to the value's (float32,
+    """``size`` filled with ``fill_value``; the dtype defaults to the value's (float32,
     int64 or bool), as in PyTorch."""
     if dtype is None:
         dtype = result_type(fill_value)
-    return _full((shape,), fill_value, dtype, device, requires_grad)
+    return _full((size,), fill_value, dtype, device, requires_grad)
 
 
 class MemoryFormat:
@@ -2381,9 +2417,10 @@ def full_like(t: Tensor, fill_value: float, dtype: Any = None,
                 requires_grad=requires_grad)
 
 
-def randn(*shape: int, dtype: Any = float32, device: Any = None,
-          requires_grad: bool = False, generator: Any = None) -> Tensor:
+def randn(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
+          device: Any = None, requires_grad: bool = False, generator: Any = None) -> Tensor:
     """Standard normal samples from the package generator (same on every device)."""
+    shape = shape if size is None else _sizes("randn", shape, size)
     _no_generator("randn", generator)
     _floating_samples("randn", dtype)
     arr = default_generator().standard_normal(_new_shape(shape)).astype(dtype)
@@ -2391,14 +2428,61 @@ def randn(*shape: int, dtype: Any = float32, device: Any = None,
                   requires_grad=requires_grad)
 
 
-def rand(*shape: int, dtype: Any = float32, device: Any = None,
-         requires_grad: bool = False, generator: Any = None) -> Tensor:
+def rand(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
+         device: Any = None, requires_grad: bool = False, generator: Any = None) -> Tensor:
     """Uniform samples in [0, 1) from the package generator."""
+    shape = shape if size is None else _sizes("rand", shape, size)
     _no_generator("rand", generator)
     _floating_samples("rand", dtype)
     arr = default_generator().random(_new_shape(shape)).astype(dtype)
     return Tensor(backend.to_device(arr, _device(device)),
                   requires_grad=requires_grad)
+
+
+def _normal_samples(mean: Any, std: Any, shape: tuple, dtype: Any) -> np.ndarray:
+    """N(mean, std^2) samples of ``shape`` from the package generator, as ``dtype``: the
+    one draw behind :func:`normal` and :meth:`Tensor.normal_`."""
+    if not std >= 0:  # (NaN too, as PyTorch)
+        raise InvalidArgument(f"normal expects std >= 0.0, but found std {std}")
+    return default_generator().normal(mean, std, size=shape).astype(dtype)
+
+
+def normal(mean: Any, std: Any = None, size: Sequence[int] | None = None, *,
+           generator: Any = None, dtype: Any = None, device: Any = None,
+           requires_grad: bool = False) -> Tensor:
+    """Samples of N(mean, std^2) from the package generator, in PyTorch's forms:
+
+    * ``normal(0.0, 0.01, size=(2, 3))``: two numbers and a size; ``dtype`` (float32 by
+      default), ``device`` and ``requires_grad`` as for :func:`randn`;
+    * ``normal(mean, std)`` with tensors (broadcast together), or a tensor and a number
+      (``std`` 1 by default): one sample per element, of the first tensor's dtype and
+      device. The samples pass zero gradient back to ``mean`` and ``std``, as PyTorch's.
+
+    ``std`` must be >= 0. ``tt.manual_seed`` makes the draws reproducible.
+    """
+    _no_generator("normal", generator)
+    tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
+    if size is not None or not tensors:  # normal(mean: float, std: float, size)
+        if size is None or std is None or builtins.any(t.ndim for t in tensors):
+            raise TypeError("normal(): give normal(mean, std, size) with numbers mean and std "
+                            "and a size, or normal(mean, std) with a tensor mean and/or std")
+        dtype = float32 if dtype is None else np.dtype(dtype)
+        _floating_samples("normal", dtype)
+        values = _normal_samples(float(mean), float(std), _new_shape(_sizes("normal", (), size)),
+                                 dtype)
+        return Tensor(backend.to_device(values, _device(device)), requires_grad=requires_grad)
+    if dtype is not None or device is not None or requires_grad:
+        raise TypeError("normal(): dtype=, device= and requires_grad= go with the form "
+                        "normal(mean, std, size) of two numbers; a tensor's samples take its "
+                        "dtype and device")
+    std = 1.0 if std is None else std
+    first = tensors[0]
+    _floating_samples("normal", first.dtype)
+    if not bool((std >= 0).all() if isinstance(std, Tensor) else std >= 0):
+        raise InvalidArgument("normal expects all elements of std >= 0.0")
+    shape = O.broadcast_shapes("normal", _shape_of(mean), _shape_of(std))
+    noise = default_generator().standard_normal(shape).astype(first.dtype)
+    return O.Normal.apply(mean, std, backend.to_device(noise, first.device))
 
 
 def _no_generator(name: str, generator: Any) -> None:
@@ -2447,10 +2531,11 @@ def linspace(start: float, end: float, steps: int, dtype: Any = float32,
     return Tensor(xp.linspace(start, end, steps).astype(dtype))
 
 
-def randint(low: int, high: int | None = None, size: Sequence[int] = (), dtype: Any = int64,
-            device: Any = None, generator: Any = None) -> Tensor:
-    """Integers uniform in ``[low, high)`` (``randint(high, size)`` means ``low = 0``); a
-    floating ``dtype`` holds the same whole numbers, as in PyTorch."""
+def randint(low: int = 0, high: int | None = None, size: Sequence[int] = (),
+            dtype: Any = int64, device: Any = None, generator: Any = None) -> Tensor:
+    """Integers uniform in ``[low, high)`` (``randint(high, size)`` and
+    ``randint(high=h, size=s)`` mean ``low = 0``); a floating ``dtype`` holds the same whole
+    numbers, as in PyTorch."""
     _no_generator("randint", generator)
     if isinstance(high, tuple | list) and size == ():  # randint(high, size), positionally
         low, high, size = 0, low, high
@@ -2538,7 +2623,8 @@ def arange(start: float, end: float | None = None, step: float = 1, dtype: Any =
 __all__ = [
     "arange", "as_tensor", "bool_", "empty", "eye", "float16", "float32", "float64",
     "from_numpy", "full", "full_like", "IndexRangeError", "int32", "int64", "InvalidArgument",
-    "linspace", "MaxResult", "MinResult", "multinomial", "no_grad", "ones", "ones_like",
+    "linspace", "MaxResult", "MinResult", "multinomial", "no_grad", "normal", "ones",
+    "ones_like",
     "rand", "rand_like", "randint", "randn", "randn_like", "randperm", "set_printoptions",
     "ShapeError", "SortResult", "Tensor", "tensor", "TopkResult", "uint8", "where", "zeros",
     "zeros_like",

@@ -134,6 +134,17 @@ class Context:
             delattr(self, name)
 
 
+class NodeName(str):
+    """A node's name, ``"MulBackward"``: a string, as ``node.name`` always gave it in
+    tinytrain, that can also be called as PyTorch's method (``node.name()``; PyTorch's
+    names end in a version number, ``"MulBackward0"``, tinytrain's do not)."""
+
+    __slots__ = ()
+
+    def __call__(self) -> str:
+        return str(self)
+
+
 class Node:
     """A recorded op in the graph: its Function, its context and its inputs' nodes.
 
@@ -152,8 +163,8 @@ class Node:
         self.next_functions = next_functions  # one entry per forward input: Node or None
 
     @property
-    def name(self) -> str:
-        return f"{self.fn.__name__}Backward"
+    def name(self) -> NodeName:
+        return NodeName(f"{self.fn.__name__}Backward")
 
     def apply(self, grad: Any) -> tuple[Any, ...]:
         grads = self._check(self.fn.backward(self.ctx, grad))
@@ -239,8 +250,8 @@ class AccumulateGrad(Node):
         self.next_functions = ()
 
     @property
-    def name(self) -> str:
-        return "AccumulateGrad"
+    def name(self) -> NodeName:
+        return NodeName("AccumulateGrad")
 
     def apply(self, grad: Any, owned: bool = False) -> tuple[Any, ...]:
         t = self.tensor

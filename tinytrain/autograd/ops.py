@@ -435,6 +435,26 @@ class StdFromVar(Sqrt):
             return get_array_module(out).where(out == 0, 0, g / (2 * out)).astype(out.dtype)
 
 
+class Normal(Function):
+    """``mean + std * noise``: a draw of ``torch.normal(mean, std)`` from standard normal
+    ``noise`` (an array of the output's dtype). As PyTorch's, the draw sends zeros back to
+    ``mean`` and ``std`` (no reparameterisation): the samples are data, not a function."""
+
+    @staticmethod
+    def forward(mean, std, noise):
+        return (mean + std * noise).astype(noise.dtype, copy=False)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.like = [(getattr(x, "shape", ()), getattr(x, "dtype", None)) for x in inputs[:2]]
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = get_array_module(g)
+        return tuple(xp.zeros(shape, dtype) if need else None
+                     for (shape, dtype), need in zip(ctx.like, ctx.needs_input_grad)) + (None,)
+
+
 class ReLU(Function):
     @staticmethod
     def forward(a):

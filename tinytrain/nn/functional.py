@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tinytrain import backend
+from tinytrain import _numpy_names, backend
 from tinytrain._missing import module_getattr as _module_getattr
 from tinytrain.autograd import no_grad
 from tinytrain.autograd import ops as O
@@ -807,6 +807,11 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     if weight is not None:
         out = out * weight.reshape(shape)
     return _as_input(out + bias.reshape(shape) if bias is not None else out, input)
+
+
+# NumPy's axis= / keepdims= where PyTorch's functional takes them (its softmax, log_softmax,
+# softmin and normalize do not)
+_numpy_names.accept(globals(), "cosine_similarity pairwise_distance")
 
 
 __getattr__ = _module_getattr(__name__, {}, (
