@@ -105,3 +105,21 @@ def test_floating_point_edge_values_compute_silently_like_torch():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "silent", out.stderr
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_floor_division_and_remainder_of_floats_are_pytorchs_on_every_device(device, dtype):
+    """Computed from fmod, which is exact: 1.0 // 0.1 is 9 and 1.0 % 0.1 is 0.0999...; CuPy's
+    own floor division is floor(a / b), 10, which the GPU gave before."""
+    vals = [1.0, -1.0, 0.1, -0.1, 7.5, -7.5, 0.3, 3.0, -0.0, 0.0, 1e30, float("inf")]
+    a_np = np.array([p for p in vals for _ in vals], dtype)
+    b_np = np.array([q for _ in vals for q in vals], dtype)
+    a, b = tt.tensor(a_np, device=device), tt.tensor(b_np, device=device)
+    ta, tb = torch.tensor(a_np), torch.tensor(b_np)
+    for ours, ref in ((a // b, ta // tb), (a % b, ta % tb),
+                      (tt.div(a, b, rounding_mode="floor"),
+                       torch.div(ta, tb, rounding_mode="floor"))):
+        got, want = ours.numpy(), ref.numpy()
+        np.testing.assert_array_equal(got, want)
+        same_sign = np.signbit(got) == np.signbit(want)
+        assert (same_sign | np.isnan(want)).all()

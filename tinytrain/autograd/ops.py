@@ -197,12 +197,37 @@ class Pow(Function):
         return ga, gb
 
 
+def _module_and_floats(a: Any, b: Any) -> tuple[Any, bool]:
+    """The array module of ``a`` or ``b`` (one may be a Python number), and whether their
+    result is floating point."""
+    xp = get_array_module(a if hasattr(a, "dtype") else b)
+    return xp, any(np.dtype(getattr(x, "dtype", type(x))).kind == "f" for x in (a, b))
+
+
+def _fmod_floor(xp: Any, a: Any, b: Any) -> tuple[Any, Any]:
+    """``(a // b, a % b)`` of floats as PyTorch computes them on every device (c10's
+    ``div_floor_floating``, NumPy's ``divmod``): from ``fmod``, which is exact, so ``1.0 //
+    0.1`` is 9 and ``1.0 % 0.1`` is 0.0999..., where ``floor(1.0 / 0.1)`` (CuPy's floor
+    division) is 10."""
+    with np.errstate(all="ignore"):
+        mod = xp.fmod(a, b)
+        across = (mod != 0) & ((b < 0) != (mod < 0))  # fmod has a's sign; floor: b's
+        div = (a - mod) / b - across
+        floor = xp.floor(div)
+        floor = xp.where(div - floor > 0.5, floor + 1, floor)  # (a - mod) / b rounded
+        quotient = a / b
+        floor = xp.where(div == 0, xp.copysign(0 * quotient, quotient), floor)
+        floor = xp.where(b == 0, quotient, floor)  # IEEE's inf or NaN
+        return floor.astype(quotient.dtype, copy=False), xp.where(across, mod + b, mod)
+
+
 class FloorDiv(Function):
     """``a // b``, rounding down (as Python and PyTorch); it has no derivative."""
 
     @staticmethod
     def forward(a, b):
-        return a // b
+        xp, floats = _module_and_floats(a, b)
+        return _fmod_floor(xp, a, b)[0] if floats else a // b
 
     @staticmethod
     def backward(ctx, g):
@@ -215,7 +240,8 @@ class Remainder(Function):
 
     @staticmethod
     def forward(a, b):
-        return a % b
+        xp, floats = _module_and_floats(a, b)
+        return _fmod_floor(xp, a, b)[1] if floats else a % b
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -227,9 +253,8 @@ class Remainder(Function):
         a, b = ctx.saved_tensors
         ga = unbroadcast(g, a.shape) if ctx.needs_input_grad[0] else None
         gb = None
-        if ctx.needs_input_grad[1]:  # -(the quotient a % b took): exact, on every device
-            xp = get_array_module(g)  # (CuPy's floor_divide is floor(a / b): 1.0 // 0.1 = 10)
-            gb = unbroadcast(-g * xp.round((a - xp.remainder(a, b)) / b), b.shape)
+        if ctx.needs_input_grad[1]:  # minus the quotient a % b took (1.0 % 0.1: -9)
+            gb = unbroadcast(-g * _fmod_floor(get_array_module(g), a, b)[0], b.shape)
         return ga, gb
 
 
@@ -1100,7 +1125,7 @@ class DivRounded(Function):
     def forward(a, b, mode):
         xp = get_array_module(a)
         if a.dtype.kind == "f":  # floor as Python's // (1.0 // 0.1 is 9, not floor(10.0))
-            return xp.floor_divide(a, b) if mode == "floor" else xp.trunc(a / b)
+            return _fmod_floor(xp, a, b)[0] if mode == "floor" else xp.trunc(a / b)
         q = a // b  # integers: floor division, then one up where trunc rounds toward zero
         if mode == "trunc":
             q = q + ((q < 0) & (q * b != a))
