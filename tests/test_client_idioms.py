@@ -743,3 +743,31 @@ def test_an_optimizer_with_factored_tensor_state_resumes():
     row = again.state[p]["row"]
     assert isinstance(row, tt.Tensor) and row.shape == (2, 1)
     np.testing.assert_allclose(row.numpy(), opt.state[p]["row"].numpy())
+
+
+def test_floor_division_remainder_and_bitwise_assignments_are_in_place_like_torch():
+    """Without __ifloordiv__ & co. Python rebound the name: a view's base kept its values and
+    an integer tensor silently became float."""
+    x = tt.tensor([7, -7, 5, 1])
+    v, w = x[:2], x[2:]
+    v //= 2
+    w %= 3
+    assert x.tolist() == [3, -4, 2, 1] and x.dtype == tt.int64
+    with pytest.raises(TypeError, match="can't be cast"):
+        x //= 2.5
+    m = tt.tensor([True, False, True])
+    alias = m
+    m &= tt.tensor([True, True, False])
+    m |= tt.tensor([False, True, False])
+    m ^= tt.tensor([True, False, False])
+    assert alias is m and m.tolist() == [False, True, False]
+    assert tt.tensor([7.5]).floor_divide(2).tolist() == [3.0]
+
+
+def test_new_zeros_ones_empty_take_size_like_torch():
+    x = tt.ones(2, dtype=tt.float64)
+    for name, fill in (("new_zeros", 0.0), ("new_ones", 1.0), ("new_empty", 0.0)):
+        t = getattr(x, name)(size=(2, 3))
+        assert t.shape == (2, 3) and t.dtype == tt.float64 and (t.numpy() == fill).all()
+        with pytest.raises(TypeError, match="one way"):
+            getattr(x, name)(2, size=(3,))

@@ -1857,7 +1857,28 @@ class Tensor:
     # PyTorch's other names
     subtract, multiply, true_divide = sub, mul, __truediv__
     greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
-    remainder = __mod__
+    remainder, floor_divide = __mod__, __floordiv__
+    bitwise_and, bitwise_or, bitwise_xor = __and__, __or__, __xor__
+
+    def floor_divide_(self, other: Any) -> Tensor:
+        return self._inplace("floor_divide_", lambda s: s // other, other)
+
+    def remainder_(self, other: Any) -> Tensor:
+        return self._inplace("remainder_", lambda s: s % other, other)
+
+    def bitwise_and_(self, other: Any) -> Tensor:
+        return self._inplace("bitwise_and_", lambda s: s & other, other)
+
+    def bitwise_or_(self, other: Any) -> Tensor:
+        return self._inplace("bitwise_or_", lambda s: s | other, other)
+
+    def bitwise_xor_(self, other: Any) -> Tensor:
+        return self._inplace("bitwise_xor_", lambda s: s ^ other, other)
+
+    # x //= y, x %= y, x &= y...: in place, as in PyTorch (without these Python rebinds x to
+    # a new tensor, so a view's base kept its values and an int tensor became float)
+    __ifloordiv__, __imod__ = floor_divide_, remainder_
+    __iand__, __ior__, __ixor__ = bitwise_and_, bitwise_or_, bitwise_xor_
 
     def short(self) -> Tensor:
         return self.to(dtype=np.int16)
@@ -1920,15 +1941,24 @@ class Tensor:
         return _full((size,), fill_value, dtype or self.dtype, device or self.device,
                      requires_grad)
 
-    def new_zeros(self, *size: Any, dtype: Any = None, device: Any = None,
-                  requires_grad: bool = False) -> Tensor:
-        return self.new_full(_shape_arg(size), 0, dtype, device, requires_grad)
+    def new_zeros(self, *shape: Any, size: Sequence[int] | None = None, dtype: Any = None,
+                  device: Any = None, requires_grad: bool = False) -> Tensor:
+        """Zeros of ``self``'s dtype and device (unless given): ``x.new_zeros(2, 3)``,
+        ``new_zeros((2, 3))`` or ``new_zeros(size=(2, 3))``."""
+        shape = shape if size is None else _sizes("new_zeros", shape, size)
+        return self.new_full(_shape_arg(shape), 0, dtype, device, requires_grad)
 
-    new_empty = new_zeros
+    def new_empty(self, *shape: Any, size: Sequence[int] | None = None, dtype: Any = None,
+                  device: Any = None, requires_grad: bool = False) -> Tensor:
+        """Like :meth:`new_zeros` (tinytrain fills "uninitialised" memory with zeros)."""
+        shape = shape if size is None else _sizes("new_empty", shape, size)
+        return self.new_full(_shape_arg(shape), 0, dtype, device, requires_grad)
 
-    def new_ones(self, *size: Any, dtype: Any = None, device: Any = None,
-                 requires_grad: bool = False) -> Tensor:
-        return self.new_full(_shape_arg(size), 1, dtype, device, requires_grad)
+    def new_ones(self, *shape: Any, size: Sequence[int] | None = None, dtype: Any = None,
+                 device: Any = None, requires_grad: bool = False) -> Tensor:
+        """Ones of ``self``'s dtype and device (unless given), sizes as :meth:`new_zeros`."""
+        shape = shape if size is None else _sizes("new_ones", shape, size)
+        return self.new_full(_shape_arg(shape), 1, dtype, device, requires_grad)
 
     def uniform_(self, a: float = 0.0, b: float = 1.0) -> Tensor:
         """Fill with samples of U(a, b) from the package generator (in place)."""

@@ -508,6 +508,10 @@ def _as_field(value: Any, field: str, who: str) -> np.ndarray:
         return np.asarray(value, dtype=np.float64)
     if hasattr(value, "numpy"):
         return np.asarray(value.numpy())
+    if isinstance(value, str | tuple | list | dict):  # (the first sample's field is numbers)
+        raise TypeError(f"collate: {field} of {who} is a {type(value).__name__}, but the first "
+                        f"sample's is a number or array; a field must be of one kind in "
+                        f"every sample")
     raise TypeError(
         f"collate: {field} of {who} is a {type(value).__name__}; a field must be an array, a "
         f"Tensor, a number or a string, or a tuple, list or dict of such fields"

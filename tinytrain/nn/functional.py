@@ -132,7 +132,8 @@ def hardswish(x: Tensor, inplace: bool = False) -> Tensor:
     gradient is the outer piece's (0 at -3, 1 at 3), as PyTorch's."""
 
     def fn(t: Tensor) -> Tensor:
-        return where(t <= -3, 0.0, where(t < 3, t * (t + 3) / 6, t))
+        m = t.clamp(-3, 3)  # the middle piece on its own range: no inf * 0 in its gradient
+        return where(t <= -3, 0.0, where(t < 3, m * (m + 3) / 6, t))
 
     return _maybe_inplace("hardswish", x, fn, inplace)
 

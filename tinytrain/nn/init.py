@@ -147,9 +147,16 @@ def trunc_normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.
     gen, n = default_generator(), int(np.prod(t.shape))
     lo, hi = (NormalDist(mean, std).cdf(v) for v in (a, b))
     if hi - lo < 0.01:
+        # the lower tail, mirrored for an upper one: the CDF near 1 rounds to 1.0 in float64
+        # (an interval [8, 9] drew six distinct values), near 0 it keeps its precision
+        # (and the CDF from erfc, which keeps it in the lower tail where 1 + erf cancels)
+        flip = a > mean
+        lo_x, hi_x = (2 * mean - b, 2 * mean - a) if flip else (a, b)
+        lo, hi = (0.5 * math.erfc((mean - v) / (std * math.sqrt(2))) for v in (lo_x, hi_x))
         inv = np.vectorize(NormalDist(mean, std).inv_cdf, otypes=[np.float64])
         p = gen.uniform(lo, hi, size=n).clip(np.nextafter(0, 1), np.nextafter(1, 0))
-        return _fill(t, inv(p).clip(a, b).reshape(t.shape))
+        x = inv(p).clip(lo_x, hi_x)
+        return _fill(t, (2 * mean - x if flip else x).reshape(t.shape))
     kept = np.empty(0)
     while kept.size < n:
         draw = gen.normal(mean, std, size=n - kept.size)
