@@ -138,6 +138,11 @@ def gather_collectives(device: str) -> None:
                     assert outs[k].dtype == np.dtype(dtype) and outs[k].shape == shape
                     np.testing.assert_array_equal(outs[k].numpy(), everyone[k], where)
             np.testing.assert_array_equal(tensor.numpy(), mine)  # the input is untouched
+            if len(shape) == 2:  # a transposed input is sent from a copy, as in PyTorch
+                outs = [tt.zeros(*shape[::-1], dtype=dtype, device=device) for _ in range(R)]
+                dist.all_gather(outs, tensor.T)
+                for k in range(R):
+                    np.testing.assert_array_equal(outs[k].numpy(), everyone[k].T, where)
             # all_gather_into_tensor: stacked, and concatenated along dim 0
             forms = [(R, *shape)] + ([(R * shape[0], *shape[1:])] if shape else [])
             for form in forms:

@@ -499,3 +499,11 @@ def test_hardswish_gradient_at_infinity_is_one_like_torch():
     x = tt.tensor([1e30, float("inf"), 5.0, -float("inf")], requires_grad=True)
     F.hardswish(x).sum().backward()
     assert x.grad.tolist() == [1.0, 1.0, 1.0, 0.0]
+
+
+def test_hardtanh_and_relu6_clamp_integer_tensors_like_torch():
+    x = [-3, -1, 0, 1, 5, 9]
+    assert F.hardtanh(tt.tensor(x)).tolist() == torch.nn.functional.hardtanh(
+        torch.tensor(x)).tolist()
+    got = F.relu6(tt.tensor(x))
+    assert got.dtype == tt.int64 and got.tolist() == [0, 0, 0, 1, 5, 6]

@@ -341,9 +341,12 @@ def broadcast(tensor: Tensor, src: int | None = None, group: Any = None,
     return _finish(g.broadcast(array, src), async_op)
 
 
-def _movable(tensor: Tensor, what: str) -> Any:
+def _movable(tensor: Tensor, what: str, sent: bool = False) -> Any:
     """The array of a tensor that is only moved, not reduced: any dtype of the backend, and
-    bool as its bytes."""
+    bool as its bytes. One that is only ``sent`` may be non-contiguous (a transpose): it is
+    sent from a contiguous copy, as PyTorch does."""
+    if sent and isinstance(tensor, Tensor) and not tensor.is_contiguous():
+        tensor = tensor.contiguous()
     return _array(tensor, what, bytes_of_bool=isinstance(tensor, Tensor)
                   and tensor.dtype == "bool")
 
@@ -358,7 +361,7 @@ def _one_per_rank(g: ProcessGroup, tensors: Any, like: Tensor, name: str, what: 
         raise ValueError(f"{where}: {name} has {len(tensors)} tensors; it needs one per rank, "
                          f"{g.world_size}")
     for i, t in enumerate(tensors):
-        _movable(t, f"{what}, {name}[{i}],")
+        _movable(t, f"{what}, {name}[{i}],", sent=True)  # (its values are copied in or out)
         if t.shape != like.shape or t.dtype != like.dtype:
             raise ValueError(f"{where}: {name}[{i}] is {t.dtype} {list(t.shape)} but the "
                              f"tensor is {like.dtype} {list(like.shape)}; every entry must have "
@@ -381,7 +384,7 @@ def all_gather(tensor_list: list[Tensor], tensor: Tensor, group: Any = None,
     dtype, preallocated; ``tensor`` has the same shape and dtype on every rank (a mismatch
     raises on every rank, naming each rank's shape)."""
     g = _the_group(group, "all_gather")
-    array = _movable(tensor, "all_gather")
+    array = _movable(tensor, "all_gather", sent=True)
     _one_per_rank(g, tensor_list, tensor, "tensor_list", "all_gather")
     _same_call_on_every_rank("all_gather", tensor.data)
     whole = get_array_module(array).empty((g.world_size, *array.shape), array.dtype)
@@ -397,7 +400,7 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group: A
     ``[world_size]``)."""
     what = "all_gather_into_tensor"
     g = _the_group(group, what)
-    array = _movable(input_tensor, what)
+    array = _movable(input_tensor, what, sent=True)
     out = _movable(output_tensor, f"{what}, output_tensor,")
     shape = tuple(input_tensor.shape)
     forms = [(g.world_size, *shape)] + ([(g.world_size * shape[0], *shape[1:])] if shape else [])
@@ -420,7 +423,7 @@ def gather(tensor: Tensor, gather_list: list[Tensor] | None = None, dst: int | N
     g = _the_group(group, "gather")
     dst = _root(g, "gather", "dst", dst, group_dst)
     what = f"gather(dst={dst})"
-    array = _movable(tensor, what)
+    array = _movable(tensor, what, sent=True)
     if g.rank == dst:
         if gather_list is None:
             raise ValueError(f"{what} on rank {g.rank}: gather_list must be given on the "
@@ -453,7 +456,7 @@ def scatter(tensor: Tensor, scatter_list: list[Tensor] | None = None, src: int |
             raise ValueError(f"{what} on rank {g.rank}: scatter_list must be given on the "
                              "source rank")
         _one_per_rank(g, scatter_list, tensor, "scatter_list", what)
-        stack = get_array_module(out).stack([_movable(t, what) for t in scatter_list])
+        stack = get_array_module(out).stack([_movable(t, what, sent=True) for t in scatter_list])
     elif scatter_list:
         raise ValueError(f"{what} on rank {g.rank}: scatter_list must not be given on a rank "
                          "other than src")

@@ -103,6 +103,9 @@ def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bo
     strictly inside (0 at the bounds themselves, where ``clamp``'s passes)."""
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
+    if isinstance(x, Tensor) and x.dtype.kind in "iu":  # integers: clamped to int bounds, as
+        lo, hi = int(min_val), int(max_val)             # PyTorch's (no gradient to keep)
+        return x.clamp_(lo, hi) if inplace else x.clamp(lo, hi)
 
     def fn(t: Tensor) -> Tensor:
         return where((t > min_val) & (t < max_val), t, t.detach().clamp(min_val, max_val))
