@@ -771,3 +771,16 @@ def test_new_zeros_ones_empty_take_size_like_torch():
         assert t.shape == (2, 3) and t.dtype == tt.float64 and (t.numpy() == fill).all()
         with pytest.raises(TypeError, match="one way"):
             getattr(x, name)(2, size=(3,))
+
+
+def test_embedding_takes_pytorchs_arguments_and_names_the_options_it_lacks():
+    e = tt.nn.Embedding(5, 2, None, None, 2.0, False, False)  # PyTorch's positional order
+    assert e.weight.shape == (5, 2)
+    assert not tt.nn.Embedding.from_pretrained(tt.ones(3, 2)).weight.requires_grad
+    assert tt.nn.Embedding.from_pretrained(tt.ones(3, 2), freeze=False).weight.requires_grad
+    for option in ({"sparse": True}, {"max_norm": 1.0}, {"scale_grad_by_freq": True}):
+        with pytest.raises(ValueError, match=f"{next(iter(option))} is not supported"):
+            tt.nn.Embedding(5, 2, **option)
+    assert tt.ones(2).to(memory_format=tt.contiguous_format).tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match="row-major"):
+        tt.ones(1, 1, 2, 2).to(memory_format=tt.channels_last)

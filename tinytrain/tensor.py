@@ -404,14 +404,17 @@ class Tensor:
         return self.numpy().tolist()
 
     def to(self, device: Any = None, dtype: Any = None, non_blocking: bool = False,
-           copy: bool = False) -> Tensor:
+           copy: bool = False, *, memory_format: Any = None) -> Tensor:
         """A copy on another device and/or with another dtype (self if nothing changes,
         unless ``copy``).
 
         ``to(dtype)`` with a dtype as the only argument works too, and ``to(other)`` takes
         ``other``'s device and dtype. The result is differentiable: gradients flow back to
-        the original device and dtype. ``non_blocking`` is accepted and has no effect.
+        the original device and dtype. ``non_blocking`` is accepted and has no effect;
+        ``memory_format`` as in :meth:`clone` (row-major ones only).
         """
+        if memory_format is not None:
+            check_memory_format("to", memory_format)
         if isinstance(device, Tensor):
             device, dtype = device.device, device.dtype
         elif device is not None and not backend.is_device(device):

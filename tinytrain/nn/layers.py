@@ -333,15 +333,30 @@ class Unflatten(Module):
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
+def _refuse_embedding_options(max_norm: Any, scale_grad_by_freq: bool, sparse: bool) -> None:
+    """PyTorch's Embedding options tinytrain does not have, named when switched on."""
+    for name, value, why in (
+            ("max_norm", max_norm is not None, "its rows are not renormalised"),
+            ("scale_grad_by_freq", scale_grad_by_freq, "its gradients are not scaled by counts"),
+            ("sparse", sparse, "its gradients are dense: SGD updates the same rows either way, "
+                               "other optimizers also see the rows not looked up, as zeros")):
+        if value:
+            raise ValueError(f"Embedding: {name} is not supported in tinytrain ({why}); "
+                             f"leave it out")
+
+
 class Embedding(Module):
     """A lookup table: ``weight [num_embeddings, embedding_dim]``, N(0, 1) at first; an
     integer tensor of indices ``[*]`` gives ``[*, embedding_dim]``. The row
     ``padding_idx`` starts at zero and never gets a gradient."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
-                 _weight: Tensor | None = None, *, device: Any = None, dtype: Any = None
-                 ) -> None:
+                 max_norm: float | None = None, norm_type: float = 2.0,
+                 scale_grad_by_freq: bool = False, sparse: bool = False,
+                 _weight: Tensor | None = None, _freeze: bool = False, *, device: Any = None,
+                 dtype: Any = None) -> None:
         super().__init__()
+        _refuse_embedding_options(max_norm, scale_grad_by_freq, sparse)
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
                 raise ValueError(f"Embedding: padding_idx {padding_idx} must be within "
@@ -357,7 +372,7 @@ class Embedding(Module):
             if tuple(_weight.shape) != (num_embeddings, embedding_dim):
                 raise ValueError(f"Embedding: weight of shape {tuple(_weight.shape)} does not "
                                  f"match ({num_embeddings}, {embedding_dim})")
-            self.weight = Parameter(_weight)
+            self.weight = Parameter(_weight, requires_grad=not _freeze)
 
     def reset_parameters(self) -> None:
         """Draw the table again from N(0, 1), as the constructor does; the ``padding_idx``
@@ -368,14 +383,16 @@ class Embedding(Module):
 
     @classmethod
     def from_pretrained(cls, embeddings: Tensor, freeze: bool = True,
-                        padding_idx: int | None = None) -> Embedding:
+                        padding_idx: int | None = None, max_norm: float | None = None,
+                        norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                        sparse: bool = False) -> Embedding:
         """An Embedding whose weight is ``embeddings [num, dim]`` (frozen by default)."""
         if embeddings.ndim != 2:
             raise ValueError(f"Embedding.from_pretrained: embeddings must be 2-D, got shape "
                              f"{tuple(embeddings.shape)}")
-        m = cls(*embeddings.shape, padding_idx=padding_idx, _weight=embeddings)
-        m.weight.requires_grad_(not freeze)
-        return m
+        return cls(*embeddings.shape, padding_idx=padding_idx, max_norm=max_norm,
+                   norm_type=norm_type, scale_grad_by_freq=scale_grad_by_freq, sparse=sparse,
+                   _weight=embeddings, _freeze=freeze)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.embedding(x, self.weight, self.padding_idx)
