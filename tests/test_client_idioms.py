@@ -784,3 +784,45 @@ def test_embedding_takes_pytorchs_arguments_and_names_the_options_it_lacks():
     assert tt.ones(2).to(memory_format=tt.contiguous_format).tolist() == [1.0, 1.0]
     with pytest.raises(ValueError, match="row-major"):
         tt.ones(1, 1, 2, 2).to(memory_format=tt.channels_last)
+
+
+def test_dtype_none_is_the_creation_functions_default_like_torch():
+    """``def make(n, dtype=None): return torch.zeros(n, dtype=dtype)``: None means the default
+    (float32; int64 for randint/randperm), not NumPy's float64."""
+    for make in (lambda: tt.zeros(2, dtype=None), lambda: tt.ones(2, dtype=None),
+                 lambda: tt.empty(2, dtype=None), lambda: tt.rand(2, dtype=None),
+                 lambda: tt.randn(2, dtype=None), lambda: tt.eye(2, dtype=None),
+                 lambda: tt.linspace(0, 1, 3, dtype=None)):
+        assert make().dtype == tt.float32
+    assert tt.randperm(3, dtype=None).dtype == tt.int64
+    assert tt.randint(0, 3, (2,), dtype=None).dtype == tt.int64
+
+
+def test_wrong_arguments_of_this_stops_names_are_refused_like_torch():
+    with pytest.raises(TypeError, match="must be an int"):
+        tt.ones(2, 3).argmax(dim=(0, 1))
+    with pytest.raises(TypeError, match="input and other"):
+        tt.where(tt.tensor([True, False]), tt.tensor([1.0, 2.0]))
+    with pytest.raises(TypeError, match="negative limits"):
+        F.hardtanh(tt.tensor([0, 200], dtype=tt.uint8))
+    with pytest.raises(TypeError, match="must be a Tensor, not list"):
+        F.mish([1.0, 2.0])
+    with pytest.raises(TypeError, match="floating point vector"):
+        tt.nn.utils.vector_to_parameters(tt.arange(3), tt.nn.Linear(1, 1).parameters())
+    for bad in ({"mean": float("nan")}, {"std": float("nan")}, {"std": float("inf")}):
+        with pytest.raises(ValueError, match="finite"):
+            tt.nn.init.trunc_normal_(tt.empty(3), **bad)
+
+
+def test_a_builtin_optimizer_loads_tensor_state_as_its_arrays():
+    """A hand-built or converted checkpoint whose Adam state holds Tensors steps as before
+    (only an optimizer of one's own keeps Tensors)."""
+    p = tt.nn.Parameter(tt.ones(2, 2))
+    opt = tt.optim.Adam([p], lr=0.1)
+    opt.load_state_dict({"state": {0: {"step": 3, "exp_avg": tt.zeros(2, 2),
+                                       "exp_avg_sq": tt.ones(2, 2)}},
+                         "param_groups": opt.state_dict()["param_groups"]})
+    (p * p).sum().backward()
+    opt.step()
+    assert not isinstance(opt.state[p]["exp_avg"], tt.Tensor)
+    assert np.isfinite(p.numpy()).all() and (p.numpy() < 1).all()

@@ -1216,6 +1216,9 @@ class Tensor:
         return self._arg("argmin", dim, keepdim)
 
     def _arg(self, name: str, dim: int | None, keepdim: bool) -> Tensor:
+        if dim is not None and not isinstance(dim, numbers.Integral):  # (a tuple: PyTorch's
+            raise TypeError(f"{name}(): argument 'dim' must be an int, not "  # TypeError)
+                            f"{type(dim).__name__}")
         axes = self._reduce_check(name, dim)
         axis = None if axes is None else axes[0]
         out = getattr(self._data, name)(axis=axis)
@@ -2219,6 +2222,9 @@ def where(condition: Any, input: Any = None, other: Any = None) -> Any:  # noqa:
     if input is None and other is None:  # any dtype, as nonzero
         cond = condition if isinstance(condition, Tensor) else Tensor(np.asarray(condition))
         return cond.nonzero(as_tuple=True)
+    if input is None or other is None:  # (None would become a NaN tensor: filled gaps)
+        raise TypeError("where() takes a condition alone, or a condition, input and other; "
+                        f"got {'input' if other is None else 'other'} only")
     cond = _bool_condition("where", condition)
     input, other = (x if isinstance(x, Tensor | numbers.Number) else Tensor(x)  # arrays
                     for x in (input, other))
@@ -2363,24 +2369,29 @@ def _sizes(name: str, shape: tuple, size: Any) -> tuple:
     return (size,)
 
 
+def _default(dtype: Any, default: Any = float32) -> Any:
+    """``dtype``, or the creation function's default for None (PyTorch's "the default")."""
+    return default if dtype is None else dtype
+
+
 def zeros(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
           device: Any = None, requires_grad: bool = False) -> Tensor:
     """A tensor of zeros: ``zeros(2, 3)``, ``zeros((2, 3))`` or ``zeros(size=(2, 3))``."""
     shape = shape if size is None else _sizes("zeros", shape, size)
-    return _full(shape, 0, dtype, device, requires_grad)
+    return _full(shape, 0, _default(dtype), device, requires_grad)
 
 
 def empty(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
           device: Any = None, requires_grad: bool = False) -> Tensor:
     """Like :func:`zeros` (tinytrain fills "uninitialised" memory with zeros)."""
     shape = shape if size is None else _sizes("empty", shape, size)
-    return _full(shape, 0, dtype, device, requires_grad)
+    return _full(shape, 0, _default(dtype), device, requires_grad)
 
 
 def ones(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
          device: Any = None, requires_grad: bool = False) -> Tensor:
     shape = shape if size is None else _sizes("ones", shape, size)
-    return _full(shape, 1, dtype, device, requires_grad)
+    return _full(shape, 1, _default(dtype), device, requires_grad)
 
 
 def full(size: Sequence[int], fill_value: float, dtype: Any = None, device: Any = None,
@@ -2455,6 +2466,7 @@ def randn(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
     """Standard normal samples from the package generator (same on every device)."""
     shape = shape if size is None else _sizes("randn", shape, size)
     _no_generator("randn", generator)
+    dtype = _default(dtype)
     _floating_samples("randn", dtype)
     arr = default_generator().standard_normal(_new_shape(shape)).astype(dtype)
     return Tensor(backend.to_device(arr, _device(device)),
@@ -2466,6 +2478,7 @@ def rand(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
     """Uniform samples in [0, 1) from the package generator."""
     shape = shape if size is None else _sizes("rand", shape, size)
     _no_generator("rand", generator)
+    dtype = _default(dtype)
     _floating_samples("rand", dtype)
     arr = default_generator().random(_new_shape(shape)).astype(dtype)
     return Tensor(backend.to_device(arr, _device(device)),
@@ -2552,7 +2565,7 @@ def eye(n: int, m: int | None = None, dtype: Any = float32, device: Any = None,
     if n < 0 or (m is not None and m < 0):
         raise ShapeError(f"eye: sizes must be >= 0, got n={n}, m={m}")
     xp = backend.array_module(_device(device))
-    return Tensor(xp.eye(n, m, dtype=np.dtype(dtype)), requires_grad=requires_grad)
+    return Tensor(xp.eye(n, m, dtype=np.dtype(_default(dtype))), requires_grad=requires_grad)
 
 
 def linspace(start: float, end: float, steps: int, dtype: Any = float32,
@@ -2561,7 +2574,7 @@ def linspace(start: float, end: float, steps: int, dtype: Any = float32,
     if isinstance(steps, builtins.bool) or not isinstance(steps, numbers.Integral) or steps < 0:
         raise InvalidArgument(f"linspace: steps must be a non-negative integer, got {steps!r}")
     xp = backend.array_module(_device(device))
-    return Tensor(xp.linspace(start, end, steps).astype(dtype))
+    return Tensor(xp.linspace(start, end, steps).astype(_default(dtype)))
 
 
 def randint(low: int = 0, high: int | None = None, size: Sequence[int] = (),
@@ -2579,7 +2592,7 @@ def randint(low: int = 0, high: int | None = None, size: Sequence[int] = (),
             raise TypeError(f"randint: {name} must be an integer, got {bound!r}")
     if not low < high:
         raise InvalidArgument(f"randint: low ({low}) must be less than high ({high})")
-    dtype = np.dtype(dtype)
+    dtype = np.dtype(_default(dtype, int64))
     if dtype.kind in "iu" and (low < np.iinfo(dtype).min or high - 1 > np.iinfo(dtype).max):
         raise InvalidArgument(f"randint: [{low}, {high}) does not fit in {dtype}")
     arr = default_generator().integers(int(low), int(high), size=_shape_arg((size,)),
@@ -2635,7 +2648,7 @@ def randperm(n: int, dtype: Any = int64, device: Any = None, generator: Any = No
     _no_generator("randperm", generator)
     if isinstance(n, builtins.bool) or not isinstance(n, numbers.Integral) or n < 0:
         raise InvalidArgument(f"randperm: n must be a non-negative integer, got {n!r}")
-    arr = default_generator().permutation(int(n)).astype(dtype)
+    arr = default_generator().permutation(int(n)).astype(_default(dtype, int64))
     return Tensor(backend.to_device(arr, _device(device)))
 
 

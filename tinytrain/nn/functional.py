@@ -48,6 +48,8 @@ def sigmoid(x: Tensor) -> Tensor:
 
 
 def _floating(name: str, x: Tensor) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}(): argument 'input' must be a Tensor, not {type(x).__name__}")
     if x.dtype.kind != "f":
         raise DTypeError(f"{name}: expected a floating point tensor, got {x.dtype}")
 
@@ -105,6 +107,9 @@ def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bo
         raise ValueError("min_val cannot be greater than max_val")
     if isinstance(x, Tensor) and x.dtype.kind in "iu":  # integers: clamped to int bounds, as
         lo, hi = int(min_val), int(max_val)             # PyTorch's (no gradient to keep)
+        if x.dtype.kind == "u" and lo < 0:  # (-1 would wrap to 255)
+            raise DTypeError(f"hardtanh: cannot do hardtanh on an unsigned type ({x.dtype}) "
+                             f"with negative limits ({min_val}, {max_val})")
         return x.clamp_(lo, hi) if inplace else x.clamp(lo, hi)
 
     def fn(t: Tensor) -> Tensor:

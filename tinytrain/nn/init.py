@@ -143,6 +143,9 @@ def trunc_normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.
     _no_generator("trunc_normal_", generator)
     if not a <= b:
         raise ValueError(f"trunc_normal_: the interval [a, b] = [{a}, {b}] is empty (a > b)")
+    if not (math.isfinite(mean) and math.isfinite(std) and std > 0):  # (NaN: redrawn forever)
+        raise ValueError(f"trunc_normal_: mean and std must be finite and std > 0, got "
+                         f"mean={mean}, std={std}")
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
                       "The distribution of values may be incorrect.", stacklevel=2)

@@ -74,6 +74,9 @@ def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
                          f"parameters {need}")
     flat = vec.data.reshape(-1)
     for p in params:
+        if p.dtype.kind == "f" and vec.dtype.kind != "f":  # (a float parameter stays float)
+            raise TypeError(f"vector_to_parameters: the vector is {vec.dtype}, the parameters "
+                            f"{p.dtype}; pass a floating point vector")
         if p.device != vec.device:
             raise TypeError(f"vector_to_parameters: Found two parameters on different devices "
                             f"({p.device} and the vector's {vec.device}), this is currently "

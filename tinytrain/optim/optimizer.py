@@ -82,6 +82,11 @@ class Optimizer:
         # step() of one's own can write `state = self.state[p]; if not state: ...`
         self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
 
+    @property
+    def _user(self) -> bool:
+        """An optimizer class written outside tinytrain (its own ``step``, its own state)."""
+        return not type(self).__module__.startswith("tinytrain.")
+
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a group (``{"params": [...], "lr": ...}``; missing settings from the
         defaults), e.g. to train layers unfrozen later. A parameter can be in one group only."""
@@ -155,7 +160,8 @@ class Optimizer:
             raise ShapeError(f"{type(self).__name__}.step: a parameter of shape {p.shape} has "
                              f"a .grad of shape {tuple(g.shape)}")
         for name, v in self.state.get(p, {}).items():  # (a model moved after a step: its
-            if getattr(v, "ndim", 0) and type(v) is not type(p.data):  # state stayed behind)
+            v = v.data if isinstance(v, Tensor) else v     # state stayed behind)
+            if getattr(v, "ndim", 0) and type(v) is not type(p.data):
                 raise RuntimeError(
                     f"{type(self).__name__}.step: the state {name!r} of a parameter of shape "
                     f"{p.shape} is on {backend.device_of(v)}, the parameter on {p.device} (the "
@@ -194,7 +200,8 @@ class Optimizer:
             p = params[int(i)]
             entry = {}
             for k, v in s.items():
-                tensor = isinstance(v, Tensor)  # a subclass's own state: stays a Tensor
+                tensor = isinstance(v, Tensor) and self._user  # a user optimizer's own
+                #                                 Tensor state stays one; built-ins keep arrays
                 v = v.data if tensor else v
                 if hasattr(v, "__array__") and not hasattr(v, "astype"):  # PyTorch's tensors
                     v = np.asarray(v)
