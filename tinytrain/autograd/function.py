@@ -290,10 +290,12 @@ class Function:
     _ctx_style: bool = False  # PyTorch's forward(ctx, *inputs) (module docstring); per class
     _user: bool = False  # defined outside tinytrain: its backward's gradients are checked
     row_major: bool = False  # a new layout (not elementwise): the result made row-major
+    _forward_signature: inspect.Signature | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        first = next(iter(inspect.signature(cls.forward).parameters), None)
+        cls._forward_signature = inspect.signature(cls.forward)  # (read again by apply: once)
+        first = next(iter(cls._forward_signature.parameters), None)
         takes_ctx = first == "ctx"
         own_setup = cls.setup_context is not Function.setup_context
         if takes_ctx and own_setup:
@@ -387,7 +389,7 @@ def _forward_wants_ctx(cls: type[Function], inputs: tuple[Any, ...]) -> bool:
     ``ctx``, ``self`` or ``context``: PyTorch's rule calls ``forward(ctx, *inputs)``; a
     Function in tinytrain's style that saves nothing takes ``forward(*inputs)``. The one its
     signature accepts wins (the inputs alone, when both do)."""
-    signature = inspect.signature(cls.forward)
+    signature = cls._forward_signature
     try:
         signature.bind(*inputs)
         return False
