@@ -1947,24 +1947,26 @@ class Tensor:
         return _full((size,), fill_value, dtype or self.dtype, device or self.device,
                      requires_grad)
 
+    def _new_filled(self, name: str, fill: float, shape: tuple, size: Any, dtype: Any,
+                    device: Any, requires_grad: bool) -> Tensor:
+        shape = shape if size is None else _sizes(name, shape, size)
+        return self.new_full(_shape_arg(shape), fill, dtype, device, requires_grad)
+
     def new_zeros(self, *shape: Any, size: Sequence[int] | None = None, dtype: Any = None,
                   device: Any = None, requires_grad: bool = False) -> Tensor:
         """Zeros of ``self``'s dtype and device (unless given): ``x.new_zeros(2, 3)``,
         ``new_zeros((2, 3))`` or ``new_zeros(size=(2, 3))``."""
-        shape = shape if size is None else _sizes("new_zeros", shape, size)
-        return self.new_full(_shape_arg(shape), 0, dtype, device, requires_grad)
+        return self._new_filled("new_zeros", 0, shape, size, dtype, device, requires_grad)
 
     def new_empty(self, *shape: Any, size: Sequence[int] | None = None, dtype: Any = None,
                   device: Any = None, requires_grad: bool = False) -> Tensor:
         """Like :meth:`new_zeros` (tinytrain fills "uninitialised" memory with zeros)."""
-        shape = shape if size is None else _sizes("new_empty", shape, size)
-        return self.new_full(_shape_arg(shape), 0, dtype, device, requires_grad)
+        return self._new_filled("new_empty", 0, shape, size, dtype, device, requires_grad)
 
     def new_ones(self, *shape: Any, size: Sequence[int] | None = None, dtype: Any = None,
                  device: Any = None, requires_grad: bool = False) -> Tensor:
         """Ones of ``self``'s dtype and device (unless given), sizes as :meth:`new_zeros`."""
-        shape = shape if size is None else _sizes("new_ones", shape, size)
-        return self.new_full(_shape_arg(shape), 1, dtype, device, requires_grad)
+        return self._new_filled("new_ones", 1, shape, size, dtype, device, requires_grad)
 
     def uniform_(self, a: float = 0.0, b: float = 1.0) -> Tensor:
         """Fill with samples of U(a, b) from the package generator (in place)."""
