@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from tinytrain.data.dataloader import Dataset, collate, sample_index
-from tinytrain.data.idx import _gunzip, parse_idx, temp_path_for
+from tinytrain.data.idx import _gunzip, atomic_file, parse_idx
 from tinytrain.tensor import Tensor
 
 ENV_VAR = "TINYTRAIN_DATA"
@@ -155,11 +155,10 @@ def download(url: str, dest: Path, md5: str, progress: bool = True, timeout: flo
     from tqdm import tqdm  # a dependency of tinytrain, imported only when downloading
 
     made = [d for d in (dest.parent, *dest.parent.parents) if not d.exists()]  # deepest first
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path_for(dest)
     digest = hashlib.md5(usedforsecurity=False)
     try:
-        with _urlopen(url, timeout=timeout) as response, open(tmp, "xb") as out:
+        with (_urlopen(url, timeout=timeout) as response,
+              atomic_file(dest, make_folder=True) as out):
             total = response.headers.get("Content-Length") if response.headers else None
             with tqdm(
                 total=int(total) if total else None,
@@ -173,11 +172,9 @@ def download(url: str, dest: Path, md5: str, progress: bool = True, timeout: flo
                     out.write(chunk)
                     digest.update(chunk)
                     bar.update(len(chunk))
-        if digest.hexdigest() != md5:
-            raise ValueError(f"{url}: MD5 {digest.hexdigest()} is not the official {md5}")
-        os.replace(tmp, dest)
+            if digest.hexdigest() != md5:  # (inside: the file is then never renamed in)
+                raise ValueError(f"{url}: MD5 {digest.hexdigest()} is not the official {md5}")
     except BaseException:
-        tmp.unlink(missing_ok=True)
         for folder in made:  # a failed download leaves no empty folders behind
             try:
                 folder.rmdir()
