@@ -236,6 +236,10 @@ else:
 #   every rank's `t`, in place;
 # * `broadcast(t, src)`: every rank ends with rank `src`'s `t`.
 #
+# (`tinytrain.distributed` also has PyTorch's other collectives, `reduce`, `all_gather`,
+# `gather`, `scatter` and the object versions, for gathering metrics and predictions; DDP
+# itself needs only these two.)
+#
 # For the rest of the chapter this notebook joins a world of one (MPI works without `mpiexec`
 # for a single process), so that the real `DistributedDataParallel` runs here, in-process;
 # without mpi4py those cells are skipped and the simulations still teach the idea.
