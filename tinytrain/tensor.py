@@ -30,7 +30,6 @@ import functools
 import math
 import numbers
 import operator
-import sys
 import warnings
 import weakref
 from collections import namedtuple
@@ -40,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from tinytrain import _missing, _numpy_names, backend
+from tinytrain import _missing, _numpy_names, backend, printing
 from tinytrain.autograd import engine, function
 from tinytrain.autograd import ops as O
 from tinytrain.autograd.function import (
@@ -67,6 +66,7 @@ from tinytrain.dtypes import (
     scalar_in,
     uint8,
 )
+from tinytrain.printing import set_printoptions
 from tinytrain.random import default_generator
 
 #: What ``max(dim)`` / ``min(dim)`` return: a named pair, like ``torch.return_types.max``.
@@ -74,9 +74,6 @@ MaxResult = namedtuple("max", ["values", "indices"])
 MinResult = namedtuple("min", ["values", "indices"])
 SortResult = namedtuple("sort", ["values", "indices"])
 TopkResult = namedtuple("topk", ["values", "indices"])
-
-#: How tensors print (``set_printoptions``): keyword arguments of ``np.array2string``.
-_PRINT_OPTIONS: dict[str, Any] = {}
 
 _LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
 
@@ -319,17 +316,7 @@ class Tensor:
         return bool((self == element).any())
 
     def __repr__(self) -> str:
-        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(", **_PRINT_OPTIONS)
-        extra = "" if self.device == "cpu" else f", device='{self.device}'"
-        if self.numel() == 0 and self.ndim > 1:  # ("[]" alone would hide the shape)
-            extra += f", size={self.shape}"
-        if self.dtype not in (float32, int64, bool_):
-            extra += f", dtype={self.dtype}"
-        if self.grad_fn is not None:
-            extra += f", grad_fn=<{self.grad_fn.name}>"
-        elif self.requires_grad:
-            extra += ", requires_grad=True"
-        return f"tensor({body}{extra})"
+        return printing.tensor_repr(self)
 
     __hash__ = object.__hash__  # by identity: tensors are dict keys (optimizer state)
 
@@ -2626,23 +2613,6 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False,  # n
                                  p=row / row.sum()) for row in rows])
     out = drawn.reshape(weights.shape[:-1] + (num_samples,)).astype(int64)
     return Tensor(backend.to_device(out, input.device))
-
-
-def set_printoptions(precision: int | None = None, threshold: int | None = None,
-                     edgeitems: int | None = None, linewidth: int | None = None,
-                     profile: str | None = None, sci_mode: bool | None = None) -> None:
-    """How tensors print, as ``torch.set_printoptions`` (``profile``: ``"default"``,
-    ``"short"`` or ``"full"``; ``sci_mode=False`` never uses scientific notation)."""
-    if profile is not None:
-        _PRINT_OPTIONS.clear()
-        _PRINT_OPTIONS.update({"default": {}, "short": {"precision": 2, "edgeitems": 2},
-                               "full": {"threshold": sys.maxsize}}[profile])
-    for key, value in (("precision", precision), ("threshold", threshold),
-                       ("edgeitems", edgeitems), ("max_line_width", linewidth)):
-        if value is not None:
-            _PRINT_OPTIONS[key] = value
-    if sci_mode is not None:
-        _PRINT_OPTIONS["suppress_small"] = not sci_mode
 
 
 def randperm(n: int, dtype: Any = int64, device: Any = None, generator: Any = None) -> Tensor:
