@@ -383,3 +383,24 @@ def test_pytorchs_adamw_state_dict_loads_and_foreach_is_accepted():
     p.grad = tt.tensor([3.0, 4.0])
     assert float(tt.nn.utils.clip_grad_norm_([p], 1.0, foreach=True)) == 5.0
     tt.nn.utils.clip_grad_value_([p], 0.1, foreach=None)
+
+
+# PyTorch's groups also carry settings of its implementation, or options tinytrain's
+# optimizers do not have; print(optimizer) shows only the settings tinytrain has.
+_TORCH_ONLY_KEYS = {"amsgrad", "capturable", "decoupled_weight_decay", "differentiable",
+                    "foreach", "fused", "maximize"}
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta"])
+def test_print_optimizer_as_pytorch(name):
+    mine, theirs = params("cpu")
+    groups = lambda ps: [{"params": ps[:1]}, {"params": ps[1:], "lr": 0.5}]  # noqa: E731
+    kwargs = {"lr": 1e-3, "momentum": 0.9} if name == "SGD" else {"lr": 1e-3}
+    ours = getattr(optim, name)(groups(mine), **kwargs)
+    ref = getattr(torch.optim, name)(groups(theirs), **kwargs)
+    tt.optim.lr_scheduler.StepLR(ours, 2)  # (a scheduler adds initial_lr to each group)
+    torch.optim.lr_scheduler.StepLR(ref, 2)
+    assert set(ref.param_groups[0]) - set(ours.param_groups[0]) <= _TORCH_ONLY_KEYS
+    expected = "\n".join(line for line in repr(ref).splitlines()
+                         if line.strip().split(":")[0] not in _TORCH_ONLY_KEYS)
+    assert repr(ours) == str(ours) == expected

@@ -24,7 +24,7 @@ class Adadelta(Optimizer):
     """
 
     def __init__(self, params: Iterable[Tensor], lr: float = 1.0, rho: float = 0.9,
-                 eps: float = 1e-6, weight_decay: float = 0.0) -> None:
+                 eps: float = 1e-6, weight_decay: float = 0) -> None:
         if not lr >= 0:
             raise ValueError(f"Adadelta: learning rate must be >= 0, got {lr}")
         if not 0 <= rho <= 1:

@@ -23,8 +23,8 @@ class Adagrad(Optimizer):
     is, so ``state_dict()`` has it before the first step.
     """
 
-    def __init__(self, params: Iterable[Tensor], lr: float = 1e-2, lr_decay: float = 0.0,
-                 weight_decay: float = 0.0, initial_accumulator_value: float = 0.0,
+    def __init__(self, params: Iterable[Tensor], lr: float = 1e-2, lr_decay: float = 0,
+                 weight_decay: float = 0, initial_accumulator_value: float = 0,
                  eps: float = 1e-10) -> None:
         for name, value in (("lr", lr), ("lr_decay", lr_decay), ("weight_decay", weight_decay),
                             ("initial_accumulator_value", initial_accumulator_value),

@@ -24,7 +24,7 @@ class Adam(Optimizer):
 
     def __init__(self, params: Iterable[Tensor], lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0) -> None:
+                 weight_decay: float = 0) -> None:
         if not lr >= 0:  # 0 is allowed (a frozen run), as in PyTorch; NaN is not
             raise ValueError(f"Adam: learning rate must be >= 0, got {lr}")
         if len(betas) != 2 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):

@@ -82,6 +82,14 @@ class Optimizer:
         # step() of one's own can write `state = self.state[p]; if not state: ...`
         self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
 
+    def __repr__(self) -> str:
+        """PyTorch's text: each group's settings, sorted by name (``print(optimizer)``)."""
+        text = type(self).__name__ + " ("
+        for i, group in enumerate(self.param_groups):
+            text += f"\nParameter Group {i}\n"
+            text += "".join(f"    {k}: {group[k]}\n" for k in sorted(group) if k != "params")
+        return text + ")"
+
     @property
     def _user(self) -> bool:
         """An optimizer class written outside tinytrain (its own ``step``, its own state)."""

@@ -23,7 +23,7 @@ class RMSprop(Optimizer):
     """
 
     def __init__(self, params: Iterable[Tensor], lr: float = 1e-2, alpha: float = 0.99,
-                 eps: float = 1e-8, weight_decay: float = 0.0, momentum: float = 0.0,
+                 eps: float = 1e-8, weight_decay: float = 0, momentum: float = 0,
                  centered: bool = False) -> None:
         for name, value in (("lr", lr), ("alpha", alpha), ("eps", eps),
                             ("weight_decay", weight_decay), ("momentum", momentum)):

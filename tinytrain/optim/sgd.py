@@ -23,8 +23,8 @@ class SGD(Optimizer):
     The update is the kernel set's ``sgd_step`` (one fused kernel per parameter on the GPU).
     """
 
-    def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, momentum: float = 0.0,
-                 dampening: float = 0.0, weight_decay: float = 0.0,
+    def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, momentum: float = 0,
+                 dampening: float = 0, weight_decay: float = 0,
                  nesterov: bool = False) -> None:
         if not lr >= 0:  # 0 is allowed (a frozen run), as in PyTorch; NaN is not
             raise ValueError(f"SGD: learning rate must be >= 0, got {lr}")
