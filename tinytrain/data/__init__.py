@@ -6,8 +6,10 @@ Chapter 5 (``notebooks/05_dataloader.ipynb``) builds these ideas step by step:
 * :mod:`tinytrain.data.datasets`: :class:`MNIST`, :class:`FashionMNIST`, the bundled
   :class:`MNISTMini` (offline), download with MD5 checks, :func:`default_data_root`;
 * :mod:`tinytrain.data.dataloader`: :class:`Dataset`, :class:`TensorDataset`, :class:`Subset`,
-  :func:`collate` (shape-preserving stacking) and :class:`DataLoader`;
-* :mod:`tinytrain.data.sampler`: sequential, random and distributed samplers.
+  :class:`ConcatDataset`, :class:`IterableDataset`, :class:`ChainDataset`, :func:`collate`
+  (shape-preserving stacking) and :class:`DataLoader`;
+* :mod:`tinytrain.data.sampler`: sequential, random, subset, weighted, batch and distributed
+  samplers.
 
 Example::
 
@@ -19,8 +21,11 @@ Example::
 
 from tinytrain._missing import module_getattr as _module_getattr
 from tinytrain.data.dataloader import (
+    ChainDataset,
+    ConcatDataset,
     DataLoader,
     Dataset,
+    IterableDataset,
     Subset,
     TensorDataset,
     collate,
@@ -40,13 +45,25 @@ from tinytrain.data.datasets import (
     load_dataset,
 )
 from tinytrain.data.idx import parse_idx, read_idx, write_idx
-from tinytrain.data.sampler import DistributedSampler, RandomSampler, Sampler, SequentialSampler
+from tinytrain.data.sampler import (
+    BatchSampler,
+    DistributedSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+    WeightedRandomSampler,
+)
 
 __all__ = [
     "DATASETS",
     "ENV_VAR",
+    "BatchSampler",
+    "ChainDataset",
+    "ConcatDataset",
     "DataLoader",
     "Dataset",
+    "IterableDataset",
     "DistributedSampler",
     "CorruptDataError",
     "DataFileError",
@@ -59,7 +76,9 @@ __all__ = [
     "Sampler",
     "SequentialSampler",
     "Subset",
+    "SubsetRandomSampler",
     "TensorDataset",
+    "WeightedRandomSampler",
     "collate",
     "default_data_root",
     "load_dataset",
@@ -69,13 +88,14 @@ __all__ = [
     "write_idx",
 ]
 
-_OFFER = ("tinytrain.data has Dataset, TensorDataset, Subset, random_split, DataLoader, collate, "
-          "SequentialSampler, RandomSampler, DistributedSampler, MNIST, FashionMNIST and MNISTMini")
+_OFFER = ("tinytrain.data has Dataset, IterableDataset, TensorDataset, Subset, ConcatDataset, "
+          "ChainDataset, random_split, DataLoader, collate, SequentialSampler, RandomSampler, "
+          "SubsetRandomSampler, WeightedRandomSampler, BatchSampler, DistributedSampler, MNIST, "
+          "FashionMNIST and MNISTMini")
 __getattr__ = _module_getattr(__name__, {
     "default_collate": "use tinytrain.data.collate, which stacks into NumPy arrays (wrap them "
                        "with tt.tensor(...) in a collate_fn: the DataLoader does that itself "
                        "for its default one)",
-    "IterableDataset": "tinytrain's DataLoader takes map-style datasets (len and [i])",
     "get_worker_info": "tinytrain's DataLoader has no worker processes (num_workers is accepted "
                        "and batches are made in the main process)",
 }, _OFFER)

@@ -1,4 +1,5 @@
-"""Dataset, TensorDataset, Subset and the DataLoader that batches them.
+"""Dataset, TensorDataset, Subset, ConcatDataset, IterableDataset and the DataLoader that
+batches them.
 
 A *dataset* is anything with ``len(ds)`` and ``ds[i]``; sample ``i`` is a tuple of fields
 (arrays, Tensors or numbers), e.g. MNIST's ``(image: float32 Tensor [1, 28, 28], label: int)``.
@@ -17,6 +18,8 @@ It must return exactly what stacking the samples would.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import numbers
 import operator
@@ -41,6 +44,66 @@ class Dataset:
 
     def __getitem__(self, index: int) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must implement __getitem__")
+
+    def __add__(self, other: Dataset) -> ConcatDataset:
+        """``a + b``: the samples of ``a``, then those of ``b``."""
+        return ConcatDataset([self, other])
+
+
+class IterableDataset(Dataset):
+    """A data set that is a stream: subclasses implement ``__iter__`` (yielding samples), and
+    ``__len__`` only if they know their length (without one, ``len()`` is a TypeError, as in
+    PyTorch). The DataLoader batches the stream in order: no shuffle, sampler or
+    batch_sampler. ``a + b`` chains two streams (:class:`ChainDataset`)."""
+
+    def __iter__(self) -> Iterator[Any]:
+        raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
+
+    def __len__(self) -> int:
+        raise TypeError(f"object of type {type(self).__name__!r} has no len()")
+
+    def __add__(self, other: Dataset) -> ChainDataset:
+        return ChainDataset([self, other])
+
+
+class ConcatDataset(Dataset):
+    """Map-style data sets one after the other: sample ``i`` is sample ``i`` of the first,
+    then the second's numbered on from ``len(first)``, ... (``cumulative_sizes``)."""
+
+    def __init__(self, datasets: Iterable[Dataset]) -> None:
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise ValueError("ConcatDataset: datasets should not be an empty iterable")
+        for d in self.datasets:
+            if isinstance(d, IterableDataset):
+                raise TypeError(f"ConcatDataset does not support IterableDataset "
+                                f"({type(d).__name__}); chain streams with ChainDataset")
+        self.cumulative_sizes = list(itertools.accumulate(len(d) for d in self.datasets))
+
+    def __len__(self) -> int:
+        return self.cumulative_sizes[-1]
+
+    def __getitem__(self, index: int) -> Any:
+        index = sample_index(index, len(self), "ConcatDataset") % len(self)
+        part = bisect.bisect_right(self.cumulative_sizes, index)
+        return self.datasets[part][index - ([0, *self.cumulative_sizes])[part]]
+
+
+class ChainDataset(IterableDataset):
+    """Streams one after the other (``IterableDataset + IterableDataset``)."""
+
+    def __init__(self, datasets: Iterable[Dataset]) -> None:
+        self.datasets = list(datasets)
+
+    def __iter__(self) -> Iterator[Any]:
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise TypeError(f"ChainDataset only supports IterableDataset, got "
+                                f"{type(d).__name__}")
+            yield from d
+
+    def __len__(self) -> int:
+        return sum(len(d) for d in self.datasets)
 
 
 class TensorDataset(Dataset):
@@ -258,7 +321,8 @@ class DataLoader:
     """Iterate over a dataset in batches of Tensors.
 
     Args:
-        dataset: a map-style dataset (``len`` and ``[i]``; ``get_batch`` is used when present).
+        dataset: a map-style dataset (``len`` and ``[i]``; ``get_batch`` is used when present),
+            or an :class:`IterableDataset`, batched in the order it yields samples.
         batch_size: samples per batch, ``B``.
         shuffle: visit the samples in a new random order every epoch.
         drop_last: drop the last batch when it has fewer than ``B`` samples (default: keep it).
@@ -266,6 +330,8 @@ class DataLoader:
             length), e.g. a :class:`DistributedSampler`. Not together with ``shuffle``/``seed``.
             Each epoch's indices are checked: integers within the data set (a float or bool
             index is an error, not a truncated other sample).
+        batch_sampler: instead of ``batch_size``/``shuffle``/``sampler``/``drop_last``, an
+            iterable of lists of indices, one list per batch (e.g. :class:`BatchSampler`).
         seed: makes ``shuffle`` reproducible: epoch ``e``'s order depends only on
             ``(seed, e)``. Without a seed, orders come from tinytrain's global generator
             (``tinytrain.manual_seed``).
@@ -304,6 +370,7 @@ class DataLoader:
         collate_fn: Callable[[list[Any]], Any] | None = None,
         *,
         device: str | None = None,
+        batch_sampler: Iterable[Sequence[int]] | None = None,
         num_workers: int = 0,
         pin_memory: bool = False,
         persistent_workers: bool = False,
@@ -335,6 +402,16 @@ class DataLoader:
             raise ValueError("persistent_workers option needs num_workers > 0")
         if seed is not None:
             _seed(seed)
+        stream = isinstance(dataset, IterableDataset)
+        for name, value in (("shuffle", shuffle or None), ("sampler", sampler),
+                            ("batch_sampler", batch_sampler), ("seed", seed)):
+            if stream and value is not None:
+                raise ValueError(f"DataLoader with IterableDataset: expected unspecified {name} "
+                                 f"option, but got {name}={value}")
+        if batch_sampler is not None and (batch_size != 1 or shuffle or sampler is not None
+                                          or drop_last or seed is not None):
+            raise ValueError("batch_sampler option is mutually exclusive with batch_size, "
+                             "shuffle, sampler, and drop_last (and seed)")
         if sampler is not None and (shuffle or seed is not None):
             raise ValueError(
                 "DataLoader: give either a sampler or shuffle/seed, not both (the sampler "
@@ -353,9 +430,9 @@ class DataLoader:
         self.collate_fn = collate_fn
         self.num_workers, self.pin_memory = int(num_workers), bool(pin_memory)
         self.persistent_workers = bool(persistent_workers)
-        if sampler is None:
+        if sampler is None and not stream:
             sampler = RandomSampler(dataset, seed) if shuffle else SequentialSampler(dataset)
-        self.sampler = sampler
+        self.sampler, self.batch_sampler = sampler, batch_sampler
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch of the next iteration (forwarded to the sampler, if it has epochs)."""
@@ -363,13 +440,28 @@ class DataLoader:
             self.sampler.set_epoch(epoch)
 
     def __len__(self) -> int:
-        """Number of batches per epoch: ``ceil(n / B)``, or ``floor(n / B)`` with drop_last."""
-        n = len(self.sampler)
+        """Number of batches per epoch: ``ceil(n / B)``, or ``floor(n / B)`` with drop_last
+        (a TypeError for an IterableDataset without a length, as in PyTorch)."""
+        if self.batch_sampler is not None:
+            return len(self.batch_sampler)  # type: ignore[arg-type]
+        n = len(self.dataset if self.sampler is None else self.sampler)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self) -> Iterator[Any]:
-        order = epoch_indices(self.sampler, len(self.dataset))
         B = self.batch_size
+        if self.sampler is None:  # an IterableDataset: batches of the stream, in order
+            stream = iter(self.dataset)
+            while samples := list(itertools.islice(stream, B)):
+                if self.drop_last and len(samples) < B:
+                    return
+                yield _moved(self._collated(samples), self.device)
+            return
+        if self.batch_sampler is not None:
+            for batch in self.batch_sampler:
+                idx = epoch_indices(batch, len(self.dataset))
+                yield _moved(self._batch(idx), self.device)
+            return
+        order = epoch_indices(self.sampler, len(self.dataset))
         stop = len(order) - len(order) % B if self.drop_last else len(order)
         if self.device != "cpu" and _has_transform(self.dataset):
             # a transform may be random (augmentation): it must run every epoch, so each
@@ -401,12 +493,19 @@ class DataLoader:
         return self._resident
 
     def _batch(self, idx: np.ndarray) -> Any:
-        """Fetch and stack the samples ``idx`` (int64 ``[B]``) and wrap them as Tensors.
+        """Fetch and stack the samples ``idx`` (int64 ``[B]``) and wrap them as Tensors."""
+        get_batch = getattr(self.dataset, "get_batch", None)
+        if get_batch is not None and self.collate_fn is None:
+            return _map_fields(_to_tensor, get_batch(idx))
+        return self._collated([self.dataset[int(i)] for i in idx], idx)
+
+    def _collated(self, samples: list[Any], idx: np.ndarray | None = None) -> Any:
+        """A batch of ``samples`` (of dataset indices ``idx``, for error messages).
 
         A ``collate_fn``'s result is returned as PyTorch returns it, except that its NumPy
         arrays (alone, in a tuple or list, or the values of a dict) become Tensors."""
         if self.collate_fn is not None:
-            out = self.collate_fn([self.dataset[int(i)] for i in idx])
+            out = self.collate_fn(samples)
             if isinstance(out, dict):
                 return {k: _tensor_if_array(v) for k, v in out.items()}
             if isinstance(out, list):
@@ -414,18 +513,12 @@ class DataLoader:
             if isinstance(out, tuple):
                 return tuple(_tensor_if_array(v) for v in out)
             return _tensor_if_array(out)
-        get_batch = getattr(self.dataset, "get_batch", None)
-        if get_batch is not None:
-            fields = get_batch(idx)
-        else:
-            fields = collate([self.dataset[int(i)] for i in idx], idx)
-        return _map_fields(_to_tensor, fields)
+        return _map_fields(_to_tensor, collate(samples, idx))
 
 
 _MAIN_PROCESS = "tinytrain's DataLoader makes batches in the calling process (num_workers=0)"
 _UNSUPPORTED = {
     "generator": "use seed=... for a reproducible shuffle (or tt.manual_seed)",
-    "batch_sampler": "give a sampler of single indices and batch_size (and drop_last)",
     "timeout": _MAIN_PROCESS, "worker_init_fn": _MAIN_PROCESS, "prefetch_factor": _MAIN_PROCESS,
     "multiprocessing_context": _MAIN_PROCESS, "pin_memory_device": _MAIN_PROCESS,
     "in_order": _MAIN_PROCESS,
@@ -474,7 +567,7 @@ def _has_transform(dataset: Any) -> bool:
 
 def _moved(batch: Any, device: str) -> Any:
     """A CPU batch (a Tensor, or a tuple or dict of them) on ``device``."""
-    return _map_fields(lambda t: t.to(device), batch)
+    return batch if device == "cpu" else _map_fields(lambda t: t.to(device), batch)
 
 
 def _as_numpy(a: Any) -> np.ndarray:

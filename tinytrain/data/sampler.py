@@ -8,12 +8,15 @@ into batches without a Python loop over samples.
 * :class:`RandomSampler`: a permutation, reproducible from a seed and different every epoch.
 * :class:`DistributedSampler`: one rank's disjoint shard of the (shuffled) indices, the same
   length on every rank.
+* :class:`SubsetRandomSampler`, :class:`WeightedRandomSampler` and :class:`BatchSampler`:
+  PyTorch's, drawing from tinytrain's generator (``tt.manual_seed``) or a given one.
 """
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterable, Iterator, Sized
+from collections.abc import Iterable, Iterator, Sequence, Sized
+from typing import Any
 
 import numpy as np
 
@@ -52,9 +55,8 @@ def epoch_indices(sampler: Sampler | Iterable[int], size: int) -> np.ndarray:
             order = np.asarray(items)
         except ValueError:  # lists of different lengths
             raise TypeError(f"sampler {type(sampler).__name__} gave lists of indices, not single "
-                            f"indices: a batch sampler? tinytrain's DataLoader takes a sampler "
-                            f"of single indices and makes the batches itself (batch_size=, "
-                            f"drop_last=)") from None
+                            f"indices: a batch sampler? pass it as DataLoader(batch_sampler=...)"
+                            ) from None
     if order.size == 0:
         return np.zeros(0, dtype=np.int64)
     if order.ndim != 1 or order.dtype.kind not in "iu":
@@ -130,6 +132,103 @@ class RandomSampler(Sampler):
 
     def __len__(self) -> int:
         return len(self.data_source)
+
+
+def _generator(generator: Any, who: str) -> np.random.Generator:
+    """The generator to draw from: tinytrain's (``tt.manual_seed`` seeds it), or the NumPy
+    ``Generator`` given (tinytrain's generators are NumPy's: ``tt.manual_seed`` returns one)."""
+    if generator is None:
+        from tinytrain.random import default_generator
+
+        return default_generator()
+    if not isinstance(generator, np.random.Generator):
+        raise TypeError(f"{who}: generator must be None or a numpy.random.Generator (e.g. "
+                        f"np.random.default_rng(seed)), got {type(generator).__name__}")
+    return generator
+
+
+class SubsetRandomSampler(Sampler):
+    """The given ``indices`` in a new random order every epoch (PyTorch's): e.g. a
+    validation split of one data set, ``DataLoader(ds, sampler=SubsetRandomSampler(val))``."""
+
+    def __init__(self, indices: Sequence[int], generator: Any = None) -> None:
+        _generator(generator, "SubsetRandomSampler")
+        self.indices = indices  # (PyTorch's attribute: the epoch is drawn by __iter__)
+        self.generator = generator
+
+    def __iter__(self) -> Iterator[int]:
+        order = _generator(self.generator, "SubsetRandomSampler").permutation(len(self.indices))
+        return (self.indices[i] for i in order.tolist())
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+class WeightedRandomSampler(Sampler):
+    """``num_samples`` indices of ``range(len(weights))``, index ``i`` drawn with probability
+    ``weights[i] / sum(weights)`` (PyTorch's; e.g. to oversample a rare class).
+
+    Args:
+        weights: float ``[n]``, non-negative, not all zero (need not sum to one).
+        num_samples: indices per epoch.
+        replacement: draw with replacement (default); without, ``num_samples`` may not
+            exceed the number of nonzero weights.
+        generator: a ``numpy.random.Generator`` to draw from (default: tinytrain's).
+    """
+
+    def __init__(self, weights: Sequence[float], num_samples: int, replacement: bool = True,
+                 generator: Any = None) -> None:
+        if not _integer(num_samples) or num_samples <= 0:
+            raise ValueError(f"num_samples should be a positive integer value, but got "
+                             f"num_samples={num_samples}")
+        if not isinstance(replacement, bool):
+            raise ValueError(f"replacement should be a boolean value, but got "
+                             f"replacement={replacement}")
+        w = np.asarray(weights, dtype=np.float64)
+        if w.ndim != 1:
+            raise ValueError(f"weights should be a 1d sequence but given weights have shape "
+                             f"{w.shape}")
+        if not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
+            raise ValueError(f"WeightedRandomSampler: weights must be finite, non-negative and "
+                             f"not all zero, got {w.tolist()[:8]}{' ...' if w.size > 8 else ''}")
+        if not replacement and num_samples > np.count_nonzero(w):
+            raise ValueError(f"WeightedRandomSampler: cannot draw {num_samples} samples without "
+                             f"replacement from {np.count_nonzero(w)} nonzero weights")
+        _generator(generator, "WeightedRandomSampler")
+        self.weights, self.num_samples = w, int(num_samples)
+        self.replacement, self.generator = replacement, generator
+
+    def indices(self) -> np.ndarray:
+        rng = _generator(self.generator, "WeightedRandomSampler")
+        return rng.choice(self.weights.size, size=self.num_samples, replace=self.replacement,
+                          p=self.weights / self.weights.sum()).astype(np.int64)
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+class BatchSampler(Sampler):
+    """Lists of ``batch_size`` indices of ``sampler`` (the last one shorter unless
+    ``drop_last``): PyTorch's, for ``DataLoader(batch_sampler=...)``."""
+
+    def __init__(self, sampler: Sampler | Iterable[int], batch_size: int,
+                 drop_last: bool) -> None:
+        if not _integer(batch_size) or batch_size <= 0:
+            raise ValueError(f"batch_size should be a positive integer value, but got "
+                             f"batch_size={batch_size}")
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"drop_last should be a boolean value, but got "
+                             f"drop_last={drop_last}")
+        self.sampler, self.batch_size, self.drop_last = sampler, int(batch_size), drop_last
+
+    def __iter__(self) -> Iterator[list[int]]:
+        order = list(self.sampler)
+        stop = len(order) - len(order) % self.batch_size if self.drop_last else len(order)
+        return (order[i:i + self.batch_size] for i in range(0, stop, self.batch_size))
+
+    def __len__(self) -> int:
+        n = len(self.sampler)  # type: ignore[arg-type]
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
 
 def _integer(value: object) -> bool:

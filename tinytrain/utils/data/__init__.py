@@ -4,14 +4,20 @@ Everything here is :mod:`tinytrain.data`'s.
 """
 
 from tinytrain.data import (
+    BatchSampler,
+    ChainDataset,
+    ConcatDataset,
     DataLoader,
     Dataset,
     DistributedSampler,
+    IterableDataset,
     RandomSampler,
     Sampler,
     SequentialSampler,
     Subset,
+    SubsetRandomSampler,
     TensorDataset,
+    WeightedRandomSampler,
     random_split,
 )
 from tinytrain.data import __getattr__ as _data_getattr
@@ -25,6 +31,7 @@ def __getattr__(name: str):
             from None
 
 __all__ = [
-    "DataLoader", "Dataset", "DistributedSampler", "RandomSampler", "Sampler",
-    "SequentialSampler", "Subset", "TensorDataset", "random_split",
+    "BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset",
+    "DistributedSampler", "IterableDataset", "RandomSampler", "Sampler", "SequentialSampler",
+    "Subset", "SubsetRandomSampler", "TensorDataset", "WeightedRandomSampler", "random_split",
 ]

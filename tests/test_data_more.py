@@ -1,0 +1,166 @@
+"""PyTorch's other data set and sampler classes (ConcatDataset and ``+``, IterableDataset,
+SubsetRandomSampler, WeightedRandomSampler, BatchSampler and ``DataLoader(batch_sampler=)``),
+each against torch.utils.data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data as tud
+
+import tinytrain as tt
+import tinytrain.utils.data as ttd
+
+
+def _sets(n=5, start=0):
+    """The same map-style data set, as tinytrain's and as PyTorch's: sample i is (x_i, i)."""
+    x = np.arange(start, start + 2 * n, dtype=np.float32).reshape(n, 2)
+    return ttd.TensorDataset(x, np.arange(start, start + n)), tud.TensorDataset(
+        torch.tensor(x), torch.arange(start, start + n))
+
+
+def _same_batches(ours, theirs):
+    ours, theirs = list(ours), list(theirs)
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        assert [f.numpy().tolist() for f in a] == [f.numpy().tolist() for f in b]
+
+
+class Stream(ttd.IterableDataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return ((np.float32(i) * np.ones(2, np.float32), i) for i in range(self.n))
+
+
+class StreamWithLen(Stream):
+    def __len__(self):
+        return self.n
+
+
+class TorchStream(tud.IterableDataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return ((torch.ones(2) * i, i) for i in range(self.n))
+
+
+def test_concat_and_plus_number_the_samples_on():
+    (a, ta), (b, tb) = _sets(3), _sets(4, start=10)
+    for ours in (ttd.ConcatDataset([a, b]), a + b):
+        theirs = tud.ConcatDataset([ta, tb])
+        assert isinstance(ours, ttd.ConcatDataset) and len(ours) == len(theirs) == 7
+        assert ours.cumulative_sizes == theirs.cumulative_sizes == [3, 7]
+        for i in [*range(7), -1, -7]:
+            assert [np.asarray(f).tolist() for f in ours[i]] == [f.tolist() for f in theirs[i]]
+        _same_batches(ttd.DataLoader(ours, batch_size=3), tud.DataLoader(theirs, batch_size=3))
+    with pytest.raises(IndexError, match="ConcatDataset: index 7 out of range for 7 samples"):
+        (a + b)[7]
+    with pytest.raises(ValueError, match="empty iterable"):
+        ttd.ConcatDataset([])
+    with pytest.raises(TypeError, match="does not support IterableDataset"):
+        ttd.ConcatDataset([a, Stream(3)])
+
+
+def test_subset_random_sampler_permutes_its_indices_each_epoch():
+    ds, tds = _sets(10)
+    indices = [7, 2, 9, 4]
+    tt.manual_seed(0)
+    sampler = ttd.SubsetRandomSampler(indices)
+    epochs = [list(sampler) for _ in range(6)]
+    assert all(sorted(e) == sorted(indices) for e in epochs) and len(sampler) == 4
+    assert len({tuple(e) for e in epochs}) > 1          # a new order each epoch
+    tt.manual_seed(0)
+    assert [list(sampler) for _ in range(6)] == epochs  # ... reproducible from the seed
+    seeded = [list(ttd.SubsetRandomSampler(indices, np.random.default_rng(3))) for _ in "ab"]
+    assert seeded[0] == seeded[1]
+    loader = ttd.DataLoader(ds, batch_size=3, sampler=ttd.SubsetRandomSampler(indices))
+    reference = tud.DataLoader(tds, batch_size=3, sampler=tud.SubsetRandomSampler(indices))
+    assert len(loader) == len(reference) == 2
+    assert sorted(y for _, ys in loader for y in ys.tolist()) == sorted(indices)
+    with pytest.raises(TypeError, match="generator must be None or a numpy.random.Generator"):
+        ttd.SubsetRandomSampler(indices, generator=torch.Generator())
+
+
+def test_weighted_random_sampler_draws_by_weight():
+    weights = [0.1, 0.0, 0.6, 0.3]
+    draws = np.array(list(ttd.WeightedRandomSampler(weights, 20000,
+                                                    generator=np.random.default_rng(0))))
+    assert draws.shape == (20000,) and 1 not in draws
+    assert np.allclose(np.bincount(draws, minlength=4) / 20000, weights, atol=0.02)
+    once = list(ttd.WeightedRandomSampler(weights, 3, replacement=False))
+    assert sorted(once) == [0, 2, 3] and len(ttd.WeightedRandomSampler(weights, 7)) == 7
+    tt.manual_seed(5)
+    first = list(ttd.WeightedRandomSampler(tt.tensor(weights), 50))
+    tt.manual_seed(5)
+    assert list(ttd.WeightedRandomSampler(weights, 50)) == first
+
+
+@pytest.mark.parametrize("args", [([0.5, 0.5], 0), ([0.5, 0.5], 2.0), ([0.5, 0.5], True),
+                                  ([0.5, 0.5], 2, 1), ([[0.5], [0.5]], 2)])
+def test_weighted_random_sampler_refuses_as_pytorch(args):
+    with pytest.raises(ValueError) as theirs:
+        tud.WeightedRandomSampler(*args)
+    with pytest.raises(ValueError) as ours:
+        ttd.WeightedRandomSampler(*args)
+    assert str(ours.value) == str(theirs.value).replace("torch.Size([2, 1])", "(2, 1)")
+
+
+def test_weighted_random_sampler_refuses_weights_it_cannot_draw_from():
+    for weights in ([0.0, 0.0], [1.0, -1.0], [1.0, float("nan")]):
+        with pytest.raises(ValueError, match="finite, non-negative and not all zero"):
+            ttd.WeightedRandomSampler(weights, 2)
+    with pytest.raises(ValueError, match="cannot draw 3 samples without replacement from 2"):
+        ttd.WeightedRandomSampler([1.0, 0.0, 1.0], 3, replacement=False)
+
+
+def test_batch_sampler_gives_the_batches():
+    ds, tds = _sets(10)
+    batches = [[3, 1], [0, 9, 8], [5]]
+    _same_batches(ttd.DataLoader(ds, batch_sampler=batches),
+                  tud.DataLoader(tds, batch_sampler=batches))
+    for drop_last in (False, True):
+        ours = ttd.BatchSampler(ttd.SequentialSampler(range(10)), 3, drop_last)
+        theirs = tud.BatchSampler(tud.SequentialSampler(range(10)), 3, drop_last)
+        assert list(ours) == list(theirs) and len(ours) == len(theirs)
+        _same_batches(ttd.DataLoader(ds, batch_sampler=ours),
+                      tud.DataLoader(tds, batch_sampler=theirs))
+    with pytest.raises(IndexError, match="gave index 10, out of range for a data set of 10"):
+        list(ttd.DataLoader(ds, batch_sampler=[[0, 10]]))
+
+
+@pytest.mark.parametrize("other", [dict(batch_size=2), dict(shuffle=True), dict(drop_last=True),
+                                   dict(sampler=[0, 1])])
+def test_batch_sampler_excludes_the_other_batching_options_as_pytorch(other):
+    ds, tds = _sets(4)
+    with pytest.raises(ValueError) as theirs:
+        tud.DataLoader(tds, batch_sampler=[[0, 1]], **other)
+    with pytest.raises(ValueError, match=str(theirs.value)):
+        ttd.DataLoader(ds, batch_sampler=[[0, 1]], **other)
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_an_iterable_dataset_is_batched_in_order(drop_last):
+    _same_batches(ttd.DataLoader(Stream(10), batch_size=3, drop_last=drop_last),
+                  tud.DataLoader(TorchStream(10), batch_size=3, drop_last=drop_last))
+    assert len(ttd.DataLoader(StreamWithLen(10), batch_size=3, drop_last=drop_last)) == (
+        3 if drop_last else 4)
+    chained = [y for _, ys in ttd.DataLoader(Stream(2) + Stream(3), batch_size=2)
+               for y in ys.tolist()]
+    assert chained == [0, 1, 0, 1, 2]
+
+
+def test_an_iterable_dataset_has_no_length_or_order_options_as_pytorch():
+    with pytest.raises(TypeError) as theirs:
+        len(tud.DataLoader(TorchStream(3)))
+    with pytest.raises(TypeError, match=str(theirs.value).replace("TorchStream", "Stream")):
+        len(ttd.DataLoader(Stream(3)))
+    for name, value in (("shuffle", True), ("sampler", [0]), ("batch_sampler", [[0]])):
+        with pytest.raises(ValueError) as theirs:
+            tud.DataLoader(TorchStream(3), **{name: value})
+        with pytest.raises(ValueError, match=str(theirs.value).replace("[", r"\[")
+                           .replace("]", r"\]")):
+            ttd.DataLoader(Stream(3), **{name: value})
