@@ -208,7 +208,7 @@ def test_torch_nn_parallel_is_the_distributed_wrapper():
 @pytest.mark.parametrize("module,name,hint", [
     (tt, "compile", "call the model directly"),
     (tt, "einsum", "write it with @"),
-    (tt, "LongTensor", "dtype=tt.int64"),
+    (tt, "Generator", "tt.manual_seed(seed)"),
     (tt.autograd, "Variable", "requires_grad=True"),
     (tt.autograd, "grad", "backward()"),
     (tt, "bfloat16", "no bfloat16"),
@@ -224,7 +224,7 @@ def test_torch_nn_parallel_is_the_distributed_wrapper():
     (tt.optim, "LBFGS", "closure"),
     (tt.optim, "NAdam", "AdamW, RMSprop"),
     (tt.optim.lr_scheduler, "CyclicLR", "OneCycleLR and ReduceLROnPlateau"),
-    (tt.utils.data, "WeightedRandomSampler", "DataLoader"),
+    (tt.utils.data, "get_worker_info", "no worker processes"),
     (tt.data, "default_collate", "collate"),
 ])
 def test_names_outside_the_scope_say_what_to_use(module, name, hint):

@@ -28,7 +28,7 @@ from tinytrain.autograd import (
 from tinytrain.backend import Device as device
 from tinytrain.backend import cuda_is_available, set_default_device
 from tinytrain.backend import default_device as get_default_device
-from tinytrain.dtypes import can_cast, int8, int16, promote_types, result_type
+from tinytrain.dtypes import can_cast, finfo, iinfo, int8, int16, promote_types, result_type
 from tinytrain.functions import (
     abs,
     add,
@@ -195,6 +195,15 @@ from tinytrain.tensor import (
     zeros,
     zeros_like,
 )
+from tinytrain.tensor_types import (
+    BoolTensor,
+    ByteTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+)
 
 # log(0), x / 0, exp(1000), inf - inf: PyTorch computes inf or NaN without a word, and NumPy
 # would warn from the line inside tinytrain that called it, not the learner's. NumPy's
@@ -255,33 +264,29 @@ def __getattr__(name: str):
 # as torch's, this includes names that shadow builtins (max, float, ...)
 __all__ = [
     "abs", "accelerator", "add", "all", "allclose", "amax", "amin", "any", "arange",
-    "are_deterministic_algorithms_enabled", "argmax", "argmin", "argsort", "as_tensor",
-    "autograd", "backends", "bmm", "bool", "bool_", "broadcast_to", "can_cast", "cat", "ceil",
-    "chunk", "clamp", "clip", "clone", "concat", "concatenate", "cos", "count_nonzero", "cuda",
-    "channels_last", "channels_last_3d", "contiguous_format", "cuda_is_available", "cumsum",
-    "data", "device", "div", "dot", "double", "empty", "empty_like",
-    "enable_grad", "eq", "equal", "exp", "expm1", "eye", "flatten", "flip", "float", "float16",
-    "float32", "float64", "floor", "floor_divide", "from_numpy", "full", "full_like", "gather",
-    "ge", "get_default_device", "get_default_dtype", "get_num_threads", "get_rng_state",
-    "greater", "greater_equal", "gt", "half", "index_select", "inference_mode", "int", "int8",
-    "int16", "int32", "int64", "is_floating_point", "is_grad_enabled", "is_tensor", "isclose",
-    "isfinite", "isinf", "isnan", "le", "less", "less_equal", "linspace", "load", "log",
-    "log10", "log1p",
-    "log2", "log_softmax", "logical_and", "logical_not", "logical_or", "logical_xor",
-    "logsumexp", "long", "lt", "manual_seed", "masked_fill", "masked_select", "matmul", "max",
+    "are_deterministic_algorithms_enabled", "argmax", "argmin", "argsort", "as_tensor", "autograd",
+    "backends", "bmm", "bool", "bool_", "BoolTensor", "ByteTensor", "broadcast_to", "can_cast",
+    "cat", "ceil", "chunk", "clamp", "clip", "clone", "concat", "concatenate", "cos",
+    "count_nonzero", "cuda", "channels_last", "channels_last_3d", "contiguous_format",
+    "cuda_is_available", "cumsum", "data", "device", "div", "dot", "double", "DoubleTensor",
+    "empty", "empty_like", "enable_grad", "eq", "equal", "exp", "expm1", "eye", "finfo", "flatten",
+    "flip", "float", "float16", "FloatTensor", "float32", "float64", "floor", "floor_divide",
+    "from_numpy", "full", "full_like", "gather", "ge", "get_default_device", "get_default_dtype",
+    "get_num_threads", "get_rng_state", "greater", "greater_equal", "gt", "half", "HalfTensor",
+    "iinfo", "index_select", "inference_mode", "int", "int8", "int16", "int32", "int64",
+    "IntTensor", "is_floating_point", "is_grad_enabled", "is_tensor", "isclose", "isfinite",
+    "isinf", "isnan", "le", "less", "less_equal", "linspace", "load", "log", "log10", "log1p",
+    "log2", "log_softmax", "logical_and", "logical_not", "logical_or", "logical_xor", "logsumexp",
+    "long", "LongTensor", "lt", "manual_seed", "masked_fill", "masked_select", "matmul", "max",
     "maximum", "mean", "memory_format", "min", "minimum", "mm", "moveaxis", "movedim", "mul",
-    "multinomial",
-    "multiply", "mv", "narrow", "ne", "neg", "negative", "nn", "no_grad", "nonzero", "norm",
-    "normal",
-    "not_equal", "numel", "ones", "ones_like", "optim", "outer", "permute", "pow",
-    "preserve_format",
-    "promote_types", "rand", "rand_like", "randint", "randn", "randn_like", "randperm",
-    "ravel", "reciprocal", "relu", "remainder", "reshape", "result_type", "round", "rsqrt",
-    "save", "scatter", "select", "set_default_device", "set_default_dtype", "set_grad_enabled",
-    "set_num_threads", "set_printoptions", "set_rng_state", "short", "sigmoid", "sign", "sin",
-    "Size",
-    "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "sub", "subtract",
-    "sum", "swapaxes", "swapdims", "tanh", "Tensor", "tensor", "tile", "topk", "transpose",
-    "tril", "triu", "true_divide", "trunc", "uint8", "unbind", "unflatten", "unique", "unsqueeze",
-    "use_deterministic_algorithms", "utils", "var", "where", "zeros", "zeros_like",
+    "multinomial", "multiply", "mv", "narrow", "ne", "neg", "negative", "nn", "no_grad", "nonzero",
+    "norm", "normal", "not_equal", "numel", "ones", "ones_like", "optim", "outer", "permute", "pow",
+    "preserve_format", "promote_types", "rand", "rand_like", "randint", "randn", "randn_like",
+    "randperm", "ravel", "reciprocal", "relu", "remainder", "reshape", "result_type", "round",
+    "rsqrt", "save", "scatter", "select", "set_default_device", "set_default_dtype",
+    "set_grad_enabled", "set_num_threads", "set_printoptions", "set_rng_state", "short", "sigmoid",
+    "sign", "sin", "Size", "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std",
+    "sub", "subtract", "sum", "swapaxes", "swapdims", "tanh", "Tensor", "tensor", "tile", "topk",
+    "transpose", "tril", "triu", "true_divide", "trunc", "uint8", "unbind", "unflatten", "unique",
+    "unsqueeze", "use_deterministic_algorithms", "utils", "var", "where", "zeros", "zeros_like",
 ]

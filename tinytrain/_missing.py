@@ -38,12 +38,6 @@ TORCH_HINTS = {
            "tt.save(model.state_dict(), path)",
     "autocast": "tinytrain has no mixed precision (autocast/amp); it trains in float32",
     "amp": "tinytrain has no mixed precision (autocast/amp); it trains in float32",
-    "FloatTensor": "use tt.tensor(data, dtype=tt.float32)",
-    "DoubleTensor": "use tt.tensor(data, dtype=tt.float64)",
-    "LongTensor": "use tt.tensor(data, dtype=tt.int64)",
-    "IntTensor": "use tt.tensor(data, dtype=tt.int32)",
-    "BoolTensor": "use tt.tensor(data, dtype=tt.bool)",
-    "ByteTensor": "use tt.tensor(data, dtype=tt.uint8)",
     "einsum": "not in tinytrain; write it with @, * and sum (e.g. 'ij,jk->ik' is a @ b)",
     "Generator": "tinytrain has one random generator: seed it with tt.manual_seed(seed); "
                  "DataLoader(..., seed=...) makes shuffling reproducible on its own",

@@ -155,3 +155,54 @@ def scalar_array(value: Any, dtype: np.dtype) -> np.generic:
             return dtype.type(value)
     except OverflowError:  # e.g. uint8 and 300 or -1: wrap around, as PyTorch does
         return np.asarray(value).astype(dtype)[()]
+
+
+class finfo:  # noqa: N801 (PyTorch's name)
+    """The limits of a floating dtype, as ``torch.finfo`` (default: the default float dtype):
+    ``bits``, ``eps`` (the gap above 1), ``max``, ``min``, ``tiny`` = ``smallest_normal``,
+    ``resolution`` (``10 ** -decimal digits``), and ``dtype`` (its name), as Python numbers."""
+
+    def __init__(self, type: Any = None) -> None:  # noqa: A002 (PyTorch's name)
+        dtype = DEFAULT_FLOAT if type is None else _dtype_of(type, "finfo")
+        if dtype.kind != "f":
+            raise TypeError(f"finfo() requires a floating point input type, got {dtype}. "
+                            f"Use iinfo to handle {dtype}")
+        info = np.finfo(dtype)
+        self.bits, self.dtype = int(info.bits), str(dtype)
+        self.eps, self.max, self.min = float(info.eps), float(info.max), float(info.min)
+        self.tiny = self.smallest_normal = float(info.smallest_normal)
+        self.resolution = 10.0 ** -int(info.precision)
+
+    def __repr__(self) -> str:
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, "
+                f"eps={self.eps:g}, smallest_normal={self.tiny:g}, tiny={self.tiny:g}, "
+                f"dtype={self.dtype})")
+
+
+class iinfo:  # noqa: N801 (PyTorch's name)
+    """The limits of an integer dtype, as ``torch.iinfo``: ``bits``, ``max``, ``min`` (ints)
+    and ``dtype`` (its name)."""
+
+    def __init__(self, type: Any) -> None:  # noqa: A002 (PyTorch's name)
+        dtype = _dtype_of(type, "iinfo")
+        if dtype.kind not in "iu":
+            raise TypeError(f"iinfo() requires an integer input type, got {dtype}. "
+                            + ("bool has no iinfo" if dtype.kind == "b" else
+                               f"Use finfo to handle {dtype}"))
+        info = np.iinfo(dtype)
+        self.bits, self.max, self.min = int(info.bits), int(info.max), int(info.min)
+        self.dtype = str(dtype)
+
+    def __repr__(self) -> str:
+        return f"iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"
+
+
+def _dtype_of(value: Any, who: str) -> np.dtype:
+    """``value`` (a tinytrain dtype, a NumPy one, a name, ``tt.FloatTensor``) as a dtype."""
+    try:
+        dtype = np.dtype(value)
+    except TypeError:
+        dtype = None
+    if dtype is None or dtype.kind not in "biuf":
+        raise TypeError(f"{who}() takes a dtype such as tt.float32, got {value!r}")
+    return dtype

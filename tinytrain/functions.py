@@ -55,20 +55,24 @@ def min(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A00
     return _t(input).min(dim, keepdim)
 
 
-def argmax(input: Any, dim: int | None = None, keepdim: bool = False) -> Tensor:  # noqa: A002
-    return _t(input).argmax(dim, keepdim)
+def argmax(input: Any, dim: int | None = None, keepdim: bool = False, *,  # noqa: A002
+           out: Tensor | None = None) -> Tensor:
+    return _out(_t(input).argmax(dim, keepdim), out)
 
 
-def argmin(input: Any, dim: int | None = None, keepdim: bool = False) -> Tensor:  # noqa: A002
-    return _t(input).argmin(dim, keepdim)
+def argmin(input: Any, dim: int | None = None, keepdim: bool = False, *,  # noqa: A002
+           out: Tensor | None = None) -> Tensor:
+    return _out(_t(input).argmin(dim, keepdim), out)
 
 
-def amax(input: Any, dim: Any = (), keepdim: bool = False) -> Tensor:  # noqa: A002
-    return _t(input).amax(dim, keepdim)
+def amax(input: Any, dim: Any = (), keepdim: bool = False, *,  # noqa: A002
+         out: Tensor | None = None) -> Tensor:
+    return _out(_t(input).amax(dim, keepdim), out)
 
 
-def amin(input: Any, dim: Any = (), keepdim: bool = False) -> Tensor:  # noqa: A002
-    return _t(input).amin(dim, keepdim)
+def amin(input: Any, dim: Any = (), keepdim: bool = False, *,  # noqa: A002
+         out: Tensor | None = None) -> Tensor:
+    return _out(_t(input).amin(dim, keepdim), out)
 
 
 def maximum(input: Any, other: Any) -> Tensor:  # noqa: A002
@@ -80,13 +84,13 @@ def minimum(input: Any, other: Any) -> Tensor:  # noqa: A002
 
 
 def sum(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A001, A002
-        dtype: Any = None) -> Tensor:
-    return _t(input).sum(dim, keepdim, dtype=dtype)
+        dtype: Any = None, out: Tensor | None = None) -> Tensor:
+    return _out(_t(input).sum(dim, keepdim, dtype=dtype), out)
 
 
 def mean(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A002
-         dtype: Any = None) -> Tensor:
-    return _t(input).mean(dim, keepdim, dtype=dtype)
+         dtype: Any = None, out: Tensor | None = None) -> Tensor:
+    return _out(_t(input).mean(dim, keepdim, dtype=dtype), out)
 
 
 def clamp(input: Any, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
@@ -273,26 +277,30 @@ def round(input: Any, decimals: int = 0) -> Tensor:  # noqa: A001, A002
     return _t(input).round(decimals)
 
 
-def cumsum(input: Any, dim: int) -> Tensor:  # noqa: A002
-    return _t(input).cumsum(dim)
+def cumsum(input: Any, dim: int, *, out: Tensor | None = None) -> Tensor:  # noqa: A002
+    return _out(_t(input).cumsum(dim), out)
 
 
 def std(input: Any, dim: Any = None, unbiased: bool | None = None,  # noqa: A002
-        keepdim: bool = False, *, correction: float | None = None) -> Tensor:
-    return _t(input).std(dim, unbiased, keepdim, correction=correction)
+        keepdim: bool = False, *, correction: float | None = None,
+        out: Tensor | None = None) -> Tensor:
+    return _out(_t(input).std(dim, unbiased, keepdim, correction=correction), out)
 
 
 def var(input: Any, dim: Any = None, unbiased: bool | None = None,  # noqa: A002
-        keepdim: bool = False, *, correction: float | None = None) -> Tensor:
-    return _t(input).var(dim, unbiased, keepdim, correction=correction)
+        keepdim: bool = False, *, correction: float | None = None,
+        out: Tensor | None = None) -> Tensor:
+    return _out(_t(input).var(dim, unbiased, keepdim, correction=correction), out)
 
 
-def logsumexp(input: Any, dim: Any, keepdim: bool = False) -> Tensor:  # noqa: A002
-    return _t(input).logsumexp(dim, keepdim)
+def logsumexp(input: Any, dim: Any, keepdim: bool = False, *,  # noqa: A002
+              out: Tensor | None = None) -> Tensor:
+    return _out(_t(input).logsumexp(dim, keepdim), out)
 
 
-def norm(input: Any, p: Any = "fro", dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A002
-    return _t(input).norm(p, dim, keepdim)
+def norm(input: Any, p: Any = "fro", dim: Any = None, keepdim: bool = False, *,  # noqa: A002
+         out: Tensor | None = None) -> Tensor:
+    return _out(_t(input).norm(p, dim, keepdim), out)
 
 
 def sort(input: Any, dim: int = -1, descending: bool = False,  # noqa: A002
@@ -348,12 +356,14 @@ def unique(input: Any, sorted: bool = True, return_inverse: bool = False,  # noq
     return _t(input).unique(sorted, return_inverse, return_counts, dim)
 
 
-def any(input: Any, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001, A002
-    return _t(input).any(dim, keepdim)
+def any(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A001, A002
+        out: Tensor | None = None) -> Tensor:
+    return _out(_t(input).any(dim, keepdim), out)
 
 
-def all(input: Any, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001, A002
-    return _t(input).all(dim, keepdim)
+def all(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A001, A002
+        out: Tensor | None = None) -> Tensor:
+    return _out(_t(input).all(dim, keepdim), out)
 
 
 def isclose(input: Any, other: Any, rtol: float = 1e-05, atol: float = 1e-08,  # noqa: A002

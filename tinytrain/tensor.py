@@ -417,7 +417,15 @@ class Tensor:
         return _To.apply(self, device, dtype)
 
     def type(self, dtype: Any = None) -> Any:
-        """``type(dtype)`` converts, as ``to(dtype)``; ``type()`` names the dtype."""
+        """``type(dtype)`` converts, as ``to(dtype)`` (also to a legacy type such as
+        ``tt.FloatTensor`` or ``"torch.FloatTensor"``); ``type()`` names the dtype."""
+        if isinstance(dtype, str) and dtype.endswith("Tensor"):
+            from tinytrain.tensor_types import BY_NAME
+
+            if dtype not in BY_NAME:
+                raise InvalidArgument(f"type(): unknown tensor type {dtype!r}; the legacy "
+                                      f"types are {', '.join(sorted(BY_NAME))}")
+            dtype = BY_NAME[dtype]
         return str(self.dtype) if dtype is None else self.to(dtype=dtype)
 
     def type_as(self, other: Tensor) -> Tensor:
