@@ -86,7 +86,8 @@ class ConcatDataset(Dataset):
     def __getitem__(self, index: int) -> Any:
         index = sample_index(index, len(self), "ConcatDataset") % len(self)
         part = bisect.bisect_right(self.cumulative_sizes, index)
-        return self.datasets[part][index - ([0, *self.cumulative_sizes])[part]]
+        start = self.cumulative_sizes[part - 1] if part else 0
+        return self.datasets[part][index - start]
 
 
 class ChainDataset(IterableDataset):
@@ -444,12 +445,13 @@ class DataLoader:
         (a TypeError for an IterableDataset without a length, as in PyTorch)."""
         if self.batch_sampler is not None:
             return len(self.batch_sampler)  # type: ignore[arg-type]
-        n = len(self.dataset if self.sampler is None else self.sampler)
+        stream = isinstance(self.dataset, IterableDataset)
+        n = len(self.dataset if stream else self.sampler)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self) -> Iterator[Any]:
         B = self.batch_size
-        if self.sampler is None:  # an IterableDataset: batches of the stream, in order
+        if isinstance(self.dataset, IterableDataset):  # batches of the stream, in order
             stream = iter(self.dataset)
             while samples := list(itertools.islice(stream, B)):
                 if self.drop_last and len(samples) < B:
