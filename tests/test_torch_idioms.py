@@ -10,6 +10,7 @@ PyTorch raises. Shapes that vary are drawn by hypothesis.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -732,3 +733,32 @@ def test_saving_a_whole_model_says_to_save_its_state_dict(tmp_path):
     fresh = tt.nn.Linear(2, 2)
     fresh.load_state_dict(tt.load(tmp_path / "weights.pth", weights_only=True))
     assert fresh.weight.tolist() == model.weight.tolist()
+
+
+def _into_out(lib, op, res, want):
+    """``op`` of a ``res`` tensor with itself into an out= of dtype ``want``: the values as
+    float64, or "refused"."""
+    a = lib.tensor([[1, 0], [1, 1]], dtype=getattr(lib, res)) * (
+        1.5 if res.startswith("float") else 1)
+    out = lib.zeros((4, 2) if op == "cat" else (2, 2), dtype=getattr(lib, want))
+    try:
+        if op == "cat":
+            result = lib.cat([a, a], out=out)
+        else:
+            result = getattr(lib, op)(a, a, out=out)
+    except (RuntimeError, TypeError):  # (torch.cat says TypeError; tinytrain's is both)
+        return "refused"
+    return np.asarray(result.tolist(), dtype=np.float64)
+
+
+@pytest.mark.parametrize("op", ["add", "mul", "cat", "matmul"])
+def test_out_of_another_dtype_is_refused_or_accepted_as_in_pytorch(op):
+    """A float result into an integer out= was silently truncated ([0.5, 3.7] -> [0, 3])."""
+    dtypes = ("bool", "uint8", "int32", "int64", "float32", "float64")
+    for res, want in itertools.product(dtypes, dtypes):
+        if op == "matmul" and res == "bool":
+            continue  # PyTorch has no bool matmul on the CPU
+        got, ref = _into_out(tt, op, res, want), _into_out(torch, op, res, want)
+        assert isinstance(got, str) == isinstance(ref, str), (op, res, want, got, ref)
+        if not isinstance(ref, str):
+            np.testing.assert_array_equal(got, ref)

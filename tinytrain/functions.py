@@ -11,10 +11,12 @@ import builtins
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from tinytrain import _numpy_names
 from tinytrain.autograd import is_grad_enabled, no_grad
 from tinytrain.autograd import ops as O
-from tinytrain.dtypes import result_type
+from tinytrain.dtypes import DTypeError, result_type
 from tinytrain.tensor import Tensor, where
 
 
@@ -30,13 +32,23 @@ def _number_first(x: Any, other: Any) -> bool:
     return isinstance(other, Tensor) and isinstance(x, int | float | bool)
 
 
-def _out(result: Tensor, out: Tensor | None) -> Tensor:
-    """PyTorch's ``out=`` argument: write ``result`` into ``out`` (resized if need be)."""
+def _out(result: Tensor, out: Tensor | None, name: str, exact: bool = False) -> Tensor:
+    """PyTorch's ``out=`` argument: write ``result`` into ``out`` (resized if need be).
+
+    As PyTorch, ``out``'s dtype may not lose the result's kind (a float result into an
+    integer ``out``, anything but bool into a bool one): a DTypeError, not a silent
+    truncation. With ``exact`` (matmul) it must be the result's dtype."""
     if out is None:
         return result
     if is_grad_enabled() and (result.requires_grad or out.requires_grad):
         raise RuntimeError("functions with out=... arguments don't support automatic "
                            "differentiation, but one of the arguments requires grad.")
+    have, want = np.dtype(result.dtype), np.dtype(out.dtype)
+    kinds = "b" if want.kind == "b" else "biu" if want.kind in "iu" else "biuf"
+    if (have != want) if exact else (have.kind not in kinds and want.kind != "c"):
+        rule = "must have the result's dtype" if exact else "cannot hold it"
+        raise DTypeError(f"{name}(out=...): the result is {have}, and an out tensor of dtype "
+                        f"{want} {rule}")
     if out.shape != result.shape:
         out.data = result.data.astype(out.dtype)  # a new array of the new shape
     else:
@@ -122,7 +134,7 @@ def transpose(input: Any, dim0: int, dim1: int) -> Tensor:  # noqa: A002
 
 
 def matmul(input: Any, other: Any, *, out: Tensor | None = None) -> Tensor:  # noqa: A002
-    return _out(_t(input) @ other, out)
+    return _out(_t(input) @ other, out, "matmul", exact=True)
 
 
 def mm(input: Any, mat2: Any, *, out: Tensor | None = None) -> Tensor:  # noqa: A002
@@ -150,29 +162,29 @@ def bmm(input: Any, mat2: Any, *, out: Tensor | None = None) -> Tensor:  # noqa:
 def add(input: Any, other: Any, alpha: float = 1, *,  # noqa: A002
         out: Tensor | None = None) -> Tensor:
     if alpha == 1 and _number_first(input, other):
-        return _out(other.__radd__(input), out)
-    return _out(_t(input).add(other, alpha), out)
+        return _out(other.__radd__(input), out, "add")
+    return _out(_t(input).add(other, alpha), out, "add")
 
 
 def sub(input: Any, other: Any, alpha: float = 1, *,  # noqa: A002
         out: Tensor | None = None) -> Tensor:
     if alpha == 1 and _number_first(input, other):
-        return _out(other.__rsub__(input), out)
-    return _out(_t(input).sub(other, alpha), out)
+        return _out(other.__rsub__(input), out, "sub")
+    return _out(_t(input).sub(other, alpha), out, "sub")
 
 
 def mul(input: Any, other: Any, *, out: Tensor | None = None) -> Tensor:  # noqa: A002
     if _number_first(input, other):
-        return _out(other.__rmul__(input), out)
-    return _out(_t(input) * other, out)
+        return _out(other.__rmul__(input), out, "mul")
+    return _out(_t(input) * other, out, "mul")
 
 
 def div(input: Any, other: Any, *, rounding_mode: str | None = None,  # noqa: A002
         out: Tensor | None = None) -> Tensor:
     """``input / other`` (true division), or rounded: ``rounding_mode="trunc"`` / ``"floor"``."""
     if rounding_mode is None and _number_first(input, other):
-        return _out(other.__rtruediv__(input), out)
-    return _out(_t(input).div(other, rounding_mode=rounding_mode), out)
+        return _out(other.__rtruediv__(input), out, "div")
+    return _out(_t(input).div(other, rounding_mode=rounding_mode), out, "div")
 
 
 def floor_divide(input: Any, other: Any) -> Tensor:  # noqa: A002
@@ -203,7 +215,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0, *, out: Tensor | None = None) -
                 f"cat: sizes must match except in dimension {axis}: tensor 0 has shape "
                 f"{tensors[0].shape}, tensor {i} has shape {t.shape}"
             )
-    return _out(O.Cat.apply(axis, *(t._cast(dtype) for t in tensors)), out)
+    return _out(O.Cat.apply(axis, *(t._cast(dtype) for t in tensors)), out, "cat")
 
 
 concat = concatenate = cat
