@@ -902,3 +902,24 @@ def test_ctx_mark_non_differentiable_and_set_materialize_grads_like_torch():
 
     out = Argmax.apply(tt.tensor([1.0, 3.0, 2.0], requires_grad=True))
     assert float(out) == 1.0 and not out.requires_grad and out.grad_fn is None
+
+
+def test_a_copied_parameter_starts_without_the_originals_grad_like_torch():
+    """`copy.deepcopy(model)` to fine-tune: the copy's first backward gave [[2, 2]] (its
+    weight carried the original's .grad); PyTorch's Parameter copies start at None. A plain
+    tensor's deep copy keeps its .grad, in both."""
+    import copy
+    import pickle
+
+    import torch
+
+    for lib in (tt, torch):
+        model = lib.nn.Linear(2, 1)
+        model(lib.ones(1, 2)).sum().backward()
+        for snap in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+            assert snap.weight.grad is None and model.weight.grad is not None
+            snap(lib.ones(1, 2)).sum().backward()
+            np.testing.assert_array_equal(snap.weight.grad.numpy(), [[1.0, 1.0]])
+        t = lib.ones(2, requires_grad=True)
+        t.grad = lib.ones(2)
+        assert copy.deepcopy(t).grad.tolist() == [1.0, 1.0]
