@@ -762,3 +762,24 @@ def test_out_of_another_dtype_is_refused_or_accepted_as_in_pytorch(op):
         assert isinstance(got, str) == isinstance(ref, str), (op, res, want, got, ref)
         if not isinstance(ref, str):
             np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("case", [
+    lambda L: L.tensor([1.0, 2.0]).add(L.tensor([200, 3], dtype=L.uint8), alpha=2),
+    lambda L: L.sub(L.tensor([1.0, 2.0]), L.tensor([100, 1], dtype=L.int8), alpha=3),
+    lambda L: L.tensor([70000, 1], dtype=L.int32).add(L.tensor([200, 3], dtype=L.uint8), alpha=2),
+    lambda L: L.tensor([1.0, 2.0]).add_(L.tensor([200, 3], dtype=L.uint8), alpha=2),
+    lambda L: L.tensor([1.0]).add(L.tensor([40000.0], dtype=L.float16), alpha=2),
+    lambda L: L.tensor([1.0], dtype=L.float64).add(L.tensor([0.1]), alpha=1 / 3),
+    lambda L: L.remainder(300, L.tensor(7, dtype=L.int16)),
+    lambda L: L.div(7, L.tensor(2, dtype=L.int16), rounding_mode="trunc"),
+    lambda L: L.div(300, L.tensor(100, dtype=L.uint8), rounding_mode="floor"),
+    lambda L: L.sub(2, L.tensor(7, dtype=L.int16), alpha=2),
+    lambda L: L.add(2.5, L.tensor([1, 2], dtype=L.int8), alpha=3),
+])
+def test_alpha_and_a_number_first_compute_in_the_result_dtype_like_torch(case):
+    """alpha * other was taken in other's own dtype (200 * 2 wrapped in uint8: 145, not 401),
+    and a number before a 0-d integer tensor made an int64 result (PyTorch keeps int16)."""
+    got, ref = case(tt), case(torch)
+    assert str(got.dtype) == str(ref.dtype).replace("torch.", "")
+    np.testing.assert_array_equal(np.asarray(got.tolist()), np.asarray(ref.tolist()))

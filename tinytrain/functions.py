@@ -16,12 +16,23 @@ import numpy as np
 from tinytrain import _numpy_names
 from tinytrain.autograd import is_grad_enabled, no_grad
 from tinytrain.autograd import ops as O
-from tinytrain.dtypes import DTypeError, result_type
+from tinytrain.dtypes import DTypeError, can_cast, result_type
 from tinytrain.tensor import Tensor, where
 
 
 def _t(x: Any) -> Tensor:
     return x if isinstance(x, Tensor) else Tensor(x)
+
+
+def _first(x: Any, other: Any) -> Tensor:
+    """The first operand of a binary function as a Tensor. A Python number before a Tensor
+    that has no reflected operator to take it (``tt.remainder(300, t)``, ``tt.sub(2, t,
+    alpha=2)``) becomes a tensor of the dtype it would make with ``other``, as PyTorch's
+    wrapped numbers do: it does not promote a 0-d ``t`` (int16 stays int16), and wraps as
+    ``300 // t`` does (300 is 44 in uint8)."""
+    if not _number_first(x, other):
+        return _t(x)
+    return Tensor(np.asarray(x).astype(result_type(other, x)))
 
 
 def _number_first(x: Any, other: Any) -> bool:
@@ -44,8 +55,7 @@ def _out(result: Tensor, out: Tensor | None, name: str, exact: bool = False) -> 
         raise RuntimeError("functions with out=... arguments don't support automatic "
                            "differentiation, but one of the arguments requires grad.")
     have, want = np.dtype(result.dtype), np.dtype(out.dtype)
-    kinds = "b" if want.kind == "b" else "biu" if want.kind in "iu" else "biuf"
-    if (have != want) if exact else (have.kind not in kinds and want.kind != "c"):
+    if (have != want) if exact else not can_cast(have, want):
         rule = "must have the result's dtype" if exact else "cannot hold it"
         raise DTypeError(f"{name}(out=...): the result is {have}, and an out tensor of dtype "
                         f"{want} {rule}")
@@ -163,14 +173,14 @@ def add(input: Any, other: Any, alpha: float = 1, *,  # noqa: A002
         out: Tensor | None = None) -> Tensor:
     if alpha == 1 and _number_first(input, other):
         return _out(other.__radd__(input), out, "add")
-    return _out(_t(input).add(other, alpha), out, "add")
+    return _out(_first(input, other).add(other, alpha), out, "add")
 
 
 def sub(input: Any, other: Any, alpha: float = 1, *,  # noqa: A002
         out: Tensor | None = None) -> Tensor:
     if alpha == 1 and _number_first(input, other):
         return _out(other.__rsub__(input), out, "sub")
-    return _out(_t(input).sub(other, alpha), out, "sub")
+    return _out(_first(input, other).sub(other, alpha), out, "sub")
 
 
 def mul(input: Any, other: Any, *, out: Tensor | None = None) -> Tensor:  # noqa: A002
@@ -184,7 +194,7 @@ def div(input: Any, other: Any, *, rounding_mode: str | None = None,  # noqa: A0
     """``input / other`` (true division), or rounded: ``rounding_mode="trunc"`` / ``"floor"``."""
     if rounding_mode is None and _number_first(input, other):
         return _out(other.__rtruediv__(input), out, "div")
-    return _out(_t(input).div(other, rounding_mode=rounding_mode), out, "div")
+    return _out(_first(input, other).div(other, rounding_mode=rounding_mode), out, "div")
 
 
 def floor_divide(input: Any, other: Any) -> Tensor:  # noqa: A002
@@ -258,7 +268,7 @@ sin, cos, square, floor, ceil, trunc, sign, logical_not = (
 
 def _method(name: str):
     def fn(input: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002
-        return getattr(_t(input), name)(*args, **kwargs)
+        return getattr(_first(input, args[0] if args else None), name)(*args, **kwargs)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"``tt.{name}(x, ...)`` is ``x.{name}(...)``."

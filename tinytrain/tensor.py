@@ -750,11 +750,15 @@ class Tensor:
 
     def _alpha(self, other: Any, alpha: Any, op: Callable) -> Tensor:
         """``op(self, other * alpha)`` in the dtype of ``op(self, other)``, as PyTorch:
-        ``alpha`` scales, it does not promote (``int8.add(int8, alpha=2)`` stays int8)."""
+        ``alpha`` scales, it does not promote (``int8.add(int8, alpha=2)`` stays int8), and
+        the product is taken in that dtype (``f32.add(u8 200, alpha=2)`` is 401, not 400
+        wrapped in uint8)."""
         dtype = result_type(self, other)
         if dtype.kind in "biu" and not isinstance(alpha, numbers.Integral):
             raise RuntimeError("For integral input tensors, argument alpha must not be a "
                                "floating point number.")
+        if isinstance(other, Tensor) and other.dtype != dtype:
+            other = other.to(dtype=dtype)
         out = op(self, other * alpha)
         return out if out.dtype == dtype else out.to(dtype=dtype)
 
