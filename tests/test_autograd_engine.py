@@ -923,3 +923,27 @@ def test_a_copied_parameter_starts_without_the_originals_grad_like_torch():
         t = lib.ones(2, requires_grad=True)
         t.grad = lib.ones(2)
         assert copy.deepcopy(t).grad.tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("write", [
+    lambda h, L: h.mul_(3),
+    lambda h, L: h.clamp_(-1, 2.5),
+    lambda h, L: (h.mul_(2), h.add_(1)),
+    lambda h, L: h.__setitem__(slice(0, 2), L.tensor([5.0, 6.0])),
+    lambda h, L: h[1:].__iadd__(1.0),
+])
+def test_retain_grad_then_an_in_place_write_keeps_the_new_values_gradient_like_torch(write):
+    """h.retain_grad(); h.mul_(3): h.grad is the gradient of h after the write, as PyTorch
+    moves the retain hook to the new grad_fn (it was the old version's, [3, 3, 3])."""
+    import torch
+
+    got = []
+    for lib in (tt, torch):
+        x = lib.tensor([1.0, -2.0, 3.0], requires_grad=True)
+        h = x * 2
+        h.retain_grad()
+        write(h, lib)
+        (h * lib.tensor([1.0, 2.0, 3.0])).sum().backward()
+        assert h.retains_grad
+        got.append((h.grad.tolist(), x.grad.tolist()))
+    assert got[0] == got[1]

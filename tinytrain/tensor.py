@@ -954,7 +954,12 @@ class Tensor:
             )
         if out._requires_grad:
             out = out._cast(self.dtype)
+            retained = self.retains_grad
+            if retained:  # .grad is the gradient of the value after the write, as PyTorch's
+                self.grad_fn.retained = None  # retain_grad hook moves to the new grad_fn
             self.grad_fn, self._requires_grad = out.grad_fn, True
+            if retained:
+                self.grad_fn.retained = weakref.ref(self)
         if view_of is not None:
             parent, index = view_of
             parent[index] = out  # writes our memory and records the write in parent's graph
