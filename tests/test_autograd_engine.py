@@ -947,3 +947,14 @@ def test_retain_grad_then_an_in_place_write_keeps_the_new_values_gradient_like_t
         assert h.retains_grad
         got.append((h.grad.tolist(), x.grad.tolist()))
     assert got[0] == got[1]
+
+
+def test_the_result_of_logsumexp_over_a_dim_takes_an_in_place_op_like_torch():
+    """logsumexp(dim) was a squeezed view of its keepdim result, so y.add_(w) was refused as
+    'an in-place op on a reshaped or permuted view' of a tensor the user never made."""
+    x = tt.tensor([[1.0, 2.0, 3.0], [0.5, -1.0, 4.0]])
+    w = tt.ones(3, requires_grad=True)
+    y = x.logsumexp(0)
+    y.add_(w)
+    y.sum().backward()
+    assert y._base is None and w.grad.tolist() == [1.0, 1.0, 1.0]

@@ -1679,9 +1679,11 @@ class Tensor:
         if x.numel() == 0:  # an empty sum: log(0) = -inf, as in PyTorch
             return x.exp().sum(axes, keepdim).log()
         top = x.amax(axes, keepdim=True)._data
-        top = Tensor(backend.get_array_module(top).where(np.isinf(top), 0, top))  # inf - inf
-        out = (x - top).exp().sum(axes, keepdim=True).log() + top
-        return out if keepdim else out.squeeze(axes)
+        top = backend.get_array_module(top).where(np.isinf(top), 0, top)  # inf - inf
+        # (the shift added back in the result's shape: a squeeze at the end would make the
+        # result a view, which an in-place op with autograd then refuses)
+        return ((x - Tensor(top)).exp().sum(axes, keepdim).log()
+                + Tensor(top if keepdim else top.squeeze(axes)))
 
     @_accumulates_in_float32
     def norm(self, p: Any = "fro", dim: Any = None, keepdim: bool = False) -> Tensor:
