@@ -258,6 +258,14 @@ class Remainder(Function):
         return ga, gb
 
 
+def _masked(g: Any, weight: Any) -> Any:
+    """``g * weight`` where ``weight`` (a mask, or 0 / 0.5 / 1) is nonzero, and 0 where it is
+    zero, also where ``g`` is NaN or inf: the inputs an op did not pick get no gradient at
+    all, as in PyTorch (a multiplication by 0 made NaN of a NaN gradient)."""
+    xp = get_array_module(g)
+    return xp.where(weight != 0, g * weight, g.dtype.type(0)).astype(g.dtype, copy=False)
+
+
 class Maximum(Function):
     """Element-wise ``max(a, b)``; where ``a == b`` each gets half the gradient (as PyTorch)."""
 
@@ -279,9 +287,9 @@ class Maximum(Function):
         # so where a NaN compares false both ways, each input gets all of it
         a, b = ctx.saved_tensors
         one, share = g.dtype.type(1), (a == b) * g.dtype.type(0.5)  # (g's dtype throughout)
-        ga = unbroadcast(g * (one - cls.wins(b, a) - share), a.shape) \
+        ga = unbroadcast(_masked(g, one - cls.wins(b, a) - share), a.shape) \
             if ctx.needs_input_grad[0] else None
-        gb = unbroadcast(g * (one - cls.wins(a, b) - share), b.shape) \
+        gb = unbroadcast(_masked(g, one - cls.wins(a, b) - share), b.shape) \
             if ctx.needs_input_grad[1] else None
         return ga, gb
 
@@ -312,7 +320,7 @@ class Clamp(Function):
             keep = keep & (a >= ctx.lo)
         if ctx.hi is not None:
             keep = keep & (a <= ctx.hi)
-        return g * keep, None, None
+        return _masked(g, keep), None, None
 
 
 class ClampTensor(Function):
@@ -338,14 +346,14 @@ class ClampTensor(Function):
             keep = keep & (a >= lo)
         if hi is not None:
             keep = keep & (a <= hi)
-        ga = unbroadcast(g * keep, a.shape) if ctx.needs_input_grad[0] else None
+        ga = unbroadcast(_masked(g, keep), a.shape) if ctx.needs_input_grad[0] else None
         glo = ghi = None
         if lo is not None and ctx.needs_input_grad[1]:
             below = (a < lo) & (lo < hi) if hi is not None else a < lo
-            glo = unbroadcast(g * below, lo.shape)
+            glo = unbroadcast(_masked(g, below), lo.shape)
         if hi is not None and ctx.needs_input_grad[2]:
             above = (a > hi) | (hi < lo) if lo is not None else a > hi
-            ghi = unbroadcast(g * above, hi.shape)
+            ghi = unbroadcast(_masked(g, above), hi.shape)
         return ga, glo, ghi
 
 
@@ -622,7 +630,7 @@ class Amax(Function):
         (mask,) = ctx.saved_tensors
         g = _expand_reduced(g, ctx.shape, ctx.axis, ctx.keepdims)
         count = mask.sum(axis=ctx.axis, keepdims=True)
-        return (g * mask / count).astype(g.dtype, copy=False), None, None
+        return _masked(g / count.astype(g.dtype, copy=False), mask), None, None
 
 
 class Amin(Amax):
