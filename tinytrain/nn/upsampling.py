@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from tinytrain import backend
 from tinytrain.autograd import Context, Function
 from tinytrain.backend import get_array_module
@@ -43,9 +45,10 @@ def _taps(xp: Any, in_size: int, out_size: int, scale: float | None, mode: str,
 
     ``scale`` is the user's scale factor (None when a size was given or with
     ``recompute_scale_factor``); PyTorch then maps with ``1 / scale``, else with
-    ``in / out``. The arithmetic is in ``dtype`` (float32 for float32 input), as PyTorch's
-    CPU kernels compute the source coordinates. An axis that keeps its size is copied (a
-    scale factor of 1.2 on 3 rows gives 3 rows, the same ones), as in PyTorch.
+    ``in / out``. The arithmetic is in float64 for float64 input and float32 otherwise (as
+    PyTorch's CPU kernels compute the source coordinates); the weights are in ``dtype``. An
+    axis that keeps its size is copied (a scale factor of 1.2 on 3 rows gives 3 rows, the
+    same ones), as in PyTorch.
     """
     def ratio() -> Any:  # PyTorch's compute_scales_value
         if scale is not None and scale > 0:
@@ -54,6 +57,7 @@ def _taps(xp: Any, in_size: int, out_size: int, scale: float | None, mode: str,
 
     if out_size == in_size:  # PyTorch copies an axis that keeps its size, whatever the scale
         return [(xp.arange(out_size), None)]
+    weight_dtype, dtype = dtype, np.dtype(np.float64 if dtype == np.float64 else np.float32)
     dst = xp.arange(out_size, dtype=dtype)
     if mode == "nearest":
         src = xp.floor(dst * ratio()).astype(xp.int64)
@@ -67,7 +71,7 @@ def _taps(xp: Any, in_size: int, out_size: int, scale: float | None, mode: str,
     lo = src.astype(xp.int64)  # (floor: src >= 0)
     hi = xp.minimum(lo + 1, in_size - 1)
     frac = xp.clip(src - lo.astype(dtype), 0, 1)
-    return [(lo, 1 - frac), (hi, frac)]
+    return [(lo, (1 - frac).astype(weight_dtype)), (hi, frac.astype(weight_dtype))]
 
 
 def _along(weight: Any, axis: int, ndim: int) -> Any:
