@@ -50,14 +50,15 @@ def _taps(xp: Any, in_size: int, out_size: int, scale: float | None, mode: str,
     axis that keeps its size is copied (a scale factor of 1.2 on 3 rows gives 3 rows, the
     same ones), as in PyTorch.
     """
+    if out_size == in_size:  # PyTorch copies an axis that keeps its size, whatever the scale
+        return [(xp.arange(out_size), None)]
+    weight_dtype, dtype = dtype, np.dtype(np.float64 if dtype == np.float64 else np.float32)
+
     def ratio() -> Any:  # PyTorch's compute_scales_value
         if scale is not None and scale > 0:
             return xp.asarray(1.0 / scale, dtype=dtype)
         return xp.asarray(in_size, dtype=dtype) / xp.asarray(out_size, dtype=dtype)
 
-    if out_size == in_size:  # PyTorch copies an axis that keeps its size, whatever the scale
-        return [(xp.arange(out_size), None)]
-    weight_dtype, dtype = dtype, np.dtype(np.float64 if dtype == np.float64 else np.float32)
     dst = xp.arange(out_size, dtype=dtype)
     if mode == "nearest":
         src = xp.floor(dst * ratio()).astype(xp.int64)
@@ -148,8 +149,9 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,  # no
     With a scale factor the output is ``floor(H * scale)`` (and W), and the source
     coordinates use ``1 / scale`` (PyTorch's default; ``recompute_scale_factor=True`` uses
     ``H / Ho`` instead). Modes ``"nearest"`` (PyTorch's legacy rule, source row
-    ``floor(dst * H / Ho)``) and ``"bilinear"`` (``align_corners`` False by default, or True).
-    Other modes and 3-D/5-D inputs raise a NotImplementedError naming them.
+    ``floor(dst * H / Ho)``, or ``floor(dst / scale)``) and ``"bilinear"`` (``align_corners``
+    False by default, or True). Other modes and 3-D/5-D inputs raise a NotImplementedError
+    naming them.
     """
     if not isinstance(input, Tensor):
         raise TypeError(f"interpolate(): argument 'input' must be a Tensor, not "
