@@ -536,6 +536,21 @@ def test_kl_div_refuses_unknown_reductions_and_shapes_that_do_not_broadcast():
         F.kl_div(tt.zeros(2, 3), tt.ones(4))
 
 
+# ------------------------------------------------------------------ empty tensors
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_empty_tensors_where_pytorch_takes_them(device, dtype):
+    empty = np.zeros((0, 3), dtype)
+    check(lambda L, a: (L.diff(a, dim=0), a.diff(), a.roll(1), a.roll((1, 2), (0, 1)),
+                        a.nansum(), a.nansum(0), a.take(L.tensor([], dtype=L.int64)),
+                        L.einsum("ij,jk->ik", a, a.t()), L.einsum("ij->j", a),
+                        L.lerp(a, a * 2, 0.25), L.fmod(a, 2.0)), empty, device=device)
+    check(lambda L, a: (a.index_add(0, L.tensor([], dtype=L.int64), a[:0]),
+                        a.scatter_add(1, L.zeros(0, 3, dtype=L.int64), a[:0])),
+          data((2, 3), dtype), device=device)
+
+
 # ------------------------------------------------------------------ names
 
 

@@ -686,7 +686,8 @@ class Tensor:
         return self._binary(O.Div, o, reverse=True, float_result=True)
 
     def _floor_op(self, op: type[Function], other: Any, reverse: bool = False) -> Tensor:
-        """``//`` and ``%``: as PyTorch, integer division by zero raises, bool is refused."""
+        """``//``, ``%`` and ``fmod``: as PyTorch, integer division by zero raises, bool is
+        refused."""
         a, b = self._promote(other)
         if b is NotImplemented:
             return NotImplemented
