@@ -207,7 +207,7 @@ def test_torch_nn_parallel_is_the_distributed_wrapper():
 
 @pytest.mark.parametrize("module,name,hint", [
     (tt, "compile", "call the model directly"),
-    (tt, "einsum", "write it with @"),
+    (tt, "autocast", "no mixed precision"),
     (tt, "LongTensor", "dtype=tt.int64"),
     (tt.autograd, "Variable", "requires_grad=True"),
     (tt.autograd, "grad", "backward()"),

@@ -8,6 +8,7 @@ which is the raw array in tinytrain) is wrapped as a Tensor first, so
 from __future__ import annotations
 
 import builtins
+import string
 from collections.abc import Sequence
 from typing import Any
 
@@ -286,6 +287,83 @@ def _method(name: str):
     "less_equal", "not_equal"))
 
 
+(prod, cumprod, nansum, nanmean, median, diff, roll, lerp, fmod, index_add, scatter_add, take,
+ bernoulli) = (_method(n) for n in (
+    "prod", "cumprod", "nansum", "nanmean", "median", "diff", "roll", "lerp", "fmod",
+    "index_add", "scatter_add", "take", "bernoulli"))
+
+
+def einsum(equation: str, *operands: Any) -> Tensor:
+    """Einstein summation, as ``torch.einsum``: ``einsum("ij,jk->ik", a, b)`` is ``a @ b``,
+    ``einsum("bij->bji", x)`` a transpose, ``einsum("ii", m)`` the trace (operands may also
+    come as one list: ``einsum(eq, [a, b])``). Labels are letters; ``...`` stands for the
+    dimensions not named (right-aligned, broadcast across operands); labels missing from
+    the output are summed. Without ``->`` the output is ``...`` and then the labels used
+    once, in alphabetical order. A label's size must agree across operands, or be 1
+    (broadcast). The gradient: :class:`~tinytrain.autograd.ops.Einsum`."""
+    if len(operands) == 1 and isinstance(operands[0], list | tuple):
+        operands = tuple(operands[0])
+    operands = [_t(x) for x in operands]
+    labels, out = _einsum_labels(equation, [x.ndim for x in operands])
+    if builtins.any(x.dtype != operands[0].dtype for x in operands):
+        raise O.InvalidArgument(f"einsum(): operands must have one dtype, got "
+                                f"{[str(x.dtype) for x in operands]} (equation {equation!r}); "
+                                f"convert with .to(dtype) first")
+    size: dict[str, int] = {}
+    for i, (term, x) in enumerate(zip(labels, operands)):
+        mine: dict[str, int] = {}
+        for c, n in zip(term, x.shape):
+            if mine.setdefault(c, n) != n:
+                raise O.ShapeError(f"einsum(): subscript {c} is repeated for operand {i} but the "
+                                   f"sizes don't match, {mine[c]} != {n} (equation {equation!r})")
+            if size.get(c, 1) not in (1, n) and n != 1:
+                raise O.ShapeError(f"einsum(): subscript {c} has size {n} for operand {i} which "
+                                   f"does not broadcast with previously seen size {size[c]} "
+                                   f"(equation {equation!r})")
+            if size.get(c, 1) == 1:
+                size[c] = n
+    operands = [x if x.shape == tuple(size[c] for c in term) else  # size-1 labels broadcast
+                x.expand(*(size[c] for c in term)) for term, x in zip(labels, operands)]
+    return O.Einsum.apply(",".join(labels) + "->" + out, *operands)
+
+
+def _einsum_labels(equation: str, ndims: list[int]) -> tuple[list[str], str]:
+    """The labels of each operand and of the output of ``equation``, with ``...`` written
+    out as letters the equation does not use; an InvalidArgument naming what is wrong."""
+    def bad(what: str) -> O.InvalidArgument:
+        return O.InvalidArgument(f"einsum(): {what} (equation {equation!r})")
+
+    if not isinstance(equation, str):
+        raise TypeError(f"einsum(): the equation must be a string, got {type(equation).__name__}")
+    lhs, arrow, out = equation.replace(" ", "").partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ndims):
+        raise bad(f"the equation has {len(terms)} operands, but {len(ndims)} were given")
+    for term in [*terms, out]:
+        if not builtins.all(c in string.ascii_letters for c in term.replace("...", "", 1)):
+            raise bad(f"invalid subscripts {term!r}: letters a-z, A-Z and at most one '...'")
+    named = [len(t.replace("...", "")) for t in terms]
+    for i, (term, k, nd) in enumerate(zip(terms, named, ndims)):
+        if nd != k and ("..." not in term or nd < k):
+            raise bad(f"operand {i} has {nd} dimensions, but {term!r} names {k}")
+    free = [c for c in string.ascii_letters if c not in equation]
+    ellipsis = "".join(free[:builtins.max([nd - k for nd, k in zip(ndims, named)], default=0)])
+    labels = [t.replace("...", ellipsis[len(ellipsis) - (nd - k):])
+              for t, k, nd in zip(terms, named, ndims)]
+    if not arrow:  # the labels used once, sorted, after the ellipsis's
+        used = "".join(labels)
+        return labels, ellipsis + "".join(sorted(c for c in set(used) - set(ellipsis)
+                                                 if used.count(c) == 1))
+    out = out.replace("...", ellipsis)
+    for c in out:
+        if out.count(c) > 1:
+            raise bad(f"output subscript {c} appears more than once in the output")
+        if not builtins.any(c in t for t in labels):
+            raise bad(f"output subscript {c} does not appear in the equation for any input "
+                      f"operand")
+    return labels, out
+
+
 def unflatten(input: Any, dim: int, sizes: Sequence[int]) -> Tensor:  # noqa: A002
     """``dim`` split into ``sizes``: ``[N, 12]`` with ``(3, 4)`` at dim 1 -> ``[N, 3, 4]``."""
     return _t(input).unflatten(dim, sizes)
@@ -463,22 +541,24 @@ def equal(input: Any, other: Any) -> bool:  # noqa: A002
 _numpy_names.accept(globals(), "max min argmax argmin amax amin sum mean std var logsumexp "
                     "any all cumsum softmax log_softmax squeeze unsqueeze unflatten cat "
                     "concat concatenate stack sort argsort topk gather index_select scatter "
-                    "chunk unbind")
+                    "chunk unbind")  # (the _method()s pass axis= on to their Tensor methods)
 
 
 __all__ = [
     "abs", "add", "all", "allclose", "amax", "amin", "any", "argmax", "argmin", "argsort",
-    "bmm", "broadcast_to", "cat", "ceil", "chunk", "clamp", "clip", "clone", "concat",
-    "concatenate", "cos", "count_nonzero", "cumsum", "div", "dot", "eq", "equal", "exp",
-    "expm1", "flatten", "flip", "floor", "floor_divide", "gather", "ge", "greater",
-    "greater_equal", "gt", "index_select", "is_floating_point", "is_tensor", "isclose",
-    "isfinite", "isinf", "isnan", "le", "less", "less_equal", "log", "log10", "log1p", "log2",
-    "log_softmax", "logical_and", "logical_not", "logical_or", "logical_xor", "logsumexp",
-    "lt", "masked_fill", "masked_select", "matmul", "max", "maximum", "mean", "min", "minimum",
-    "mm", "moveaxis", "movedim", "mul", "multiply", "mv", "narrow", "ne", "neg", "negative",
-    "nonzero", "norm", "not_equal", "numel", "outer", "permute", "pow", "ravel", "reciprocal",
-    "relu", "remainder", "reshape", "round", "rsqrt", "scatter", "select", "sigmoid", "sign",
-    "sin", "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "sub",
-    "subtract", "sum", "swapaxes", "swapdims", "tanh", "tile", "topk", "transpose", "tril",
-    "triu", "true_divide", "trunc", "unbind", "unique", "unsqueeze", "var", "where",
+    "bernoulli", "bmm", "broadcast_to", "cat", "ceil", "chunk", "clamp", "clip", "clone",
+    "concat", "concatenate", "cos", "count_nonzero", "cumprod", "cumsum", "diff", "div", "dot",
+    "einsum", "eq", "equal", "exp", "expm1", "flatten", "flip", "floor", "floor_divide", "fmod",
+    "gather", "ge", "greater", "greater_equal", "gt", "index_add", "index_select",
+    "is_floating_point", "is_tensor", "isclose", "isfinite", "isinf", "isnan", "le", "lerp",
+    "less", "less_equal", "log", "log10", "log1p", "log2", "log_softmax", "logical_and",
+    "logical_not", "logical_or", "logical_xor", "logsumexp", "lt", "masked_fill",
+    "masked_select", "matmul", "max", "maximum", "mean", "median", "min", "minimum", "mm",
+    "moveaxis", "movedim", "mul", "multiply", "mv", "nanmean", "nansum", "narrow", "ne", "neg",
+    "negative", "nonzero", "norm", "not_equal", "numel", "outer", "permute", "pow", "prod",
+    "ravel", "reciprocal", "relu", "remainder", "reshape", "roll", "round", "rsqrt", "scatter",
+    "scatter_add", "select", "sigmoid", "sign", "sin", "softmax", "sort", "split", "sqrt",
+    "square", "squeeze", "stack", "std", "sub", "subtract", "sum", "swapaxes", "swapdims",
+    "take", "tanh", "tile", "topk", "transpose", "tril", "triu", "true_divide", "trunc",
+    "unbind", "unique", "unsqueeze", "var", "where",
 ]

@@ -27,6 +27,7 @@ from tinytrain.tensor import (
     InvalidArgument,
     ShapeError,
     Tensor,
+    _as_operand,
     _broadcasts,
     check_same_dtype,
     tensor,
@@ -38,10 +39,10 @@ __all__ = [
     "binary_cross_entropy_with_logits", "celu", "conv2d", "conv_transpose2d",
     "cosine_similarity", "cross_entropy", "dropout", "dropout2d", "elu", "embedding", "gelu",
     "group_norm", "hardsigmoid", "hardswish", "hardtanh", "huber_loss", "interpolate",
-    "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid", "max_pool2d",
-    "mish", "mse_loss", "nll_loss", "normalize", "one_hot", "pad", "pairwise_distance", "prelu",
-    "relu", "relu6", "selu", "sigmoid", "silu", "smooth_l1_loss", "softmax", "softmin",
-    "softplus", "softsign", "tanh",
+    "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid",
+    "max_pool2d", "mish", "mse_loss", "nll_loss", "normalize", "one_hot", "pad",
+    "pairwise_distance", "prelu", "relu", "relu6", "selu", "sigmoid", "silu", "smooth_l1_loss",
+    "softmax", "softmin", "softplus", "softsign", "tanh",
 ]
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -528,6 +529,30 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",  # noqa: 
     a, q = d.abs(), d.clamp(-delta, delta)  # (an infinite d gives no NaN gradient)
     return _reduce(where(a < delta, 0.5 * q * q, delta * (a - 0.5 * delta)), reduction,
                    "huber_loss")
+
+
+def kl_div(input: Tensor, target: Tensor, *, reduction: str = "mean",  # noqa: A002
+           log_target: bool = False) -> Tensor:
+    """The Kullback-Leibler divergence of ``input`` (log-probabilities) from ``target``
+    (probabilities; log-probabilities with ``log_target=True``), per element
+    ``target * (log(target) - input)``; a target of 0 adds 0 (PyTorch's ``xlogy``).
+
+    ``reduction``: ``"mean"`` over all elements (PyTorch's default, which is not the KL
+    divergence), ``"batchmean"`` (the sum over the batch size ``input.shape[0]``: the KL
+    divergence per sample), ``"sum"`` or ``"none"``. Shapes broadcast, as in PyTorch.
+    """
+    if reduction not in (*_REDUCTIONS, "batchmean"):
+        raise ValueError(f"kl_div: unknown reduction {reduction!r}; use one of "
+                         f"{(*_REDUCTIONS, 'batchmean')}")
+    target = _as_operand(target, input, "kl_div")
+    O.broadcast_shapes("kl_div", input.shape, target.shape)
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:  # (log of 1 where the target is 0: 0 * log(0) would be NaN, and its gradient too)
+        loss = target * where(target == 0, 1, target).log() - target * input
+    if reduction == "batchmean":
+        return loss.sum() / input.shape[0] if input.ndim else loss.sum()
+    return _reduce(loss, reduction, "kl_div")
 
 
 def _reduce(loss: Tensor, reduction: str, name: str) -> Tensor:
