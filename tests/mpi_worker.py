@@ -192,6 +192,14 @@ def gather_collectives(device: str) -> None:
     dist.broadcast_object_list(received, src=R - 1)
     assert received[0] == ("from", R - 1) and received[2] == {"nested": [R - 1]}
     np.testing.assert_array_equal(received[1], np.arange(R - 1))
+    gathered = [None] * R if r == 1 else None
+    dist.gather_object({"rank": r, "files": [f"img{r}.png"] * r}, gathered, dst=1)
+    if r == 1:
+        assert gathered == [{"rank": k, "files": [f"img{k}.png"] * k} for k in range(R)]
+    mine = [None]
+    dist.scatter_object_list(mine, [("for", k, list(range(k))) for k in range(R)]
+                             if r == 0 else None)
+    assert mine == [("for", r, list(range(r)))], mine
     # errors raised on this rank before any communication name the rank and the shapes
     t = tt.ones(4, device=device)
     _expect_raise(ValueError, [f"all_gather on rank {r} of {R}", f"has {R + 1} tensors",
@@ -363,6 +371,20 @@ def zero_grad_after_forward(device: str) -> None:
     out = model(x)
     opt.zero_grad(set_to_none=True)   # InfiniTrain's bug: after forward
     out.sum().backward()
+    print("the bug went unnoticed", flush=True)
+
+
+def forward_bypassed(device: str) -> None:
+    tt.manual_seed(0)
+    model = dist.DistributedDataParallel(Chain(8).to(device))
+    opt = tt.optim.SGD(model.parameters(), lr=0.1)
+    x = tt.randn(4, 8, device=device)
+    opt.zero_grad(set_to_none=True)   # before the forward, as it should be
+    model(x).sum().backward()
+    opt.step()
+    print("first step ok", flush=True)
+    opt.zero_grad(set_to_none=True)
+    model.module(x).sum().backward()  # DDP's forward skipped: nothing would be averaged
     print("the bug went unnoticed", flush=True)
 
 
@@ -695,7 +717,7 @@ def ddp_rewrap(device: str) -> None:
 SCENARIOS = {f.__name__: f for f in [
     ddp_rewrap, gather_collectives, mismatched_all_gather, gather_against_all_gather_object,
     reduce_queued_on_one_rank,
-    collectives, ddp_buckets, ddp_features, ddp_buffers, zero_grad_after_forward,
+    collectives, ddp_buckets, ddp_features, ddp_buffers, zero_grad_after_forward, forward_bypassed,
     unused_parameter, diverged, frozen_on_one_rank, mismatched_all_reduce, mismatched_op,
     eval_mode_training, raise_on_one_rank, wait_forever, skip_collective, sharded_evaluation,
     barrier_against_all_reduce, ddp_peer_gone, dtype_after_wrap, init_arguments,

@@ -902,3 +902,59 @@ def test_ctx_mark_non_differentiable_and_set_materialize_grads_like_torch():
 
     out = Argmax.apply(tt.tensor([1.0, 3.0, 2.0], requires_grad=True))
     assert float(out) == 1.0 and not out.requires_grad and out.grad_fn is None
+
+
+def test_a_copied_parameter_starts_without_the_originals_grad_like_torch():
+    """`copy.deepcopy(model)` to fine-tune: the copy's first backward gave [[2, 2]] (its
+    weight carried the original's .grad); PyTorch's Parameter copies start at None. A plain
+    tensor's deep copy keeps its .grad, in both."""
+    import copy
+    import pickle
+
+    import torch
+
+    for lib in (tt, torch):
+        model = lib.nn.Linear(2, 1)
+        model(lib.ones(1, 2)).sum().backward()
+        for snap in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+            assert snap.weight.grad is None and model.weight.grad is not None
+            snap(lib.ones(1, 2)).sum().backward()
+            np.testing.assert_array_equal(snap.weight.grad.numpy(), [[1.0, 1.0]])
+        t = lib.ones(2, requires_grad=True)
+        t.grad = lib.ones(2)
+        assert copy.deepcopy(t).grad.tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("write", [
+    lambda h, L: h.mul_(3),
+    lambda h, L: h.clamp_(-1, 2.5),
+    lambda h, L: (h.mul_(2), h.add_(1)),
+    lambda h, L: h.__setitem__(slice(0, 2), L.tensor([5.0, 6.0])),
+    lambda h, L: h[1:].__iadd__(1.0),
+])
+def test_retain_grad_then_an_in_place_write_keeps_the_new_values_gradient_like_torch(write):
+    """h.retain_grad(); h.mul_(3): h.grad is the gradient of h after the write, as PyTorch
+    moves the retain hook to the new grad_fn (it was the old version's, [3, 3, 3])."""
+    import torch
+
+    got = []
+    for lib in (tt, torch):
+        x = lib.tensor([1.0, -2.0, 3.0], requires_grad=True)
+        h = x * 2
+        h.retain_grad()
+        write(h, lib)
+        (h * lib.tensor([1.0, 2.0, 3.0])).sum().backward()
+        assert h.retains_grad
+        got.append((h.grad.tolist(), x.grad.tolist()))
+    assert got[0] == got[1]
+
+
+def test_the_result_of_logsumexp_over_a_dim_takes_an_in_place_op_like_torch():
+    """logsumexp(dim) was a squeezed view of its keepdim result, so y.add_(w) was refused as
+    'an in-place op on a reshaped or permuted view' of a tensor the user never made."""
+    x = tt.tensor([[1.0, 2.0, 3.0], [0.5, -1.0, 4.0]])
+    w = tt.ones(3, requires_grad=True)
+    y = x.logsumexp(0)
+    y.add_(w)
+    y.sum().backward()
+    assert y._base is None and w.grad.tolist() == [1.0, 1.0, 1.0]

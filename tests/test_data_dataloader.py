@@ -15,6 +15,7 @@ from tinytrain.data import (
     DistributedSampler,
     MNISTMini,
     RandomSampler,
+    Sampler,
     Subset,
     TensorDataset,
     collate,
@@ -431,8 +432,6 @@ def test_samplers_are_iterated_like_torch_even_with_an_indices_attribute():
         def __len__(self):
             return 2
 
-    from tinytrain.data import Sampler
-
     class ReverseSampler(Sampler):  # PyTorch-style: __iter__, not indices()
         def __init__(self, n):
             self.n = n
@@ -460,6 +459,16 @@ def test_non_integer_indices_are_refused_not_truncated(bad):
     items = np.arange(0, 50, 10)
     with pytest.raises(TypeError, match="integer"):
         list(DataLoader(items, batch_size=2, sampler=bad))
+
+    class Yields(Sampler):  # a Sampler subclass in PyTorch's style: __iter__ and __len__
+        def __iter__(self):
+            return iter(bad)
+
+        def __len__(self):
+            return len(bad)
+
+    with pytest.raises(TypeError, match="integer"):  # (was truncated: 0.9 -> sample 0)
+        list(DataLoader(items, batch_size=2, sampler=Yields()))
     with pytest.raises(TypeError, match="Subset: indices must be a 1-D sequence of integers"):
         Subset(items, bad)
 

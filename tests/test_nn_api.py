@@ -47,7 +47,11 @@ def _leaf(L, lines: str):
 REPRS = [
     "Linear(3, 4)", "Linear(3, 4, bias=False)",
     "Conv2d(1, 6, 5)", "Conv2d(1, 6, 3, padding=1)", "Conv2d(1, 6, 3, stride=2, bias=False)",
-    "Conv2d(3, 8, (3, 5), padding=(0, 2))",
+    "Conv2d(3, 8, (3, 5), padding=(0, 2))", "ConvTranspose2d(4, 3, 3)",
+    "ConvTranspose2d(4, 3, (3, 2), stride=2, padding=1, output_padding=1, bias=False)",
+    "Upsample(scale_factor=2)", "Upsample(size=(3, 4), mode='bilinear', align_corners=True)",
+    "UpsamplingNearest2d(scale_factor=2)", "UpsamplingBilinear2d(size=5)",
+    "GroupNorm(2, 8)", "GroupNorm(4, 8, affine=False)", "GroupNorm(1, 8, eps=1e-3, bias=False)",
     "MaxPool2d(2)", "MaxPool2d(3, 1, 1)", "AvgPool2d(2)", "AdaptiveAvgPool2d(1)",
     "ReLU()", "ReLU(inplace=True)", "LeakyReLU()", "LeakyReLU(0.2, inplace=True)", "ELU()",
     "ELU(inplace=True)", "SiLU()", "SiLU(inplace=True)", "GELU('tanh')", "Softplus(beta=2)",

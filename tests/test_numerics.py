@@ -123,3 +123,33 @@ def test_floor_division_and_remainder_of_floats_are_pytorchs_on_every_device(dev
         np.testing.assert_array_equal(got, want)
         same_sign = np.signbit(got) == np.signbit(want)
         assert (same_sign | np.isnan(want)).all()
+
+
+@pytest.mark.parametrize("program", [
+    lambda L, a, b: L.maximum(a, b).backward(L.tensor([float("nan"), float("inf"), 1.0])),
+    lambda L, a, b: L.minimum(a, b).backward(L.tensor([float("nan"), float("inf"), 1.0])),
+    lambda L, a, b: a.clamp(min=1.5).backward(L.tensor([float("inf"), float("nan"), 1.0])),
+    lambda L, a, b: a.clamp(min=b).backward(L.tensor([float("inf"), float("nan"), 1.0])),
+    lambda L, a, b: a.min().std().backward(),  # the std of one value: a NaN gradient
+    lambda L, a, b: a.max().reshape(1).var().backward(),
+    lambda L, a, b: L.maximum(a, b).var().backward(),
+])
+def test_inputs_an_op_did_not_pick_get_no_nan_gradient_like_torch(program):
+    """maximum/minimum/clamp/min()/max() multiplied a NaN or inf gradient by a 0 mask: NaN
+    reached the inputs that were not picked, where PyTorch gives 0."""
+    import warnings
+
+    import torch
+
+    grads = []
+    for lib in (tt, torch):
+        a = lib.tensor([1.0, 3.0, 2.0], requires_grad=True)
+        b = lib.tensor([2.0, 1.0, 2.0], requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program(lib, a, b)
+        grads.append([None if t.grad is None else np.array(t.grad.tolist()) for t in (a, b)])
+    for got, ref in zip(*grads):
+        assert (got is None) == (ref is None)
+        if ref is not None:  # NaN where PyTorch has NaN, 0 where it has 0
+            np.testing.assert_allclose(got, ref, rtol=1e-6, equal_nan=True)

@@ -117,6 +117,10 @@ EXTRA = {
     "scatter": lambda L: ((), {"index": L.tensor(IDX), "value": 0.5}),
     "scatter_": lambda L: ((), {"index": L.tensor(IDX), "value": 0.5}),
     "unflatten": lambda L: ((), {"sizes": (5, 1)}),
+    "index_add": lambda L: ((), {"index": L.tensor([0, 3, 3]), "source": L.ones(4, 3)}),
+    "index_add_": lambda L: ((), {"index": L.tensor([0, 3, 3]), "source": L.ones(4, 3)}),
+    "scatter_add": lambda L: ((), {"index": L.tensor(IDX), "src": L.ones(4, 2)}),
+    "scatter_add_": lambda L: ((), {"index": L.tensor(IDX), "src": L.ones(4, 2)}),
 }
 
 

@@ -100,3 +100,8 @@ def test_out_refuses_a_result_that_needs_a_gradient():
     w = tt.ones(2, 2, requires_grad=True)
     with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
         tt.sum(w, 1, out=tt.zeros(2))
+
+
+def test_out_of_a_reduction_refuses_a_dtype_that_cannot_hold_the_result():
+    with pytest.raises(tt.dtypes.DTypeError, match=r"mean\(out=...\): the result is float32"):
+        tt.mean(tt.ones(2, 2), 1, out=tt.zeros(2, dtype=tt.int64))

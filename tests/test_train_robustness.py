@@ -12,6 +12,7 @@ import copy
 import errno
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -221,6 +222,31 @@ def test_a_reader_that_goes_away_does_not_end_the_run(tmp_path):
     err = p.stderr.read().decode()
     assert p.wait(timeout=300) == 0 and "Traceback" not in err, err[-2000:]
     assert tt.load(ck)["epoch"] == 2
+
+
+def test_a_stderr_reader_that_goes_away_does_not_end_the_run(tmp_path):
+    """`... 2>&1 | head -2`: the progress bar writes to stderr; once that reader has gone the
+    run must still train every epoch and save (it stopped after epoch 1, exit 1, silently)."""
+    ck = tmp_path / "ck.npz"
+    p = subprocess.Popen([sys.executable, "-m", "tinytrain.train", *SGD, *MINI, "--epochs", "3",
+                          "--save", str(ck)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    p.stderr.read(1)
+    p.stderr.close()  # the reader is gone
+    assert p.wait(timeout=300) == 0
+    assert tt.load(ck)["epoch"] == 3
+
+
+@pytest.mark.parametrize("closed", ["stdout", "stderr"])
+def test_a_stream_closed_at_the_start_does_not_stop_the_run(tmp_path, closed):
+    """A job started with `>&-` or `2>&-` (Python then has sys.stdout/stderr = None): the run
+    trains and saves (it failed before the first step)."""
+    ck = tmp_path / "ck.npz"
+    cmd = " ".join([shlex.quote(sys.executable), "-m", "tinytrain.train", *SGD, *MINI,
+                    "--epochs", "1", "--save", shlex.quote(str(ck))])
+    r = subprocess.run(["bash", "-c", cmd + (" >&-" if closed == "stdout" else " 2>&-")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-2000:]
+    assert tt.load(ck)["epoch"] == 1
 
 
 @pytest.mark.parametrize("args,expected", [

@@ -38,7 +38,6 @@ TORCH_HINTS = {
            "tt.save(model.state_dict(), path)",
     "autocast": "tinytrain has no mixed precision (autocast/amp); it trains in float32",
     "amp": "tinytrain has no mixed precision (autocast/amp); it trains in float32",
-    "einsum": "not in tinytrain; write it with @, * and sum (e.g. 'ij,jk->ik' is a @ b)",
     "Generator": "tinytrain has one random generator: seed it with tt.manual_seed(seed); "
                  "DataLoader(..., seed=...) makes shuffling reproducible on its own",
     "bfloat16": _DTYPES, "complex64": _DTYPES, "complex128": _DTYPES, "cfloat": _DTYPES,
@@ -67,13 +66,8 @@ TENSOR_HINTS = {
     "to_sparse": "tinytrain has dense tensors only",
     "is_sparse": "tinytrain has dense tensors only",
     "bfloat16": _DTYPES, "cfloat": _DTYPES, "cdouble": _DTYPES, "complex": _DTYPES,
-    "prod": "not in tinytrain; for a constant, t.numpy().prod(); for a gradient, "
-            "x.log().sum().exp() of positive x",
-    "cumprod": _NUMPY, "bincount": _NUMPY, "histc": _NUMPY, "kthvalue": _NUMPY,
-    "median": _NUMPY, "mode": _NUMPY, "unfold": _NUMPY, "roll": _NUMPY, "flip": _NUMPY,
-    "index_add_": "not in tinytrain; under tt.no_grad(), np.add.at(t.data, index, values)",
-    "scatter_add_": "not in tinytrain; under tt.no_grad(), np.add.at(t.data, index, values)",
-    "bernoulli_": "not in tinytrain; (tt.rand(*t.shape) < p).float() draws the same",
+    "bincount": _NUMPY, "histc": _NUMPY, "kthvalue": _NUMPY, "mode": _NUMPY, "unfold": _NUMPY,
+    "flip": _NUMPY,
     "multinomial": "not in tinytrain; sample with NumPy: np.random.default_rng().choice(n, p=...)",
 }
 
@@ -99,41 +93,41 @@ H absolute absolute_ acos acos_ acosh acosh_ addbmm addbmm_ addcdiv addcdiv_ add
 addcmul_ addmm addmm_ addmv addmv_ addr addr_ adjoint aminmax angle apply_ arccos arccos_
 arccosh arccosh_ arcsin arcsin_ arcsinh arcsinh_ arctan arctan2 arctan2_ arctan_ arctanh
 arctanh_ argwhere as_strided as_strided_ as_strided_scatter as_subclass asin asin_ asinh
-asinh_ atan atan2 atan2_ atan_ atanh atanh_ baddbmm baddbmm_ bernoulli bernoulli_ bfloat16
+asinh_ atan atan2 atan2_ atan_ atanh atanh_ baddbmm baddbmm_ bfloat16
 bincount bitwise_and bitwise_and_ bitwise_left_shift bitwise_left_shift_ bitwise_not
 bitwise_not_ bitwise_or bitwise_or_ bitwise_right_shift bitwise_right_shift_ bitwise_xor
 bitwise_xor_ bmm cauchy_ ccol_indices cdouble cfloat chalf cholesky cholesky_inverse
 cholesky_solve clamp_max_ clamp_min_ coalesce col_indices conj conj_physical
 conj_physical_ const_data_ptr copysign copysign_ corrcoef cosh cosh_ cov cross
-crow_indices cummax cummin cumprod cumprod_ cumsum_ deg2rad deg2rad_ dense_dim dequantize
-det diag diag_embed diagflat diagonal diagonal_scatter diff digamma digamma_
+crow_indices cummax cummin cumsum_ deg2rad deg2rad_ dense_dim dequantize
+det diag diag_embed diagflat diagonal diagonal_scatter digamma digamma_
 dim_order dist divide_ dsplit eig eq_ erf erf_ erfc erfc_ erfinv erfinv_ exp2 exp2_ expm1_
 exponential_ fill_diagonal_ fix fix_ fliplr flipud float_power float_power_ floor_divide
-floor_divide_ fmax fmin fmod fmod_ frac frac_ frexp gcd gcd_ ge_ geometric_ geqrf ger
+floor_divide_ fmax fmin frac frac_ frexp gcd gcd_ ge_ geometric_ geqrf ger
 get_device grad_dtype greater_ greater_equal_ gt_ hardshrink hash_tensor heaviside
 heaviside_ histc histogram hsplit hypot hypot_ i0 i0_ igamma igamma_ igammac igammac_ imag
-index index_add index_add_ index_copy index_copy_ index_fill index_fill_ index_put
+index index_copy index_copy_ index_fill index_fill_ index_put
 index_put_ index_reduce index_reduce_ indices inner int_repr inverse ipu is_coalesced
 is_complex is_conj is_distributed is_inference is_ipu is_maia is_meta is_mkldnn is_mps
 is_mtia is_neg is_nested is_nonzero is_quantized is_same_size is_set_to
 is_shared is_signed is_sparse is_sparse_csr is_vulkan is_xla is_xpu isneginf isposinf
-isreal istft kron kthvalue layout lcm lcm_ ldexp ldexp_ le_ lerp lerp_ less_ less_equal_
+isreal istft kron kthvalue layout lcm lcm_ ldexp ldexp_ le_ less_ less_equal_
 lgamma lgamma_ log10_ log1p_ log2_ log_normal_ logaddexp logaddexp2 logcumsumexp logdet
 logical_and_ logical_not_ logical_or_ logical_xor_ logit logit_ lstsq lt_ lu lu_solve mH
-map2_ map_ masked_scatter masked_scatter_ matrix_exp matrix_power median mode
-module_load msort mtia multiply_ mvlgamma mvlgamma_ name nan_to_num nan_to_num_ nanmean
-nanmedian nanquantile nansum narrow_copy ne_ negative_ new new_empty_strided nextafter
+map2_ map_ masked_scatter masked_scatter_ matrix_exp matrix_power mode
+module_load msort mtia multiply_ mvlgamma mvlgamma_ name nan_to_num nan_to_num_
+nanmedian nanquantile narrow_copy ne_ negative_ new new_empty_strided nextafter
 nextafter_ nonzero_static not_equal_ orgqr ormqr output_nr pinverse polygamma
-polygamma_ positive prelu prod put put_ q_per_channel_axis q_per_channel_scales
+polygamma_ positive prelu put put_ q_per_channel_axis q_per_channel_scales
 q_per_channel_zero_points q_scale q_zero_point qr qscheme quantile rad2deg rad2deg_
 random_ real record_stream register_hook reinforce remainder_ renorm renorm_
 repeat_interleave resize resize_ resize_as resize_as_ resize_as_sparse_ resolve_conj
-resolve_neg roll rot90 row_indices rsqrt_ scatter_add
-scatter_add_ scatter_reduce scatter_reduce_ select_scatter set_ sgn sgn_ share_memory_
+resolve_neg rot90 row_indices rsqrt_
+scatter_reduce scatter_reduce_ select_scatter set_ sgn sgn_ share_memory_
 signbit sinc sinc_ sinh sinh_ slice_inverse slice_scatter slogdet smm solve sparse_dim
 sparse_mask sparse_resize_ sparse_resize_and_clear_ split_with_sizes squeeze_ sspaddmm
 stft storage storage_offset storage_type subtract_ sum_to_size svd swapaxes_ swapdims_
-symeig t_ take take_along_dim tan tan_ tensor_split to_dense to_mkldnn to_padded_tensor
+symeig t_ take_along_dim tan tan_ tensor_split to_dense to_mkldnn to_padded_tensor
 to_sparse to_sparse_bsc to_sparse_bsr to_sparse_coo to_sparse_csc to_sparse_csr trace
 transpose_ triangular_solve tril_ triu_ true_divide_ unfold unique_consecutive
 unsafe_chunk unsafe_split unsafe_split_with_sizes unsqueeze_ untyped_storage values vdot

@@ -8,18 +8,32 @@ which is the raw array in tinytrain) is wrapped as a Tensor first, so
 from __future__ import annotations
 
 import builtins
+import string
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from tinytrain import _numpy_names
 from tinytrain.autograd import is_grad_enabled, no_grad
 from tinytrain.autograd import ops as O
-from tinytrain.dtypes import result_type
+from tinytrain.dtypes import DTypeError, can_cast, result_type
 from tinytrain.tensor import Tensor, where
 
 
 def _t(x: Any) -> Tensor:
     return x if isinstance(x, Tensor) else Tensor(x)
+
+
+def _first(x: Any, other: Any) -> Tensor:
+    """The first operand of a binary function as a Tensor. A Python number before a Tensor
+    that has no reflected operator to take it (``tt.remainder(300, t)``, ``tt.sub(2, t,
+    alpha=2)``) becomes a tensor of the dtype it would make with ``other``, as PyTorch's
+    wrapped numbers do: it does not promote a 0-d ``t`` (int16 stays int16), and wraps as
+    ``300 // t`` does (300 is 44 in uint8)."""
+    if not _number_first(x, other):
+        return _t(x)
+    return Tensor(np.asarray(x).astype(result_type(other, x)))
 
 
 def _number_first(x: Any, other: Any) -> bool:
@@ -30,13 +44,22 @@ def _number_first(x: Any, other: Any) -> bool:
     return isinstance(other, Tensor) and isinstance(x, int | float | bool)
 
 
-def _out(result: Tensor, out: Tensor | None) -> Tensor:
-    """PyTorch's ``out=`` argument: write ``result`` into ``out`` (resized if need be)."""
+def _out(result: Tensor, out: Tensor | None, name: str, exact: bool = False) -> Tensor:
+    """PyTorch's ``out=`` argument: write ``result`` into ``out`` (resized if need be).
+
+    As PyTorch, ``out``'s dtype may not lose the result's kind (a float result into an
+    integer ``out``, anything but bool into a bool one): a DTypeError, not a silent
+    truncation. With ``exact`` (matmul) it must be the result's dtype."""
     if out is None:
         return result
     if is_grad_enabled() and (result.requires_grad or out.requires_grad):
         raise RuntimeError("functions with out=... arguments don't support automatic "
                            "differentiation, but one of the arguments requires grad.")
+    have, want = np.dtype(result.dtype), np.dtype(out.dtype)
+    if (have != want) if exact else not can_cast(have, want):
+        rule = "must have the result's dtype" if exact else "cannot hold it"
+        raise DTypeError(f"{name}(out=...): the result is {have}, and an out tensor of dtype "
+                        f"{want} {rule}")
     if out.shape != result.shape:
         out.data = result.data.astype(out.dtype)  # a new array of the new shape
     else:
@@ -57,22 +80,22 @@ def min(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A00
 
 def argmax(input: Any, dim: int | None = None, keepdim: bool = False, *,  # noqa: A002
            out: Tensor | None = None) -> Tensor:
-    return _out(_t(input).argmax(dim, keepdim), out)
+    return _out(_t(input).argmax(dim, keepdim), out, "argmax")
 
 
 def argmin(input: Any, dim: int | None = None, keepdim: bool = False, *,  # noqa: A002
            out: Tensor | None = None) -> Tensor:
-    return _out(_t(input).argmin(dim, keepdim), out)
+    return _out(_t(input).argmin(dim, keepdim), out, "argmin")
 
 
 def amax(input: Any, dim: Any = (), keepdim: bool = False, *,  # noqa: A002
          out: Tensor | None = None) -> Tensor:
-    return _out(_t(input).amax(dim, keepdim), out)
+    return _out(_t(input).amax(dim, keepdim), out, "amax")
 
 
 def amin(input: Any, dim: Any = (), keepdim: bool = False, *,  # noqa: A002
          out: Tensor | None = None) -> Tensor:
-    return _out(_t(input).amin(dim, keepdim), out)
+    return _out(_t(input).amin(dim, keepdim), out, "amin")
 
 
 def maximum(input: Any, other: Any) -> Tensor:  # noqa: A002
@@ -85,12 +108,12 @@ def minimum(input: Any, other: Any) -> Tensor:  # noqa: A002
 
 def sum(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A001, A002
         dtype: Any = None, out: Tensor | None = None) -> Tensor:
-    return _out(_t(input).sum(dim, keepdim, dtype=dtype), out)
+    return _out(_t(input).sum(dim, keepdim, dtype=dtype), out, "sum")
 
 
 def mean(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A002
          dtype: Any = None, out: Tensor | None = None) -> Tensor:
-    return _out(_t(input).mean(dim, keepdim, dtype=dtype), out)
+    return _out(_t(input).mean(dim, keepdim, dtype=dtype), out, "mean")
 
 
 def clamp(input: Any, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
@@ -126,7 +149,7 @@ def transpose(input: Any, dim0: int, dim1: int) -> Tensor:  # noqa: A002
 
 
 def matmul(input: Any, other: Any, *, out: Tensor | None = None) -> Tensor:  # noqa: A002
-    return _out(_t(input) @ other, out)
+    return _out(_t(input) @ other, out, "matmul", exact=True)
 
 
 def mm(input: Any, mat2: Any, *, out: Tensor | None = None) -> Tensor:  # noqa: A002
@@ -154,29 +177,29 @@ def bmm(input: Any, mat2: Any, *, out: Tensor | None = None) -> Tensor:  # noqa:
 def add(input: Any, other: Any, alpha: float = 1, *,  # noqa: A002
         out: Tensor | None = None) -> Tensor:
     if alpha == 1 and _number_first(input, other):
-        return _out(other.__radd__(input), out)
-    return _out(_t(input).add(other, alpha), out)
+        return _out(other.__radd__(input), out, "add")
+    return _out(_first(input, other).add(other, alpha), out, "add")
 
 
 def sub(input: Any, other: Any, alpha: float = 1, *,  # noqa: A002
         out: Tensor | None = None) -> Tensor:
     if alpha == 1 and _number_first(input, other):
-        return _out(other.__rsub__(input), out)
-    return _out(_t(input).sub(other, alpha), out)
+        return _out(other.__rsub__(input), out, "sub")
+    return _out(_first(input, other).sub(other, alpha), out, "sub")
 
 
 def mul(input: Any, other: Any, *, out: Tensor | None = None) -> Tensor:  # noqa: A002
     if _number_first(input, other):
-        return _out(other.__rmul__(input), out)
-    return _out(_t(input) * other, out)
+        return _out(other.__rmul__(input), out, "mul")
+    return _out(_t(input) * other, out, "mul")
 
 
 def div(input: Any, other: Any, *, rounding_mode: str | None = None,  # noqa: A002
         out: Tensor | None = None) -> Tensor:
     """``input / other`` (true division), or rounded: ``rounding_mode="trunc"`` / ``"floor"``."""
     if rounding_mode is None and _number_first(input, other):
-        return _out(other.__rtruediv__(input), out)
-    return _out(_t(input).div(other, rounding_mode=rounding_mode), out)
+        return _out(other.__rtruediv__(input), out, "div")
+    return _out(_first(input, other).div(other, rounding_mode=rounding_mode), out, "div")
 
 
 def floor_divide(input: Any, other: Any) -> Tensor:  # noqa: A002
@@ -207,7 +230,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0, *, out: Tensor | None = None) -
                 f"cat: sizes must match except in dimension {axis}: tensor 0 has shape "
                 f"{tensors[0].shape}, tensor {i} has shape {t.shape}"
             )
-    return _out(O.Cat.apply(axis, *(t._cast(dtype) for t in tensors)), out)
+    return _out(O.Cat.apply(axis, *(t._cast(dtype) for t in tensors)), out, "cat")
 
 
 concat = concatenate = cat
@@ -250,7 +273,7 @@ sin, cos, square, floor, ceil, trunc, sign, logical_not = (
 
 def _method(name: str):
     def fn(input: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002
-        return getattr(_t(input), name)(*args, **kwargs)
+        return getattr(_first(input, args[0] if args else None), name)(*args, **kwargs)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"``tt.{name}(x, ...)`` is ``x.{name}(...)``."
@@ -268,6 +291,83 @@ def _method(name: str):
     "less_equal", "not_equal"))
 
 
+(prod, cumprod, nansum, nanmean, median, diff, roll, lerp, fmod, index_add, scatter_add, take,
+ bernoulli) = (_method(n) for n in (
+    "prod", "cumprod", "nansum", "nanmean", "median", "diff", "roll", "lerp", "fmod",
+    "index_add", "scatter_add", "take", "bernoulli"))
+
+
+def einsum(equation: str, *operands: Any) -> Tensor:
+    """Einstein summation, as ``torch.einsum``: ``einsum("ij,jk->ik", a, b)`` is ``a @ b``,
+    ``einsum("bij->bji", x)`` a transpose, ``einsum("ii", m)`` the trace (operands may also
+    come as one list: ``einsum(eq, [a, b])``). Labels are letters; ``...`` stands for the
+    dimensions not named (right-aligned, broadcast across operands); labels missing from
+    the output are summed. Without ``->`` the output is ``...`` and then the labels used
+    once, in alphabetical order. A label's size must agree across operands, or be 1
+    (broadcast). The gradient: :class:`~tinytrain.autograd.ops.Einsum`."""
+    if len(operands) == 1 and isinstance(operands[0], list | tuple):
+        operands = tuple(operands[0])
+    operands = [_t(x) for x in operands]
+    labels, out = _einsum_labels(equation, [x.ndim for x in operands])
+    if builtins.any(x.dtype != operands[0].dtype for x in operands):
+        raise O.InvalidArgument(f"einsum(): operands must have one dtype, got "
+                                f"{[str(x.dtype) for x in operands]} (equation {equation!r}); "
+                                f"convert with .to(dtype) first")
+    size: dict[str, int] = {}
+    for i, (term, x) in enumerate(zip(labels, operands)):
+        mine: dict[str, int] = {}
+        for c, n in zip(term, x.shape):
+            if mine.setdefault(c, n) != n:
+                raise O.ShapeError(f"einsum(): subscript {c} is repeated for operand {i} but the "
+                                   f"sizes don't match, {mine[c]} != {n} (equation {equation!r})")
+            if size.get(c, 1) not in (1, n) and n != 1:
+                raise O.ShapeError(f"einsum(): subscript {c} has size {n} for operand {i} which "
+                                   f"does not broadcast with previously seen size {size[c]} "
+                                   f"(equation {equation!r})")
+            if size.get(c, 1) == 1:
+                size[c] = n
+    operands = [x if x.shape == tuple(size[c] for c in term) else  # size-1 labels broadcast
+                x.expand(*(size[c] for c in term)) for term, x in zip(labels, operands)]
+    return O.Einsum.apply(",".join(labels) + "->" + out, *operands)
+
+
+def _einsum_labels(equation: str, ndims: list[int]) -> tuple[list[str], str]:
+    """The labels of each operand and of the output of ``equation``, with ``...`` written
+    out as letters the equation does not use; an InvalidArgument naming what is wrong."""
+    def bad(what: str) -> O.InvalidArgument:
+        return O.InvalidArgument(f"einsum(): {what} (equation {equation!r})")
+
+    if not isinstance(equation, str):
+        raise TypeError(f"einsum(): the equation must be a string, got {type(equation).__name__}")
+    lhs, arrow, out = equation.replace(" ", "").partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ndims):
+        raise bad(f"the equation has {len(terms)} operands, but {len(ndims)} were given")
+    for term in [*terms, out]:
+        if not builtins.all(c in string.ascii_letters for c in term.replace("...", "", 1)):
+            raise bad(f"invalid subscripts {term!r}: letters a-z, A-Z and at most one '...'")
+    named = [len(t.replace("...", "")) for t in terms]
+    for i, (term, k, nd) in enumerate(zip(terms, named, ndims)):
+        if nd != k and ("..." not in term or nd < k):
+            raise bad(f"operand {i} has {nd} dimensions, but {term!r} names {k}")
+    free = [c for c in string.ascii_letters if c not in equation]
+    ellipsis = "".join(free[:builtins.max([nd - k for nd, k in zip(ndims, named)], default=0)])
+    labels = [t.replace("...", ellipsis[len(ellipsis) - (nd - k):])
+              for t, k, nd in zip(terms, named, ndims)]
+    if not arrow:  # the labels used once, sorted, after the ellipsis's
+        used = "".join(labels)
+        return labels, ellipsis + "".join(sorted(c for c in set(used) - set(ellipsis)
+                                                 if used.count(c) == 1))
+    out = out.replace("...", ellipsis)
+    for c in out:
+        if out.count(c) > 1:
+            raise bad(f"output subscript {c} appears more than once in the output")
+        if not builtins.any(c in t for t in labels):
+            raise bad(f"output subscript {c} does not appear in the equation for any input "
+                      f"operand")
+    return labels, out
+
+
 def unflatten(input: Any, dim: int, sizes: Sequence[int]) -> Tensor:  # noqa: A002
     """``dim`` split into ``sizes``: ``[N, 12]`` with ``(3, 4)`` at dim 1 -> ``[N, 3, 4]``."""
     return _t(input).unflatten(dim, sizes)
@@ -278,29 +378,29 @@ def round(input: Any, decimals: int = 0) -> Tensor:  # noqa: A001, A002
 
 
 def cumsum(input: Any, dim: int, *, out: Tensor | None = None) -> Tensor:  # noqa: A002
-    return _out(_t(input).cumsum(dim), out)
+    return _out(_t(input).cumsum(dim), out, "cumsum")
 
 
 def std(input: Any, dim: Any = None, unbiased: bool | None = None,  # noqa: A002
         keepdim: bool = False, *, correction: float | None = None,
         out: Tensor | None = None) -> Tensor:
-    return _out(_t(input).std(dim, unbiased, keepdim, correction=correction), out)
+    return _out(_t(input).std(dim, unbiased, keepdim, correction=correction), out, "std")
 
 
 def var(input: Any, dim: Any = None, unbiased: bool | None = None,  # noqa: A002
         keepdim: bool = False, *, correction: float | None = None,
         out: Tensor | None = None) -> Tensor:
-    return _out(_t(input).var(dim, unbiased, keepdim, correction=correction), out)
+    return _out(_t(input).var(dim, unbiased, keepdim, correction=correction), out, "var")
 
 
 def logsumexp(input: Any, dim: Any, keepdim: bool = False, *,  # noqa: A002
               out: Tensor | None = None) -> Tensor:
-    return _out(_t(input).logsumexp(dim, keepdim), out)
+    return _out(_t(input).logsumexp(dim, keepdim), out, "logsumexp")
 
 
 def norm(input: Any, p: Any = "fro", dim: Any = None, keepdim: bool = False, *,  # noqa: A002
          out: Tensor | None = None) -> Tensor:
-    return _out(_t(input).norm(p, dim, keepdim), out)
+    return _out(_t(input).norm(p, dim, keepdim), out, "norm")
 
 
 def sort(input: Any, dim: int = -1, descending: bool = False,  # noqa: A002
@@ -358,12 +458,12 @@ def unique(input: Any, sorted: bool = True, return_inverse: bool = False,  # noq
 
 def any(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A001, A002
         out: Tensor | None = None) -> Tensor:
-    return _out(_t(input).any(dim, keepdim), out)
+    return _out(_t(input).any(dim, keepdim), out, "any")
 
 
 def all(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A001, A002
         out: Tensor | None = None) -> Tensor:
-    return _out(_t(input).all(dim, keepdim), out)
+    return _out(_t(input).all(dim, keepdim), out, "all")
 
 
 def isclose(input: Any, other: Any, rtol: float = 1e-05, atol: float = 1e-08,  # noqa: A002
@@ -451,22 +551,24 @@ def equal(input: Any, other: Any) -> bool:  # noqa: A002
 _numpy_names.accept(globals(), "max min argmax argmin amax amin sum mean std var logsumexp "
                     "any all cumsum softmax log_softmax squeeze unsqueeze unflatten cat "
                     "concat concatenate stack sort argsort topk gather index_select scatter "
-                    "chunk unbind")
+                    "chunk unbind")  # (the _method()s pass axis= on to their Tensor methods)
 
 
 __all__ = [
     "abs", "add", "all", "allclose", "amax", "amin", "any", "argmax", "argmin", "argsort",
-    "bmm", "broadcast_to", "cat", "ceil", "chunk", "clamp", "clip", "clone", "concat",
-    "concatenate", "cos", "count_nonzero", "cumsum", "div", "dot", "eq", "equal", "exp",
-    "expm1", "flatten", "flip", "floor", "floor_divide", "gather", "ge", "greater",
-    "greater_equal", "gt", "index_select", "is_floating_point", "is_tensor", "isclose",
-    "isfinite", "isinf", "isnan", "le", "less", "less_equal", "log", "log10", "log1p", "log2",
-    "log_softmax", "logical_and", "logical_not", "logical_or", "logical_xor", "logsumexp",
-    "lt", "masked_fill", "masked_select", "matmul", "max", "maximum", "mean", "min", "minimum",
-    "mm", "moveaxis", "movedim", "mul", "multiply", "mv", "narrow", "ne", "neg", "negative",
-    "nonzero", "norm", "not_equal", "numel", "outer", "permute", "pow", "ravel", "reciprocal",
-    "relu", "remainder", "reshape", "round", "rsqrt", "scatter", "select", "sigmoid", "sign",
-    "sin", "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "sub",
-    "subtract", "sum", "swapaxes", "swapdims", "tanh", "tile", "topk", "transpose", "tril",
-    "triu", "true_divide", "trunc", "unbind", "unique", "unsqueeze", "var", "where",
+    "bernoulli", "bmm", "broadcast_to", "cat", "ceil", "chunk", "clamp", "clip", "clone",
+    "concat", "concatenate", "cos", "count_nonzero", "cumprod", "cumsum", "diff", "div", "dot",
+    "einsum", "eq", "equal", "exp", "expm1", "flatten", "flip", "floor", "floor_divide", "fmod",
+    "gather", "ge", "greater", "greater_equal", "gt", "index_add", "index_select",
+    "is_floating_point", "is_tensor", "isclose", "isfinite", "isinf", "isnan", "le", "lerp",
+    "less", "less_equal", "log", "log10", "log1p", "log2", "log_softmax", "logical_and",
+    "logical_not", "logical_or", "logical_xor", "logsumexp", "lt", "masked_fill",
+    "masked_select", "matmul", "max", "maximum", "mean", "median", "min", "minimum", "mm",
+    "moveaxis", "movedim", "mul", "multiply", "mv", "nanmean", "nansum", "narrow", "ne", "neg",
+    "negative", "nonzero", "norm", "not_equal", "numel", "outer", "permute", "pow", "prod",
+    "ravel", "reciprocal", "relu", "remainder", "reshape", "roll", "round", "rsqrt", "scatter",
+    "scatter_add", "select", "sigmoid", "sign", "sin", "softmax", "sort", "split", "sqrt",
+    "square", "squeeze", "stack", "std", "sub", "subtract", "sum", "swapaxes", "swapdims",
+    "take", "tanh", "tile", "topk", "transpose", "tril", "triu", "true_divide", "trunc",
+    "unbind", "unique", "unsqueeze", "var", "where",
 ]

@@ -74,6 +74,7 @@ MaxResult = namedtuple("max", ["values", "indices"])
 MinResult = namedtuple("min", ["values", "indices"])
 SortResult = namedtuple("sort", ["values", "indices"])
 TopkResult = namedtuple("topk", ["values", "indices"])
+MedianResult = namedtuple("median", ["values", "indices"])
 
 _LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
 
@@ -680,7 +681,8 @@ class Tensor:
         return self._binary(O.Div, o, reverse=True, float_result=True)
 
     def _floor_op(self, op: type[Function], other: Any, reverse: bool = False) -> Tensor:
-        """``//`` and ``%``: as PyTorch, integer division by zero raises, bool is refused."""
+        """``//``, ``%`` and ``fmod``: as PyTorch, integer division by zero raises, bool is
+        refused."""
         a, b = self._promote(other)
         if b is NotImplemented:
             return NotImplemented
@@ -745,11 +747,15 @@ class Tensor:
 
     def _alpha(self, other: Any, alpha: Any, op: Callable) -> Tensor:
         """``op(self, other * alpha)`` in the dtype of ``op(self, other)``, as PyTorch:
-        ``alpha`` scales, it does not promote (``int8.add(int8, alpha=2)`` stays int8)."""
+        ``alpha`` scales, it does not promote (``int8.add(int8, alpha=2)`` stays int8), and
+        the product is taken in that dtype (``f32.add(u8 200, alpha=2)`` is 401, not 400
+        wrapped in uint8)."""
         dtype = result_type(self, other)
         if dtype.kind in "biu" and not isinstance(alpha, numbers.Integral):
             raise RuntimeError("For integral input tensors, argument alpha must not be a "
                                "floating point number.")
+        if isinstance(other, Tensor) and other.dtype != dtype:
+            other = other.to(dtype=dtype)
         out = op(self, other * alpha)
         return out if out.dtype == dtype else out.to(dtype=dtype)
 
@@ -945,7 +951,12 @@ class Tensor:
             )
         if out._requires_grad:
             out = out._cast(self.dtype)
+            retained = self.retains_grad
+            if retained:  # .grad is the gradient of the value after the write, as PyTorch's
+                self.grad_fn.retained = None  # retain_grad hook moves to the new grad_fn
             self.grad_fn, self._requires_grad = out.grad_fn, True
+            if retained:
+                self.grad_fn.retained = weakref.ref(self)
         if view_of is not None:
             parent, index = view_of
             parent[index] = out  # writes our memory and records the write in parent's graph
@@ -1404,6 +1415,25 @@ class Tensor:
         axes = O._normalize_axis(_shape_arg(dims), self.ndim)
         return O.Flip.apply(self, axes)
 
+    def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None
+             ) -> Tensor:
+        """The entries shifted cyclically by ``shifts`` along ``dims`` (an int or a tuple of
+        each, as many shifts as dims); with ``dims`` None the flattened tensor is shifted by
+        one int and takes self's shape again."""
+        shifts = (shifts,) if isinstance(shifts, numbers.Integral) else tuple(shifts)
+        if dims is None:
+            if len(shifts) != 1:
+                raise InvalidArgument(f"roll: shifts and dimensions must align: {len(shifts)} "
+                                      f"shifts {shifts} without dims (one shift rolls the "
+                                      f"flattened tensor)")
+            return O.Roll.apply(self, int(shifts[0]), None)
+        dims = (dims,) if isinstance(dims, numbers.Integral) else tuple(dims)
+        if len(dims) != len(shifts):
+            raise InvalidArgument(f"roll: shifts and dimensions must align: shifts {shifts}, "
+                                  f"dims {dims}")
+        axes = tuple(self._dim("roll", d) for d in dims)  # (a dim may repeat, as in PyTorch)
+        return O.Roll.apply(self, tuple(int(s) for s in shifts), axes)
+
     def ravel(self) -> Tensor:
         return self.reshape(-1)
 
@@ -1531,8 +1561,27 @@ class Tensor:
             src = value
         if src is None:
             raise TypeError("scatter() needs src (a tensor) or value (a number)")
-        axis = self._dim("scatter", dim)
-        idx = self._index_array("scatter", index)
+        return O.Scatter.apply(self, *self._scatter_args("scatter", dim, index, src))
+
+    def scatter_(self, dim: int, index: Tensor, src: Any = None, value: Any = None) -> Tensor:
+        return self._inplace("scatter_", lambda s: s.scatter(dim, index, src, value), src)
+
+    def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
+        """A copy with ``src[i][j]`` added at ``[i][index[i][j]]`` for ``dim=1`` (likewise for
+        any dim); repeated indices add up. ``src`` is a tensor at least of ``index``'s shape."""
+        if not isinstance(src, Tensor):
+            raise TypeError(f"scatter_add(): src must be a Tensor, got {type(src).__name__}")
+        return O.ScatterAdd.apply(self, *self._scatter_args("scatter_add", dim, index, src))
+
+    def scatter_add_(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
+        return self._inplace("scatter_add_", lambda s: s.scatter_add(dim, index, src), src)
+
+    def _scatter_args(self, name: str, dim: int, index: Any, src: Any) -> tuple:
+        """``(index, src, axis)`` of a scatter, checked: ``index`` has self's number of
+        dimensions, is no larger than ``src`` (a tensor, or a number) and, apart from
+        ``dim``, than self; its values are in range along ``dim``."""
+        axis = self._dim(name, dim)
+        idx = self._index_array(name, index)
         if idx.ndim == 0:
             idx = idx.reshape((1,) * builtins.max(self.ndim, 1))
         limits = [n if d != axis else None for d, n in enumerate(self.shape)]
@@ -1543,14 +1592,51 @@ class Tensor:
             src = scalar_array(src, self.dtype)
         if idx.ndim != self.ndim or builtins.any(
                 n is not None and k > n for k, n in zip(idx.shape, limits)):
-            raise ShapeError(f"scatter(): index of shape {list(idx.shape)} does not fit self of "
+            raise ShapeError(f"{name}(): index of shape {list(idx.shape)} does not fit self of "
                              f"shape {list(self.shape)} (and src): same number of dimensions, "
                              f"and no larger apart from dimension {axis}")
-        self._check_index_range("scatter", idx, axis)
-        return O.Scatter.apply(self, idx, src, axis)
+        self._check_index_range(name, idx, axis)
+        return idx, src, axis
 
-    def scatter_(self, dim: int, index: Tensor, src: Any = None, value: Any = None) -> Tensor:
-        return self._inplace("scatter_", lambda s: s.scatter(dim, index, src, value), src)
+    def index_add(self, dim: int, index: Tensor, source: Tensor, *, alpha: Any = 1) -> Tensor:
+        """A copy with ``alpha * source`` added at the entries ``index`` (1-D integers) along
+        ``dim``: ``source`` has self's shape but ``index``'s length along ``dim``; repeated
+        indices add up. (A ``scatter_add`` with the index repeated across ``source``.)"""
+        axis = self._dim("index_add", dim)
+        idx = self._index_array("index_add", index)
+        if idx.ndim > 1:
+            raise ShapeError(f"index_add(): index must be a vector (1-D), got shape "
+                             f"{list(idx.shape)}")
+        idx = idx.reshape(-1)
+        source = _as_operand(source, self, "index_add()").to(self.device)
+        check_same_dtype("index_add()", self, source)
+        want = self.shape[:axis] + (idx.size,) + self.shape[axis + 1:]
+        if source.shape != want:
+            raise ShapeError(f"index_add(): source of shape {list(source.shape)} does not fit: "
+                             f"it must be self's shape {list(self.shape)} with dimension "
+                             f"{axis} the index's length {idx.size}, {list(want)}")
+        self._check_index_range("index_add", idx, axis)
+        if not (isinstance(alpha, numbers.Number) and alpha == 1):
+            source = source * scalar_array(alpha, self.dtype)
+        xp = backend.get_array_module(idx)
+        place = [1] * self.ndim
+        place[axis] = idx.size
+        return O.ScatterAdd.apply(self, xp.broadcast_to(idx.reshape(place), want), source, axis)
+
+    def index_add_(self, dim: int, index: Tensor, source: Tensor, *, alpha: Any = 1) -> Tensor:
+        return self._inplace("index_add_", lambda s: s.index_add(dim, index, source, alpha=alpha),
+                             source)
+
+    def take(self, index: Tensor) -> Tensor:
+        """The entries of the flattened tensor at ``index`` (any shape; negative counts from
+        the end), in ``index``'s shape."""
+        idx = self._index_array("take", index)
+        n = self.numel()
+        if idx.size and (int(idx.min()) < -n or int(idx.max()) >= n):
+            bad = int(idx.min()) if int(idx.min()) < -n else int(idx.max())
+            raise IndexRangeError(f"take(): index {bad} is out of range for a tensor of {n} "
+                                  f"elements (shape {self.shape})")
+        return self.reshape(-1)[Tensor(idx)]
 
     def argsort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
         """The indices that sort ``dim``, int64. Always stable (equal values keep their
@@ -1594,13 +1680,55 @@ class Tensor:
         """Running sums along ``dim``; integer and bool tensors sum in int64, float16 ones
         in float32 (as PyTorch accumulates; the result is float16 again). ``dtype``
         converts first."""
-        if dtype is not None:  # (the sums in that dtype, as PyTorch: int32 stays int32)
-            out = self.to(dtype=dtype).cumsum(dim)
+        return self._scan(O.Cumsum, dim, dtype)
+
+    @_accumulates_in_float32
+    def cumprod(self, dim: int, *, dtype: Any = None) -> Tensor:
+        """Running products along ``dim``, with :meth:`cumsum`'s dtypes; zeros get
+        PyTorch's gradient (:class:`~tinytrain.autograd.ops.Cumprod`)."""
+        return self._scan(O.Cumprod, dim, dtype)
+
+    def cumprod_(self, dim: int, *, dtype: Any = None) -> Tensor:
+        return self._inplace("cumprod_", lambda s: s.cumprod(dim, dtype=dtype))
+
+    def _scan(self, op: type[Function], dim: int, dtype: Any) -> Tensor:
+        if dtype is not None:  # (the scan in that dtype, as PyTorch: int32 stays int32)
+            out = self.to(dtype=dtype)._scan(op, dim, None)
             return out if out.dtype == np.dtype(dtype) else out.to(dtype=dtype)
         (axis,) = O._normalize_axis(dim, self.ndim)
         if self.ndim == 0:
-            return O.Cumsum.apply(self.reshape(1), 0).reshape(())
-        return O.Cumsum.apply(self, axis)
+            return op.apply(self.reshape(1), 0).reshape(())
+        return op.apply(self, axis)
+
+    def diff(self, n: int = 1, dim: int = -1, prepend: Tensor | None = None,
+             append: Tensor | None = None) -> Tensor:
+        """The ``n``-th forward difference along ``dim``, ``x[1:] - x[:-1]`` taken ``n`` times
+        (``!=`` for bool tensors), after ``prepend`` and ``append`` are joined at the ends
+        (tensors of self's shape apart from ``dim``). Each step is one shorter along ``dim``."""
+        if self.ndim == 0:
+            raise InvalidArgument("diff expects input to be at least one-dimensional")
+        if n < 0:
+            raise InvalidArgument(f"diff: order must be non-negative but got {n}")
+        axis = self._dim("diff", dim)
+        ends = {}
+        for name, end in (("prepend", prepend), ("append", append)):
+            if end is None:
+                continue
+            end = ends[name] = _as_operand(end, self, "diff")
+            if end.ndim != self.ndim or builtins.any(
+                    a != b for d, (a, b) in enumerate(zip(end.shape, self.shape)) if d != axis):
+                raise ShapeError(f"diff: {name} of shape {end.shape} does not fit the input of "
+                                 f"shape {self.shape}: the same apart from dimension {axis}")
+        x = self
+        if ends:
+            parts = [p for p in (ends.get("prepend"), self, ends.get("append")) if p is not None]
+            dtype = result_type(*parts)
+            x = O.Cat.apply(axis, *(p.to(self.device, dtype) for p in parts))
+        later = (slice(None),) * axis + (slice(1, None),)
+        earlier = (slice(None),) * axis + (slice(0, -1),)
+        for _ in range(n):
+            x = x[later] != x[earlier] if x.dtype == bool_ else x[later] - x[earlier]
+        return x
 
     def nonzero(self, as_tuple: bool = False) -> Any:
         """Indices of the non-zero entries: int64 ``[count, ndim]``, or one 1-D tensor per
@@ -1665,9 +1793,60 @@ class Tensor:
         if x.numel() == 0:  # an empty sum: log(0) = -inf, as in PyTorch
             return x.exp().sum(axes, keepdim).log()
         top = x.amax(axes, keepdim=True)._data
-        top = Tensor(backend.get_array_module(top).where(np.isinf(top), 0, top))  # inf - inf
-        out = (x - top).exp().sum(axes, keepdim=True).log() + top
-        return out if keepdim else out.squeeze(axes)
+        top = backend.get_array_module(top).where(np.isinf(top), 0, top)  # inf - inf
+        # (the shift added back in the result's shape: a squeeze at the end would make the
+        # result a view, which an in-place op with autograd then refuses)
+        return ((x - Tensor(top)).exp().sum(axes, keepdim).log()
+                + Tensor(top if keepdim else top.squeeze(axes)))
+
+    @_accumulates_in_float32
+    def prod(self, dim: int | None = None, keepdim: bool = False, *, dtype: Any = None
+             ) -> Tensor:
+        """Product over ``dim`` (one dim; all if None); bool and integer tensors multiply in
+        int64. ``dtype`` converts first. Zeros get PyTorch's gradient (the product of the
+        other entries: :class:`~tinytrain.autograd.ops.Prod`)."""
+        if dim is not None and not isinstance(dim, numbers.Integral):
+            raise TypeError(f"prod(): argument 'dim' must be an int, not {type(dim).__name__}")
+        x = self if dtype is None else self.to(dtype=dtype)
+        out = O.Prod.apply(x, x._reduction_axes(dim), keepdim)
+        return out if dtype is None or out.dtype == dtype else out.to(dtype=dtype)
+
+    def nansum(self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
+               dtype: Any = None) -> Tensor:
+        """:meth:`sum` with NaNs counted as 0 (they get no gradient)."""
+        x = self.masked_fill(self.isnan(), 0) if self.dtype.kind == "f" else self
+        return x.sum(dim, keepdim, dtype=dtype)
+
+    def nanmean(self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
+                dtype: Any = None) -> Tensor:
+        """:meth:`mean` of the values that are not NaN (NaN where all are); floating input."""
+        x = self._float_for("nanmean", dtype)
+        return x.nansum(dim, keepdim) / (~x.isnan()).sum(dim, keepdim)
+
+    def median(self, dim: int | None = None, keepdim: bool = False) -> Any:
+        """As ``torch.median``: without ``dim`` the lower median of all values (the lower of
+        the two middle values for an even count; NaN if there is a NaN; entries equal to it
+        share the gradient); with ``dim`` a named pair ``(values, indices)`` of the lower
+        medians along it (a NaN's where the slice has one; the chosen entry gets the
+        gradient)."""
+        if dim is None:
+            if self.numel() == 0:  # (as PyTorch: NaN)
+                return self.sum() * math.nan
+            return O.Median.apply(self, None, False)
+        if self.ndim == 0:  # its one value, at index 0
+            self._reduction_axes(dim)
+            index = Tensor(backend.array_module(self.device).zeros((), dtype=int64))
+            return MedianResult(O.Clone.apply(self), index)
+        (axis,) = self._reduce_check("median", dim)
+        middle = (self.shape[axis] - 1) // 2
+        index = self.argsort(axis)._data[(slice(None),) * axis + (slice(middle, middle + 1),)]
+        if self.dtype.kind == "f":  # (argsort puts NaNs last; the median is then NaN)
+            nan, xp = self.isnan()._data, backend.get_array_module(self._data)
+            first_nan = xp.expand_dims(nan.argmax(axis=axis), axis)
+            index = xp.where(nan.any(axis=axis, keepdims=True), first_nan, index)
+        values = O.TakeAlongDim.apply(self, index, axis, keepdim)
+        indices = Tensor((index if keepdim else index.squeeze(axis)).astype(int64, copy=False))
+        return MedianResult(values, indices)
 
     @_accumulates_in_float32
     def norm(self, p: Any = "fro", dim: Any = None, keepdim: bool = False) -> Tensor:
@@ -1861,6 +2040,32 @@ class Tensor:
     remainder, floor_divide = __mod__, __floordiv__
     bitwise_and, bitwise_or, bitwise_xor = __and__, __or__, __xor__
 
+    def fmod(self, other: Any) -> Tensor:
+        """``self - trunc(self / other) * other``: the remainder with the sign of ``self``
+        (C's ``fmod``; ``%`` and :meth:`remainder` take the sign of ``other``)."""
+        return self._floor_op(O.Fmod, other)
+
+    def fmod_(self, other: Any) -> Tensor:
+        return self._inplace("fmod_", lambda s: s.fmod(other), other)
+
+    def lerp(self, end: Tensor, weight: Any) -> Tensor:
+        """``self + weight * (end - self)``, all three broadcast together (``weight`` a number
+        or a tensor), of floating tensors of one dtype. Computed as PyTorch does, from
+        ``end`` back where ``weight >= 0.5``, so that a weight of 1 gives ``end`` exactly."""
+        x = self._float_for("lerp", None)
+        end = _as_operand(end, self, "lerp")
+        check_same_dtype("lerp", x, end)
+        if isinstance(weight, Tensor) and weight.ndim:
+            check_same_dtype("lerp", x, weight)
+        step = end - x
+        if isinstance(weight, Tensor):
+            weight = weight._cast(x.dtype)
+            return where(weight < 0.5, x + weight * step, end - step * (1 - weight))
+        return x + weight * step if weight < 0.5 else end - step * (1 - weight)
+
+    def lerp_(self, end: Tensor, weight: Any) -> Tensor:
+        return self._inplace("lerp_", lambda s: s.lerp(end, weight), end, weight)
+
     def floor_divide_(self, other: Any) -> Tensor:
         return self._inplace("floor_divide_", lambda s: s // other, other)
 
@@ -1975,6 +2180,29 @@ class Tensor:
         _floating_samples("normal_", self.dtype)
         return self.copy_(Tensor(_normal_samples(mean, std, self.shape, self.dtype)))
 
+    def bernoulli(self, *, generator: Any = None) -> Tensor:
+        """0/1 samples of self's dtype and device: 1 with probability ``self`` (each in
+        [0, 1]), drawn from the package generator (``tt.manual_seed`` makes them
+        reproducible; the same on every device). They pass zero gradient back, as PyTorch's."""
+        _no_generator("bernoulli", generator)
+        _floating_samples("bernoulli", self.dtype)
+        if self.numel() and not builtins.bool(((self >= 0) & (self <= 1)).all()):
+            raise InvalidArgument(f"bernoulli: probabilities must be in [0, 1], got values from "
+                                  f"{self.min().item()} to {self.max().item()}")
+        uniform = default_generator().random(self.shape)
+        return O.Bernoulli.apply(self, backend.to_device(uniform, self.device))
+
+    def bernoulli_(self, p: Any = 0.5, *, generator: Any = None) -> Tensor:
+        """Fill with 0/1 samples, 1 with probability ``p`` (a number, or a tensor that
+        broadcasts to self's shape); see :meth:`bernoulli`."""
+        _no_generator("bernoulli_", generator)
+        if isinstance(p, Tensor):
+            probs = p.detach().to(self.device)
+            probs = probs if probs.dtype.kind == "f" else probs.double()
+        else:
+            probs = full((), p, dtype=float64, device=self.device)
+        return self.copy_(probs.expand(self.shape).bernoulli())
+
     # ------------------------------------------------------------ memory
 
     def stride(self, dim: int | None = None) -> Any:
@@ -2020,7 +2248,8 @@ for _name in ("abs", "neg", "exp", "log", "sqrt", "sigmoid", "tanh", "sin", "cos
 _numpy_names.accept(Tensor, "sum mean max min argmax argmin amax amin std var logsumexp all "
                     "any count_nonzero cumsum softmax log_softmax squeeze unsqueeze sort "
                     "argsort topk chunk unbind select narrow gather index_select scatter "
-                    "scatter_ size stride")
+                    "scatter_ size stride prod cumprod nansum nanmean median diff scatter_add "
+                    "scatter_add_ index_add index_add_ cumprod_")
 
 
 class _Missing:
@@ -2649,8 +2878,8 @@ def arange(start: float, end: float | None = None, step: float = 1, dtype: Any =
 __all__ = [
     "arange", "as_tensor", "bool_", "empty", "eye", "float16", "float32", "float64",
     "from_numpy", "full", "full_like", "IndexRangeError", "int32", "int64", "InvalidArgument",
-    "linspace", "MaxResult", "MinResult", "multinomial", "no_grad", "normal", "ones",
-    "ones_like",
+    "linspace", "MaxResult", "MedianResult", "MinResult", "multinomial", "no_grad", "normal",
+    "ones", "ones_like",
     "rand", "rand_like", "randint", "randn", "randn_like", "randperm", "set_printoptions",
     "ShapeError", "SortResult", "Tensor", "tensor", "TopkResult", "uint8", "where", "zeros",
     "zeros_like",

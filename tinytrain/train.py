@@ -1138,13 +1138,16 @@ def _interrupted(args: argparse.Namespace | None) -> str:
     return f"the last checkpoint, after epoch {epoch}, is intact in {save}"
 
 
-class _StdoutUntilClosed:
-    """``sys.stdout`` during a run: once its reader has gone (``... | head -3``), what is
-    printed is dropped and training goes on to save its checkpoints. A BrokenPipeError
-    from a progress line must not end a run (and lose the epoch it had just finished)."""
+class _StreamUntilClosed:
+    """``sys.stdout`` or ``sys.stderr`` during a run: once its reader has gone
+    (``... | head -3``, ``2>&1 | head``), what is written is dropped and training goes on to
+    save its checkpoints. A BrokenPipeError from a progress line (the progress bar writes to
+    stderr) must not end a run and lose the epoch it had just finished. A stream that was
+    closed before the start (``>&-``: Python then has None there) writes to /dev/null."""
 
     def __init__(self, stream: Any) -> None:
-        self._stream = stream
+        self._devnull = open(os.devnull, "w") if stream is None else None  # noqa: SIM115
+        self._stream = stream if stream is not None else self._devnull
 
     def write(self, text: str) -> int:
         try:
@@ -1158,6 +1161,11 @@ class _StdoutUntilClosed:
             self._stream.flush()
         except BrokenPipeError:
             self._to_devnull()
+
+    def close_devnull(self) -> None:
+        """Close the /dev/null file this wrapper opened, if any."""
+        if self._devnull is not None:
+            self._devnull.close()
 
     def _to_devnull(self) -> None:
         """Point the stream's file at /dev/null, so that what is still buffered (and
@@ -1187,7 +1195,8 @@ def main(argv: list[str] | None = None) -> int:
 
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, on_sigterm) if in_main_thread else None
-    stdout, sys.stdout = sys.stdout, _StdoutUntilClosed(sys.stdout)
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _StreamUntilClosed(sys.stdout), _StreamUntilClosed(sys.stderr)
     try:
         with warnings.catch_warnings():
             # A run that diverges is reported in one line (the loss or a state is not
@@ -1196,13 +1205,17 @@ def main(argv: list[str] | None = None) -> int:
                                     "encountered", RuntimeWarning)
             return _main(argv, prog, in_main_thread)
     finally:
-        sys.stdout = stdout
+        for wrapper in (sys.stdout, sys.stderr):
+            if isinstance(wrapper, _StreamUntilClosed):
+                wrapper.flush()
+                wrapper.close_devnull()
+        sys.stdout, sys.stderr = streams
         if in_main_thread:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def _main(argv: list[str] | None, prog: str, in_main_thread: bool) -> int:
-    """The command itself, inside :func:`main`'s SIGTERM handler and stdout guard."""
+    """The command itself, inside :func:`main`'s SIGTERM handler and stream guards."""
     args = None
     try:
         argv = sys.argv[1:] if argv is None else list(argv)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from tinytrain import kernels
-from tinytrain.autograd.function import Function
+from tinytrain.autograd.function import Function, _root
 from tinytrain.backend import get_array_module, index_add
 
 # --------------------------------------------------------------------- helpers
@@ -258,6 +258,39 @@ class Remainder(Function):
         return ga, gb
 
 
+def _masked(g: Any, weight: Any) -> Any:
+    """``g * weight`` where ``weight`` (a mask, or 0 / 0.5 / 1) is nonzero, and 0 where it is
+    zero, also where ``g`` is NaN or inf: the inputs an op did not pick get no gradient at
+    all, as in PyTorch (a multiplication by 0 made NaN of a NaN gradient)."""
+    xp = get_array_module(g)
+    return xp.where(weight != 0, g * weight, g.dtype.type(0)).astype(g.dtype, copy=False)
+
+
+class Fmod(Function):
+    """C's ``fmod``: ``a - trunc(a / b) * b``, with the sign of ``a`` (``torch.fmod``; ``%``
+    takes the sign of ``b``). Its gradients, as PyTorch's: 1 for ``a``, ``-trunc(a / b)``
+    for ``b``."""
+
+    @staticmethod
+    def forward(a, b):
+        with np.errstate(all="ignore"):  # (x fmod 0.0 is NaN, silently, as in PyTorch)
+            return _module_and_floats(a, b)[0].fmod(a, b)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        ga = unbroadcast(g, a.shape) if ctx.needs_input_grad[0] else None
+        gb = None
+        if ctx.needs_input_grad[1]:
+            with np.errstate(all="ignore"):
+                gb = unbroadcast(-g * get_array_module(g).trunc(a / b), b.shape)
+        return ga, gb
+
+
 class Maximum(Function):
     """Element-wise ``max(a, b)``; where ``a == b`` each gets half the gradient (as PyTorch)."""
 
@@ -279,9 +312,9 @@ class Maximum(Function):
         # so where a NaN compares false both ways, each input gets all of it
         a, b = ctx.saved_tensors
         one, share = g.dtype.type(1), (a == b) * g.dtype.type(0.5)  # (g's dtype throughout)
-        ga = unbroadcast(g * (one - cls.wins(b, a) - share), a.shape) \
+        ga = unbroadcast(_masked(g, one - cls.wins(b, a) - share), a.shape) \
             if ctx.needs_input_grad[0] else None
-        gb = unbroadcast(g * (one - cls.wins(a, b) - share), b.shape) \
+        gb = unbroadcast(_masked(g, one - cls.wins(a, b) - share), b.shape) \
             if ctx.needs_input_grad[1] else None
         return ga, gb
 
@@ -312,7 +345,7 @@ class Clamp(Function):
             keep = keep & (a >= ctx.lo)
         if ctx.hi is not None:
             keep = keep & (a <= ctx.hi)
-        return g * keep, None, None
+        return _masked(g, keep), None, None
 
 
 class ClampTensor(Function):
@@ -338,14 +371,14 @@ class ClampTensor(Function):
             keep = keep & (a >= lo)
         if hi is not None:
             keep = keep & (a <= hi)
-        ga = unbroadcast(g * keep, a.shape) if ctx.needs_input_grad[0] else None
+        ga = unbroadcast(_masked(g, keep), a.shape) if ctx.needs_input_grad[0] else None
         glo = ghi = None
         if lo is not None and ctx.needs_input_grad[1]:
             below = (a < lo) & (lo < hi) if hi is not None else a < lo
-            glo = unbroadcast(g * below, lo.shape)
+            glo = unbroadcast(_masked(g, below), lo.shape)
         if hi is not None and ctx.needs_input_grad[2]:
             above = (a > hi) | (hi < lo) if lo is not None else a > hi
-            ghi = unbroadcast(g * above, hi.shape)
+            ghi = unbroadcast(_masked(g, above), hi.shape)
         return ga, glo, ghi
 
 
@@ -478,6 +511,19 @@ class Normal(Function):
         xp = get_array_module(g)
         return tuple(xp.zeros(shape, dtype) if need else None
                      for (shape, dtype), need in zip(ctx.like, ctx.needs_input_grad)) + (None,)
+
+
+class Bernoulli(Function):
+    """1 where ``uniform < p``, else 0, in ``p``'s dtype: a draw of ``torch.bernoulli(p)``
+    from ``uniform`` samples in [0, 1). As PyTorch's, it sends zeros back to ``p``."""
+
+    @staticmethod
+    def forward(p, uniform):
+        return (uniform < p).astype(p.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return get_array_module(g).zeros_like(g), None
 
 
 class ReLU(Function):
@@ -622,13 +668,66 @@ class Amax(Function):
         (mask,) = ctx.saved_tensors
         g = _expand_reduced(g, ctx.shape, ctx.axis, ctx.keepdims)
         count = mask.sum(axis=ctx.axis, keepdims=True)
-        return (g * mask / count).astype(g.dtype, copy=False), None, None
+        return _masked(g / count.astype(g.dtype, copy=False), mask), None, None
 
 
 class Amin(Amax):
     """Minimum over ``axis`` (``torch.amin``). Ties share the gradient equally."""
 
     reduce = "min"
+
+
+class Median(Amax):
+    """The lower median of all of ``a`` (``torch.median()`` without a dim): the middle of
+    the sorted values, the lower one of the two middles for an even count; NaN if any value
+    is. As for ``max()``, entries equal to it share the gradient (``axis`` None only)."""
+
+    @staticmethod
+    def forward(a, axis, keepdims):
+        xp = get_array_module(a)
+        ordered = xp.sort(a.reshape(-1))  # (NaNs last)
+        last = ordered[-1]
+        return xp.where(last != last, last, ordered[(a.size - 1) // 2])
+
+
+class Prod(Function):
+    """Product over ``axis`` (a 1-tuple, or all if None); integer and bool inputs multiply in
+    int64 (as PyTorch). The gradient of an entry is the product of the others: the running
+    products before it and after it. So nothing divides and zeros need no special case (one
+    zero: its gradient is the product of the rest, the others' 0; two or more: all 0)."""
+
+    row_major = True  # a new layout, as PyTorch's (Function.apply)
+
+    @staticmethod
+    def forward(a, axis, keepdims):
+        return a.prod(axis=axis, keepdims=keepdims,
+                      dtype="int64" if a.dtype.kind in "biu" else None)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, ctx.axis, ctx.keepdims = inputs
+        ctx.save_for_backward(a)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        xp = get_array_module(g)
+        flat, axis = (a.reshape(-1), 0) if ctx.axis is None else (a, ctx.axis[0])
+        before = _exclusive_cumprod(flat, axis)
+        after = xp.flip(_exclusive_cumprod(xp.flip(flat, axis), axis), axis)
+        g = _expand_reduced(g, a.shape, ctx.axis, ctx.keepdims)
+        return g * (before * after).reshape(a.shape), None, None
+
+
+def _exclusive_cumprod(a: Any, axis: int) -> Any:
+    """The running product along ``axis`` of the entries *before* each one (1 for the first)."""
+    if a.shape[axis] == 0:
+        return a.copy()
+    running = a.cumprod(axis=axis)
+    widths = [(0, 0)] * a.ndim
+    widths[axis] = (1, 0)
+    drop_last = tuple(slice(0, -1) if d == axis else slice(None) for d in range(a.ndim))
+    return get_array_module(a).pad(running[drop_last], widths, constant_values=1)
 
 
 class TakeAlongDim(Function):
@@ -698,6 +797,62 @@ class MatMul(Function):
             gb = (a[None, :] if a.ndim == 1 else a).swapaxes(-1, -2) @ g  # [..., K, M]
             gb = unbroadcast(gb[..., 0] if len(sb) == 1 else gb, sb)
         return ga, gb
+
+
+class Einsum(Function):
+    """``einsum(equation, *operands)`` for an explicit equation of letters (``"ij,jk->ik"``:
+    no ``...``, each label of one size in every operand; ``tinytrain.functions.einsum``
+    makes it so). The gradient of an operand is the einsum of the output's gradient with
+    the other operands, onto that operand's labels; a label summed away in this operand
+    alone (in no other operand, not in the output) did not change the result along it, so
+    the gradient is broadcast along it; a label repeated in one operand (``"ii->i"``, the
+    diagonal) receives the gradient on that diagonal, and zeros elsewhere."""
+
+    row_major = True  # a new layout, as PyTorch's (Function.apply)
+
+    @staticmethod
+    def forward(equation, *operands):
+        xp = get_array_module(operands[0])
+        out = xp.asarray(xp.einsum(equation, *operands, optimize=True))
+        if any(_root(out) is _root(x) for x in operands):  # "ij->ji": a view; a new array,
+            out = out.copy()  # as the gradient of the other ops' results assumes
+        return out
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.equation = inputs[0]
+        ctx.save_for_backward(*inputs[1:])
+
+    @staticmethod
+    def backward(ctx, g):
+        operands = ctx.saved_tensors
+        lhs, out = ctx.equation.split("->")
+        labels = lhs.split(",")
+        grads = [None]
+        for i, need in enumerate(ctx.needs_input_grad[1:]):
+            grads.append(_einsum_grad(g, out, labels, operands, i) if need else None)
+        return tuple(grads)
+
+
+def _einsum_grad(g: Any, out: str, labels: list[str], operands: tuple, i: int) -> Any:
+    """The gradient of operand ``i`` of ``einsum(",".join(labels) + "->" + out, *operands)``."""
+    xp = get_array_module(g)
+    mine = labels[i]
+    others = [s for j, s in enumerate(labels) if j != i]
+    size = dict(zip(mine, operands[i].shape))
+    letters = "".join(dict.fromkeys(mine))  # each label once, in the operand's order
+    kept = "".join(c for c in letters if c in out or any(c in s for s in others))
+    rest = [x for j, x in enumerate(operands) if j != i]
+    part = xp.asarray(xp.einsum(",".join([out, *others]) + "->" + kept, g, *rest, optimize=True))
+    part = xp.broadcast_to(part.reshape([size[c] if c in kept else 1 for c in letters]),
+                           [size[c] for c in letters])
+    if len(letters) == len(mine):
+        return xp.ascontiguousarray(part)
+    grad = xp.zeros(operands[i].shape, dtype=g.dtype)  # a repeated label: its diagonal
+    where = [letters.index(c) for c in mine]
+    grad[tuple(xp.arange(size[c]).reshape([-1 if d == w else 1 for d in range(len(letters))])
+               for c, w in zip(mine, where))] = part
+    return grad
 
 
 class Linear(Function):
@@ -1408,6 +1563,64 @@ class Cumsum(Function):
         return xp.flip(xp.flip(g, ctx.axis).cumsum(axis=ctx.axis), ctx.axis), None
 
 
+class Cumprod(Function):
+    """Running product along ``axis``; integer and bool inputs multiply in int64.
+
+    The gradient, as PyTorch's ``cumprod_backward``: ``d out_j / d a_i`` is the product of
+    ``a_0..a_j`` but ``a_i``. Before the first zero of a slice that is ``out_j / a_i``, so the
+    gradient is the reversed running sum of ``g * out`` over ``a_i`` (the outputs from the
+    zero on are 0 and add nothing). At the first zero it is the running product with that
+    zero taken as 1 (later zeros end it). After the first zero it is 0."""
+
+    row_major = True  # a new layout, as PyTorch's (Function.apply)
+
+    @staticmethod
+    def forward(a, axis):
+        return a.cumprod(axis=axis, dtype="int64" if a.dtype.kind in "biu" else None)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.axis = inputs[1]
+        ctx.save_for_backward(inputs[0], output)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, out = ctx.saved_tensors
+        xp, axis = get_array_module(g), ctx.axis
+
+        def reversed_cumsum(x: Any) -> Any:
+            return xp.flip(xp.flip(x, axis).cumsum(axis=axis), axis)
+
+        zero = a == 0
+        zeros_so_far = zero.cumsum(axis=axis)
+        before, first = zeros_so_far == 0, zero & (zeros_so_far == 1)
+        with np.errstate(all="ignore"):
+            grad = xp.where(before, reversed_cumsum(g * out) / xp.where(before, a, 1), 0)
+        through_zero = xp.where(first, 1, a).cumprod(axis=axis)
+        grad = xp.where(first, reversed_cumsum(g * through_zero), grad)
+        return grad.astype(g.dtype, copy=False), None
+
+
+class Roll(Function):
+    """``a`` shifted cyclically by ``shifts`` along ``axes`` (``torch.roll``; ``axes`` None:
+    the flattened tensor, one shift). Backward rolls the gradient back."""
+
+    row_major = True  # a new layout, as PyTorch's (Function.apply)
+
+    @staticmethod
+    def forward(a, shifts, axes):
+        return get_array_module(a).roll(a, shifts, axes)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, shifts, ctx.axes = inputs
+        ctx.back = -shifts if ctx.axes is None else tuple(-s for s in shifts)
+
+    @staticmethod
+    def backward(ctx, g):
+        return get_array_module(g).roll(g, ctx.back, ctx.axes), None, None
+
+
 # ------------------------------------------------------------ gather and scatter
 
 
@@ -1476,6 +1689,34 @@ class Scatter(Function):
             gs = get_array_module(g).zeros(ctx.src_shape, dtype=g.dtype)
             gs[tuple(slice(0, n) for n in ctx.index.shape)] = g[where]
         return ga, None, gs, None
+
+
+class ScatterAdd(Function):
+    """A copy of ``a`` with ``src`` (an array of ``index``'s shape at least) added at
+    ``index`` along ``axis`` (``torch.scatter_add``; ``index_add`` is the same with one index
+    per slice, broadcast). Repeated indices accumulate (``add.at``). ``a`` gets the whole
+    gradient, ``src`` the gradient of the places it was added to."""
+
+    row_major = True  # a new layout, as PyTorch's (Function.apply)
+
+    @staticmethod
+    def forward(a, index, src, axis):
+        out = a.copy()
+        index_add(out, _full_index(index, axis), src[tuple(slice(0, n) for n in index.shape)])
+        return out
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, ctx.index, src, ctx.axis = inputs
+        ctx.src_shape = src.shape
+
+    @staticmethod
+    def backward(ctx, g):
+        gs = None
+        if ctx.needs_input_grad[2]:
+            gs = get_array_module(g).zeros(ctx.src_shape, dtype=g.dtype)
+            gs[tuple(slice(0, n) for n in ctx.index.shape)] = g[_full_index(ctx.index, ctx.axis)]
+        return g if ctx.needs_input_grad[0] else None, None, gs, None
 
 
 class Embedding(Function):

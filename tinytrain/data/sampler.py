@@ -28,8 +28,8 @@ class Sampler:
 
     def indices(self) -> np.ndarray:
         """The indices of one epoch, int64 ``[len(self)]``."""
-        if type(self).__iter__ is not Sampler.__iter__:
-            return np.fromiter(iter(self), dtype=np.int64)
+        if type(self).__iter__ is not Sampler.__iter__:  # (checked: no float or bool index
+            return _integer_indices(np.asarray(list(self)), self)  # truncated into another)
         raise NotImplementedError(f"{type(self).__name__} must implement indices() or "
                                   "__iter__ (the indices of one epoch)")
 
@@ -57,6 +57,19 @@ def epoch_indices(sampler: Sampler | Iterable[int], size: int) -> np.ndarray:
             raise TypeError(f"sampler {type(sampler).__name__} gave lists of indices, not single "
                             f"indices: a batch sampler? pass it as DataLoader(batch_sampler=...)"
                             ) from None
+    order = _integer_indices(order, sampler)
+    if order.size == 0:
+        return order
+    low, high = int(order.min()), int(order.max())
+    if low < -size or high >= size:
+        bad = high if high >= size else low
+        raise IndexError(f"sampler {type(sampler).__name__} gave index {bad}, out of range for "
+                         f"a data set of {size} samples")
+    return order
+
+
+def _integer_indices(order: np.ndarray, sampler: object) -> np.ndarray:
+    """``order`` as int64 ``[n]``, or a TypeError if ``sampler`` gave anything but integers."""
     if order.size == 0:
         return np.zeros(0, dtype=np.int64)
     if order.ndim != 1 or order.dtype.kind not in "iu":
@@ -64,11 +77,6 @@ def epoch_indices(sampler: Sampler | Iterable[int], size: int) -> np.ndarray:
         raise TypeError(f"sampler {type(sampler).__name__} gave indices of dtype {order.dtype} "
                         f"and shape {order.shape} (e.g. {first!r}); a sampler yields integer "
                         "indices, one at a time")
-    low, high = int(order.min()), int(order.max())
-    if low < -size or high >= size:
-        bad = high if high >= size else low
-        raise IndexError(f"sampler {type(sampler).__name__} gave index {bad}, out of range for "
-                         f"a data set of {size} samples")
     return order.astype(np.int64, copy=False)
 
 

@@ -10,7 +10,8 @@
 The functions follow ``torch.distributed``: tensors are reduced in place, ``async_op=True``
 returns a :class:`Work` whose ``wait()`` makes the result usable. There are ``all_reduce``,
 ``reduce``, ``broadcast``, ``all_gather``, ``all_gather_into_tensor``, ``gather``,
-``scatter``, ``all_gather_object``, ``broadcast_object_list`` and ``barrier``. Differences:
+``scatter``, ``all_gather_object``, ``broadcast_object_list``, ``gather_object``,
+``scatter_object_list`` and ``barrier``. Differences:
 processes are always started by MPI (there is no ``torchrun``), ops are strings (``"sum"``,
 ``"avg"``, ``"max"``, ``"min"``, ``"product"``; :class:`ReduceOp` has the PyTorch names), and
 there is only one group (``group=`` may be None or that group).
@@ -491,6 +492,48 @@ def broadcast_object_list(object_list: list[Any], src: int | None = None, group:
     g.collectives += 1
 
 
+def gather_object(obj: Any, object_gather_list: list[Any] | None = None, dst: int | None = None,
+                  group: Any = None, group_dst: int | None = None) -> None:
+    """Every rank's ``obj`` (picklable, small) into rank ``dst``'s ``object_gather_list``
+    (``world_size`` entries, given on ``dst`` only, as in PyTorch): entry ``r`` becomes rank
+    ``r``'s. ``dst`` defaults to 0."""
+    g = _the_group(group, "gather_object")
+    dst = _root(g, "gather_object", "dst", dst, group_dst)
+    what = f"gather_object(dst={dst})"
+    if g.rank == dst:
+        _object_list(g, object_gather_list, what, g.world_size)
+    elif object_gather_list:
+        raise ValueError(f"{what} on rank {g.rank}: object_gather_list must not be given on a "
+                         "rank other than dst")
+    everyone = _same_call_on_every_rank(what, None, payload=obj)
+    if g.rank == dst:
+        object_gather_list[:] = everyone
+    g.collectives += 1
+
+
+def scatter_object_list(scatter_object_output_list: list[Any],
+                        scatter_object_input_list: list[Any] | None = None,
+                        src: int | None = None, group: Any = None,
+                        group_src: int | None = None) -> None:
+    """Rank ``src``'s ``scatter_object_input_list[r]`` (``world_size`` picklable, small
+    objects, given on ``src`` only) into rank ``r``'s ``scatter_object_output_list[0]``.
+    ``src`` defaults to 0."""
+    g = _the_group(group, "scatter_object_list")
+    src = _root(g, "scatter_object_list", "src", src, group_src)
+    what = f"scatter_object_list(src={src})"
+    _object_list(g, scatter_object_output_list, what)
+    if not scatter_object_output_list:
+        raise ValueError(f"{what} on rank {g.rank}: scatter_object_output_list must have at "
+                         "least one entry (the object lands in entry 0), e.g. [None]")
+    mine = None
+    if g.rank == src:
+        _object_list(g, scatter_object_input_list, what, g.world_size)
+        mine = list(scatter_object_input_list)
+    everyone = _same_call_on_every_rank(what, None, payload=mine)
+    scatter_object_output_list[0] = everyone[src][g.rank]
+    g.collectives += 1
+
+
 def _object_list(g: ProcessGroup, object_list: Any, what: str, size: int | None = None) -> None:
     if not isinstance(object_list, list):
         raise TypeError(f"{what} on rank {g.rank}: object_list must be a list (filled in "
@@ -510,8 +553,8 @@ def barrier() -> None:
 
 
 _ONLY = ("tinytrain.distributed has all_reduce, reduce, broadcast, all_gather, "
-         "all_gather_into_tensor, gather, scatter, all_gather_object, broadcast_object_list "
-         "and barrier, on one group of every rank")
+         "all_gather_into_tensor, gather, scatter, all_gather_object, broadcast_object_list, "
+         "gather_object, scatter_object_list and barrier, on one group of every rank")
 __getattr__ = _missing.module_getattr("tinytrain.distributed", {
     "reduce_scatter": _ONLY + "; a reduce_scatter is an all_reduce of which each rank keeps "
                       "its part",
@@ -528,7 +571,7 @@ __getattr__ = _missing.module_getattr("tinytrain.distributed", {
 __all__ = [
     "DistributedDataParallel", "ProcessGroup", "ReduceOp", "Work", "all_gather",
     "all_gather_into_tensor", "all_gather_object", "all_reduce", "barrier", "broadcast",
-    "broadcast_object_list", "destroy_process_group", "gather", "get_backend",
+    "broadcast_object_list", "destroy_process_group", "gather", "gather_object", "get_backend",
     "get_local_rank", "get_rank", "get_world_size", "init_process_group", "is_available",
-    "is_initialized", "reduce", "scatter",
+    "is_initialized", "reduce", "scatter", "scatter_object_list",
 ]

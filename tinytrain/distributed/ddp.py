@@ -182,6 +182,7 @@ class DistributedDataParallel(Module):
         self.measure_comm_wait = False           # bench/ddp.py: time blocked in wait()
         self._steps = 0
         self._sync_this_backward = True
+        self._forward_ran = False  # a forward that records a graph, since the last backward
         self._in_backward = False
         self._next_bucket = 0
         self._mask_work: Any = None  # find_unused_parameters: which parameters any rank used
@@ -319,6 +320,7 @@ class DistributedDataParallel(Module):
             for b in self.buckets:
                 self._bind(b, self._where())
             self._sync_this_backward = self.require_backward_grad_sync
+            self._forward_ran = True
         self._buffers_in_sync = False  # the module may update them from this rank's batch
         return self.module(*args, **kwargs)
 
@@ -395,6 +397,13 @@ class DistributedDataParallel(Module):
             return
         if not b.is_bound(slot):
             self._abandon_backward()
+            if not self._forward_ran:
+                raise RuntimeError(
+                    f"{self._where()}: the gradient of {b.names[slot]} is not in its bucket: "
+                    "this backward follows no forward of the DDP wrapper, so the model was "
+                    "called directly (ddp.module(x) or model.forward(x) instead of ddp(x)) "
+                    "and its gradients would never be averaged: the ranks would silently "
+                    "diverge. Call the wrapper: ddp(x).")
             raise RuntimeError(
                 f"{self._where()}: the gradient of {b.names[slot]} is not in its bucket: its "
                 ".grad was replaced after forward, typically by zero_grad(set_to_none=True) "
@@ -455,6 +464,7 @@ class DistributedDataParallel(Module):
                             f"backward: {exc}") from None
         finally:
             self._abandon_backward()
+            self._forward_ran = False
 
     def _unset_unused_grads(self, mask: Any) -> None:
         """``mask``: > 0 for each parameter (in bucket order) that some rank used since the last

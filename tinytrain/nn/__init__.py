@@ -3,7 +3,7 @@
 from tinytrain._missing import module_getattr as _module_getattr
 from tinytrain.nn import functional, init, utils
 from tinytrain.nn.containers import ModuleDict, ModuleList, ParameterDict, ParameterList
-from tinytrain.nn.conv import AdaptiveAvgPool2d, AvgPool2d, Conv2d, MaxPool2d
+from tinytrain.nn.conv import AdaptiveAvgPool2d, AvgPool2d, Conv2d, ConvTranspose2d, MaxPool2d
 from tinytrain.nn.layers import (
     CELU,
     ELU,
@@ -22,6 +22,7 @@ from tinytrain.nn.layers import (
     Hardtanh,
     HuberLoss,
     Identity,
+    KLDivLoss,
     L1Loss,
     LeakyReLU,
     Linear,
@@ -46,17 +47,20 @@ from tinytrain.nn.layers import (
     Unflatten,
 )
 from tinytrain.nn.module import Module, Parameter
-from tinytrain.nn.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
+from tinytrain.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm
+from tinytrain.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = [
     "AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "BCELoss",
-    "BCEWithLogitsLoss", "CELU", "Conv2d", "CosineSimilarity", "CrossEntropyLoss", "Dropout",
-    "Dropout2d", "ELU", "Embedding", "Flatten", "functional", "GELU", "Hardsigmoid",
-    "Hardswish", "Hardtanh", "HuberLoss", "Identity", "init", "L1Loss", "LayerNorm",
-    "LeakyReLU", "Linear", "LogSigmoid", "LogSoftmax", "MaxPool2d", "Mish", "Module",
-    "ModuleDict", "ModuleList", "MSELoss", "NLLLoss", "PairwiseDistance", "Parameter",
-    "ParameterDict", "ParameterList", "PReLU", "ReLU", "ReLU6", "SELU", "Sequential", "Sigmoid",
-    "SiLU", "SmoothL1Loss", "Softmax", "Softmin", "Softplus", "Softsign", "Tanh", "Unflatten",
+    "BCEWithLogitsLoss", "CELU", "Conv2d", "ConvTranspose2d", "CosineSimilarity",
+    "CrossEntropyLoss", "Dropout", "Dropout2d", "ELU", "Embedding", "Flatten", "functional",
+    "GELU", "GroupNorm", "Hardsigmoid", "Hardswish", "Hardtanh", "HuberLoss", "Identity",
+    "init", "KLDivLoss", "L1Loss", "LayerNorm", "LeakyReLU", "Linear", "LogSigmoid",
+    "LogSoftmax", "MaxPool2d", "Mish", "Module", "ModuleDict", "ModuleList", "MSELoss",
+    "NLLLoss", "PairwiseDistance", "Parameter", "ParameterDict", "ParameterList", "PReLU",
+    "ReLU", "ReLU6", "SELU", "Sequential", "Sigmoid", "SiLU", "SmoothL1Loss", "Softmax",
+    "Softmin", "Softplus", "Softsign", "Tanh", "Unflatten", "Upsample", "UpsamplingBilinear2d",
+    "UpsamplingNearest2d",
     "utils",
 ]
 
@@ -68,12 +72,11 @@ _RNN = ("tinytrain has no recurrent or attention layers; build them from nn.Line
         "ops (e.g. an RNN cell: h = (x @ W_x + h @ W_h + b).tanh())")
 _hints = _module_getattr(__name__, {
     "DataParallel": "use tinytrain.distributed.DistributedDataParallel (one process per GPU)",
-    "Conv1d": _CONV, "Conv3d": _CONV, "ConvTranspose2d": _CONV, "MaxPool1d": _CONV,
-    "AvgPool1d": _CONV, "AdaptiveMaxPool2d": _CONV, "Upsample": _CONV,
+    "Conv1d": _CONV, "Conv3d": _CONV, "ConvTranspose1d": _CONV, "ConvTranspose3d": _CONV,
+    "MaxPool1d": _CONV, "AvgPool1d": _CONV, "AdaptiveMaxPool2d": _CONV,
     "RNN": _RNN, "LSTM": _RNN, "GRU": _RNN, "MultiheadAttention": _RNN, "Transformer": _RNN,
     "TransformerEncoder": _RNN, "TransformerEncoderLayer": _RNN,
-    "GroupNorm": "tinytrain has BatchNorm1d/2d and LayerNorm",
-    "InstanceNorm2d": "tinytrain has BatchNorm1d/2d and LayerNorm",
+    "InstanceNorm2d": "tinytrain has BatchNorm1d/2d, LayerNorm and GroupNorm",
 }, _LAYERS)
 
 

@@ -6,10 +6,15 @@ ones (:mod:`tinytrain.kernels.cuda`); ``kernels.for_array`` picks the set of the
 device. Each call builds its ``Conv2dMeta``/``Pool2dMeta`` once, validating the shapes
 before any work, and passes it to forward and (through ``ctx``) to backward.
 
-Shapes follow PyTorch: input ``[N, C, H, W]``, conv weight ``[Cout, Cin, Kh, Kw]``,
-bias ``[Cout]``. ``kernel_size``, ``stride`` and ``padding`` take an int or an
-``(h, w)`` pair. Unlike PyTorch, a 3-D (unbatched) input is not accepted, and
-``dilation``/``groups``/``ceil_mode`` do not exist.
+Shapes follow PyTorch: input ``[N, C, H, W]`` (or an unbatched ``[C, H, W]``), conv weight
+``[Cout, Cin, Kh, Kw]``, transposed-conv weight ``[Cin, Cout, Kh, Kw]``, bias ``[Cout]``.
+``kernel_size``, ``stride`` and ``padding`` take an int or an ``(h, w)`` pair.
+``dilation``/``groups``/``ceil_mode`` do not exist (other than 1 / False).
+
+A transposed convolution needs no kernels of its own: it *is* the input gradient of a
+convolution (the one whose input has the transposed conv's output shape), so its forward
+is that convolution's ``conv2d_backward_input``, its dX that convolution's forward and its
+dW that convolution's ``conv2d_backward_weight`` with the roles of x and dy swapped.
 """
 
 from __future__ import annotations
@@ -34,10 +39,13 @@ __all__ = [
     "AvgPool2d",
     "Conv2d",
     "Conv2dFunction",
+    "ConvTranspose2d",
+    "ConvTranspose2dFunction",
     "MaxPool2d",
     "adaptive_avg_pool2d",
     "avg_pool2d",
     "conv2d",
+    "conv_transpose2d",
     "max_pool2d",
 ]
 
@@ -249,6 +257,243 @@ class Conv2d(Module):
         text += ", bias=False" if self.bias is None else ""
         return text + (f", padding_mode={self.padding_mode}"
                        if self.padding_mode != "zeros" else "")
+
+
+# --------------------------------------------------------------------------- conv_transpose2d
+
+
+class ConvTranspose2dFunction(Function):
+    """``y = conv_transpose2d(x, w) + b``: the input gradient of a convolution, run forward.
+
+    ``meta`` describes that convolution: its input is ``y`` ``[N, Cout, Ho, Wo]``, its weight
+    ``w`` ``[Cin, Cout, Kh, Kw]`` (its ``out_channels`` are our ``Cin``) and its output has
+    our input's shape ``[N, Cin, H, W]``. So forward is its ``conv2d_backward_input``; our
+    ``dx`` is its forward on ``dy``, our ``dw`` its ``conv2d_backward_weight`` with ``x`` in
+    the place of the output gradient and ``dy`` in the place of the input, and ``db`` sums
+    ``dy`` per channel. ``output_padding`` rows and columns are input rows of the
+    convolution that no window reaches: the kernels give them zeros (forward) and read
+    none of them (dX, dW). Selective save as :class:`Conv2dFunction`.
+    """
+
+    new_grads = True
+
+    @staticmethod
+    def forward(x: Any, w: Any, b: Any | None, meta: Conv2dMeta) -> Any:
+        if meta.batch == 0:
+            return _zeros_like_of(x, meta.input_shape, np.result_type(x, w))
+        y = kernels.for_array(x).conv2d_backward_input(x, w, meta)
+        if b is not None:
+            y += b.reshape(-1, 1, 1)
+        return y
+
+    @staticmethod
+    def setup_context(ctx: Context, inputs: tuple[Any, ...], output: Any) -> None:
+        x, w, _, ctx.meta = inputs
+        need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        ctx.save_for_backward(x if need_w else None, w if need_x else None)
+
+    @staticmethod
+    def backward(ctx: Context, grad_out: Any) -> tuple[Any, ...]:
+        x, w = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        meta = ctx.meta
+        if meta.batch == 0:
+            shapes = (meta.output_shape, meta.weight_shape, (meta.in_channels,))
+            return (*(_zeros_like_of(grad_out, shape, grad_out.dtype) if need else None
+                      for need, shape in zip((need_x, need_w, need_b), shapes)), None)
+        k = kernels.for_array(grad_out)
+        return (k.conv2d_forward(grad_out, w, None, meta) if need_x else None,
+                k.conv2d_backward_weight(x, grad_out, meta) if need_w else None,
+                k.conv2d_backward_bias(grad_out) if need_b else None, None)
+
+
+def _transposed_meta(x_shape: tuple[int, ...], w_shape: tuple[int, ...],
+                     b_shape: tuple[int, ...] | None, stride: IntOrPair, padding: IntOrPair,
+                     output_padding: IntOrPair) -> Conv2dMeta:
+    """The :class:`Conv2dMeta` of the convolution a ``conv_transpose2d`` is the input gradient
+    of, after checking the transposed conv's own shapes (with PyTorch's messages, which name
+    the transposed shapes, not the convolution's)."""
+    name = "conv_transpose2d"
+    if len(x_shape) != 4:
+        raise ShapeError(f"{name}: input must be 4-D [N, Cin, H, W] (or 3-D [Cin, H, W], one "
+                         f"image), got shape {x_shape} ({len(x_shape)} dims)")
+    if len(w_shape) != 4:
+        raise ShapeError(f"{name}: weight must be 4-D [Cin, Cout, Kh, Kw], got shape "
+                         f"{w_shape} ({len(w_shape)} dims)")
+    if min(x_shape[1:]) < 1 or min(w_shape) < 1:
+        raise ShapeError(f"{name}: input {x_shape} or weight {w_shape} has an empty dimension")
+    (n, c_in, h, w), (c_in_w, c_out, kh, kw) = x_shape, w_shape
+    if c_in != c_in_w:
+        raise ShapeError(f"Given transposed=1, weight of size {list(w_shape)}, expected "
+                         f"input{list(x_shape)} to have {c_in_w} channels, but got {c_in} "
+                         f"channels instead")
+    if b_shape is not None and tuple(b_shape) != (c_out,):
+        raise ShapeError(f"Given transposed=1, weight of size {list(w_shape)}, expected bias "
+                         f"to be 1-dimensional with {c_out} elements, but got bias of size "
+                         f"{list(b_shape)} instead")
+    (sh, sw), (ph, pw) = pair(stride, "stride", name), pair(padding, "padding", name)
+    oph, opw = pair(output_padding, "output_padding", name)
+    if sh < 1 or sw < 1:
+        raise ValueError(f"{name}: stride must be positive, got (h, w) = {(sh, sw)}")
+    if min(ph, pw, oph, opw) < 0:
+        raise ValueError(f"{name}: padding and output_padding must be non-negative, got "
+                         f"padding {(ph, pw)}, output_padding {(oph, opw)}")
+    if oph >= sh or opw >= sw:
+        raise ShapeError(f"output padding must be smaller than either stride or dilation, but "
+                         f"got output_padding_height: {oph} output_padding_width: {opw} "
+                         f"stride_height: {sh} stride_width: {sw} dilation_height: 1 "
+                         f"dilation_width: 1")
+    out_h, out_w = (h - 1) * sh - 2 * ph + kh + oph, (w - 1) * sw - 2 * pw + kw + opw
+    if out_h < 1 or out_w < 1:
+        raise ShapeError(f"Given input size per channel: ({h} x {w}). Calculated output size "
+                         f"per channel: ({out_h} x {out_w}). Output size is too small")
+    return Conv2dMeta((n, c_out, out_h, out_w), (c_in, c_out, kh, kw), (sh, sw), (ph, pw))
+
+
+def conv_transpose2d(
+    input: Tensor,  # noqa: A002
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: IntOrPair = 1,
+    padding: IntOrPair = 0,
+    output_padding: IntOrPair = 0,
+    groups: int = 1,
+    dilation: IntOrPair = 1,
+) -> Tensor:
+    """2-D transposed convolution, as ``torch.nn.functional.conv_transpose2d``: the gradient
+    of :func:`conv2d` with respect to its input, as a layer (each input pixel spreads
+    ``weight`` over a ``Kh x Kw`` patch of the output, ``stride`` apart).
+
+    ``input [N, Cin, H, W]`` (or ``[Cin, H, W]``), ``weight [Cin, Cout, Kh, Kw]``, ``bias
+    [Cout]`` or None -> ``[N, Cout, Ho, Wo]`` with ``Ho = (H - 1) * sh - 2 * ph + Kh + oph``
+    (same for W); ``output_padding`` (smaller than the stride) adds rows and columns at the
+    bottom and right that only the bias reaches. ``groups`` and ``dilation`` other than 1
+    raise a NotImplementedError.
+    """
+    if groups != 1:
+        raise NotImplementedError(f"conv_transpose2d: groups={groups} is not supported by "
+                                  f"tinytrain (groups=1 only)")
+    if pair(dilation, "dilation", "conv_transpose2d") != (1, 1):
+        raise NotImplementedError(f"conv_transpose2d: dilation={dilation} is not supported "
+                                  f"by tinytrain (dilation=1 only)")
+    if _unbatched(input):
+        return conv_transpose2d(input.unsqueeze(0), weight, bias, stride, padding,
+                                output_padding).squeeze(0)
+    meta = _transposed_meta(_shape(input, "conv_transpose2d"),
+                            _shape(weight, "conv_transpose2d", "weight"),
+                            None if bias is None else _shape(bias, "conv_transpose2d", "bias"),
+                            stride, padding, output_padding)
+    check_same_dtype("conv_transpose2d", input, weight, bias)
+    return ConvTranspose2dFunction.apply(input, weight, bias, meta)
+
+
+class ConvTranspose2d(Module):
+    """A transposed convolution layer (a learned upsampling): ``weight [in, out, Kh, Kw]``
+    (PyTorch's layout: the transpose of the convolution it undoes) and ``bias [out]``.
+
+    PyTorch's initialisation, whose fan is computed from the weight's shape as for any
+    layer: ``fan_in = weight.shape[1] * Kh * Kw = out_channels * Kh * Kw`` (not
+    ``in_channels``), ``kaiming_uniform_(weight, a=sqrt(5))`` and the bias from
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+
+    ``forward(x, output_size=None)``: ``output_size`` (``(Ho, Wo)``, or with ``N, C`` in
+    front) picks the ``output_padding`` that gives that size, as in PyTorch, where several
+    sizes round to the same input size under a stride. ``groups``, ``dilation`` and
+    ``padding_mode`` other than 1, 1 and ``"zeros"`` raise (PyTorch's transposed convs
+    accept only ``"zeros"`` too).
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: IntOrPair,
+        stride: IntOrPair = 1,
+        padding: IntOrPair = 0,
+        output_padding: IntOrPair = 0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation: IntOrPair = 1,
+        padding_mode: str = "zeros",
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        name = "ConvTranspose2d"
+        if in_channels < 1 or out_channels < 1:
+            raise ValueError(f"{name}: channels must be positive, got in_channels="
+                             f"{in_channels}, out_channels={out_channels}")
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {name}, got '
+                             f"padding_mode={padding_mode!r}")
+        if groups != 1:
+            raise NotImplementedError(f"{name}: groups={groups} is not supported by tinytrain "
+                                      f"(groups=1 only)")
+        if pair(dilation, "dilation", name) != (1, 1):
+            raise NotImplementedError(f"{name}: dilation={dilation} is not supported by "
+                                      f"tinytrain (dilation=1 only)")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size = pair(kernel_size, "kernel_size", name)
+        self.stride = pair(stride, "stride", name)
+        self.padding = pair(padding, "padding", name)
+        self.output_padding = pair(output_padding, "output_padding", name)
+        if min(self.kernel_size) < 1:
+            raise ValueError(f"{name}: kernel_size must be positive, got {self.kernel_size}")
+        if any(op >= s for op, s in zip(self.output_padding, self.stride)):
+            raise ValueError(f"{name}: output_padding {self.output_padding} must be smaller "
+                             f"than the stride {self.stride}")
+        self.groups, self.dilation, self.padding_mode = 1, (1, 1), padding_mode
+        self.weight = Parameter(factory_tensor(
+            name, (in_channels, out_channels, *self.kernel_size), device=device, dtype=dtype))
+        if bias:
+            self.bias = Parameter(factory_tensor(name, (out_channels,), device=device,
+                                                 dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw the weight and bias again, as the constructor does (re-initialise a model)."""
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init.calculate_fan_in_and_fan_out(self.weight)
+            bound = 1 / math.sqrt(fan_in)
+            init.uniform_(self.bias, -bound, bound)
+
+    def _output_padding(self, x: Tensor, output_size: Any) -> tuple[int, int]:
+        """The ``output_padding`` that makes the output ``output_size`` (PyTorch's rule)."""
+        if output_size is None:
+            return self.output_padding
+        size = [int(s) for s in output_size]
+        spatial = 2 if x.ndim == 4 else 1
+        if len(size) == spatial + 2:
+            size = size[spatial:]
+        if len(size) != 2:
+            raise ValueError(f"ConvTranspose2D: for {x.ndim}D input, output_size must have 2 "
+                             f"or {spatial + 2} elements (got {len(size)})")
+        in_hw = tuple(x.shape[-2:])
+        low = [(n - 1) * s - 2 * p + k for n, s, p, k in
+               zip(in_hw, self.stride, self.padding, self.kernel_size)]
+        high = [m + s - 1 for m, s in zip(low, self.stride)]
+        if any(not lo <= n <= hi for n, lo, hi in zip(size, low, high)):
+            raise ValueError(f"requested an output size of {list(output_size)}, but valid sizes "
+                             f"range from {low} to {high} (for an input of {list(in_hw)})")
+        return size[0] - low[0], size[1] - low[1]
+
+    def forward(self, x: Tensor, output_size: Any = None) -> Tensor:
+        _shape(x, "ConvTranspose2d")
+        return conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding,
+                                self._output_padding(x, output_size))
+
+    def extra_repr(self) -> str:
+        """PyTorch's text: padding and output_padding only when not zero."""
+        text = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}")
+        if any(self.padding):
+            text += f", padding={self.padding}"
+        if any(self.output_padding):
+            text += f", output_padding={self.output_padding}"
+        return text + (", bias=False" if self.bias is None else "")
 
 
 # --------------------------------------------------------------------------- pooling

@@ -13,13 +13,21 @@ from tinytrain._missing import module_getattr as _module_getattr
 from tinytrain.autograd import no_grad
 from tinytrain.autograd import ops as O
 from tinytrain.dtypes import DTypeError, int64
-from tinytrain.nn.conv import adaptive_avg_pool2d, avg_pool2d, conv2d, max_pool2d
+from tinytrain.nn.conv import (
+    adaptive_avg_pool2d,
+    avg_pool2d,
+    conv2d,
+    conv_transpose2d,
+    max_pool2d,
+)
+from tinytrain.nn.upsampling import interpolate
 from tinytrain.random import default_generator
 from tinytrain.tensor import (
     IndexRangeError,
     InvalidArgument,
     ShapeError,
     Tensor,
+    _as_operand,
     _broadcasts,
     check_same_dtype,
     tensor,
@@ -28,9 +36,10 @@ from tinytrain.tensor import (
 
 __all__ = [
     "adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
-    "binary_cross_entropy_with_logits", "celu", "conv2d", "cosine_similarity", "cross_entropy",
-    "dropout", "dropout2d", "elu", "embedding", "gelu", "hardsigmoid", "hardswish", "hardtanh",
-    "huber_loss", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid",
+    "binary_cross_entropy_with_logits", "celu", "conv2d", "conv_transpose2d",
+    "cosine_similarity", "cross_entropy", "dropout", "dropout2d", "elu", "embedding", "gelu",
+    "group_norm", "hardsigmoid", "hardswish", "hardtanh", "huber_loss", "interpolate",
+    "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid",
     "max_pool2d", "mish", "mse_loss", "nll_loss", "normalize", "one_hot", "pad",
     "pairwise_distance", "prelu", "relu", "relu6", "selu", "sigmoid", "silu", "smooth_l1_loss",
     "softmax", "softmin", "softplus", "softsign", "tanh",
@@ -522,6 +531,30 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",  # noqa: 
                    "huber_loss")
 
 
+def kl_div(input: Tensor, target: Tensor, *, reduction: str = "mean",  # noqa: A002
+           log_target: bool = False) -> Tensor:
+    """The Kullback-Leibler divergence of ``input`` (log-probabilities) from ``target``
+    (probabilities; log-probabilities with ``log_target=True``), per element
+    ``target * (log(target) - input)``; a target of 0 adds 0 (PyTorch's ``xlogy``).
+
+    ``reduction``: ``"mean"`` over all elements (PyTorch's default, which is not the KL
+    divergence), ``"batchmean"`` (the sum over the batch size ``input.shape[0]``: the KL
+    divergence per sample), ``"sum"`` or ``"none"``. Shapes broadcast, as in PyTorch.
+    """
+    if reduction not in (*_REDUCTIONS, "batchmean"):
+        raise ValueError(f"kl_div: unknown reduction {reduction!r}; use one of "
+                         f"{(*_REDUCTIONS, 'batchmean')}")
+    target = _as_operand(target, input, "kl_div")
+    O.broadcast_shapes("kl_div", input.shape, target.shape)
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:  # (log of 1 where the target is 0: 0 * log(0) would be NaN, and its gradient too)
+        loss = target * where(target == 0, 1, target).log() - target * input
+    if reduction == "batchmean":
+        return loss.sum() / input.shape[0] if input.ndim else loss.sum()
+    return _reduce(loss, reduction, "kl_div")
+
+
 def _reduce(loss: Tensor, reduction: str, name: str) -> Tensor:
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{name}: unknown reduction {reduction!r}; use one of {_REDUCTIONS}")
@@ -766,6 +799,34 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
         out = out * weight
     out = out + bias if bias is not None else out
     return _as_input(out.contiguous(), input)  # (PyTorch's layer_norm output is contiguous)
+
+
+def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,  # noqa: A002
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalise each sample's channels in ``num_groups`` groups: ``input [N, C, *]`` seen as
+    ``[N, G, C/G * prod(*)]``, each group to mean 0 and variance 1 (biased), as
+    :func:`layer_norm` does over its last dims; then scale by ``weight [C]`` and shift by
+    ``bias [C]`` per channel. Independent of the batch, so it trains with any batch size."""
+    if not isinstance(input, Tensor) or input.ndim < 2:
+        raise ShapeError(f"group_norm: expected input [N, C, *], got "
+                         f"{getattr(input, 'shape', type(input).__name__)}")
+    n, c = input.shape[:2]
+    if num_groups < 1 or c % num_groups:
+        raise ShapeError(f"Expected number of channels in input to be divisible by num_groups, "
+                         f"but got input of shape {list(input.shape)} and num_groups="
+                         f"{num_groups}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (c,):
+            raise ShapeError(f"group_norm: Expected {name} to be a vector of size equal to the "
+                             f"number of channels in input ({c}), but got {name} of shape "
+                             f"{list(t.shape)} (input {list(input.shape)})")
+    _same_precision("group_norm", input, weight, bias)
+    grouped = input.reshape(n, num_groups, -1)
+    out = layer_norm(grouped, grouped.shape[2:], eps=eps).reshape(input.shape)
+    shape = (1, c) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    return _as_input(out + bias.reshape(shape) if bias is not None else out, input)
 
 
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,  # noqa: A002

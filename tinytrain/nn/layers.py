@@ -575,6 +575,18 @@ class MSELoss(_Loss):
         return F.mse_loss(input, target, self.reduction)
 
 
+class KLDivLoss(_Loss):
+    """``F.kl_div`` as a module: ``(log-probabilities, target) -> loss``; ``reduction`` may
+    also be ``"batchmean"``, and ``log_target=True`` takes the target as log-probabilities."""
+
+    def __init__(self, reduction: str = "mean", log_target: bool = False) -> None:
+        super().__init__(reduction)
+        self.log_target = log_target
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
+        return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
 class _WeightedLoss(_Loss):
     """A loss with class weights: ``weight`` is a buffer, as in PyTorch (in ``state_dict()``
     when given, moved by ``to()``)."""

@@ -54,6 +54,14 @@ class Parameter(Tensor):
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy (``copy.deepcopy(model)``, pickle) starts without ``.grad``, as PyTorch's
+        Parameter: a model copied to be fine-tuned must not carry the original's gradient
+        into its first step."""
+        state = super().__getstate__()
+        state["_grad"] = None
+        return state
+
 
 def _check_name(module: Module, name: Any, kind: str, registry: dict[str, Any]) -> None:
     """A parameter's, buffer's or submodule's name must be a key of ``state_dict()`` on its

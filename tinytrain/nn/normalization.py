@@ -1,8 +1,9 @@
-"""Normalisation layers: BatchNorm1d / BatchNorm2d and LayerNorm.
+"""Normalisation layers: BatchNorm1d / BatchNorm2d, LayerNorm and GroupNorm.
 
-Both are built from tensor ops (mean, subtract, divide by the square root of the variance
+All are built from tensor ops (mean, subtract, divide by the square root of the variance
 plus ``eps``), so autograd differentiates them like any other expression; the functional
-forms are ``F.batch_norm`` and ``F.layer_norm``.
+forms are ``F.batch_norm``, ``F.layer_norm`` and ``F.group_norm`` (a layer norm over each
+group of channels).
 
 Batch norm keeps *running* statistics as buffers (``running_mean``, ``running_var``,
 ``num_batches_tracked``: in ``state_dict()``, moved by ``to()``). In training mode it
@@ -133,3 +134,44 @@ class LayerNorm(Module):
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, "
                 f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
+
+
+class GroupNorm(Module):
+    """Normalise each sample over groups of ``num_channels / num_groups`` channels (and all
+    positions), then scale by ``weight [C]`` and shift by ``bias [C]`` (ones and zeros at
+    first). ``GroupNorm(1, C)`` is a layer norm over ``[C, H, W]``, ``GroupNorm(C, C)`` an
+    instance norm."""
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
+                 affine: bool = True, device: Any = None, dtype: Any = None, *,
+                 bias: bool = True) -> None:
+        super().__init__()
+        if num_groups < 1 or num_channels % num_groups:
+            raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups "
+                             f"({num_groups})")
+        self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
+        self.affine = affine
+        self.register_parameter("weight", None)
+        self.register_parameter("bias", None)
+        if affine:
+            shape = (num_channels,)
+            self.weight = Parameter(factory_tensor("GroupNorm", shape, 1, device, dtype))
+            if bias:
+                self.bias = Parameter(factory_tensor("GroupNorm", shape, 0, device, dtype))
+
+    def reset_parameters(self) -> None:
+        """Weight ones and bias zeros again (as at construction)."""
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if self.bias is not None:
+            init.zeros_(self.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if isinstance(x, Tensor) and (x.ndim < 2 or x.shape[1] != self.num_channels):
+            raise ShapeError(f"GroupNorm({self.num_groups}, {self.num_channels}): expected "
+                             f"input [N, {self.num_channels}, *], got shape {x.shape}")
+        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, "
+                f"affine={self.affine}, bias={self.bias is not None}")
