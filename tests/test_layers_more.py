@@ -377,3 +377,31 @@ def test_a_tiny_model_trains_step_by_step_as_pytorch(device, make):
         np.testing.assert_allclose(p.numpy(), p_t.detach().numpy(), rtol=1e-3, atol=1e-5,
                                    err_msg=name)
     assert losses[-1] < losses[0]  # it learns
+
+
+@pytest.mark.parametrize("make,shape", [
+    (lambda L: L.nn.Sequential(L.nn.Conv2d(1, 4, 3), L.nn.ReLU(inplace=True)), (1, 12, 12)),
+    (lambda L: L.nn.Sequential(L.nn.ConvTranspose2d(1, 4, 2, stride=2), L.nn.ReLU(inplace=True)),
+     (1, 12, 12)),
+    (lambda L: L.nn.Sequential(L.nn.MaxPool2d(2), L.nn.Hardtanh(-0.5, 0.5, inplace=True)),
+     (1, 12, 12)),
+    (lambda L: L.nn.Sequential(L.nn.Conv2d(1, 8, 3), L.nn.GroupNorm(4, 8, affine=False),
+                               L.nn.ReLU(inplace=True)), (2, 1, 12, 12)),
+])
+def test_an_in_place_layer_after_one_whose_result_is_a_view_works_like_torch(make, shape):
+    """An unbatched image through Conv2d / ConvTranspose2d / MaxPool2d (a squeezed result),
+    or GroupNorm without affine (a reshaped one), then ReLU(inplace=True): the in-place op on
+    that view was refused; it writes through now, as in PyTorch."""
+    x = np.random.default_rng(0).standard_normal(shape)
+    ours, theirs = make(tt).double(), make(torch).double()
+    with torch.no_grad():
+        for p, q in zip(ours.parameters(), theirs.parameters()):
+            q.copy_(torch.from_numpy(p.detach().numpy()))
+    results = []
+    for lib, model in ((tt, ours), (torch, theirs)):
+        xt = lib.tensor(x, requires_grad=True)
+        y = model(xt)
+        (y * y).sum().backward()
+        results.append((y.detach().numpy(), xt.grad.numpy()))
+    for got, ref in zip(*results):
+        np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-12)

@@ -36,7 +36,7 @@ import weakref
 from collections import namedtuple
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -80,6 +80,15 @@ MedianResult = namedtuple("median", ["values", "indices"])
 _PRINT_OPTIONS: dict[str, Any] = {}
 
 _LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
+
+
+class _Rearranged(NamedTuple):
+    """A view that holds all of ``parent``, rearranged: ``view.reshape(-1)[order]`` is the
+    parent's elements in its own row-major order. An in-place op with autograd on the view
+    writes the parent whole from it (``parent.copy_``), so the parent's graph records it."""
+
+    parent: Tensor
+    order: Tensor
 
 
 class RemovableHandle:
@@ -932,13 +941,15 @@ class Tensor:
             if base is not None and base.requires_grad and base.grad_fn is None:
                 raise RuntimeError(f"{name}: a view of {_LEAF_INPLACE}")
             if base is not None:
-                view_of = self.__dict__.get("_view_of")  # (parent, index) for a slice
+                # (parent, index) for a slice; (parent, order) for a rearrangement
+                view_of = self.__dict__.get("_view_of") or self._rearranged_from()
                 if view_of is None:
                     raise RuntimeError(
-                        f"{name}: in-place op with autograd on a reshaped or permuted view "
-                        f"of another tensor (shape {base.shape}): tinytrain rewrites the "
-                        f"base's graph only for slices (x[i]); apply the op to the base, use "
-                        f"an out-of-place op, or clone() the view first"
+                        f"{name}: in-place op with autograd on a view of another tensor "
+                        f"(shape {base.shape}) that is neither a slice (x[i]) nor a "
+                        f"rearrangement of all of it (reshape, permute, squeeze, ...): e.g. an "
+                        f"expand, which repeats elements; apply the op to the base, use an "
+                        f"out-of-place op, or clone() the view first"
                     )
             source = Tensor(self._data.copy())
             source.grad_fn, source._requires_grad = self.grad_fn, self.requires_grad
@@ -962,13 +973,39 @@ class Tensor:
             self.grad_fn, self._requires_grad = out.grad_fn, True
             if retained:
                 self.grad_fn.retained = weakref.ref(self)
-        if view_of is not None:
+        if isinstance(view_of, _Rearranged):  # the parent, written whole, in its own layout
+            view_of.parent.copy_(out.reshape(-1)[view_of.order].reshape(view_of.parent.shape))
+        elif view_of is not None:
             parent, index = view_of
             parent[index] = out  # writes our memory and records the write in parent's graph
         else:
             self._write(name, Ellipsis, out._data)
             self._version_counter[0] += 1
         return self
+
+    def _rearranged_from(self) -> _Rearranged | None:
+        """If this view holds every element of the tensor it was made from, once each (a
+        reshape, permute, transpose, squeeze, ...), that tensor and where each of its flat
+        elements is in this view; else None. Found by making the same view of the parent's
+        flat positions, so it holds for any such view op without a list of them."""
+        if self._view_replay is None:
+            return None
+        cls, inputs, _ = self._view_replay
+        parent = inputs[0]
+        if not isinstance(parent, Tensor) or parent.numel() != self.numel():
+            return None
+        positions = np.arange(parent.numel()).reshape(parent.shape)
+        raw = [positions] + [x._data if isinstance(x, Tensor) else x for x in inputs[1:]]
+        try:
+            where = np.asarray(cls.forward(*raw)).reshape(-1)
+        except Exception:  # a view op that works only on its own array type
+            return None
+        if where.size != parent.numel():
+            return None
+        order = np.argsort(where, kind="stable")
+        if not np.array_equal(where[order], np.arange(where.size)):  # repeats (expand)
+            return None
+        return _Rearranged(parent, Tensor(backend.to_device(order, self.device)))
 
     def _check_no_grad_view(self, name: str, recording: bool) -> None:
         """A view made under ``no_grad`` is not written with grad mode on when the write would
