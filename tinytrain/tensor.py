@@ -688,8 +688,8 @@ class Tensor:
     def __rmul__(self, o: Any) -> Tensor:
         return self._binary(O.Mul, o, reverse=True)
 
-    def __truediv__(self, o: Any) -> Tensor:
-        return self._binary(O.Div, o, float_result=True)
+    def __truediv__(self, other: Any) -> Tensor:  # (other: PyTorch's keyword, true_divide)
+        return self._binary(O.Div, other, float_result=True)
 
     def __rtruediv__(self, o: Any) -> Tensor:
         return self._binary(O.Div, o, reverse=True, float_result=True)
@@ -711,14 +711,14 @@ class Tensor:
                 raise RuntimeError("ZeroDivisionError: integer division or modulo by zero")
         return self._binary(op, other, reverse)
 
-    def __floordiv__(self, o: Any) -> Tensor:
-        return self._floor_op(O.FloorDiv, o)
+    def __floordiv__(self, other: Any) -> Tensor:
+        return self._floor_op(O.FloorDiv, other)
 
     def __rfloordiv__(self, o: Any) -> Tensor:
         return self._floor_op(O.FloorDiv, o, reverse=True)
 
-    def __mod__(self, o: Any) -> Tensor:
-        return self._floor_op(O.Remainder, o)
+    def __mod__(self, other: Any) -> Tensor:  # (other: PyTorch's keyword, remainder)
+        return self._floor_op(O.Remainder, other)
 
     def __rmod__(self, o: Any) -> Tensor:
         return self._floor_op(O.Remainder, o, reverse=True)
