@@ -189,9 +189,9 @@ def test_sharded_evaluation_counts_equal_one_process_exactly():
 @pytest.mark.parametrize("scenario,message,reached", [
     ("zero_grad_after_forward", "zero_grad(set_to_none=True) between forward and backward",
      "first step ok"),
-    ("forward_bypassed", "this backward follows no forward of the DDP wrapper, so the model "
-                         "was called directly (ddp.module(x) or model.forward(x) instead of "
-                         "ddp(x))", "first step ok"),
+    ("forward_bypassed", "this backward follows no forward of the DDP wrapper since the "
+                         "last backward, so either the model was called directly "
+                         "(ddp.module(x) or model.forward(x) instead of ddp(x))", "first step ok"),
     ("unused_parameter", "received no gradient in this step: b.bias, b.weight", None),
     ("diverged", "after 2 training steps the ranks hold different values of layers.2.bias",
      None),
