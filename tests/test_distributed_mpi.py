@@ -485,6 +485,21 @@ def test_training_on_two_ranks_prints_and_saves_once(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.npz", "curves.png"]  # no temp
 
 
+def test_a_reader_that_goes_away_does_not_end_a_run_on_two_ranks(tmp_path):
+    """`--nproc 2 ... 2>&1 | head -1`: mpiexec wrote into the reader's pipe and died of
+    SIGPIPE when it went, taking the ranks with it (no checkpoint, exit 141, no message)."""
+    _mpiexec()
+    ck = tmp_path / "ck.npz"
+    p = subprocess.Popen([sys.executable, "-m", "tinytrain.train", *MINI, "--nproc", "2",
+                          "--model", "mlp", "--optimizer", "sgd", "--lr", "0.1", "--epochs",
+                          "3", "--save", str(ck)], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, env=_env(), cwd=ROOT)
+    p.stdout.readline()
+    p.stdout.close()  # the reader is gone
+    assert p.wait(timeout=240) == 0
+    assert tt.load(ck)["epoch"] == 3
+
+
 def _weights(path: Path) -> dict[str, np.ndarray]:
     return {k: v.numpy() for k, v in tt.load(path)["model"].items()}
 
