@@ -1834,12 +1834,7 @@ class Tensor:
         axes = x._reduction_axes(dim)
         if x.numel() == 0:  # an empty sum: log(0) = -inf, as in PyTorch
             return x.exp().sum(axes, keepdim).log()
-        top = x.amax(axes, keepdim=True)._data
-        top = backend.get_array_module(top).where(np.isinf(top), 0, top)  # inf - inf
-        # (the shift added back in the result's shape: a squeeze at the end would make the
-        # result a view, which an in-place op with autograd then refuses)
-        return ((x - Tensor(top)).exp().sum(axes, keepdim).log()
-                + Tensor(top if keepdim else top.squeeze(axes)))
+        return O.LogSumExp.apply(x, axes, keepdim)
 
     @_accumulates_in_float32
     def prod(self, dim: int | None = None, keepdim: bool = False, *, dtype: Any = None
