@@ -405,3 +405,21 @@ def test_an_in_place_layer_after_one_whose_result_is_a_view_works_like_torch(mak
         results.append((y.detach().numpy(), xt.grad.numpy()))
     for got, ref in zip(*results):
         np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("rows,scale,dtype", [(16, 2.006, "float32"), (3, 2.3, "float32"),
+                                              (34, 1.36, "float64"), (15, 3.7, "float64"),
+                                              (7, 2.0, "float64"), (5, 0.7, "float64")])
+def test_nearest_with_a_scale_factor_reads_pytorchs_rows(rows, scale, dtype):
+    """PyTorch's nearest takes exactly twice the size as dst // 2 whatever the scale, and
+    computes the source row in float32 for every dtype: tinytrain read other rows (16 x
+    2.006: rows 0..14 where PyTorch reads 1..15), and its gradients followed."""
+    x = np.random.default_rng(0).standard_normal((1, 1, rows, 3)).astype(dtype)
+    got = []
+    for lib in (tt, torch):
+        xt = lib.tensor(x, requires_grad=True)
+        y = lib.nn.functional.interpolate(xt, scale_factor=(scale, 1.0), mode="nearest")
+        (y * lib.arange(y.numel(), dtype=xt.dtype).reshape(y.shape)).sum().backward()
+        got.append((y.detach().numpy(), xt.grad.numpy()))
+    for ours, ref in zip(*got):
+        np.testing.assert_array_equal(ours, ref)

@@ -5,8 +5,9 @@ output column of one or two input columns. So one mechanism does both modes, one
 time: a *tap* is an index array (the source row or column of every output one) and its
 weights, and resizing an axis adds up ``take(x, index, axis) * weight`` over the taps.
 
-* ``"nearest"``: one tap, weight 1, source ``floor(dst * scale)`` (PyTorch's legacy
-  nearest, which ``"nearest-exact"`` fixes; tinytrain has only the legacy one).
+* ``"nearest"``: one tap, weight 1, source ``floor(dst * scale)`` in float32, or
+  ``dst // 2`` for exactly twice the size (PyTorch's legacy nearest, which
+  ``"nearest-exact"`` fixes; tinytrain has only the legacy one).
 * ``"bilinear"``: two taps, the rows (columns) either side of the source coordinate,
   weighted by the distance to it; ``align_corners=True`` maps the corner pixels' centres
   onto each other, ``False`` (the default) the corners of the images.
@@ -45,14 +46,19 @@ def _taps(xp: Any, in_size: int, out_size: int, scale: float | None, mode: str,
 
     ``scale`` is the user's scale factor (None when a size was given or with
     ``recompute_scale_factor``); PyTorch then maps with ``1 / scale``, else with
-    ``in / out``. The arithmetic is in float64 for float64 input and float32 otherwise (as
+    ``in / out``. The arithmetic is in float32, for bilinear on float64 input in float64 (as
     PyTorch's CPU kernels compute the source coordinates); the weights are in ``dtype``. An
     axis that keeps its size is copied (a scale factor of 1.2 on 3 rows gives 3 rows, the
     same ones), as in PyTorch.
     """
     if out_size == in_size:  # PyTorch copies an axis that keeps its size, whatever the scale
         return [(xp.arange(out_size), None)]
-    weight_dtype, dtype = dtype, np.dtype(np.float64 if dtype == np.float64 else np.float32)
+    weight_dtype = dtype
+    # PyTorch's nearest_idx computes in float32 for every dtype, and takes exactly twice the
+    # size as dst // 2 whatever the scale factor; bilinear in float64 for float64 input
+    dtype = np.dtype(np.float64 if dtype == np.float64 and mode != "nearest" else np.float32)
+    if mode == "nearest" and out_size == 2 * in_size:
+        return [(xp.arange(out_size) // 2, None)]
 
     def ratio() -> Any:  # PyTorch's compute_scales_value
         if scale is not None and scale > 0:
