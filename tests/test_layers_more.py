@@ -423,3 +423,21 @@ def test_nearest_with_a_scale_factor_reads_pytorchs_rows(rows, scale, dtype):
         got.append((y.detach().numpy(), xt.grad.numpy()))
     for ours, ref in zip(*got):
         np.testing.assert_array_equal(ours, ref)
+
+
+def test_group_norm_of_an_empty_batch_and_refused_sizes_like_torch():
+    """GroupNorm of [0, C, H, W] raised an internal reshape error; interpolate's size=8.5
+    and ConvTranspose2d's output_size=(10.7, 12) were truncated; size= with
+    recompute_scale_factor=True was accepted. PyTorch: a [0, C, H, W] result, and errors."""
+    for lib in (tt, torch):
+        norm = lib.nn.GroupNorm(3, 6)
+        y = norm(lib.zeros(0, 6, 4, 4, requires_grad=True))
+        y.sum().backward()
+        assert tuple(y.shape) == (0, 6, 4, 4) and norm.weight.grad.tolist() == [0.0] * 6
+        x = lib.ones(1, 1, 4, 4)
+        with pytest.raises(TypeError):
+            lib.nn.functional.interpolate(x, size=(8.5, 9))
+        with pytest.raises(ValueError, match="recompute_scale_factor is not meaningful"):
+            lib.nn.functional.interpolate(x, size=8, recompute_scale_factor=True)
+        with pytest.raises((TypeError, ValueError)):  # (PyTorch: a ValueError on the range)
+            lib.nn.ConvTranspose2d(1, 1, 3, stride=2)(x, output_size=(10.7, 12))

@@ -21,6 +21,7 @@ runs on NumPy and on CuPy.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import numpy as np
@@ -146,6 +147,13 @@ def _two(value: Any, name: str, cast: Any) -> tuple[Any, Any]:
     return cast(value), cast(value)
 
 
+def _size(value: Any) -> int:
+    """An output size: an integer (PyTorch refuses 8.5 rather than truncating it)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"interpolate: size must be an int or a pair of ints, got {value!r}")
+    return int(value)
+
+
 def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,  # noqa: A002
                 mode: str = "nearest", align_corners: bool | None = None,
                 recompute_scale_factor: bool | None = None, antialias: bool = False) -> Tensor:
@@ -182,7 +190,9 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,  # no
                          else "either size or scale_factor should be defined")
     h, w = input.shape[2:]
     if size is not None:
-        out_hw, scales = _two(size, "output size", int), (None, None)
+        if recompute_scale_factor:
+            raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
+        out_hw, scales = _two(size, "output size", _size), (None, None)
     else:
         scales = _two(scale_factor, "scale_factor", float)
         out_hw = tuple(math.floor(n * s) for n, s in zip((h, w), scales))
