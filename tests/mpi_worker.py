@@ -9,6 +9,7 @@ meant to fail print a marker first, so the test knows how far they got.
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import sys
 import time
@@ -200,6 +201,15 @@ def gather_collectives(device: str) -> None:
     dist.scatter_object_list(mine, [("for", k, list(range(k))) for k in range(R)]
                              if r == 0 else None)
     assert mine == [("for", r, list(range(r)))], mine
+    longer = [None] * R + ["kept"] if r == 0 else None  # PyTorch fills the first R entries
+    dist.gather_object(r * 10, longer, dst=0)
+    assert r != 0 or longer == [k * 10 for k in range(R)] + ["kept"], longer
+    mine = [None]
+    dist.scatter_object_list(mine, tuple(range(R)) if r == 0 else None)  # any sequence
+    assert mine == [r]
+    if r == 0:
+        _expect_raise(ValueError, ["the source rank must provide scatter_object_input_list"],
+                      dist.scatter_object_list, [None], None)
     # errors raised on this rank before any communication name the rank and the shapes
     t = tt.ones(4, device=device)
     _expect_raise(ValueError, [f"all_gather on rank {r} of {R}", f"has {R + 1} tensors",
@@ -321,6 +331,10 @@ def ddp_features(device: str) -> None:
     for (name, p), q in zip(model.named_parameters(), reference.parameters()):
         np.testing.assert_allclose(p.grad.numpy() * R, q.grad.numpy(), rtol=1e-12,
                                    err_msg=name)
+    # a copy of the wrapper would share its process group and buckets: refused, clearly
+    _expect_raise(TypeError, ["copy.deepcopy(ddp.module)"], copy.deepcopy, ddp)
+    snapshot = copy.deepcopy(ddp.module)  # what to copy (an EMA, the best model)
+    assert all(p.grad is None for p in snapshot.parameters())
 
     # unused parameters are allowed when asked for, with PyTorch's gradients: a head used on
     # rank 0 only gets rank 0's gradient averaged with zeros; one no rank uses keeps no

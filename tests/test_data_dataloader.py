@@ -663,3 +663,34 @@ def test_batches_from_a_get_batch_of_lists_a_sampler_error_and_filtering_mnist()
     assert len(mini) == int(keep.sum()) and set(mini.targets.tolist()) == {3}
     w = Tensor(np.ones(3, np.float32), requires_grad=True)
     assert TensorDataset(w).tensors[0] is w
+
+
+def test_a_subclass_of_tinytrains_samplers_with_its_own_iter_is_iterated_as_in_torch():
+    """Overriding only __iter__ of SequentialSampler / RandomSampler (PyTorch's way): the
+    DataLoader called the inherited indices() and ignored it."""
+    from tinytrain.data import SequentialSampler
+
+    class Reversed(SequentialSampler):
+        def __iter__(self):
+            return iter(range(len(self.data_source) - 1, -1, -1))
+
+    class Oversample(RandomSampler):
+        def __iter__(self):
+            return iter([5, 5, 5])
+
+        def __len__(self):
+            return 3
+
+    class Batches(Sampler):
+        def __iter__(self):
+            return iter([[0, 1], [2]])
+
+        def __len__(self):
+            return 2
+
+    items = np.arange(6)
+    assert _values(DataLoader(items, batch_size=3, sampler=Reversed(items))) == [[5, 4, 3],
+                                                                                  [2, 1, 0]]
+    assert _values(DataLoader(items, batch_size=3, sampler=Oversample(items))) == [[5, 5, 5]]
+    with pytest.raises(TypeError, match="a batch sampler"):
+        list(DataLoader(items, sampler=Batches()))

@@ -189,9 +189,9 @@ def test_sharded_evaluation_counts_equal_one_process_exactly():
 @pytest.mark.parametrize("scenario,message,reached", [
     ("zero_grad_after_forward", "zero_grad(set_to_none=True) between forward and backward",
      "first step ok"),
-    ("forward_bypassed", "this backward follows no forward of the DDP wrapper, so the model "
-                         "was called directly (ddp.module(x) or model.forward(x) instead of "
-                         "ddp(x))", "first step ok"),
+    ("forward_bypassed", "this backward follows no forward of the DDP wrapper since the "
+                         "last backward, so either the model was called directly "
+                         "(ddp.module(x) or model.forward(x) instead of ddp(x))", "first step ok"),
     ("unused_parameter", "received no gradient in this step: b.bias, b.weight", None),
     ("diverged", "after 2 training steps the ranks hold different values of layers.2.bias",
      None),
@@ -483,6 +483,21 @@ def test_training_on_two_ranks_prints_and_saves_once(tmp_path):
     saved = tt.load(ck)
     assert saved["world_size"] == 2 and len(saved["rng_per_rank"]) == 2 and saved["epoch"] == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.npz", "curves.png"]  # no temp
+
+
+def test_a_reader_that_goes_away_does_not_end_a_run_on_two_ranks(tmp_path):
+    """`--nproc 2 ... 2>&1 | head -1`: mpiexec wrote into the reader's pipe and died of
+    SIGPIPE when it went, taking the ranks with it (no checkpoint, exit 141, no message)."""
+    _mpiexec()
+    ck = tmp_path / "ck.npz"
+    p = subprocess.Popen([sys.executable, "-m", "tinytrain.train", *MINI, "--nproc", "2",
+                          "--model", "mlp", "--optimizer", "sgd", "--lr", "0.1", "--epochs",
+                          "3", "--save", str(ck)], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, env=_env(), cwd=ROOT)
+    p.stdout.readline()
+    p.stdout.close()  # the reader is gone
+    assert p.wait(timeout=240) == 0
+    assert tt.load(ck)["epoch"] == 3
 
 
 def _weights(path: Path) -> dict[str, np.ndarray]:

@@ -377,3 +377,67 @@ def test_a_tiny_model_trains_step_by_step_as_pytorch(device, make):
         np.testing.assert_allclose(p.numpy(), p_t.detach().numpy(), rtol=1e-3, atol=1e-5,
                                    err_msg=name)
     assert losses[-1] < losses[0]  # it learns
+
+
+@pytest.mark.parametrize("make,shape", [
+    (lambda L: L.nn.Sequential(L.nn.Conv2d(1, 4, 3), L.nn.ReLU(inplace=True)), (1, 12, 12)),
+    (lambda L: L.nn.Sequential(L.nn.ConvTranspose2d(1, 4, 2, stride=2), L.nn.ReLU(inplace=True)),
+     (1, 12, 12)),
+    (lambda L: L.nn.Sequential(L.nn.MaxPool2d(2), L.nn.Hardtanh(-0.5, 0.5, inplace=True)),
+     (1, 12, 12)),
+    (lambda L: L.nn.Sequential(L.nn.Conv2d(1, 8, 3), L.nn.GroupNorm(4, 8, affine=False),
+                               L.nn.ReLU(inplace=True)), (2, 1, 12, 12)),
+])
+def test_an_in_place_layer_after_one_whose_result_is_a_view_works_like_torch(make, shape):
+    """An unbatched image through Conv2d / ConvTranspose2d / MaxPool2d (a squeezed result),
+    or GroupNorm without affine (a reshaped one), then ReLU(inplace=True): the in-place op on
+    that view was refused; it writes through now, as in PyTorch."""
+    x = np.random.default_rng(0).standard_normal(shape)
+    ours, theirs = make(tt).double(), make(torch).double()
+    with torch.no_grad():
+        for p, q in zip(ours.parameters(), theirs.parameters()):
+            q.copy_(torch.from_numpy(p.detach().numpy()))
+    results = []
+    for lib, model in ((tt, ours), (torch, theirs)):
+        xt = lib.tensor(x, requires_grad=True)
+        y = model(xt)
+        (y * y).sum().backward()
+        results.append((y.detach().numpy(), xt.grad.numpy()))
+    for got, ref in zip(*results):
+        np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("rows,scale,dtype", [(16, 2.006, "float32"), (3, 2.3, "float32"),
+                                              (34, 1.36, "float64"), (15, 3.7, "float64"),
+                                              (7, 2.0, "float64"), (5, 0.7, "float64")])
+def test_nearest_with_a_scale_factor_reads_pytorchs_rows(rows, scale, dtype):
+    """PyTorch's nearest takes exactly twice the size as dst // 2 whatever the scale, and
+    computes the source row in float32 for every dtype: tinytrain read other rows (16 x
+    2.006: rows 0..14 where PyTorch reads 1..15), and its gradients followed."""
+    x = np.random.default_rng(0).standard_normal((1, 1, rows, 3)).astype(dtype)
+    got = []
+    for lib in (tt, torch):
+        xt = lib.tensor(x, requires_grad=True)
+        y = lib.nn.functional.interpolate(xt, scale_factor=(scale, 1.0), mode="nearest")
+        (y * lib.arange(y.numel(), dtype=xt.dtype).reshape(y.shape)).sum().backward()
+        got.append((y.detach().numpy(), xt.grad.numpy()))
+    for ours, ref in zip(*got):
+        np.testing.assert_array_equal(ours, ref)
+
+
+def test_group_norm_of_an_empty_batch_and_refused_sizes_like_torch():
+    """GroupNorm of [0, C, H, W] raised an internal reshape error; interpolate's size=8.5
+    and ConvTranspose2d's output_size=(10.7, 12) were truncated; size= with
+    recompute_scale_factor=True was accepted. PyTorch: a [0, C, H, W] result, and errors."""
+    for lib in (tt, torch):
+        norm = lib.nn.GroupNorm(3, 6)
+        y = norm(lib.zeros(0, 6, 4, 4, requires_grad=True))
+        y.sum().backward()
+        assert tuple(y.shape) == (0, 6, 4, 4) and norm.weight.grad.tolist() == [0.0] * 6
+        x = lib.ones(1, 1, 4, 4)
+        with pytest.raises(TypeError):
+            lib.nn.functional.interpolate(x, size=(8.5, 9))
+        with pytest.raises(ValueError, match="recompute_scale_factor is not meaningful"):
+            lib.nn.functional.interpolate(x, size=8, recompute_scale_factor=True)
+        with pytest.raises((TypeError, ValueError)):  # (PyTorch: a ValueError on the range)
+            lib.nn.ConvTranspose2d(1, 1, 3, stride=2)(x, output_size=(10.7, 12))

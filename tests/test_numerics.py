@@ -153,3 +153,20 @@ def test_inputs_an_op_did_not_pick_get_no_nan_gradient_like_torch(program):
         assert (got is None) == (ref is None)
         if ref is not None:  # NaN where PyTorch has NaN, 0 where it has 0
             np.testing.assert_allclose(got, ref, rtol=1e-6, equal_nan=True)
+
+
+def test_logsumexp_gradient_with_infinities_is_pytorchs():
+    """A row with +inf and a large finite value gave NaN to the finite one (exp overflowed
+    in the composed formula); an all -inf row: PyTorch's NaNs."""
+    import torch
+
+    rows = [[float("-inf")] * 3, [2.0, float("inf"), 1000.0], [1.0, 2.0, 3.0],
+            [float("nan"), 1.0, 2.0], [float("-inf"), 0.5, float("-inf")]]
+    got = []
+    for lib in (tt, torch):
+        x = lib.tensor(rows, requires_grad=True)
+        y = x.logsumexp(1)
+        y.sum().backward()
+        got.append((np.array(y.tolist()), np.array(x.grad.tolist())))
+    for ours, ref in zip(*got):
+        np.testing.assert_allclose(ours, ref, rtol=1e-6, equal_nan=True)

@@ -274,8 +274,38 @@ def test_inplace_on_slices_in_the_graph_rewrites_the_base_as_torch():
     f(torch, tw).backward()
     same(w.grad, tw.grad, rtol=1e-5)
     x = w * 1
-    with pytest.raises(RuntimeError, match="reshaped or permuted view"):
-        x.reshape(6).mul_(2)  # torch can; tinytrain says what to do instead
+    with pytest.raises(RuntimeError, match="neither a slice .* nor a rearrangement"):
+        x[:1].expand(2, 3).mul_(2)  # torch refuses too
+
+
+_REARRANGING_WRITES = {
+    "reshape": lambda x, L: x.reshape(6).mul_(2),
+    "view": lambda x, L: x.view(3, 2).relu_(),
+    "T": lambda x, L: x.T.add_(L.tensor([1.0, 2.0])),
+    "permute, then reshape": lambda x, L: x.permute(1, 0).reshape(6).mul_(3),
+    "unsqueeze": lambda x, L: x.unsqueeze(0).clamp_(-1, 1),
+    "a slice of a reshape": lambda x, L: x.reshape(6)[1:4].mul_(5),
+    "a transpose of a slice": lambda x, L: x[:, 1:].T.mul_(5),
+    "two transposes": lambda x, L: x.transpose(0, 1).transpose(0, 1).sub_(1),
+    "setitem through a view": lambda x, L: (x.view(6).__setitem__(slice(0, 2), 7.0),
+                                            x.view(6))[1],
+}
+
+
+@pytest.mark.parametrize("write", _REARRANGING_WRITES.values(), ids=_REARRANGING_WRITES)
+def test_inplace_ops_on_views_that_rearrange_the_base_write_through_as_torch(write):
+    """x.reshape(6).mul_(2) with autograd was refused (only slices wrote through): the base's
+    graph now records the write, as PyTorch's, for any view holding all of the base."""
+    def f(lib):
+        w = lib.tensor(np.arange(6.0).reshape(2, 3) - 2, requires_grad=True)
+        x = w * 1
+        y = write(x, lib)
+        weights = lib.tensor(np.arange(6.0).reshape(2, 3) + 1)
+        ((x * weights).sum() + (y * y).sum()).backward()
+        return x, y, w.grad
+
+    for got, ref in zip(f(tt), f(torch)):
+        same(got, ref)
 
 
 def test_an_element_is_a_view_so_inplace_ops_on_it_write_through_as_torch():

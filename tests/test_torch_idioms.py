@@ -777,6 +777,11 @@ def test_out_of_another_dtype_is_refused_or_accepted_as_in_pytorch(op):
     lambda L: L.div(300, L.tensor(100, dtype=L.uint8), rounding_mode="floor"),
     lambda L: L.sub(2, L.tensor(7, dtype=L.int16), alpha=2),
     lambda L: L.add(2.5, L.tensor([1, 2], dtype=L.int8), alpha=3),
+    lambda L: L.true_divide(300, L.tensor([1, 2], dtype=L.uint8)),
+    lambda L: L.true_divide(2**40, L.tensor([1, 2], dtype=L.int32)),
+    lambda L: L.multiply(3, other=L.tensor(2, dtype=L.int16)),
+    lambda L: L.remainder(L.tensor([7, 9]), other=L.tensor([3, 4])),
+    lambda L: L.tensor([7.0, 9.0]).true_divide(other=L.tensor([2.0, 4.0])),
 ])
 def test_alpha_and_a_number_first_compute_in_the_result_dtype_like_torch(case):
     """alpha * other was taken in other's own dtype (200 * 2 wrapped in uint8: 145, not 401),

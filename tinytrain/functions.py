@@ -202,6 +202,11 @@ def div(input: Any, other: Any, *, rounding_mode: str | None = None,  # noqa: A0
     return _out(_first(input, other).div(other, rounding_mode=rounding_mode), out, "div")
 
 
+def true_divide(input: Any, other: Any, *, out: Tensor | None = None) -> Tensor:  # noqa: A002
+    """``input / other``, as :func:`div` without a rounding mode."""
+    return div(input, other, out=out)
+
+
 def floor_divide(input: Any, other: Any) -> Tensor:  # noqa: A002
     return other.__rfloordiv__(input) if _number_first(input, other) else _t(input) // other
 
@@ -273,7 +278,8 @@ sin, cos, square, floor, ceil, trunc, sign, logical_not = (
 
 def _method(name: str):
     def fn(input: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002
-        return getattr(_first(input, args[0] if args else None), name)(*args, **kwargs)
+        other = args[0] if args else kwargs.get("other")
+        return getattr(_first(input, other), name)(*args, **kwargs)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"``tt.{name}(x, ...)`` is ``x.{name}(...)``."
@@ -282,12 +288,12 @@ def _method(name: str):
 
 (isnan, isinf, isfinite, neg, negative, reciprocal, rsqrt, log1p, expm1, log2, log10, flip,
  ravel, narrow, select, movedim, moveaxis, swapaxes, swapdims, broadcast_to, tile,
- masked_select, logical_xor, count_nonzero, remainder, subtract, multiply, true_divide,
+ masked_select, logical_xor, count_nonzero, remainder, subtract, multiply,
  greater, greater_equal, less, less_equal, not_equal) = (_method(n) for n in (
     "isnan", "isinf", "isfinite", "neg", "negative", "reciprocal", "rsqrt", "log1p", "expm1",
     "log2", "log10", "flip", "ravel", "narrow", "select", "movedim", "moveaxis", "swapaxes",
     "swapdims", "broadcast_to", "tile", "masked_select", "logical_xor", "count_nonzero",
-    "remainder", "subtract", "multiply", "true_divide", "greater", "greater_equal", "less",
+    "remainder", "subtract", "multiply", "greater", "greater_equal", "less",
     "less_equal", "not_equal"))
 
 

@@ -35,7 +35,7 @@ import weakref
 from collections import namedtuple
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -77,6 +77,15 @@ TopkResult = namedtuple("topk", ["values", "indices"])
 MedianResult = namedtuple("median", ["values", "indices"])
 
 _LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
+
+
+class _Rearranged(NamedTuple):
+    """A view that holds all of ``parent``, rearranged: ``view.reshape(-1)[order]`` is the
+    parent's elements in its own row-major order. An in-place op with autograd on the view
+    writes the parent whole from it (``parent.copy_``), so the parent's graph records it."""
+
+    parent: Tensor
+    order: Tensor
 
 
 class RemovableHandle:
@@ -674,8 +683,8 @@ class Tensor:
     def __rmul__(self, o: Any) -> Tensor:
         return self._binary(O.Mul, o, reverse=True)
 
-    def __truediv__(self, o: Any) -> Tensor:
-        return self._binary(O.Div, o, float_result=True)
+    def __truediv__(self, other: Any) -> Tensor:  # (other: PyTorch's keyword, true_divide)
+        return self._binary(O.Div, other, float_result=True)
 
     def __rtruediv__(self, o: Any) -> Tensor:
         return self._binary(O.Div, o, reverse=True, float_result=True)
@@ -697,14 +706,14 @@ class Tensor:
                 raise RuntimeError("ZeroDivisionError: integer division or modulo by zero")
         return self._binary(op, other, reverse)
 
-    def __floordiv__(self, o: Any) -> Tensor:
-        return self._floor_op(O.FloorDiv, o)
+    def __floordiv__(self, other: Any) -> Tensor:
+        return self._floor_op(O.FloorDiv, other)
 
     def __rfloordiv__(self, o: Any) -> Tensor:
         return self._floor_op(O.FloorDiv, o, reverse=True)
 
-    def __mod__(self, o: Any) -> Tensor:
-        return self._floor_op(O.Remainder, o)
+    def __mod__(self, other: Any) -> Tensor:  # (other: PyTorch's keyword, remainder)
+        return self._floor_op(O.Remainder, other)
 
     def __rmod__(self, o: Any) -> Tensor:
         return self._floor_op(O.Remainder, o, reverse=True)
@@ -927,13 +936,15 @@ class Tensor:
             if base is not None and base.requires_grad and base.grad_fn is None:
                 raise RuntimeError(f"{name}: a view of {_LEAF_INPLACE}")
             if base is not None:
-                view_of = self.__dict__.get("_view_of")  # (parent, index) for a slice
+                # (parent, index) for a slice; (parent, order) for a rearrangement
+                view_of = self.__dict__.get("_view_of") or self._rearranged_from()
                 if view_of is None:
                     raise RuntimeError(
-                        f"{name}: in-place op with autograd on a reshaped or permuted view "
-                        f"of another tensor (shape {base.shape}): tinytrain rewrites the "
-                        f"base's graph only for slices (x[i]); apply the op to the base, use "
-                        f"an out-of-place op, or clone() the view first"
+                        f"{name}: in-place op with autograd on a view of another tensor "
+                        f"(shape {base.shape}) that is neither a slice (x[i]) nor a "
+                        f"rearrangement of all of it (reshape, permute, squeeze, ...): e.g. an "
+                        f"expand, which repeats elements; apply the op to the base, use an "
+                        f"out-of-place op, or clone() the view first"
                     )
             source = Tensor(self._data.copy())
             source.grad_fn, source._requires_grad = self.grad_fn, self.requires_grad
@@ -957,13 +968,39 @@ class Tensor:
             self.grad_fn, self._requires_grad = out.grad_fn, True
             if retained:
                 self.grad_fn.retained = weakref.ref(self)
-        if view_of is not None:
+        if isinstance(view_of, _Rearranged):  # the parent, written whole, in its own layout
+            view_of.parent.copy_(out.reshape(-1)[view_of.order].reshape(view_of.parent.shape))
+        elif view_of is not None:
             parent, index = view_of
             parent[index] = out  # writes our memory and records the write in parent's graph
         else:
             self._write(name, Ellipsis, out._data)
             self._version_counter[0] += 1
         return self
+
+    def _rearranged_from(self) -> _Rearranged | None:
+        """If this view holds every element of the tensor it was made from, once each (a
+        reshape, permute, transpose, squeeze, ...), that tensor and where each of its flat
+        elements is in this view; else None. Found by making the same view of the parent's
+        flat positions, so it holds for any such view op without a list of them."""
+        if self._view_replay is None:
+            return None
+        cls, inputs, _ = self._view_replay
+        parent = inputs[0]
+        if not isinstance(parent, Tensor) or parent.numel() != self.numel():
+            return None
+        positions = np.arange(parent.numel()).reshape(parent.shape)
+        raw = [positions] + [x._data if isinstance(x, Tensor) else x for x in inputs[1:]]
+        try:
+            where = np.asarray(cls.forward(*raw)).reshape(-1)
+        except Exception:  # a view op that works only on its own array type
+            return None
+        if where.size != parent.numel():
+            return None
+        order = np.argsort(where, kind="stable")
+        if not np.array_equal(where[order], np.arange(where.size)):  # repeats (expand)
+            return None
+        return _Rearranged(parent, Tensor(backend.to_device(order, self.device)))
 
     def _check_no_grad_view(self, name: str, recording: bool) -> None:
         """A view made under ``no_grad`` is not written with grad mode on when the write would
@@ -1792,12 +1829,7 @@ class Tensor:
         axes = x._reduction_axes(dim)
         if x.numel() == 0:  # an empty sum: log(0) = -inf, as in PyTorch
             return x.exp().sum(axes, keepdim).log()
-        top = x.amax(axes, keepdim=True)._data
-        top = backend.get_array_module(top).where(np.isinf(top), 0, top)  # inf - inf
-        # (the shift added back in the result's shape: a squeeze at the end would make the
-        # result a view, which an in-place op with autograd then refuses)
-        return ((x - Tensor(top)).exp().sum(axes, keepdim).log()
-                + Tensor(top if keepdim else top.squeeze(axes)))
+        return O.LogSumExp.apply(x, axes, keepdim)
 
     @_accumulates_in_float32
     def prod(self, dim: int | None = None, keepdim: bool = False, *, dtype: Any = None

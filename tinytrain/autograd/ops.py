@@ -620,6 +620,37 @@ class Sum(Function):
         return get_array_module(g).broadcast_to(g, ctx.shape).copy(), None, None
 
 
+class LogSumExp(Function):
+    """``log(sum(exp(a)))`` over ``axis``, with the largest value taken out first (so that
+    ``exp`` does not overflow; an infinite one is left in, ``inf - inf`` would be NaN).
+    Gradient ``exp(a - out)``, PyTorch's formula: its NaNs and zeros where ``a`` or ``out``
+    is infinite are PyTorch's too."""
+
+    row_major = True
+
+    @staticmethod
+    def forward(a, axis, keepdims):
+        xp = get_array_module(a)
+        with np.errstate(all="ignore"):
+            top = a.max(axis=axis, keepdims=True)
+            top = xp.where(xp.isinf(top), 0, top)
+            out = xp.log(xp.exp(a - top).sum(axis=axis, keepdims=True)) + top
+        return out if keepdims else out.squeeze(axis=axis)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, ctx.axis, ctx.keepdims = inputs
+        ctx.save_for_backward(a, output)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, out = ctx.saved_tensors
+        axis, keepdims = ctx.axis, ctx.keepdims
+        with np.errstate(all="ignore"):
+            weight = get_array_module(a).exp(a - _expand_reduced(out, a.shape, axis, keepdims))
+        return _expand_reduced(g, a.shape, axis, keepdims) * weight, None, None
+
+
 class Mean(Function):
     row_major = True  # a new layout, as PyTorch's (Function.apply)
 

@@ -28,8 +28,8 @@ class Sampler:
 
     def indices(self) -> np.ndarray:
         """The indices of one epoch, int64 ``[len(self)]``."""
-        if type(self).__iter__ is not Sampler.__iter__:  # (checked: no float or bool index
-            return _integer_indices(np.asarray(list(self)), self)  # truncated into another)
+        if _iterates(self):  # (checked: no float or bool index truncated into another)
+            return _as_indices(list(self), self)
         raise NotImplementedError(f"{type(self).__name__} must implement indices() or "
                                   "__iter__ (the indices of one epoch)")
 
@@ -47,17 +47,11 @@ def epoch_indices(sampler: Sampler | Iterable[int], size: int) -> np.ndarray:
     A tinytrain :class:`Sampler` gives the epoch as one array (:meth:`Sampler.indices`);
     anything else is iterated, as PyTorch does (e.g. a list, ``SubsetRandomSampler``).
     """
-    if isinstance(sampler, Sampler) and callable(sampler.indices):  # (not a list it keeps)
-        order = np.asarray(sampler.indices())
+    if (isinstance(sampler, Sampler) and callable(sampler.indices)  # (not a list it keeps)
+            and not _iterates(sampler)):
+        order = _integer_indices(np.asarray(sampler.indices()), sampler)
     else:
-        items = list(sampler)  # (the sampler's own errors as they are)
-        try:
-            order = np.asarray(items)
-        except ValueError:  # lists of different lengths
-            raise TypeError(f"sampler {type(sampler).__name__} gave lists of indices, not single "
-                            f"indices: a batch sampler? pass it as DataLoader(batch_sampler=...)"
-                            ) from None
-    order = _integer_indices(order, sampler)
+        order = _as_indices(list(sampler), sampler)  # (the sampler's own errors as they are)
     if order.size == 0:
         return order
     low, high = int(order.min()), int(order.max())
@@ -66,6 +60,27 @@ def epoch_indices(sampler: Sampler | Iterable[int], size: int) -> np.ndarray:
         raise IndexError(f"sampler {type(sampler).__name__} gave index {bad}, out of range for "
                          f"a data set of {size} samples")
     return order
+
+
+def _iterates(sampler: Sampler) -> bool:
+    """True when the sampler's class defines ``__iter__`` below the class that defines
+    :meth:`Sampler.indices` (a subclass in PyTorch's style, also of one of tinytrain's
+    samplers): then its ``__iter__`` is the epoch, not the ``indices()`` it inherits."""
+    mro = type(sampler).__mro__
+    owner = {name: next(i for i, c in enumerate(mro) if name in c.__dict__)
+             for name in ("__iter__", "indices")}
+    return owner["__iter__"] < owner["indices"]
+
+
+def _as_indices(items: list, sampler: object) -> np.ndarray:
+    """What a sampler yielded, as int64 ``[n]``, checked (:func:`_integer_indices`)."""
+    try:
+        order = np.asarray(items)
+    except ValueError:  # lists of different lengths
+        raise TypeError(f"sampler {type(sampler).__name__} gave lists of indices, not single "
+                        f"indices: a batch sampler? pass it as DataLoader(batch_sampler=...)"
+                        ) from None
+    return _integer_indices(order, sampler)
 
 
 def _integer_indices(order: np.ndarray, sampler: object) -> np.ndarray:

@@ -501,13 +501,14 @@ def gather_object(obj: Any, object_gather_list: list[Any] | None = None, dst: in
     dst = _root(g, "gather_object", "dst", dst, group_dst)
     what = f"gather_object(dst={dst})"
     if g.rank == dst:
-        _object_list(g, object_gather_list, what, g.world_size)
+        _object_list(g, object_gather_list, what, g.world_size, "object_gather_list",
+                     at_least=True)
     elif object_gather_list:
         raise ValueError(f"{what} on rank {g.rank}: object_gather_list must not be given on a "
                          "rank other than dst")
     everyone = _same_call_on_every_rank(what, None, payload=obj)
     if g.rank == dst:
-        object_gather_list[:] = everyone
+        object_gather_list[: g.world_size] = everyone
     g.collectives += 1
 
 
@@ -521,25 +522,29 @@ def scatter_object_list(scatter_object_output_list: list[Any],
     g = _the_group(group, "scatter_object_list")
     src = _root(g, "scatter_object_list", "src", src, group_src)
     what = f"scatter_object_list(src={src})"
-    _object_list(g, scatter_object_output_list, what)
-    if not scatter_object_output_list:
-        raise ValueError(f"{what} on rank {g.rank}: scatter_object_output_list must have at "
-                         "least one entry (the object lands in entry 0), e.g. [None]")
+    _object_list(g, scatter_object_output_list, what, 1, "scatter_object_output_list",
+                 at_least=True)  # (the object lands in entry 0)
     mine = None
     if g.rank == src:
-        _object_list(g, scatter_object_input_list, what, g.world_size)
-        mine = list(scatter_object_input_list)
+        if scatter_object_input_list is None:
+            raise ValueError(f"{what} on rank {g.rank}: the source rank must provide "
+                             "scatter_object_input_list, one object per rank")
+        mine = list(scatter_object_input_list)  # (any sequence, as PyTorch's)
+        _object_list(g, mine, what, g.world_size, "scatter_object_input_list")
     everyone = _same_call_on_every_rank(what, None, payload=mine)
     scatter_object_output_list[0] = everyone[src][g.rank]
     g.collectives += 1
 
 
-def _object_list(g: ProcessGroup, object_list: Any, what: str, size: int | None = None) -> None:
+def _object_list(g: ProcessGroup, object_list: Any, what: str, size: int | None = None,
+                 name: str = "object_list", at_least: bool = False) -> None:
+    """Check a list the call fills in place: a list, of ``size`` entries (or more, with
+    ``at_least``: PyTorch fills the first ``size``)."""
     if not isinstance(object_list, list):
-        raise TypeError(f"{what} on rank {g.rank}: object_list must be a list (filled in "
-                        f"place), got {type(object_list).__name__}")
-    if size is not None and len(object_list) != size:
-        raise ValueError(f"{what} on rank {g.rank} of {g.world_size}: object_list has "
+        raise TypeError(f"{what} on rank {g.rank}: {name} must be a list (filled in place), "
+                        f"got {type(object_list).__name__}")
+    if size is not None and (len(object_list) < size if at_least else len(object_list) != size):
+        raise ValueError(f"{what} on rank {g.rank} of {g.world_size}: {name} has "
                          f"{len(object_list)} entries; it needs one per rank, {size} (e.g. "
                          f"[None] * dist.get_world_size())")
 

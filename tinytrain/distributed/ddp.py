@@ -206,6 +206,16 @@ class DistributedDataParallel(Module):
     def _where(self) -> str:
         return f"DistributedDataParallel (rank {self.group.rank} of {self.group.world_size})"
 
+    def __deepcopy__(self, memo: dict) -> Any:
+        raise TypeError(
+            f"{self._where()}: the wrapper holds the process group and the gradient buckets, "
+            "which are not copied: copy the model inside it, copy.deepcopy(ddp.module) (an "
+            "EMA or best-model snapshot), and wrap the copy if it is to train")
+
+    def __getstate__(self) -> Any:
+        raise TypeError(f"{self._where()}: the wrapper cannot be pickled; pickle or save "
+                        "ddp.module (its state_dict()) instead")
+
     def _check_device_ids(self, device_ids: Sequence[Any] | None, output_device: Any) -> None:
         """PyTorch's ``device_ids=[local_rank]``: only the GPU this rank already uses."""
         given = [] if device_ids is None else list(device_ids)
@@ -400,10 +410,13 @@ class DistributedDataParallel(Module):
             if not self._forward_ran:
                 raise RuntimeError(
                     f"{self._where()}: the gradient of {b.names[slot]} is not in its bucket: "
-                    "this backward follows no forward of the DDP wrapper, so the model was "
-                    "called directly (ddp.module(x) or model.forward(x) instead of ddp(x)) "
-                    "and its gradients would never be averaged: the ranks would silently "
-                    "diverge. Call the wrapper: ddp(x).")
+                    "this backward follows no forward of the DDP wrapper since the last "
+                    "backward, so either the model was called directly (ddp.module(x) or "
+                    "model.forward(x) instead of ddp(x)), or a graph kept with "
+                    "retain_graph=True is run backward again after zero_grad(set_to_none="
+                    "True) unbound the gradients. Its gradients would never be averaged and "
+                    "the ranks would silently diverge: call the wrapper, ddp(x), before each "
+                    "backward.")
             raise RuntimeError(
                 f"{self._where()}: the gradient of {b.names[slot]} is not in its bucket: its "
                 ".grad was replaced after forward, typically by zero_grad(set_to_none=True) "

@@ -17,11 +17,13 @@ Two rules keep a job from hanging when one rank fails:
 
 from __future__ import annotations
 
+import codecs
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +80,12 @@ def relaunch(nproc: int, args: list[str]) -> int:
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     proc = subprocess.Popen(mpiexec_command(nproc, args),
-                            env=rank_environment(max(1, (cores or 1) // nproc)))
+                            env=rank_environment(max(1, (cores or 1) // nproc)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    copiers = [threading.Thread(target=_copy_output, args=(pipe, name), daemon=True)
+               for pipe, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr"))]
+    for copier in copiers:
+        copier.start()
     try:
         return proc.wait()
     except KeyboardInterrupt as exc:
@@ -97,6 +104,29 @@ def relaunch(nproc: int, args: list[str]) -> int:
                 proc.kill()
                 rc = proc.wait()
         return 0 if rc == 0 else 128 + sig
+    finally:
+        for copier in copiers:  # (they end when mpiexec's pipes close: after its last line)
+            copier.join(timeout=5)
+
+
+def _copy_output(pipe: Any, name: str) -> None:
+    """Copy what mpiexec writes, as it comes, to this process's ``sys.stdout`` or
+    ``sys.stderr`` (whatever they are when it is written: the training command's guarded
+    streams). mpiexec writes into a pipe that this process reads, not into the caller's
+    stdout: if that reader goes away (``... --nproc 2 | head``), mpiexec would die of SIGPIPE
+    and take the ranks with it, mid-run, silently. A stream that fails is given up; the
+    pipe is still read to its end, so that mpiexec never blocks on it."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    alive = True
+    with pipe:
+        while chunk := os.read(pipe.fileno(), 1 << 16):
+            if alive:
+                try:
+                    stream = getattr(sys, name)
+                    stream.write(decoder.decode(chunk))
+                    stream.flush()
+                except (OSError, ValueError, AttributeError):  # closed, or None
+                    alive = False
 
 
 def _in_terminal_foreground() -> bool:

@@ -20,6 +20,7 @@ dW that convolution's ``conv2d_backward_weight`` with the roles of x and dy swap
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -464,7 +465,11 @@ class ConvTranspose2d(Module):
         """The ``output_padding`` that makes the output ``output_size`` (PyTorch's rule)."""
         if output_size is None:
             return self.output_padding
-        size = [int(s) for s in output_size]
+        try:
+            size = [operator.index(s) for s in output_size]  # (8.5 refused, not truncated)
+        except TypeError:
+            raise TypeError(f"ConvTranspose2d: output_size must be integers, got "
+                            f"{list(output_size)}") from None
         spatial = 2 if x.ndim == 4 else 1
         if len(size) == spatial + 2:
             size = size[spatial:]

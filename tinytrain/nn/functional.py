@@ -821,7 +821,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,  # 
                              f"number of channels in input ({c}), but got {name} of shape "
                              f"{list(t.shape)} (input {list(input.shape)})")
     _same_precision("group_norm", input, weight, bias)
-    grouped = input.reshape(n, num_groups, -1)
+    grouped = input.reshape(n, num_groups, math.prod(input.shape[1:]) // num_groups)
     out = layer_norm(grouped, grouped.shape[2:], eps=eps).reshape(input.shape)
     shape = (1, c) + (1,) * (input.ndim - 2)
     if weight is not None:

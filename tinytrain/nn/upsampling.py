@@ -5,8 +5,9 @@ output column of one or two input columns. So one mechanism does both modes, one
 time: a *tap* is an index array (the source row or column of every output one) and its
 weights, and resizing an axis adds up ``take(x, index, axis) * weight`` over the taps.
 
-* ``"nearest"``: one tap, weight 1, source ``floor(dst * scale)`` (PyTorch's legacy
-  nearest, which ``"nearest-exact"`` fixes; tinytrain has only the legacy one).
+* ``"nearest"``: one tap, weight 1, source ``floor(dst * scale)`` in float32, or
+  ``dst // 2`` for exactly twice the size (PyTorch's legacy nearest, which
+  ``"nearest-exact"`` fixes; tinytrain has only the legacy one).
 * ``"bilinear"``: two taps, the rows (columns) either side of the source coordinate,
   weighted by the distance to it; ``align_corners=True`` maps the corner pixels' centres
   onto each other, ``False`` (the default) the corners of the images.
@@ -20,6 +21,7 @@ runs on NumPy and on CuPy.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import numpy as np
@@ -45,14 +47,19 @@ def _taps(xp: Any, in_size: int, out_size: int, scale: float | None, mode: str,
 
     ``scale`` is the user's scale factor (None when a size was given or with
     ``recompute_scale_factor``); PyTorch then maps with ``1 / scale``, else with
-    ``in / out``. The arithmetic is in float64 for float64 input and float32 otherwise (as
+    ``in / out``. The arithmetic is in float32, for bilinear on float64 input in float64 (as
     PyTorch's CPU kernels compute the source coordinates); the weights are in ``dtype``. An
     axis that keeps its size is copied (a scale factor of 1.2 on 3 rows gives 3 rows, the
     same ones), as in PyTorch.
     """
     if out_size == in_size:  # PyTorch copies an axis that keeps its size, whatever the scale
         return [(xp.arange(out_size), None)]
-    weight_dtype, dtype = dtype, np.dtype(np.float64 if dtype == np.float64 else np.float32)
+    weight_dtype = dtype
+    # PyTorch's nearest_idx computes in float32 for every dtype, and takes exactly twice the
+    # size as dst // 2 whatever the scale factor; bilinear in float64 for float64 input
+    dtype = np.dtype(np.float64 if dtype == np.float64 and mode != "nearest" else np.float32)
+    if mode == "nearest" and out_size == 2 * in_size:
+        return [(xp.arange(out_size) // 2, None)]
 
     def ratio() -> Any:  # PyTorch's compute_scales_value
         if scale is not None and scale > 0:
@@ -140,6 +147,13 @@ def _two(value: Any, name: str, cast: Any) -> tuple[Any, Any]:
     return cast(value), cast(value)
 
 
+def _size(value: Any) -> int:
+    """An output size: an integer (PyTorch refuses 8.5 rather than truncating it)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"interpolate: size must be an int or a pair of ints, got {value!r}")
+    return int(value)
+
+
 def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,  # noqa: A002
                 mode: str = "nearest", align_corners: bool | None = None,
                 recompute_scale_factor: bool | None = None, antialias: bool = False) -> Tensor:
@@ -176,7 +190,9 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,  # no
                          else "either size or scale_factor should be defined")
     h, w = input.shape[2:]
     if size is not None:
-        out_hw, scales = _two(size, "output size", int), (None, None)
+        if recompute_scale_factor:
+            raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
+        out_hw, scales = _two(size, "output size", _size), (None, None)
     else:
         scales = _two(scale_factor, "scale_factor", float)
         out_hw = tuple(math.floor(n * s) for n, s in zip((h, w), scales))
