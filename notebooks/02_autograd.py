@@ -326,7 +326,13 @@ for _ in range(20):
 chain = Value(0.5)
 for _ in range(5000):
     chain = chain * 1.0001                   # each step: a new product and a new constant
-assert len(topological_order(chain)) == 10_001
+try:
+    chain_order = topological_order(chain)
+except RecursionError:
+    raise AssertionError("topological_order(chain) hit Python's recursion limit: the test graph "
+                         "is a chain of 5,000 ops, so the topological sort must use an explicit "
+                         "stack, not recursion") from None
+assert len(chain_order) == 10_001, f"{len(chain_order)} values in the chain's order, not 10,001"
 print("Exercise 2.1: topological_order is a valid order, gives Value.backward's gradients,",
       "and handles a chain of 5,000 ops")
 
@@ -581,6 +587,7 @@ for shape in [(), (5,), (3, 4), (2, 3, 4)]:
         g = check_rng.standard_normal(shape).astype(dtype)
         mine, ref = tt.tensor(data, requires_grad=True), tt.tensor(data, requires_grad=True)
         y, y_ref = Sigmoid.apply(mine), ref.sigmoid()
+        assert np.array_equal(mine.numpy(), data), "forward changed its input x in place"
         assert y.dtype == y_ref.dtype, f"forward returned {y.dtype} for {y_ref.dtype} input"
         where = f"shape {shape}, {np.dtype(dtype)}"
         assert np.allclose(y.numpy(), y_ref.numpy(), rtol=1e-6, atol=1e-7), (
@@ -934,15 +941,16 @@ assert isinstance(e, RuntimeError)
 # %% [markdown]
 # ### `no_grad`
 #
-# Recording the graph costs memory: every node keeps what its backward needs (here, `w`
-# itself). During evaluation there will be no backward, so we switch recording off with
-# `tt.no_grad()`, a context manager that also works as a decorator. Results made under it
-# have no `grad_fn` and do not require grad.
+# Recording the graph costs memory: every node keeps what its backward needs (here, both
+# factors of `w * w`: two references to `w`'s array, not copies). During evaluation there
+# will be no backward, so we switch recording off with `tt.no_grad()`, a context manager that
+# also works as a decorator. Results made under it have no `grad_fn` and do not require grad.
 
 # %%
 y = w * w
 kept = [s for s in y.grad_fn.ctx.saved_tensors if s is not None]
 print("recorded:", y.grad_fn, "keeps", len(kept), "array(s)")
+assert len(kept) == 2 and all(np.shares_memory(s, w.numpy()) for s in kept)
 
 with tt.no_grad():
     y = w * w

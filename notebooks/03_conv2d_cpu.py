@@ -201,8 +201,22 @@ def conv_output_size(size, kernel, stride=1, padding=0):
 
 
 # %% tags=["checker"]
-got = conv_output_size(28, 5, 2, 2)
-assert got == 14, f"28 wide, a 5-wide kernel, stride 2, padding 2: returned {got}, expected 14"
+def check_size(args, expected):
+    # Your conv_output_size(*args) must return `expected`: say which call went wrong if not.
+    call = f"conv_output_size{args}"
+    try:
+        got = conv_output_size(*args)
+    except NotImplementedError:                  # the stub: not done yet
+        raise
+    except Exception as err:
+        exact = args[1] == args[0] + 2 * args[3]
+        raise AssertionError(
+            f"{call} raised {type(err).__name__}: {err}; expected {expected}"
+            + (" (the kernel exactly fills the padded input)" if exact else "")) from None
+    assert got == expected, f"{call} returned {got!r}, expected {expected}"
+
+
+check_size((28, 5, 2, 2), 14)
 check_rng = np.random.default_rng(31)
 fitted = 0
 for _ in range(300):
@@ -220,8 +234,8 @@ for _ in range(300):
                 raise AssertionError(f"conv_output_size{args}: the kernel does not fit") from None
         continue
     fitted += 1
-    assert conv_output_size(h, kh, sh, ph) == m_check.out_h, (h, kh, sh, ph)
-    assert conv_output_size(w, kw, sw, pw) == m_check.out_w, (w, kw, sw, pw)
+    check_size((h, kh, sh, ph), m_check.out_h)
+    check_size((w, kw, sw, pw), m_check.out_w)
 assert fitted > 100
 print(f"Exercise 3.1: conv_output_size agrees with Conv2dMeta on {fitted} shapes")
 
@@ -413,16 +427,18 @@ except ImportError:
     torch = None
 
 check_rng = np.random.default_rng(32)
-for _ in range(12):
+for trial in range(12):
     n, c, cout = (int(v) for v in check_rng.integers(1, 4, 3))
     kh, kw = (int(v) for v in check_rng.integers(1, 4, 2))
     stride, padding = int(check_rng.integers(1, 3)), int(check_rng.integers(0, 3))
     h, w = kh + int(check_rng.integers(0, 5)), kw + int(check_rng.integers(0, 5))
-    x_check = check_rng.standard_normal((n, c, h, w))
+    dtype = (np.float64, np.float32)[trial % 2]
+    x_check = check_rng.standard_normal((n, c, h, w)).astype(dtype)
     meta_check = Conv2dMeta(x_check.shape, (cout, c, kh, kw), stride, padding)
     cols_check = np.asarray(im2col(x_check, kh, kw, stride, padding))
     rows = n * meta_check.out_h * meta_check.out_w
-    where = f"x {x_check.shape}, kh={kh}, kw={kw}, stride={stride}, padding={padding}"
+    where = (f"x {x_check.shape} {x_check.dtype}, kh={kh}, kw={kw}, stride={stride}, "
+             f"padding={padding}")
     assert cols_check.shape == (rows, c * kh * kw), (
         f"{where}: shape {cols_check.shape}, expected {(rows, c * kh * kw)}")
     assert cols_check.dtype == x_check.dtype, (
@@ -439,10 +455,11 @@ for _ in range(12):
                                               padding=padding, stride=stride)
         assert np.array_equal(cols_check, unfolded.transpose(1, 2).reshape(rows, -1).numpy()), (
             f"{where}: differs from torch's unfold")
-    w_check = check_rng.standard_normal((cout, c, kh, kw))
+    w_check = check_rng.standard_normal((cout, c, kh, kw)).astype(dtype)
     y_check = (cols_check @ w_check.reshape(cout, -1).T).reshape(
         n, meta_check.out_h, meta_check.out_w, cout).transpose(0, 3, 1, 2)
-    assert np.allclose(y_check, conv2d_forward(x_check, w_check, None, meta_check)), (
+    assert np.allclose(y_check, conv2d_forward(x_check, w_check, None, meta_check),
+                       rtol=1e-4, atol=1e-5), (
         f"{where}: one GEMM with it differs from conv2d_forward")
 print("Exercise 3.2: im2col matches the definition" + (", torch's unfold" if torch else ""),
       "and gives conv2d_forward with one GEMM")

@@ -228,9 +228,10 @@ else:
     print("skipped: no mpiexec")
 
 # %% [markdown]
-# The two lines may come in either order: the processes run independently and only meet in
-# *collective* operations, which every rank must call, in the same order, with arrays of the
-# same shape. The two DDP needs:
+# The two lines may come in either order, or even run together on one line (MPICH's
+# `mpiexec` passes on each process's output as it arrives, not line by line): the processes
+# run independently and only meet in *collective* operations, which every rank must call, in
+# the same order, with arrays of the same shape. The two DDP needs:
 #
 # * `all_reduce(t, op)`: every rank ends with the element-wise sum (or average, max, min) of
 #   every rank's `t`, in place;
@@ -350,9 +351,15 @@ for R, N in [(1, 5), (2, 8), (3, 10), (4, 3), (5, 1000), (6, 17)]:
     assert sum(sent) == 2 * (R - 1) * N, (
         f"{where}: sent {sent} elements per rank, {sum(sent)} in all; expected "
         f"2 * (R - 1) * N = {2 * (R - 1) * N} in all (count elements, not messages)")
-    assert max(sent) <= 2 * (R - 1) * -(-N // R), (
-        f"{where}: a rank sent {max(sent)} elements; a ring sends at most "
-        f"2 * (R - 1) * ceil(N / R) = {2 * (R - 1) * -(-N // R)}")
+    # at step s, rank r sends chunk (r - s) % R, then in the all-gather (r + 1 - s) % R
+    size = [len(c) for c in np.array_split(arrays[0], R)]
+    expected = [sum(size[(r - s) % R] + size[(r + 1 - s) % R] for s in range(R - 1))
+                for r in range(R)]
+    assert len(sent) == R, f"{where}: sent has {len(sent)} entries, expected one per rank"
+    for rank, (got, want) in enumerate(zip(sent, expected)):
+        assert got == want, (
+            f"{where}: rank {rank} sent {got} elements, expected {want} (per rank: {list(sent)}, "
+            f"expected {expected}; count each message on the rank that sends it)")
 print("Exercise 7.2: correct")
 
 # %% [markdown]
@@ -757,7 +764,10 @@ for n, world in [(1000, 3), (999, 2), (10, 4), (1000, 7)]:
     assert np.isclose(acc, whole.correct / whole.total, rtol=0, atol=1e-12), (
         f"{n} samples on {world} ranks: accuracy {acc}, expected "
         f"{whole.correct}/{whole.total} = {whole.correct / whole.total}")
-    assert abs(loss - whole.loss_sum / whole.total) < 1e-6
+    assert abs(loss - whole.loss_sum / whole.total) < 1e-6, (
+        f"{n} samples on {world} ranks: mean loss {loss}, expected the sum of the per-rank loss "
+        f"sums over the total count, {whole.loss_sum / whole.total} (not the mean of the "
+        f"per-rank means)")
     averaged = np.mean([s.accuracy for s in shards])
     print(f"{n} samples on {world} ranks: accuracy {100 * acc:.2f}%, mean of per-rank "
           f"accuracies {100 * averaged:.4f}%")

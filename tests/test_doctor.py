@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,39 @@ def test_a_data_root_with_a_tilde_is_the_users_folder_as_for_train(tmp_path, mon
     assert "does not exist" not in row[2] and str(tmp_path / "my data") in row[2]
     (row,) = [r for r in doctor.report(Path("~/no such")) if r[0] == "mnist"]
     assert row[3].startswith(f"mkdir -p '{tmp_path}/no such', then ")  # quoted for a shell
+
+
+INSUFFICIENT = ("cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA "
+                "runtime version")
+
+
+@pytest.mark.parametrize("devices, libcuda, says_no_gpu", [
+    ([], False, True),                     # no driver at all: CuPy's "insufficient" misleads
+    (["/dev/nvidia0"], False, False),      # a GPU device but no loadable libcuda
+    ([], True, False),                     # libcuda loads (e.g. a container without devices)
+], ids=["no-driver", "device-only", "libcuda-only"])
+def test_cupy_without_any_nvidia_driver_says_no_gpu_not_upgrade(monkeypatch, devices, libcuda,
+                                                                says_no_gpu):
+    """CuPy reports a missing driver as cudaErrorInsufficientDriver, which reads as "upgrade
+    your driver": the doctor says there is no GPU when no driver is installed, and keeps
+    CuPy's words when one is (then it is the real insufficient-driver case)."""
+    def device_count() -> int:
+        raise RuntimeError(INSUFFICIENT)
+
+    def cdll(name: str) -> object:
+        if libcuda:
+            return object()
+        raise OSError(f"{name}: cannot open shared object file: No such file or directory")
+
+    runtime = types.SimpleNamespace(getDeviceCount=device_count)
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(
+        cuda=types.SimpleNamespace(runtime=runtime), __version__="13.6.0"))
+    monkeypatch.setattr(doctor.glob, "glob", lambda pattern: devices)
+    monkeypatch.setattr(doctor.ctypes, "CDLL", cdll)
+    status, detail = doctor._probe(doctor._cupy)
+    assert status == doctor.MISSING
+    if says_no_gpu:
+        assert detail == ("no NVIDIA GPU/driver found (a GPU is optional: chapters 4 and 7's "
+                          "GPU parts are skipped)")
+    else:
+        assert detail == f"RuntimeError: {INSUFFICIENT}"

@@ -255,3 +255,103 @@ def test_each_checker_needs_only_its_own_exercise_and_the_rest_none(source, monk
             f"with only exercise {number} solved, its checker failed: {runs[on_solution].error}")
     broken = [(i, run.error) for i, run in runs.items() if not run.checker and run.error]
     assert not broken, f"cells that fail without the solutions: {broken}"
+
+
+# Wrong answers a learner wrote, each with what its checker must say (a fragment of its
+# AssertionError). Each was accepted, or refused with no useful message, by an earlier checker.
+WRONG_ANSWERS = {
+    "02_autograd": [
+        ("2.1", "def topological_order(root):\n"
+                "    order, seen = [], set()\n"
+                "    def visit(v):\n"
+                "        if id(v) not in seen:\n"
+                "            seen.add(id(v))\n"
+                "            for child in v._prev:\n"
+                "                visit(child)\n"
+                "            order.append(v)\n"
+                "    visit(root)\n"
+                "    return order\n",
+         "the test graph is a chain of 5,000 ops, so the topological sort must use an explicit "
+         "stack, not recursion"),
+        ("2.2", "from tinytrain.autograd.function import Function\n\n\n"
+                "class Sigmoid(Function):\n"
+                "    @staticmethod\n"
+                "    def forward(a):\n"
+                "        np.negative(a, out=a); np.exp(a, out=a); a += 1\n"
+                "        return np.reciprocal(a, out=a)\n\n"
+                "    @staticmethod\n"
+                "    def setup_context(ctx, inputs, output):\n"
+                "        ctx.save_for_backward(output)\n\n"
+                "    @staticmethod\n"
+                "    def backward(ctx, g):\n"
+                "        (s,) = ctx.saved_tensors\n"
+                "        return g * s * (1 - s)\n",
+         "forward changed its input x in place"),
+    ],
+    "03_conv2d_cpu": [
+        ("3.1", "def conv_output_size(size, kernel, stride=1, padding=0):\n"
+                "    if kernel >= size + 2 * padding:\n"
+                "        raise ValueError('does not fit')\n"
+                "    return (size + 2 * padding - kernel) // stride + 1\n",
+         "raised ValueError: does not fit; expected 1 (the kernel exactly fills the padded input)"),
+        ("3.2", "def im2col(x, kh, kw, stride=1, padding=0):\n"
+                "    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))\n"
+                "    v = sliding_window_view(xp, (kh, kw), axis=(2, 3))[:, :, ::stride, ::stride]\n"
+                "    n, c, ho, wo = v.shape[:4]\n"
+                "    return v.transpose(0, 2, 3, 1, 4, 5).reshape(n * ho * wo, -1).astype(float)\n",
+         "dtype float64 for float32 input: keep x's dtype"),
+    ],
+    "07_ddp": [
+        ("7.2", "def ring_all_reduce(arrays):\n"  # counts each message on the receiving rank
+                "    R = len(arrays)\n"
+                "    data = [[c.astype(float) for c in np.array_split(a, R)] for a in arrays]\n"
+                "    sent = [0] * R\n"
+                "    for s in range(R - 1):\n"
+                "        for r, k, m in [(r, (r - s) % R, data[r][(r - s) % R].copy())\n"
+                "                        for r in range(R)]:\n"
+                "            data[(r + 1) % R][k] = data[(r + 1) % R][k] + m\n"
+                "            sent[(r + 1) % R] += len(m)\n"
+                "    for s in range(R - 1):\n"
+                "        for r, k, m in [(r, (r + 1 - s) % R, data[r][(r + 1 - s) % R].copy())\n"
+                "                        for r in range(R)]:\n"
+                "            data[(r + 1) % R][k] = m\n"
+                "            sent[(r + 1) % R] += len(m)\n"
+                "    return [np.concatenate(d) for d in data], sent\n",
+         "3 ranks, 10 elements each: rank 0 sent 13 elements, expected 14 (per rank: "
+         "[13, 14, 13], expected [14, 13, 13]"),
+        ("7.4", "def global_metrics(per_rank):\n"
+                "    count = sum(r[2] for r in per_rank)\n"
+                "    return (sum(r[1] for r in per_rank) / count,\n"
+                "            float(np.mean([loss / n for loss, _, n in per_rank])))\n",
+         "expected the sum of the per-rank loss sums over the total count"),
+    ],
+}
+
+
+@pytest.mark.parametrize("stem", sorted(WRONG_ANSWERS))
+def test_checkers_reject_wrong_answers_and_say_what_is_wrong(stem, monkeypatch, tmp_path):
+    # The learner's copy with, after each listed exercise's checker, a wrong answer, the
+    # checker again, and the stub once more (so the rest of the chapter sees only stubs).
+    monkeypatch.setenv("TINYTRAIN_DATA", str(tmp_path))
+    source = next(s for s in WITH_EXERCISES if s.stem == stem)
+    nb = learner_notebook(source)
+    wrong = {number: (code, says) for number, code, says in WRONG_ANSWERS[stem]}
+    numbers = iter(ex.number for ex in _exercises(source))
+    cells, expect = [], {}
+    for i, cell in enumerate(nb.cells):
+        cells.append(cell)
+        if CHECKER in cell.metadata.get("tags", []) and (number := next(numbers)) in wrong:
+            code, says = wrong[number]
+            cells.append(nbformat.v4.new_code_cell(code))
+            cells.append(nbformat.v4.new_code_cell(cell.source, metadata=cell.metadata))
+            expect[len(cells) - 1] = (number, says)
+            cells.append(nbformat.v4.new_code_cell(nb.cells[i - 1].source))
+    assert len(expect) == len(wrong)
+    nb.cells = cells
+    runs = {run.index: run for run in run_notebook(EXERCISES / (stem + ".ipynb"), nb=nb)}
+    for index, (number, says) in expect.items():
+        assert runs[index - 1].error is None, f"the wrong answer to {number} did not run"
+        error = runs[index].error
+        assert error is not None, f"the checker of exercise {number} accepted a wrong answer"
+        assert error[0] == "AssertionError" and says in error[1], (
+            f"exercise {number}: the checker said {error[0]}: {error[1]}, not '{says}'")

@@ -15,6 +15,8 @@ argument is a usage error (exit 2).
 from __future__ import annotations
 
 import argparse
+import ctypes
+import glob
 import importlib
 import os
 import platform
@@ -68,11 +70,33 @@ def _numpy() -> str:
     return f"{np.__version__} with {blas}{threads}"
 
 
+NO_GPU = ("no NVIDIA GPU/driver found (a GPU is optional: chapters 4 and 7's GPU parts are "
+          "skipped)")
+
+
+def _nvidia_driver() -> bool:
+    """Whether an NVIDIA driver is installed: a /dev/nvidia* device, or libcuda loads."""
+    if glob.glob("/dev/nvidia*"):
+        return True
+    for lib in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            ctypes.CDLL(lib)
+            return True
+        except OSError:
+            pass
+    return False
+
+
 def _cupy() -> str:
     import cupy
 
     rt = cupy.cuda.runtime
-    n = rt.getDeviceCount()
+    try:
+        n = rt.getDeviceCount()
+    except Exception:
+        if not _nvidia_driver():  # CuPy then says "driver version is insufficient": there is none
+            raise _Problem(NO_GPU) from None
+        raise
     drv = rt.driverGetVersion()
     gpus = []
     for i in range(n):
