@@ -569,3 +569,56 @@ def test_the_names_are_where_pytorch_has_them():
     x = tt.tensor([[1.0, 2.0], [3.0, 4.0]])  # NumPy's axis= / keepdims=, as PyTorch takes them
     assert x.prod(axis=1, keepdims=True).shape == (2, 1)
     assert tt.median(x, axis=0).values.tolist() == [1.0, 2.0]
+
+
+def _zero_d_einsum(L):
+    x, scale = L.tensor([1.0, 2.0, 3.0], requires_grad=True), L.tensor(0.5, requires_grad=True)
+    return L.einsum("i,->i", x, scale), (x, scale), 1.0
+
+
+def _lone_scalar_einsum(L):
+    s = L.tensor(2.0, requires_grad=True)
+    return L.einsum("->", s), (s,), 1.0
+
+
+def _product_with_two_zeros(L):
+    x = L.tensor([0.0, 0.0, 3.0], requires_grad=True)
+    return x.prod(), (x,), float("inf")
+
+
+@pytest.mark.parametrize("case", [_zero_d_einsum, _lone_scalar_einsum, _product_with_two_zeros])
+def test_gradients_of_0d_einsum_operands_and_a_product_with_zeros_like_torch(case):
+    """einsum's gradient of a 0-d operand came back 1-d (a backward error); a full product
+    with two zeros gave NaN for an inf upstream gradient, where PyTorch gives exact zeros."""
+    grads = []
+    for lib in (tt, torch):
+        out, leaves, upstream = case(lib)
+        out.backward(lib.full(tuple(out.shape), upstream))
+        grads.append([leaf.grad.numpy() for leaf in leaves])
+    for got, ref in zip(*grads):
+        assert got.shape == ref.shape
+        np.testing.assert_allclose(got, ref)
+
+
+def test_new_ops_refuse_what_pytorch_refuses_and_take_what_it_takes():
+    """take() read a uint8 index as a mask; diff(n=0) returned the input itself; cumprod and
+    median took a tuple dim apart; roll refused a 0-d tensor shift; bernoulli(p) was missing;
+    scatter_add cast a float64 src silently; an empty index raised."""
+    x = tt.arange(12.0).reshape(3, 4)
+    with pytest.raises(RuntimeError, match="Expected dtype int64 for index, got uint8"):
+        x.take(tt.tensor([0, 2], dtype=tt.uint8))
+    d = tt.diff(tt.tensor([1.0, 2.0, 4.0]), n=0)
+    d.mul_(10)
+    assert d.tolist() == [10.0, 20.0, 40.0]
+    for bad in (lambda: x.cumprod((0, 1)), lambda: x.median((0, 1)), lambda: x.roll(1.0, 0),
+                lambda: tt.diff(x, n=1.0)):
+        with pytest.raises(TypeError, match="argument '(dim|shifts|n)' must be"):
+            bad()
+    np.testing.assert_array_equal(x.roll(tt.tensor(1), 0).numpy(),
+                                  torch.arange(12.0).reshape(3, 4).roll(1, 0).numpy())
+    tt.manual_seed(0)
+    draws = tt.bernoulli(tt.zeros(10000), 0.3)
+    assert draws.shape == (10000,) and 0.27 < float(draws.mean()) < 0.33
+    with pytest.raises(RuntimeError, match="same dtype"):
+        tt.zeros(3, 4).scatter_add(0, tt.tensor([[0, 1]]), tt.ones(1, 2, dtype=tt.float64))
+    assert tt.zeros(3, 4).scatter_add_(0, tt.tensor([], dtype=tt.int64), tt.ones(3, 4)).sum() == 0

@@ -79,6 +79,24 @@ MedianResult = namedtuple("median", ["values", "indices"])
 _LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
 
 
+def _int_tuple(fn: str, name: str, value: Any) -> tuple[int, ...]:
+    """An int or a sequence of ints (0-d integer tensors too) as a tuple, else PyTorch's
+    TypeError naming the argument."""
+    items = value.tolist() if isinstance(value, Tensor) else value
+    items = items if isinstance(items, list | tuple) else (items,)
+    if not all(isinstance(v, numbers.Integral) and not isinstance(v, builtins.bool)
+               for v in items):
+        raise TypeError(f"{fn}(): argument '{name}' must be tuple of ints, not "
+                        f"{type(value).__name__} ({value!r})")
+    return tuple(int(v) for v in items)
+
+
+def _int_dim(fn: str, dim: Any) -> None:
+    """PyTorch's TypeError for a ``dim`` that must be one int (not a tuple or list)."""
+    if isinstance(dim, builtins.bool) or not isinstance(dim, numbers.Integral):
+        raise TypeError(f"{fn}(): argument 'dim' must be int, not {type(dim).__name__}")
+
+
 class _Rearranged(NamedTuple):
     """A view that holds all of ``parent``, rearranged: ``view.reshape(-1)[order]`` is the
     parent's elements in its own row-major order. An in-place op with autograd on the view
@@ -1457,14 +1475,14 @@ class Tensor:
         """The entries shifted cyclically by ``shifts`` along ``dims`` (an int or a tuple of
         each, as many shifts as dims); with ``dims`` None the flattened tensor is shifted by
         one int and takes self's shape again."""
-        shifts = (shifts,) if isinstance(shifts, numbers.Integral) else tuple(shifts)
+        shifts, dims = (_int_tuple("roll", "shifts", shifts),
+                        None if dims is None else _int_tuple("roll", "dims", dims))
         if dims is None:
             if len(shifts) != 1:
                 raise InvalidArgument(f"roll: shifts and dimensions must align: {len(shifts)} "
                                       f"shifts {shifts} without dims (one shift rolls the "
                                       f"flattened tensor)")
             return O.Roll.apply(self, int(shifts[0]), None)
-        dims = (dims,) if isinstance(dims, numbers.Integral) else tuple(dims)
         if len(dims) != len(shifts):
             raise InvalidArgument(f"roll: shifts and dimensions must align: shifts {shifts}, "
                                   f"dims {dims}")
@@ -1557,7 +1575,7 @@ class Tensor:
 
     def _index_array(self, name: str, index: Any) -> Any:
         idx = index._data if isinstance(index, Tensor) else np.asarray(index)
-        if idx.dtype.kind not in "iu":
+        if idx.dtype.kind != "i":  # (not uint8 or bool: indexing would read them as a mask)
             raise DTypeError(f"{name}(): Expected dtype int64 for index, got {idx.dtype}")
         return backend.to_device(idx, self.device)
 
@@ -1621,9 +1639,12 @@ class Tensor:
         idx = self._index_array(name, index)
         if idx.ndim == 0:
             idx = idx.reshape((1,) * builtins.max(self.ndim, 1))
+        elif idx.size == 0:  # nothing to write, whatever its shape (as PyTorch)
+            idx = idx.reshape((0,) * self.ndim)
         limits = [n if d != axis else None for d, n in enumerate(self.shape)]
         if isinstance(src, Tensor):
-            src = src.to(self.device, self.dtype)
+            check_same_dtype(f"{name}()", self, src)  # (PyTorch casts a number, not a tensor)
+            src = src.to(self.device)
             limits = [m if n is None else builtins.min(n, m) for n, m in zip(limits, src.shape)]
         else:
             src = scalar_array(src, self.dtype)
@@ -1729,6 +1750,7 @@ class Tensor:
         return self._inplace("cumprod_", lambda s: s.cumprod(dim, dtype=dtype))
 
     def _scan(self, op: type[Function], dim: int, dtype: Any) -> Tensor:
+        _int_dim(op.__name__.lower(), dim)
         if dtype is not None:  # (the scan in that dtype, as PyTorch: int32 stays int32)
             out = self.to(dtype=dtype)._scan(op, dim, None)
             return out if out.dtype == np.dtype(dtype) else out.to(dtype=dtype)
@@ -1744,6 +1766,8 @@ class Tensor:
         (tensors of self's shape apart from ``dim``). Each step is one shorter along ``dim``."""
         if self.ndim == 0:
             raise InvalidArgument("diff expects input to be at least one-dimensional")
+        if isinstance(n, builtins.bool) or not isinstance(n, numbers.Integral):
+            raise TypeError(f"diff(): argument 'n' must be int, not {type(n).__name__}")
         if n < 0:
             raise InvalidArgument(f"diff: order must be non-negative but got {n}")
         axis = self._dim("diff", dim)
@@ -1765,7 +1789,7 @@ class Tensor:
         earlier = (slice(None),) * axis + (slice(0, -1),)
         for _ in range(n):
             x = x[later] != x[earlier] if x.dtype == bool_ else x[later] - x[earlier]
-        return x
+        return O.Clone.apply(x) if x is self else x  # (n=0: a new tensor, as PyTorch's)
 
     def nonzero(self, as_tuple: bool = False) -> Any:
         """Indices of the non-zero entries: int64 ``[count, ndim]``, or one 1-D tensor per
@@ -1865,6 +1889,7 @@ class Tensor:
             if self.numel() == 0:  # (as PyTorch: NaN)
                 return self.sum() * math.nan
             return O.Median.apply(self, None, False)
+        _int_dim("median", dim)
         if self.ndim == 0:  # its one value, at index 0
             self._reduction_axes(dim)
             index = Tensor(backend.array_module(self.device).zeros((), dtype=int64))
@@ -2212,10 +2237,13 @@ class Tensor:
         _floating_samples("normal_", self.dtype)
         return self.copy_(Tensor(_normal_samples(mean, std, self.shape, self.dtype)))
 
-    def bernoulli(self, *, generator: Any = None) -> Tensor:
+    def bernoulli(self, p: Any = None, *, generator: Any = None) -> Tensor:
         """0/1 samples of self's dtype and device: 1 with probability ``self`` (each in
-        [0, 1]), drawn from the package generator (``tt.manual_seed`` makes them
+        [0, 1]), or ``p`` when given (PyTorch's ``bernoulli(input, p)``: self gives only the
+        shape), drawn from the package generator (``tt.manual_seed`` makes them
         reproducible; the same on every device). They pass zero gradient back, as PyTorch's."""
+        if p is not None:
+            return self.detach().clone().bernoulli_(p, generator=generator)
         _no_generator("bernoulli", generator)
         _floating_samples("bernoulli", self.dtype)
         if self.numel() and not builtins.bool(((self >= 0) & (self <= 1)).all()):

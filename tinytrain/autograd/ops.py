@@ -747,7 +747,11 @@ class Prod(Function):
         before = _exclusive_cumprod(flat, axis)
         after = xp.flip(_exclusive_cumprod(xp.flip(flat, axis), axis), axis)
         g = _expand_reduced(g, a.shape, ctx.axis, ctx.keepdims)
-        return g * (before * after).reshape(a.shape), None, None
+        grad = g * (before * after).reshape(a.shape)
+        if ctx.axis is None:  # PyTorch's full product: exact zeros with two or more zeros in
+            # `a` (an inf or NaN upstream gradient times the zero products would be NaN)
+            grad = xp.where((a == 0).sum() > 1, grad.dtype.type(0), grad)
+        return grad, None, None
 
 
 def _exclusive_cumprod(a: Any, axis: int) -> Any:
@@ -878,7 +882,7 @@ def _einsum_grad(g: Any, out: str, labels: list[str], operands: tuple, i: int) -
     part = xp.broadcast_to(part.reshape([size[c] if c in kept else 1 for c in letters]),
                            [size[c] for c in letters])
     if len(letters) == len(mine):
-        return xp.ascontiguousarray(part)
+        return part.copy()  # (row-major; ascontiguousarray would make a 0-d operand's 1-d)
     grad = xp.zeros(operands[i].shape, dtype=g.dtype)  # a repeated label: its diagonal
     where = [letters.index(c) for c in mine]
     grad[tuple(xp.arange(size[c]).reshape([-1 if d == w else 1 for d in range(len(letters))])
