@@ -1064,3 +1064,67 @@ def test_sum_dtype_formatting_and_empty_repr_like_torch():
         assert bool(lib.tensor([1, 2]).sum(dtype=lib.bool)) is True
         assert f"{lib.tensor(2.5):.2f}" == "2.50" and f"{lib.tensor(2.5)}" == "2.5"
         assert repr(lib.zeros(2, 0)) == "tensor([], size=(2, 0))"
+
+
+def _retained_view_program(lib, kind):
+    a = lib.tensor(np.arange(6.0).reshape(2, 3) + 1, requires_grad=True)
+    weights = lib.tensor(np.arange(6.0).reshape(2, 3) + 1)
+    b = a * 2
+    if kind == "view written, base used too":
+        v = b.view(2, 3)
+        v.retain_grad()
+        v.mul_(3)
+        ((v * weights).sum() + (b * weights).sum()).backward()
+    elif kind == "base written after retain_grad":
+        v = b.reshape(6)
+        v.retain_grad()
+        b.mul_(3)
+        (v * weights.reshape(6)).sum().backward()
+    elif kind == "a sibling view written":
+        v, s = b.T, b.view(6)
+        v.retain_grad()
+        s.add_(1)
+        (v * weights.T).sum().backward()
+    else:  # "view written, not used after"
+        v = b.T
+        v.retain_grad()
+        v.add_(1)
+        (b * weights).sum().backward()
+    return v.retains_grad, None if v.grad is None else v.grad.tolist(), a.grad.tolist()
+
+
+@pytest.mark.parametrize("kind", ["view written, base used too", "base written after retain_grad",
+                                  "a sibling view written", "view written, not used after"])
+def test_retain_grad_on_a_view_follows_writes_through_it_and_its_base_like_torch(kind):
+    """A retained view's .grad was lost (None) after a write through its base or a sibling,
+    and counted the base's other uses after a write through the view itself."""
+    assert _retained_view_program(tt, kind) == _retained_view_program(torch, kind)
+
+
+def test_a_refused_write_on_a_view_of_an_expand_changes_nothing_like_torch():
+    """The view's graph was rewired before the refusal: a later backward gave a.grad
+    [0, 0, 0] where PyTorch gives [2, 2, 2]."""
+    grads = []
+    for lib in (tt, torch):
+        a = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        v = (a * 1).expand(2, 3).T
+        with pytest.raises(RuntimeError):
+            v.mul_(0)
+        v.sum().backward()
+        grads.append(a.grad.tolist())
+    assert grads[0] == grads[1] == [2.0, 2.0, 2.0]
+
+
+def test_a_write_through_a_view_made_before_its_base_joined_a_graph_is_recorded():
+    """row = out[0]; out[0] = x; row[2] = 5.0: the gradient ignored the write (x.grad
+    [1, 1, 1, 1] where PyTorch gives [1, 1, 0, 1])."""
+    grads = []
+    for lib in (tt, torch):
+        x = lib.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+        out = lib.zeros(2, 4)
+        row = out[0]
+        out[0] = x
+        row[2] = 5.0
+        out.sum().backward()
+        grads.append((out.tolist(), x.grad.tolist()))
+    assert grads[0] == grads[1]

@@ -531,7 +531,10 @@ class Tensor:
             return
         fresh = cls.apply(*inputs)
         if fresh.shape == self.shape:
-            self.grad_fn, self._requires_grad = fresh.grad_fn, fresh.requires_grad
+            if fresh.grad_fn is not None:
+                self._take_node(fresh.grad_fn)
+            else:
+                self.grad_fn, self._requires_grad = None, fresh.requires_grad
 
     def detach(self) -> Tensor:
         """The same array, cut from the graph (shares memory and version, like PyTorch)."""
@@ -980,12 +983,7 @@ class Tensor:
             )
         if out._requires_grad:
             out = out._cast(self.dtype)
-            retained = self.retains_grad
-            if retained:  # .grad is the gradient of the value after the write, as PyTorch's
-                self.grad_fn.retained = None  # retain_grad hook moves to the new grad_fn
-            self.grad_fn, self._requires_grad = out.grad_fn, True
-            if retained:
-                self.grad_fn.retained = weakref.ref(self)
+        # The write first: if the parent refuses it (an expand), nothing has changed.
         if isinstance(view_of, _Rearranged):  # the parent, written whole, in its own layout
             view_of.parent.copy_(out.reshape(-1)[view_of.order].reshape(view_of.parent.shape))
         elif view_of is not None:
@@ -994,7 +992,23 @@ class Tensor:
         else:
             self._write(name, Ellipsis, out._data)
             self._version_counter[0] += 1
+        if view_of is not None and self._view_replay is not None:
+            self._refresh_view()  # our node: this view of the parent's new graph (PyTorch's
+            # view of its CopySlices), so a retained .grad sees only our own uses
+        elif out._requires_grad:
+            self._take_node(out.grad_fn)
         return self
+
+    def _take_node(self, node: Node) -> None:
+        """Make ``node`` this tensor's ``grad_fn`` (an in-place write's, or a view's made
+        again); a ``retain_grad()`` moves with it, as PyTorch moves its retain hook: ``.grad``
+        is the gradient of the value the tensor now holds."""
+        retained = self.retains_grad
+        if retained:
+            self.grad_fn.retained = None
+        self.grad_fn, self._requires_grad = node, True
+        if retained:
+            node.retained = weakref.ref(self)
 
     def _rearranged_from(self) -> _Rearranged | None:
         """If this view holds every element of the tensor it was made from, once each (a
@@ -1124,7 +1138,8 @@ class Tensor:
         if lead:
             value = value.reshape(value.shape[lead:])
         try:
-            if not (is_grad_enabled() and (self._requires_grad or value._requires_grad)):
+            if not (is_grad_enabled() and (self.requires_grad or value._requires_grad)):
+                # (self.requires_grad: a view made before its base joined a graph asks it)
                 self._check_no_grad_view("__setitem__", False)
                 self._write("__setitem__", index, value._data)  # nothing to record: just those
                 self._version_counter[0] += 1
