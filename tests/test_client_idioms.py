@@ -493,6 +493,8 @@ def test_elementwise_ops_keep_a_transposed_layout_like_torch():
     for T in (tt, torch):
         x = T.arange(12.0).reshape(3, 4)
         assert tuple(x.t().exp().t().view(-1).shape) == (12,)
+        assert tuple(x.t().relu().t().view(-1).shape) == (12,)  # (relu made it row-major)
+        assert tuple(F.relu(x.t()).t().view(-1).shape) == (12,) if T is tt else True
         assert (x.permute(1, 0).sigmoid().permute(1, 0)).is_contiguous()
         x4 = T.arange(120.0).reshape(2, 3, 4, 5)
         assert tuple((x4.permute(0, 2, 3, 1) + 1).permute(0, 3, 1, 2).view(2, -1).shape) == (2, 60)

@@ -75,7 +75,10 @@ def _zeros_piece(dtype: Any) -> Any:
 
 
 def relu_forward(a: Any) -> Any:
-    """``max(a, 0)``, same shape (NaN stays NaN)."""
+    """``max(a, 0)``, same shape and, as PyTorch's, the same layout (NaN stays NaN): a
+    transposed input gives a transposed output (NumPy's own ``maximum`` keeps it)."""
+    if not a.flags.c_contiguous:
+        return np.maximum(a, a.dtype.type(0))
     out = memory.empty(a.shape, dtype=a.dtype)
     src, dst, zeros = _flat(a), out.reshape(-1), _zeros_piece(a.dtype)
 

@@ -108,8 +108,8 @@ def avg_pool2d_backward(grad_out: Any, meta: Pool2dMeta, count_include_pad: bool
 
 
 def relu_forward(a: Any) -> Any:
-    if a.dtype not in plans.FLOATS:  # integers (never differentiated): CuPy's own maximum
-        return _xp().maximum(a, a.dtype.type(0))
+    if a.dtype not in plans.FLOATS or not a.flags.c_contiguous:  # integers, or a layout to
+        return _xp().maximum(a, a.dtype.type(0))  # keep (a transposed input): CuPy's maximum
     return _run(plans.relu_forward(_xp(), a))
 
 
