@@ -164,3 +164,38 @@ def test_an_iterable_dataset_has_no_length_or_order_options_as_pytorch():
         with pytest.raises(ValueError, match=str(theirs.value).replace("[", r"\[")
                            .replace("]", r"\]")):
             ttd.DataLoader(Stream(3), **{name: value})
+
+
+def test_regressions_of_the_new_data_classes_like_torch():
+    """A stream data set without __len__: bool() and hasattr as in PyTorch (its base raised);
+    DataLoader.set_epoch reaches a batch sampler's DistributedSampler (every epoch repeated
+    the first shuffle) and batch_size is None with a batch sampler; huge weights draw (the
+    sum overflowed); a stream's sample is not given a dataset index in a collate error."""
+    from tinytrain.data import (
+        BatchSampler,
+        DataLoader,
+        DistributedSampler,
+        IterableDataset,
+        WeightedRandomSampler,
+    )
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            return iter([np.zeros(2), np.zeros(3)])
+
+    assert bool(Stream()) and not hasattr(Stream(), "__len__")
+    with pytest.raises(ValueError, match="sample 1 of the batch has shape"):
+        next(iter(DataLoader(Stream(), batch_size=2)))
+
+    items = np.arange(8)
+    sampler = DistributedSampler(items, num_replicas=2, rank=0, shuffle=True, seed=0)
+    loader = DataLoader(items, batch_sampler=BatchSampler(sampler, 2, drop_last=False))
+    assert loader.batch_size is None
+    epochs = []
+    for epoch in range(3):
+        loader.set_epoch(epoch)
+        epochs.append([b.tolist() for b in loader])
+    assert epochs[0] != epochs[1] or epochs[1] != epochs[2]
+
+    draws = list(WeightedRandomSampler([1e308, 1e308], 50))
+    assert set(draws) <= {0, 1} and len(draws) == 50

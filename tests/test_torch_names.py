@@ -105,3 +105,42 @@ def test_out_refuses_a_result_that_needs_a_gradient():
 def test_out_of_a_reduction_refuses_a_dtype_that_cannot_hold_the_result():
     with pytest.raises(tt.dtypes.DTypeError, match=r"mean\(out=...\): the result is float32"):
         tt.mean(tt.ones(2, 2), 1, out=tt.zeros(2, dtype=tt.int64))
+
+
+def test_a_legacy_type_of_a_shape_tuple_makes_that_shape():
+    """tt.FloatTensor(x.size()) (an old idiom; tinytrain's sizes are tuples) made a tensor
+    holding [2., 3.]; PyTorch's makes one of shape (2, 3)."""
+    x = tt.ones(2, 3)
+    assert tt.FloatTensor(x.size()).shape == (2, 3)
+    assert tt.LongTensor(x.shape).zero_().dtype == tt.int64
+    assert tt.FloatTensor([2, 3]).tolist() == [2.0, 3.0]
+
+
+@pytest.mark.parametrize("call", [
+    lambda L: L.sum(L.tensor([[1.5, 2.5], [3.5, 4.5]]), 1, out=L.zeros(2, dtype=L.int64)),
+    lambda L: L.sum(L.ones(2, 2), 1, dtype=L.float64, out=L.zeros(2)),
+    lambda L: L.argmax(L.ones(2, 2), 1, out=L.zeros(2, dtype=L.int32)),
+    lambda L: L.amax(L.ones(2, 2, dtype=L.int64), 1, out=L.zeros(2)),
+    lambda L: L.any(L.ones(2, 2), 1, out=L.zeros(2)),
+    lambda L: L.all(L.ones(2, 2), 1, out=L.zeros(2, dtype=L.int64)),
+])
+def test_out_of_reductions_follows_pytorchs_dtype_rules(call):
+    """sum sums in out's dtype (it was refused), the others need out of the result's dtype
+    (they accepted any that could hold it)."""
+    results = []
+    for lib in (tt, torch):
+        try:
+            results.append(call(lib).tolist())
+        except (RuntimeError, TypeError):
+            results.append("refused")
+    assert results[0] == results[1]
+
+
+def test_an_out_of_another_shape_is_resized_in_its_own_memory_like_torch():
+    base = tt.zeros(2, 3)
+    out = base[0]
+    with pytest.warns(UserWarning, match="was resized"):
+        tt.add(tt.ones(2), 2.0, out=out)
+    assert out.tolist() == [3.0, 3.0] and base[0].tolist() == [3.0, 3.0, 0.0]
+    with pytest.raises(TypeError, match="argument 'out' must be Tensor, not tuple"):
+        tt.sum(tt.ones(2), out=(tt.zeros(()),))

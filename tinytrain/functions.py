@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import string
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -49,9 +50,13 @@ def _out(result: Tensor, out: Tensor | None, name: str, exact: bool = False) -> 
 
     As PyTorch, ``out``'s dtype may not lose the result's kind (a float result into an
     integer ``out``, anything but bool into a bool one): a DTypeError, not a silent
-    truncation. With ``exact`` (matmul) it must be the result's dtype."""
+    truncation. With ``exact`` (matmul, the arg- and min/max reductions, any/all, and sum,
+    which sums in out's dtype) it must be the result's dtype. An ``out`` of another shape is
+    resized, with PyTorch's warning when it was not empty."""
     if out is None:
         return result
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
     if is_grad_enabled() and (result.requires_grad or out.requires_grad):
         raise RuntimeError("functions with out=... arguments don't support automatic "
                            "differentiation, but one of the arguments requires grad.")
@@ -60,11 +65,19 @@ def _out(result: Tensor, out: Tensor | None, name: str, exact: bool = False) -> 
         rule = "must have the result's dtype" if exact else "cannot hold it"
         raise DTypeError(f"{name}(out=...): the result is {have}, and an out tensor of dtype "
                         f"{want} {rule}")
-    if out.shape != result.shape:
-        out.data = result.data.astype(out.dtype)  # a new array of the new shape
-    else:
-        with no_grad():
-            out.copy_(result)
+    if out.shape != result.shape:  # resized, in its own memory when that is large enough
+        if out.numel():  # (PyTorch's warning: resizing a non-empty out is deprecated there)
+            warnings.warn(f"An output with one or more elements was resized since it had "
+                          f"shape {list(out.shape)}, which does not match the required output "
+                          f"shape {list(result.shape)}.", UserWarning, stacklevel=3)
+        flat = out.data.reshape(-1) if out.is_contiguous() else None
+        if flat is not None and flat.size >= result.numel():
+            out.data = flat[: result.numel()].reshape(result.shape)  # (a view of the same memory)
+        else:
+            out.data = result.data.astype(out.dtype)  # a new array of the new shape
+            return out
+    with no_grad():
+        out.copy_(result)
     return out
 
 
@@ -80,22 +93,22 @@ def min(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A00
 
 def argmax(input: Any, dim: int | None = None, keepdim: bool = False, *,  # noqa: A002
            out: Tensor | None = None) -> Tensor:
-    return _out(_t(input).argmax(dim, keepdim), out, "argmax")
+    return _out(_t(input).argmax(dim, keepdim), out, "argmax", exact=True)
 
 
 def argmin(input: Any, dim: int | None = None, keepdim: bool = False, *,  # noqa: A002
            out: Tensor | None = None) -> Tensor:
-    return _out(_t(input).argmin(dim, keepdim), out, "argmin")
+    return _out(_t(input).argmin(dim, keepdim), out, "argmin", exact=True)
 
 
 def amax(input: Any, dim: Any = (), keepdim: bool = False, *,  # noqa: A002
          out: Tensor | None = None) -> Tensor:
-    return _out(_t(input).amax(dim, keepdim), out, "amax")
+    return _out(_t(input).amax(dim, keepdim), out, "amax", exact=True)
 
 
 def amin(input: Any, dim: Any = (), keepdim: bool = False, *,  # noqa: A002
          out: Tensor | None = None) -> Tensor:
-    return _out(_t(input).amin(dim, keepdim), out, "amin")
+    return _out(_t(input).amin(dim, keepdim), out, "amin", exact=True)
 
 
 def maximum(input: Any, other: Any) -> Tensor:  # noqa: A002
@@ -108,7 +121,9 @@ def minimum(input: Any, other: Any) -> Tensor:  # noqa: A002
 
 def sum(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A001, A002
         dtype: Any = None, out: Tensor | None = None) -> Tensor:
-    return _out(_t(input).sum(dim, keepdim, dtype=dtype), out, "sum")
+    if out is not None and dtype is None and isinstance(out, Tensor):
+        dtype = out.dtype  # (PyTorch sums in out's dtype; with dtype= they must agree)
+    return _out(_t(input).sum(dim, keepdim, dtype=dtype), out, "sum", exact=out is not None)
 
 
 def mean(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A002
@@ -464,12 +479,12 @@ def unique(input: Any, sorted: bool = True, return_inverse: bool = False,  # noq
 
 def any(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A001, A002
         out: Tensor | None = None) -> Tensor:
-    return _out(_t(input).any(dim, keepdim), out, "any")
+    return _out(_t(input).any(dim, keepdim), out, "any", exact=True)
 
 
 def all(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A001, A002
         out: Tensor | None = None) -> Tensor:
-    return _out(_t(input).all(dim, keepdim), out, "all")
+    return _out(_t(input).all(dim, keepdim), out, "all", exact=True)
 
 
 def isclose(input: Any, other: Any, rtol: float = 1e-05, atol: float = 1e-08,  # noqa: A002

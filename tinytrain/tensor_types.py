@@ -5,7 +5,10 @@ tutorials and torchvision still use. Each stands for one dtype, as in PyTorch:
 - ``t.type(tt.FloatTensor)`` (or ``t.type("torch.FloatTensor")``) converts to float32;
 - ``tt.FloatTensor([1, 2])`` makes a float32 tensor of the data, ``tt.FloatTensor(2, 3)``
   one of that shape (zeros: tinytrain has no uninitialised memory), ``tt.FloatTensor()`` an
-  empty one.
+  empty one. A tuple of ints is a shape, as ``torch.Size`` is in PyTorch: tinytrain's
+  ``x.size()`` and ``x.shape`` are plain tuples, and the legacy idiom
+  ``tt.FloatTensor(x.size())`` must make a tensor of x's shape, not one holding its sizes
+  (data given as a tuple, ``(2, 3)``, is the one case read differently from PyTorch).
 
 They are not subclasses of :class:`~tinytrain.tensor.Tensor`: every tinytrain tensor is a
 ``Tensor``, and these names only check and choose its dtype. (They carry a ``dtype``
@@ -32,6 +35,9 @@ class TensorType(type):
         return isinstance(obj, Tensor) and obj.dtype == cls.dtype
 
     def __call__(cls, *args: Any, device: Any = None) -> Tensor:
+        if (len(args) == 1 and type(args[0]) is tuple and args[0]
+                and all(isinstance(a, numbers.Integral) for a in args[0])):
+            args = args[0]  # x.size() / x.shape: a shape (tinytrain's sizes are tuples)
         if all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in args):
             return empty(*args, dtype=cls.dtype, device=device) if args else tensor(
                 [], dtype=cls.dtype, device=device)

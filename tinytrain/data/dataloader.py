@@ -36,11 +36,10 @@ class Dataset:
     """A map-style data set: subclasses implement ``__len__`` and ``__getitem__``.
 
     ``__getitem__(i)`` returns sample ``i``, a tuple of arrays or scalars. Optionally,
-    ``get_batch(indices)`` returns the stacked fields of many samples at once.
+    ``get_batch(indices)`` returns the stacked fields of many samples at once. (No
+    ``__len__`` here, as in PyTorch: ``len()`` of one without it is Python's TypeError, and
+    ``bool(dataset)`` and ``hasattr(dataset, "__len__")`` say what it has.)
     """
-
-    def __len__(self) -> int:
-        raise NotImplementedError(f"{type(self).__name__} must implement __len__")
 
     def __getitem__(self, index: int) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must implement __getitem__")
@@ -58,9 +57,6 @@ class IterableDataset(Dataset):
 
     def __iter__(self) -> Iterator[Any]:
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
-
-    def __len__(self) -> int:
-        raise TypeError(f"object of type {type(self).__name__!r} has no len()")
 
     def __add__(self, other: Dataset) -> ChainDataset:
         return ChainDataset([self, other])
@@ -251,11 +247,9 @@ def collate(
     """
     if len(samples) == 0:
         raise ValueError("collate: empty batch")
-    if indices is None:
-        indices = range(len(samples))
-
-    def who(j: int) -> str:
-        return f"sample {j} (dataset index {indices[j]})"
+    def who(j: int) -> str:  # (samples of a stream have no dataset index)
+        return f"sample {j} of the batch" + ("" if indices is None else
+                                             f" (dataset index {indices[j]})")
 
     return _collate(list(samples), "", who)
 
@@ -424,7 +418,7 @@ class DataLoader:
                              "and cannot call a collate_fn per batch; give one or the other")
         self._resident: tuple[bool, tuple[Any, ...]] | None = None
         self.dataset = dataset
-        self.batch_size = int(batch_size)
+        self.batch_size = None if batch_sampler is not None else int(batch_size)  # (PyTorch's)
         self.shuffle = shuffle
         self.drop_last = drop_last
         self.seed = seed
@@ -436,9 +430,12 @@ class DataLoader:
         self.sampler, self.batch_sampler = sampler, batch_sampler
 
     def set_epoch(self, epoch: int) -> None:
-        """Choose the epoch of the next iteration (forwarded to the sampler, if it has epochs)."""
-        if hasattr(self.sampler, "set_epoch"):
-            self.sampler.set_epoch(epoch)
+        """Choose the epoch of the next iteration (forwarded to the sampler, or the batch
+        sampler's, if it has epochs)."""
+        sampler = getattr(self.batch_sampler, "sampler", None) if self.batch_sampler else None
+        for s in (self.sampler, sampler):
+            if hasattr(s, "set_epoch"):
+                s.set_epoch(epoch)
 
     def __len__(self) -> int:
         """Number of batches per epoch: ``ceil(n / B)``, or ``floor(n / B)`` with drop_last

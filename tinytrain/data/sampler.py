@@ -223,8 +223,9 @@ class WeightedRandomSampler(Sampler):
 
     def indices(self) -> np.ndarray:
         rng = _generator(self.generator, "WeightedRandomSampler")
+        p = self.weights / self.weights.max()  # (scaled first: a sum of 1e308s overflows)
         return rng.choice(self.weights.size, size=self.num_samples, replace=self.replacement,
-                          p=self.weights / self.weights.sum()).astype(np.int64)
+                          p=p / p.sum()).astype(np.int64)
 
     def __len__(self) -> int:
         return self.num_samples
