@@ -170,3 +170,19 @@ def test_logsumexp_gradient_with_infinities_is_pytorchs():
         got.append((np.array(y.tolist()), np.array(x.grad.tolist())))
     for ours, ref in zip(*got):
         np.testing.assert_allclose(ours, ref, rtol=1e-6, equal_nan=True)
+
+
+def test_remainder_and_fmod_by_a_number_survive_a_later_write_to_the_dividend_like_torch():
+    """h % 1.5 kept h for backward though its gradient is 1: a later h.add_(1) made the
+    backward fail with 'modified by an inplace operation'; PyTorch keeps nothing."""
+    import torch
+
+    for lib in (tt, torch):
+        a = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        h = a * 1
+        ys = [lib.fmod(h, 1.5), lib.remainder(h, 1.5), h % 1.5]
+        h.add_(1)
+        sum(y.sum() for y in ys).backward()
+        assert a.grad.tolist() == [3.0, 3.0, 3.0]
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with a bool"):
+        tt.sub(True, tt.tensor([1, 2]), alpha=2)

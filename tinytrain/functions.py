@@ -198,8 +198,10 @@ def add(input: Any, other: Any, alpha: float = 1, *,  # noqa: A002
 
 def sub(input: Any, other: Any, alpha: float = 1, *,  # noqa: A002
         out: Tensor | None = None) -> Tensor:
-    if alpha == 1 and _number_first(input, other):
-        return _out(other.__rsub__(input), out, "sub")
+    if _number_first(input, other):
+        other._refuse_bool(input, "Subtraction")  # (True - t is refused; so with alpha)
+        if alpha == 1:
+            return _out(other.__rsub__(input), out, "sub")
     return _out(_first(input, other).sub(other, alpha), out, "sub")
 
 

@@ -245,17 +245,25 @@ class Remainder(Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        a, b = inputs
-        ctx.save_for_backward(a, b)
+        _save_for_divisor(ctx, inputs)
 
     @staticmethod
     def backward(ctx, g):
-        a, b = ctx.saved_tensors
-        ga = unbroadcast(g, a.shape) if ctx.needs_input_grad[0] else None
+        ga = unbroadcast(g, ctx.shapes[0]) if ctx.needs_input_grad[0] else None
         gb = None
         if ctx.needs_input_grad[1]:  # minus the quotient a % b took (1.0 % 0.1: -9)
+            a, b = ctx.saved_tensors
             gb = unbroadcast(-g * _fmod_floor(get_array_module(g), a, b)[0], b.shape)
         return ga, gb
+
+
+def _save_for_divisor(ctx: Any, inputs: tuple) -> None:
+    """``%`` and ``fmod``: the dividend's gradient is ``g`` itself, so the operands are kept
+    only for the divisor's (as PyTorch keeps nothing for ``h % 2``: a later write to ``h``
+    does not break the backward)."""
+    ctx.shapes = tuple(np.shape(x) for x in inputs)
+    if ctx.needs_input_grad[1]:
+        ctx.save_for_backward(*inputs)
 
 
 def _masked(g: Any, weight: Any) -> Any:
@@ -278,14 +286,14 @@ class Fmod(Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
+        _save_for_divisor(ctx, inputs)
 
     @staticmethod
     def backward(ctx, g):
-        a, b = ctx.saved_tensors
-        ga = unbroadcast(g, a.shape) if ctx.needs_input_grad[0] else None
+        ga = unbroadcast(g, ctx.shapes[0]) if ctx.needs_input_grad[0] else None
         gb = None
         if ctx.needs_input_grad[1]:
+            a, b = ctx.saved_tensors
             with np.errstate(all="ignore"):
                 gb = unbroadcast(-g * get_array_module(g).trunc(a / b), b.shape)
         return ga, gb
