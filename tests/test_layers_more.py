@@ -441,3 +441,26 @@ def test_group_norm_of_an_empty_batch_and_refused_sizes_like_torch():
             lib.nn.functional.interpolate(x, size=8, recompute_scale_factor=True)
         with pytest.raises((TypeError, ValueError)):  # (PyTorch: a ValueError on the range)
             lib.nn.ConvTranspose2d(1, 1, 3, stride=2)(x, output_size=(10.7, 12))
+
+
+def test_pooling_takes_pytorchs_default_arguments_and_names_the_others():
+    """ceil_mode=False (the default, which d2l and torchvision code pass) was a TypeError,
+    and F.avg_pool2d's fifth positional argument is ceil_mode, as in PyTorch."""
+    x = np.arange(32.0).reshape(1, 2, 4, 4)
+    for lib in (tt, torch):
+        t = lib.tensor(x)
+        mp = lib.nn.MaxPool2d(2, 2, 0, 1, False, False)(t)
+        ap = lib.nn.AvgPool2d(2, 2, 0, False, True, None)(t)
+        fp = lib.nn.functional.avg_pool2d(t, 2, 2, 0, False, True)
+        fm = lib.nn.functional.max_pool2d(t, 2, 2, 0, 1, False, False)
+        if lib is tt:
+            ours = [a.numpy() for a in (mp, ap, fp, fm)]
+        else:
+            for got, ref in zip(ours, (mp, ap, fp, fm)):
+                np.testing.assert_array_equal(got, ref.numpy())
+    for make in (lambda: tt.nn.MaxPool2d(2, ceil_mode=True),
+                 lambda: tt.nn.AvgPool2d(2, divisor_override=3),
+                 lambda: tt.nn.functional.max_pool2d(tt.ones(1, 1, 4, 4), 2, return_indices=True),
+                 lambda: tt.nn.functional.max_pool2d(tt.ones(1, 1, 4, 4), 2, dilation=2)):
+        with pytest.raises(NotImplementedError, match="is not in tinytrain"):
+            make()

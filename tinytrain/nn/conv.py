@@ -539,17 +539,35 @@ def max_pool2d(
     kernel_size: IntOrPair,
     stride: IntOrPair | None = None,
     padding: IntOrPair = 0,
+    dilation: IntOrPair = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
 ) -> Tensor:
-    """2-D max pooling, as ``torch.nn.functional.max_pool2d`` (``ceil_mode=False``).
+    """2-D max pooling, as ``torch.nn.functional.max_pool2d``.
 
     ``x [N, C, H, W] -> [N, C, Ho, Wo]``; ``stride`` defaults to ``kernel_size``.
     The gradient goes to the first maximum of each window (PyTorch's tie rule).
+    ``dilation``, ``ceil_mode`` and ``return_indices`` take their defaults only (1, False,
+    False: what the pooling kernels do); others raise a NotImplementedError naming them.
     """
+    _pool_defaults("max_pool2d", dilation=dilation, ceil_mode=ceil_mode,
+                   return_indices=return_indices)
     if _unbatched(x):
         return max_pool2d(x.unsqueeze(0), kernel_size, stride, padding).squeeze(0)
     meta = _checked(Pool2dMeta.from_shape, _shape(x, "max_pool2d"), kernel_size, stride, padding,
                     "max_pool2d")
     return MaxPool2dFunction.apply(x, meta)
+
+
+def _pool_defaults(name: str, **given: Any) -> None:
+    """Pooling arguments that tinytrain takes only at PyTorch's defaults (dilation 1, no
+    ceil_mode, no indices, no divisor_override): anything else says so by name."""
+    defaults = {"dilation": (1, (1, 1)), "ceil_mode": (False,), "return_indices": (False,),
+                "divisor_override": (None,)}
+    for arg, value in given.items():
+        if (tuple(value) if isinstance(value, list) else value) not in defaults[arg]:
+            raise NotImplementedError(f"{name}: {arg}={value!r} is not in tinytrain (its "
+                                      f"pooling has {arg}={defaults[arg][0]!r} only)")
 
 
 class AvgPool2dFunction(Function):
@@ -580,15 +598,20 @@ def avg_pool2d(
     kernel_size: IntOrPair,
     stride: IntOrPair | None = None,
     padding: IntOrPair = 0,
+    ceil_mode: bool = False,
     count_include_pad: bool = True,
+    divisor_override: int | None = None,
 ) -> Tensor:
-    """2-D average pooling, as ``torch.nn.functional.avg_pool2d`` (``ceil_mode=False``).
+    """2-D average pooling, as ``torch.nn.functional.avg_pool2d`` (its argument order).
 
     ``x [N, C, H, W] -> [N, C, Ho, Wo]``; ``stride`` defaults to ``kernel_size``.
+    ``ceil_mode`` and ``divisor_override`` take their defaults only (False, None); others
+    raise a NotImplementedError naming them.
     """
+    _pool_defaults("avg_pool2d", ceil_mode=ceil_mode, divisor_override=divisor_override)
     if _unbatched(x):
         return avg_pool2d(x.unsqueeze(0), kernel_size, stride, padding,
-                          count_include_pad).squeeze(0)
+                          count_include_pad=count_include_pad).squeeze(0)
     meta = _checked(Pool2dMeta.from_shape, _shape(x, "avg_pool2d"), kernel_size, stride, padding,
                     "avg_pool2d")
     if x.dtype.kind != "f":  # (an integer average would need rounding PyTorch refuses too)
@@ -600,13 +623,17 @@ class MaxPool2d(Module):
     """Module form of :func:`max_pool2d`."""
 
     def __init__(
-        self, kernel_size: IntOrPair, stride: IntOrPair | None = None, padding: IntOrPair = 0
+        self, kernel_size: IntOrPair, stride: IntOrPair | None = None, padding: IntOrPair = 0,
+        dilation: IntOrPair = 1, return_indices: bool = False, ceil_mode: bool = False,
     ) -> None:
         super().__init__()
+        _pool_defaults("MaxPool2d", dilation=dilation, ceil_mode=ceil_mode,
+                       return_indices=return_indices)
         # as PyTorch: no stride means the kernel's, and the attribute says so
         self.kernel_size, self.padding = kernel_size, padding
         self.stride = kernel_size if stride is None else stride
-        self.dilation, self.ceil_mode = 1, False  # (what tinytrain's pooling always does)
+        self.dilation, self.ceil_mode = dilation, ceil_mode
+        self.return_indices = return_indices
 
     def forward(self, x: Tensor) -> Tensor:
         return max_pool2d(x, self.kernel_size, self.stride, self.padding)
@@ -624,16 +651,21 @@ class AvgPool2d(Module):
         kernel_size: IntOrPair,
         stride: IntOrPair | None = None,
         padding: IntOrPair = 0,
+        ceil_mode: bool = False,
         count_include_pad: bool = True,
+        divisor_override: int | None = None,
     ) -> None:
         super().__init__()
+        _pool_defaults("AvgPool2d", ceil_mode=ceil_mode, divisor_override=divisor_override)
+        self.ceil_mode, self.divisor_override = ceil_mode, divisor_override
         # as PyTorch: no stride means the kernel's, and the attribute says so
         self.kernel_size, self.padding = kernel_size, padding
         self.stride = kernel_size if stride is None else stride
         self.count_include_pad = count_include_pad
 
     def forward(self, x: Tensor) -> Tensor:
-        return avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
+        return avg_pool2d(x, self.kernel_size, self.stride, self.padding,
+                          count_include_pad=self.count_include_pad)
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
