@@ -109,7 +109,8 @@ def avg_pool2d_backward(grad_out: Any, meta: Pool2dMeta, count_include_pad: bool
 
 def relu_forward(a: Any) -> Any:
     if a.dtype not in plans.FLOATS or not a.flags.c_contiguous:  # integers, or a layout to
-        return _xp().maximum(a, a.dtype.type(0))  # keep (a transposed input): CuPy's maximum
+        xp = _xp()  # keep (a transposed input): CuPy's maximum into an array of a's layout
+        return xp.maximum(a, a.dtype.type(0), out=xp.empty_like(a, order="K"))
     return _run(plans.relu_forward(_xp(), a))
 
 
