@@ -46,7 +46,8 @@ from tinytrain.nn.layers import (
     Tanh,
     Unflatten,
 )
-from tinytrain.nn.module import Module, Parameter
+from tinytrain.nn.lazy import LazyBatchNorm1d, LazyBatchNorm2d, LazyConv2d, LazyLinear
+from tinytrain.nn.module import Module, Parameter, UninitializedBuffer, UninitializedParameter
 from tinytrain.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm
 from tinytrain.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
@@ -55,12 +56,13 @@ __all__ = [
     "BCEWithLogitsLoss", "CELU", "Conv2d", "ConvTranspose2d", "CosineSimilarity",
     "CrossEntropyLoss", "Dropout", "Dropout2d", "ELU", "Embedding", "Flatten", "functional",
     "GELU", "GroupNorm", "Hardsigmoid", "Hardswish", "Hardtanh", "HuberLoss", "Identity",
-    "init", "KLDivLoss", "L1Loss", "LayerNorm", "LeakyReLU", "Linear", "LogSigmoid",
+    "init", "KLDivLoss", "L1Loss", "LayerNorm", "LazyBatchNorm1d", "LazyBatchNorm2d",
+    "LazyConv2d", "LazyLinear", "LeakyReLU", "Linear", "LogSigmoid",
     "LogSoftmax", "MaxPool2d", "Mish", "Module", "ModuleDict", "ModuleList", "MSELoss",
     "NLLLoss", "PairwiseDistance", "Parameter", "ParameterDict", "ParameterList", "PReLU",
     "ReLU", "ReLU6", "SELU", "Sequential", "Sigmoid", "SiLU", "SmoothL1Loss", "Softmax",
     "Softmin", "Softplus", "Softsign", "Tanh", "Unflatten", "Upsample", "UpsamplingBilinear2d",
-    "UpsamplingNearest2d",
+    "UninitializedBuffer", "UninitializedParameter", "UpsamplingNearest2d",
     "utils",
 ]
 

@@ -63,6 +63,71 @@ class Parameter(Tensor):
         return state
 
 
+class UninitializedTensorMixin:
+    """A lazy module's placeholder, before its first forward: no values and no shape, only a
+    dtype and a device (``.to()`` changes them), as PyTorch's. Its ``data`` is an empty array
+    of that dtype on that device; any use of its values raises, naming the layer.
+    :meth:`materialize` gives it a shape and makes it the regular class, the same object (an
+    optimizer made over the placeholders keeps working)."""
+
+    cls_to_become: type[Tensor]
+    owner = "a lazy module"  # the layer, for errors
+
+    def __init__(self, requires_grad: bool = True, device: Any = None, dtype: Any = None,
+                 *, owner: str | None = None) -> None:
+        super().__init__(factory_tensor(owner or self.owner, (0,), device=device, dtype=dtype),
+                         requires_grad=requires_grad)
+        if owner:
+            self.owner = owner
+
+    @property
+    def _data(self) -> Any:  # what every op reads
+        raise ValueError(
+            f"Attempted to use an uninitialized parameter or buffer of {self.owner}: a lazy "
+            f"module learns its sizes from its first input; call the model once on a dummy "
+            f"batch (net(X)) before using its parameters")
+
+    @_data.setter
+    def _data(self, value: Any) -> None:
+        self.__dict__["_data"] = value
+
+    data = property(lambda self: self.__dict__["_data"], Tensor.data.fset,
+                    doc="The empty placeholder array (its dtype and device only).")
+    dtype = property(lambda self: self.data.dtype)
+    device = property(lambda self: backend.device_of(self.data))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        raise RuntimeError(
+            f"Can't access the shape of an uninitialized parameter or buffer of {self.owner}; "
+            f"call the model once on a dummy batch (net(X)) to initialize it")
+
+    def materialize(self, shape: tuple[int, ...]) -> None:
+        """Become a regular tensor of ``shape`` (zeros; the layer then initialises it)."""
+        placeholder = self.data
+        self.__class__ = self.cls_to_become
+        self.data = backend.get_array_module(placeholder).zeros(shape, placeholder.dtype)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}>"
+
+
+class UninitializedParameter(UninitializedTensorMixin, Parameter):
+    """A lazy layer's weight or bias before its first forward (see the mixin)."""
+
+    cls_to_become = Parameter
+
+
+class UninitializedBuffer(UninitializedTensorMixin, Tensor):
+    """A lazy layer's buffer (BatchNorm's running statistics) before its first forward."""
+
+    cls_to_become = Tensor
+
+    def __init__(self, requires_grad: bool = False, device: Any = None, dtype: Any = None,
+                 *, owner: str | None = None) -> None:
+        super().__init__(requires_grad, device, dtype, owner=owner)
+
+
 def _check_name(module: Module, name: Any, kind: str, registry: dict[str, Any]) -> None:
     """A parameter's, buffer's or submodule's name must be a key of ``state_dict()`` on its
     own: a non-empty string without '.', not already another kind of attribute."""
@@ -343,7 +408,8 @@ class Module:
         (``named_parameters()`` gives it once). ``destination``: a dict to fill and return."""
         destination = OrderedDict() if destination is None else destination
         for name, t in self._named_state():
-            destination[prefix + name] = t if keep_vars else t.detach()
+            lazy = isinstance(t, UninitializedTensorMixin)  # (no values to detach)
+            destination[prefix + name] = t if keep_vars or lazy else t.detach()
         return destination
 
     def _named_state(self) -> Iterator[tuple[str, Tensor]]:
@@ -393,6 +459,13 @@ class Module:
             if name not in state_dict:
                 continue
             value = state_dict[name]
+            if isinstance(value, UninitializedTensorMixin):  # saved before a dry run
+                if isinstance(target, UninitializedTensorMixin):
+                    continue  # nothing to load: the lazy layer stays lazy, as in PyTorch
+                raise RuntimeError(
+                    f"load_state_dict for {type(self).__name__}: {name} is uninitialized in "
+                    f"the state dict (saved from a lazy module before its first forward); "
+                    f"call that model once on a dummy batch (net(X)) before state_dict()")
             value = value.data if isinstance(value, Tensor) else value
             if not isinstance(getattr(value, "dtype", None), np.dtype):  # lists, torch's...
                 try:
@@ -404,13 +477,16 @@ class Module:
                     f"load_state_dict for {type(self).__name__}: {name} is "
                     f"{type(state_dict[name]).__name__} {state_dict[name]!r:.60} in the state "
                     f"dict; a Tensor or an array of numbers is expected")
-            if tuple(value.shape) != target.shape:
+            if (not isinstance(target, UninitializedTensorMixin)  # (takes value's shape)
+                    and tuple(value.shape) != target.shape):
                 raise ShapeError(
                     f"load_state_dict for {type(self).__name__}: {name} has shape "
                     f"{tuple(value.shape)} in the state dict but {target.shape} in the model"
                 )
             values[name] = value
         for name, value in values.items():
+            if isinstance(own[name], UninitializedTensorMixin):
+                own[name].materialize(tuple(value.shape))  # as PyTorch's lazy load hook
             own[name].data[...] = backend.to_device(value, own[name].device)
             own[name]._version_counter[0] += 1  # in place: a graph that saved it must not run
         return IncompatibleKeys(missing, unexpected)
