@@ -1022,8 +1022,9 @@ else:
 #   forward *copies* along broadcast axes, backward must **sum** the gradient back to the
 #   input's shape: `unbroadcast`.
 # * A tinytrain **Tensor** is one array on one device plus `requires_grad`, `grad` and
-#   `grad_fn`; Python floats become float32, NumPy arrays keep their dtype, and mixed dtypes,
-#   devices or bad shapes fail early with a message naming the problem.
+#   `grad_fn`; Python floats become float32, NumPy arrays keep their dtype, mixed dtypes
+#   promote as PyTorch's do (a matrix product refuses them), and mixed devices or bad shapes
+#   fail early with a message naming the problem.
 # * Ops are written once against `xp = get_array_module(x)`, so the same code runs on NumPy
 #   and CuPy.
 #

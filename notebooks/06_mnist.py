@@ -21,7 +21,7 @@
 #
 # 1. The data in three parts: a **training** set that fits the weights, a **validation** set
 #    that chooses between models, and a **test** set that is looked at once, at the end.
-# 2. The three MNIST **models** of `tinytrain.models`, assembled from the package's layers:
+# 2. Three MNIST **models** of `tinytrain.models`, assembled from the package's layers:
 #    InfiniTrain's `mlp` and `cnn`, and the course's default `convnet`; their parameter counts
 #    and, with forward hooks, the shape of the data at every layer.
 # 3. The **training loop**, written out: `zero_grad → forward → loss → backward → step`, an
@@ -137,7 +137,8 @@ assert x.shape == (64, 1, 28, 28) and y.shape == (64,)
 # ## 2. Three models from the package's layers
 #
 # `tinytrain.models` holds the networks of the course by name (they are also the `--model`
-# choices of the training command). Each is an `nn.Module` whose `__init__` assigns layers to
+# choices of the training command; a fourth, `pytorch-example`, is PyTorch's MNIST example
+# net, for the benchmarks). Each is an `nn.Module` whose `__init__` assigns layers to
 # attributes, which *registers* them, and whose `forward` says how data flows through them:
 #
 # * **`mlp`** — InfiniTrain's MLP: `Flatten`, `Linear(784, 30)`, `Sigmoid`, `Linear(30, 10)`.
@@ -481,7 +482,11 @@ try:
         assert np.isclose(acc_mine, expected_acc), f"accuracy {acc_mine}, expected {expected_acc}"
         acc_uneven = evaluate_accuracy(model, uneven_loader)   # a mean of batch accuracies
         assert np.isclose(acc_uneven, acc_mine), "count correct answers over all samples"
+        assert tt.is_grad_enabled(), ("grad mode is still off after evaluate_accuracy: use "
+                                      "`with tt.no_grad():`, which turns it back on, not "
+                                      "tt.set_grad_enabled(False)")
 finally:
+    tt.set_grad_enabled(True)  # (for the cells below, whatever the answer did)
     hook.remove()
     model.train(mode_before)
 assert seen and not any(graph for graph, _ in seen), "evaluate under tt.no_grad()"
@@ -1042,7 +1047,8 @@ print(f"memory kept alive by the output: {with_graph / 2**20:.1f} MiB with a gra
 assert with_graph > 0.9 * saved and without_graph < 0.01 * with_graph
 
 # %% [markdown]
-# Under `no_grad` the output is the only thing left: 500 × 10 float32, 20,000 bytes. What
+# Under `no_grad` little is left: the output, 500 × 10 float32 (20,000 bytes), and a few
+# small objects of the call, against the megabytes a graph keeps. What
 # recording costs in *time* is small: a context and a few references per op, no extra
 # arithmetic (the max pooling's arg-max is found again only if backward runs). The cell
 # measures both forward passes; the price of a forgotten `no_grad` is memory.

@@ -1128,3 +1128,9 @@ def test_a_write_through_a_view_made_before_its_base_joined_a_graph_is_recorded(
         out.sum().backward()
         grads.append((out.tolist(), x.grad.tolist()))
     assert grads[0] == grads[1]
+
+
+def test_the_stride_of_an_axis_added_with_none_is_pytorchs():
+    """x[None].stride() was (0, 3, 1) (NumPy's step for a new axis); PyTorch says (6, 3, 1)."""
+    for index in ((None,), (slice(None), None), (Ellipsis, None), (None, None)):
+        assert tt.ones(2, 3)[index].stride() == torch.ones(2, 3)[index].stride()

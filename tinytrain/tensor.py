@@ -2281,8 +2281,14 @@ class Tensor:
     # ------------------------------------------------------------ memory
 
     def stride(self, dim: int | None = None) -> Any:
-        """Steps in elements (not bytes, unlike NumPy's ``strides``) between neighbours."""
-        steps = tuple(s // self._data.itemsize for s in self._data.strides)
+        """Steps in elements (not bytes, unlike NumPy's ``strides``) between neighbours. A
+        size-1 axis that NumPy gives a 0 step (one added with ``None``) reports PyTorch's
+        for an added axis: the next axis's size times its step (1 at the end)."""
+        steps = [s // self._data.itemsize for s in self._data.strides]
+        for i in reversed(range(self.ndim)):
+            if self.shape[i] == 1 and steps[i] == 0:
+                steps[i] = steps[i + 1] * self.shape[i + 1] if i + 1 < self.ndim else 1
+        steps = tuple(steps)
         return steps if dim is None else steps[O._normalize_axis(dim, self.ndim)[0]]
 
     def element_size(self) -> int:

@@ -256,9 +256,15 @@ def main(argv: list[str] | None = None) -> int:
         print(err, file=sys.stderr)
         return 1
     expected = {s.stem + ".ipynb" for s in sources}
-    orphans = sorted(p for p in EXERCISES.glob("*.ipynb") if p.name not in expected)
+    others = sorted(p for p in EXERCISES.glob("*.ipynb") if p.name not in expected)
+    # A learner's own copy of a chapter (JupyterLab's "Duplicate": 01_tensors-Copy1.ipynb) is
+    # left alone; a notebook of no chapter at all is a stale output of a renamed chapter.
+    copies = [p for p in others if any(p.stem.startswith(s.stem) for s in sources)]
+    orphans = [p for p in others if p not in copies]
     for path in stale:
         print(("out of date: " if args.check else "wrote ") + path)
+    for path in copies:
+        print(f"left alone: {path.relative_to(ROOT)} (your copy of a chapter, not generated)")
     for path in orphans:
         print(f"{path.relative_to(ROOT)} has no chapter source: delete it", file=sys.stderr)
     return 1 if orphans or (args.check and stale) else 0
