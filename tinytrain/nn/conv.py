@@ -173,6 +173,18 @@ def _padding_from_string(padding: str, stride: IntOrPair, weight_shape: tuple[in
     return left, right, top, bottom
 
 
+def _draw_conv_parameters(layer: Module) -> None:
+    """PyTorch's initialisation of a (transposed) convolution: ``kaiming_uniform_(weight,
+    a=sqrt(5))`` and the bias from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), the weight's fan_in
+    (``Cin * Kh * Kw`` for a convolution, ``Cout * Kh * Kw`` for a transposed one, whose
+    weight is ``[Cin, Cout, Kh, Kw]``)."""
+    init.kaiming_uniform_(layer.weight, a=math.sqrt(5))
+    if layer.bias is not None:
+        fan_in, _ = init.calculate_fan_in_and_fan_out(layer.weight)
+        bound = 1 / math.sqrt(fan_in)
+        init.uniform_(layer.bias, -bound, bound)
+
+
 class Conv2d(Module):
     """A convolution layer: ``weight [out, in, Kh, Kw]`` and ``bias [out]``.
 
@@ -234,11 +246,7 @@ class Conv2d(Module):
 
     def reset_parameters(self) -> None:
         """Draw the weight and bias again, as the constructor does (re-initialise a model)."""
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            kh, kw = self.kernel_size
-            bound = 1 / math.sqrt(self.in_channels * kh * kw)
-            init.uniform_(self.bias, -bound, bound)
+        _draw_conv_parameters(self)
 
     def forward(self, x: Tensor) -> Tensor:
         if self.padding_mode == "zeros":
@@ -287,11 +295,7 @@ class ConvTranspose2dFunction(Function):
             y += b.reshape(-1, 1, 1)
         return y
 
-    @staticmethod
-    def setup_context(ctx: Context, inputs: tuple[Any, ...], output: Any) -> None:
-        x, w, _, ctx.meta = inputs
-        need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        ctx.save_for_backward(x if need_w else None, w if need_x else None)
+    setup_context = staticmethod(Conv2dFunction.setup_context)  # (the same selective save)
 
     @staticmethod
     def backward(ctx: Context, grad_out: Any) -> tuple[Any, ...]:
@@ -455,11 +459,7 @@ class ConvTranspose2d(Module):
 
     def reset_parameters(self) -> None:
         """Draw the weight and bias again, as the constructor does (re-initialise a model)."""
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init.calculate_fan_in_and_fan_out(self.weight)
-            bound = 1 / math.sqrt(fan_in)
-            init.uniform_(self.bias, -bound, bound)
+        _draw_conv_parameters(self)
 
     def _output_padding(self, x: Tensor, output_size: Any) -> tuple[int, int]:
         """The ``output_padding`` that makes the output ``output_size`` (PyTorch's rule)."""
