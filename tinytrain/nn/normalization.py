@@ -102,7 +102,28 @@ class BatchNorm2d(_BatchNorm):
     ndims = (4,)
 
 
-class LayerNorm(Module):
+class _AffineNorm(Module):
+    """LayerNorm's and GroupNorm's per-element ``weight`` (ones) and ``bias`` (zeros), each
+    None when not asked for."""
+
+    def _affine(self, owner: str, shape: tuple[int, ...], affine: bool, bias: bool,
+                device: Any, dtype: Any) -> None:
+        self.register_parameter("weight", None)
+        self.register_parameter("bias", None)
+        if affine:
+            self.weight = Parameter(factory_tensor(owner, shape, 1, device, dtype))
+            if bias:
+                self.bias = Parameter(factory_tensor(owner, shape, 0, device, dtype))
+
+    def reset_parameters(self) -> None:
+        """Weight ones and bias zeros again (as at construction)."""
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if self.bias is not None:
+            init.zeros_(self.bias)
+
+
+class LayerNorm(_AffineNorm):
     """Normalise each sample over its last dims ``normalized_shape`` (mean 0, variance 1),
     then scale by ``weight`` and shift by ``bias`` (ones and zeros at first)."""
 
@@ -114,19 +135,7 @@ class LayerNorm(Module):
             normalized_shape)
         self.normalized_shape, self.eps = shape, eps
         self.elementwise_affine = elementwise_affine
-        self.register_parameter("weight", None)
-        self.register_parameter("bias", None)
-        if elementwise_affine:
-            self.weight = Parameter(factory_tensor("LayerNorm", shape, 1, device, dtype))
-            if bias:
-                self.bias = Parameter(factory_tensor("LayerNorm", shape, 0, device, dtype))
-
-    def reset_parameters(self) -> None:
-        """Weight ones and bias zeros again (as at construction)."""
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        self._affine("LayerNorm", shape, elementwise_affine, bias, device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -136,7 +145,7 @@ class LayerNorm(Module):
                 f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
 
 
-class GroupNorm(Module):
+class GroupNorm(_AffineNorm):
     """Normalise each sample over groups of ``num_channels / num_groups`` channels (and all
     positions), then scale by ``weight [C]`` and shift by ``bias [C]`` (ones and zeros at
     first). ``GroupNorm(1, C)`` is a layer norm over ``[C, H, W]``, ``GroupNorm(C, C)`` an
@@ -151,20 +160,7 @@ class GroupNorm(Module):
                              f"({num_groups})")
         self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
         self.affine = affine
-        self.register_parameter("weight", None)
-        self.register_parameter("bias", None)
-        if affine:
-            shape = (num_channels,)
-            self.weight = Parameter(factory_tensor("GroupNorm", shape, 1, device, dtype))
-            if bias:
-                self.bias = Parameter(factory_tensor("GroupNorm", shape, 0, device, dtype))
-
-    def reset_parameters(self) -> None:
-        """Weight ones and bias zeros again (as at construction)."""
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        self._affine("GroupNorm", (num_channels,), affine, bias, device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         if isinstance(x, Tensor) and (x.ndim < 2 or x.shape[1] != self.num_channels):
