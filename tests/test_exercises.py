@@ -355,3 +355,39 @@ def test_checkers_reject_wrong_answers_and_say_what_is_wrong(stem, monkeypatch, 
         assert error is not None, f"the checker of exercise {number} accepted a wrong answer"
         assert error[0] == "AssertionError" and says in error[1], (
             f"exercise {number}: the checker said {error[0]}: {error[1]}, not '{says}'")
+
+
+def _checked_notebook(path: Path, answer: str) -> Path:
+    """A one-exercise learner's copy at ``path``: setup, ``answer``, its checker, a last cell."""
+    nb = nbformat.v4.new_notebook()
+    checker = nbformat.v4.new_code_cell("assert answer() == 42, 'expected 42'")
+    checker.metadata["tags"] = [CHECKER]
+    nb.cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell(answer), checker,
+                nbformat.v4.new_code_cell("y = 2")]
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.mark.parametrize("answer, says", [
+    ("import os\nos._exit(3)", ["exercise 9.1: the cell with your answer (code cell [2]) "
+                                "the Python kernel died", "exercise 9.1: not checked"]),
+    ("while True:\n    pass", ["exercise 9.1: the cell with your answer (code cell [2]) did "
+                               "not finish within 5 s and was interrupted"]),
+])
+def test_check_exercises_reports_an_answer_that_kills_or_hangs_the_kernel(
+        answer, says, tmp_path, monkeypatch, capsys):
+    # An answer that kills the kernel or never returns is reported against its exercise
+    # instead of stopping the check with nbclient's DeadKernelError or a cell timeout.
+    import check_exercises
+
+    folder = tmp_path / "exercises"
+    folder.mkdir()
+    path = _checked_notebook(folder / "09_demo.ipynb", "def answer():\n    return 42\n" + answer)
+    monkeypatch.setattr(check_exercises, "EXERCISES", folder)
+    assert check_exercises.report(path, timeout=5) is False
+    out = capsys.readouterr().out
+    for fragment in says:
+        assert fragment in out, out
+    runs = run_notebook(path, timeout=5)
+    assert [run.ran for run in runs] == [True, True, "os._exit" not in answer,
+                                         "os._exit" not in answer]
