@@ -12,8 +12,6 @@ raise an AttributeError that says what to use instead.
 import importlib as _importlib
 import warnings as _warnings
 
-import numpy as _np
-
 # the subpackages too, as `torch.nn` and `torch.optim` are reachable from `import torch`
 from tinytrain import accelerator, backends, cuda, data, nn, optim, utils
 from tinytrain._missing import TORCH_HINTS as _HINTS
@@ -28,7 +26,17 @@ from tinytrain.autograd import (
 from tinytrain.backend import Device as device
 from tinytrain.backend import cuda_is_available, set_default_device
 from tinytrain.backend import default_device as get_default_device
-from tinytrain.dtypes import can_cast, finfo, iinfo, int8, int16, promote_types, result_type
+from tinytrain.dtypes import (
+    can_cast,
+    finfo,
+    get_default_dtype,
+    iinfo,
+    int8,
+    int16,
+    promote_types,
+    result_type,
+    set_default_dtype,
+)
 from tinytrain.functions import (
     abs,
     add,
@@ -250,17 +258,6 @@ def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None
 def are_deterministic_algorithms_enabled() -> bool:
     return _deterministic
 
-
-def get_default_dtype() -> _np.dtype:
-    """The dtype Python floats become: float32 (fixed in tinytrain)."""
-    return float32
-
-
-def set_default_dtype(dtype: _np.dtype) -> None:
-    """Only float32 is accepted: tinytrain's default float dtype is fixed."""
-    if dtype != float32:
-        raise TypeError(f"set_default_dtype({dtype}): tinytrain's default float dtype is "
-                        f"float32; pass dtype= to the functions that make tensors instead")
 
 _LAZY_SUBMODULES = ("distributed", "models")
 

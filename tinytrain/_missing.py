@@ -40,6 +40,8 @@ TORCH_HINTS = {
     "amp": "tinytrain has no mixed precision (autocast/amp); it trains in float32",
     "Generator": "tinytrain has one random generator: seed it with tt.manual_seed(seed); "
                  "DataLoader(..., seed=...) makes shuffling reproducible on its own",
+    "set_default_tensor_type": "deprecated in PyTorch: tt.set_default_dtype(tt.float64) sets "
+                               "the default float dtype, tt.set_default_device(...) the device",
     "bfloat16": _DTYPES, "complex64": _DTYPES, "complex128": _DTYPES, "cfloat": _DTYPES,
     "distributions": _NUMPY, "fft": _NUMPY, "linalg": _NUMPY, "special": _NUMPY,
     "sparse": _NUMPY,

@@ -8,7 +8,8 @@ PyTorch's ``torch.result_type``:
 2. operands have priorities: tensors with dimensions, then 0-d tensors, then Python numbers;
 3. the result comes from the highest-priority operands, and a lower-priority operand can
    only raise the *category*, not the size. A Python float raises an integer result to the
-   default float dtype, ``float32``.
+   default float dtype (:func:`get_default_dtype`: ``float32`` unless
+   :func:`set_default_dtype` chose another).
 
 So ``int64 tensor * 0.5`` is ``float32``, ``float16 tensor * 2.0`` stays ``float16``,
 ``uint8 tensor + 1`` stays ``uint8``, and ``float32 [3] + float64 0-d`` is ``float32``.
@@ -16,8 +17,8 @@ This differs from NumPy, whose ``int64 array * 0.5`` is ``float64`` and whose
 ``float16 + int16`` is ``float32``.
 
 Ops then add their own step: true division and ``sqrt``-like ops turn an integer result
-into ``float32`` (``int / int`` is ``float32``), comparisons compute in the common dtype and
-return ``bool``. Python numbers out of the result's range wrap around as in PyTorch
+into the default float dtype (``int / int`` is ``float32``), comparisons compute in the
+common dtype and return ``bool``. Python numbers out of the result's range wrap around as in PyTorch
 (``uint8 tensor < -1`` compares with 255).
 """
 
@@ -33,8 +34,35 @@ float16, float32, float64 = np.dtype("float16"), np.dtype("float32"), np.dtype("
 int8, int16, int32, int64 = (np.dtype(f"int{n}") for n in (8, 16, 32, 64))
 uint8, bool_ = np.dtype("uint8"), np.dtype(bool)
 
-#: The dtype Python floats become (``torch.get_default_dtype()``).
-DEFAULT_FLOAT = float32
+#: The dtype Python floats become: read with get_default_dtype(), set with set_default_dtype().
+_default_float = float32
+
+
+def get_default_dtype() -> np.dtype:
+    """The dtype Python floats become (``torch.get_default_dtype()``): what ``tt.tensor(1.5)``,
+    ``int_tensor / 2``, the creation functions without ``dtype=`` (``zeros``, ``randn``,
+    ``arange(0.0, 3.0)``, ...) and layers' new parameters are. ``float32`` unless
+    :func:`set_default_dtype` chose another."""
+    return _default_float
+
+
+def set_default_dtype(dtype: np.dtype) -> None:
+    """Make ``dtype`` (``tt.float16``, ``tt.float32`` or ``tt.float64``) the dtype Python floats
+    become, for the whole process, as ``torch.set_default_dtype``: tensors made from Python
+    floats, integer tensors turned floating (``/``, ``* 0.5``, ``exp``), creation functions
+    without ``dtype=`` and parameters and buffers of layers made afterwards. Tensors that
+    exist keep their dtype; NumPy arrays, ``tt.FloatTensor``, ``.float()`` and integer
+    results (``arange(3)``, ``randint``) do not follow it. Other dtypes are refused, as in
+    PyTorch (tinytrain has no bfloat16)."""
+    global _default_float
+    if not isinstance(dtype, np.dtype):  # (as PyTorch: a dtype object, not a name or a type)
+        raise TypeError(f"set_default_dtype({dtype!r}): invalid dtype object: only "
+                        f"floating-point types are supported as the default type: "
+                        f"tt.float16, tt.float32 or tt.float64 (tinytrain has no bfloat16)")
+    if dtype not in (float16, float32, float64):
+        raise TypeError(f"set_default_dtype({dtype}): only floating-point types are supported "
+                        f"as the default type: tt.float16, tt.float32 or tt.float64")
+    _default_float = dtype
 
 
 class DTypeError(RuntimeError, TypeError):
@@ -87,7 +115,7 @@ def scalar_dtype(value: Any) -> np.dtype:
     if isinstance(value, numbers.Integral):
         return int64
     if isinstance(value, numbers.Real):
-        return DEFAULT_FLOAT
+        return _default_float
     raise DTypeError(f"expected a tensor or a real number, got {type(value).__name__}")
 
 
@@ -163,7 +191,7 @@ class finfo:  # noqa: N801 (PyTorch's name)
     ``resolution`` (``10 ** -decimal digits``), and ``dtype`` (its name), as Python numbers."""
 
     def __init__(self, type: Any = None) -> None:  # noqa: A002 (PyTorch's name)
-        dtype = DEFAULT_FLOAT if type is None else _dtype_of(type, "finfo")
+        dtype = _default_float if type is None else _dtype_of(type, "finfo")
         if dtype.kind != "f":
             raise TypeError(f"finfo() requires a floating point input type, got {dtype}. "
                             f"Use iinfo to handle {dtype}")

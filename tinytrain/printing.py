@@ -14,8 +14,9 @@ edgeitems 3, linewidth 80):
   every dimension with ``...`` between (its format is chosen from the values shown).
 
 Integers and bools print as Python prints them. Suffixes follow the values as in PyTorch:
-the device when not on the CPU, the dtype when it is not float32, int64 or bool (tinytrain
-spells it ``dtype=float64``, PyTorch ``dtype=torch.float64``), the size of an empty tensor
+the device when not on the CPU, the dtype when it is not the default float dtype (float32
+unless ``set_default_dtype`` chose another), int64 or bool (tinytrain spells it
+``dtype=float64``, PyTorch ``dtype=torch.float64``), the size of an empty tensor
 that is not 1-d, and ``grad_fn=<...>`` or ``requires_grad=True``.
 """
 
@@ -26,6 +27,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from tinytrain.dtypes import get_default_dtype
 
 if TYPE_CHECKING:
     from tinytrain.tensor import Tensor
@@ -167,12 +170,13 @@ def tensor_repr(t: Tensor) -> str:
     suffixes = []
     if t.device != "cpu":
         suffixes.append(f"device='cuda:{t.data.device.id}'")
-    ordinary_dtype = t.dtype in (np.float32, np.int64, np.bool_)
+    default_float = get_default_dtype()
+    ordinary_dtype = t.dtype in (default_float, np.int64, np.bool_)
     if t.numel() == 0:
         body = "[]"
         if t.ndim != 1:
             suffixes.append(f"size={tuple(t.shape)}")
-        if t.dtype != np.float32:  # (no values to tell an int64 tensor from a float one)
+        if t.dtype != default_float:  # (no values to tell an int64 tensor from a float one)
             suffixes.append(f"dtype={t.dtype}")
     else:
         body = _values_str(t, indent)

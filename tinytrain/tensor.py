@@ -52,13 +52,13 @@ from tinytrain.autograd.function import (
 from tinytrain.autograd.grad_mode import is_grad_enabled, no_grad
 from tinytrain.autograd.ops import IndexRangeError, InvalidArgument, ShapeError
 from tinytrain.dtypes import (
-    DEFAULT_FLOAT,
     DTypeError,
     bool_,
     can_cast,
     float16,
     float32,
     float64,
+    get_default_dtype,
     int32,
     int64,
     result_type,
@@ -177,7 +177,7 @@ class Tensor:
                 data = np.asarray(data)
             elif not (isinstance(data, np.ndarray)
                       or hasattr(type(data), "__cuda_array_interface__")):  # CuPy
-                data = np.asarray(data, dtype=_default_dtype(data))  # lists: float32 / int64
+                data = np.asarray(data, dtype=_default_dtype(data))  # lists: floats, int64
         self._data = data
         self._version_counter = counter if counter is not None else [0]
         if requires_grad:
@@ -641,15 +641,15 @@ class Tensor:
         return self if self.dtype == dtype else _To.apply(self, self.device, dtype)
 
     def _promote(self, other: Any, float_result: bool = False) -> tuple[Tensor, Any]:
-        """``(self, other)`` converted to their :func:`result_type` (to float32 if
-        ``float_result`` and it is not floating). ``other`` comes back as a Tensor, or a
+        """``(self, other)`` converted to their :func:`result_type` (to the default float
+        dtype if ``float_result`` and it is not floating). ``other`` comes back as a Tensor, or a
         NumPy scalar for a Python number; NotImplemented for types that are neither."""
         if isinstance(other, Tensor):
             if other.dtype == self.dtype and not (float_result and self.dtype.kind != "f"):
                 return self, other
             dtype = result_type(self, other)
             if float_result and dtype.kind != "f":
-                dtype = DEFAULT_FLOAT
+                dtype = get_default_dtype()
             return self._cast(dtype), other._cast(dtype)
         if isinstance(other, numbers.Real | np.generic):
             if self.dtype.kind == "f" and not isinstance(other, builtins.bool):
@@ -657,7 +657,7 @@ class Tensor:
             else:
                 dtype = result_type(self, other)
                 if float_result and dtype.kind != "f":
-                    dtype = DEFAULT_FLOAT
+                    dtype = get_default_dtype()
             return self._cast(dtype), scalar_array(other, dtype)
         if hasattr(other, "__array_interface__") or hasattr(other, "__cuda_array_interface__"):
             return self._promote(Tensor(other), float_result)  # an array acts as a tensor
@@ -1156,8 +1156,9 @@ class Tensor:
     # ------------------------------------------------------------ unary
 
     def _float_op(self, op: type[Function]) -> Tensor:
-        """Ops defined on reals: integer and bool inputs become float32 first (as PyTorch)."""
-        return op.apply(self if self.dtype.kind == "f" else self._cast(DEFAULT_FLOAT))
+        """Ops defined on reals: integer and bool inputs become the default float dtype
+        first (float32 unless :func:`set_default_dtype` chose another), as in PyTorch."""
+        return op.apply(self if self.dtype.kind == "f" else self._cast(get_default_dtype()))
 
     def exp(self) -> Tensor:
         return self._float_op(O.Exp)
@@ -1864,7 +1865,7 @@ class Tensor:
 
     def logsumexp(self, dim: Any, keepdim: bool = False) -> Tensor:
         """``log(sum(exp(x)))`` over ``dim``, computed stably (the max taken out first)."""
-        x = self if self.dtype.kind == "f" else self.float()
+        x = self if self.dtype.kind == "f" else self._cast(get_default_dtype())
         axes = x._reduction_axes(dim)
         if x.numel() == 0:  # an empty sum: log(0) = -inf, as in PyTorch
             return x.exp().sum(axes, keepdim).log()
@@ -1924,7 +1925,7 @@ class Tensor:
     def norm(self, p: Any = "fro", dim: Any = None, keepdim: bool = False) -> Tensor:
         """The ``p``-norm over ``dim`` (all entries if None): 2 / ``"fro"`` (default), 1,
         ``inf``, ``-inf``, 0 (count of non-zeros) or any other number."""
-        x = self if self.dtype.kind == "f" else self.float()
+        x = self if self.dtype.kind == "f" else self._cast(get_default_dtype())
         axes = x._reduction_axes(dim)
         if p in ("fro", 2):
             return O.Norm.apply(x, 2, axes, keepdim)
@@ -2556,15 +2557,18 @@ def _default_dtype(data: Any) -> np.dtype:
     arr = np.asarray(data) if not hasattr(data, "dtype") else data
     if isinstance(data, np.ndarray | np.generic) or hasattr(data, "__cuda_array_interface__"):
         return arr.dtype
-    # Python lists and scalars: floats become float32 and ints int64, as in PyTorch
-    return float32 if arr.dtype.kind == "f" else int64 if arr.dtype.kind in "iu" else arr.dtype
+    # Python lists and scalars: floats become the default float dtype and ints int64, as in
+    # PyTorch
+    kind = arr.dtype.kind
+    return get_default_dtype() if kind == "f" else int64 if kind in "iu" else arr.dtype
 
 
 def tensor(data: Any, dtype: Any = None, device: Any = None,
            requires_grad: bool = False) -> Tensor:
     """A new leaf tensor holding a copy of ``data`` (a list, number, NumPy or CuPy array).
 
-    NumPy and CuPy arrays keep their dtype; Python floats become float32 and ints int64.
+    NumPy and CuPy arrays keep their dtype; Python floats become the default float dtype
+    (float32 unless :func:`tinytrain.set_default_dtype` chose another) and ints int64.
     ``device=None``: a CuPy array stays on the GPU, the rest lands on the default device
     (the CPU unless :func:`tinytrain.set_default_device` chose another).
     """
@@ -2676,26 +2680,29 @@ def _sizes(name: str, shape: tuple, size: Any) -> tuple:
     return (size,)
 
 
-def _default(dtype: Any, default: Any = float32) -> Any:
-    """``dtype``, or the creation function's default for None (PyTorch's "the default")."""
-    return default if dtype is None else dtype
+def _default(dtype: Any, default: Any = None) -> Any:
+    """``dtype``, or the creation function's default for None: ``default``, else the default
+    float dtype (:func:`tinytrain.get_default_dtype`)."""
+    if dtype is not None:
+        return dtype
+    return get_default_dtype() if default is None else default
 
 
-def zeros(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
+def zeros(*shape: int, size: Sequence[int] | None = None, dtype: Any = None,
           device: Any = None, requires_grad: bool = False) -> Tensor:
     """A tensor of zeros: ``zeros(2, 3)``, ``zeros((2, 3))`` or ``zeros(size=(2, 3))``."""
     shape = shape if size is None else _sizes("zeros", shape, size)
     return _full(shape, 0, _default(dtype), device, requires_grad)
 
 
-def empty(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
+def empty(*shape: int, size: Sequence[int] | None = None, dtype: Any = None,
           device: Any = None, requires_grad: bool = False) -> Tensor:
     """Like :func:`zeros` (tinytrain fills "uninitialised" memory with zeros)."""
     shape = shape if size is None else _sizes("empty", shape, size)
     return _full(shape, 0, _default(dtype), device, requires_grad)
 
 
-def ones(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
+def ones(*shape: int, size: Sequence[int] | None = None, dtype: Any = None,
          device: Any = None, requires_grad: bool = False) -> Tensor:
     shape = shape if size is None else _sizes("ones", shape, size)
     return _full(shape, 1, _default(dtype), device, requires_grad)
@@ -2703,8 +2710,8 @@ def ones(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
 
 def full(size: Sequence[int], fill_value: float, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
-    """``size`` filled with ``fill_value``; the dtype defaults to the value's (float32,
-    int64 or bool), as in PyTorch."""
+    """``size`` filled with ``fill_value``; the dtype defaults to the value's (the default
+    float dtype, int64 or bool), as in PyTorch."""
     if dtype is None:
         dtype = result_type(fill_value)
     return _full((size,), fill_value, dtype, device, requires_grad)
@@ -2768,7 +2775,7 @@ def full_like(t: Tensor, fill_value: float, dtype: Any = None,
                 requires_grad=requires_grad)
 
 
-def randn(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
+def randn(*shape: int, size: Sequence[int] | None = None, dtype: Any = None,
           device: Any = None, requires_grad: bool = False, generator: Any = None) -> Tensor:
     """Standard normal samples from the package generator (same on every device)."""
     shape = shape if size is None else _sizes("randn", shape, size)
@@ -2780,7 +2787,7 @@ def randn(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
                   requires_grad=requires_grad)
 
 
-def rand(*shape: int, size: Sequence[int] | None = None, dtype: Any = float32,
+def rand(*shape: int, size: Sequence[int] | None = None, dtype: Any = None,
          device: Any = None, requires_grad: bool = False, generator: Any = None) -> Tensor:
     """Uniform samples in [0, 1) from the package generator."""
     shape = shape if size is None else _sizes("rand", shape, size)
@@ -2805,8 +2812,8 @@ def normal(mean: Any, std: Any = None, size: Sequence[int] | None = None, *,
            requires_grad: bool = False) -> Tensor:
     """Samples of N(mean, std^2) from the package generator, in PyTorch's forms:
 
-    * ``normal(0.0, 0.01, size=(2, 3))``: two numbers and a size; ``dtype`` (float32 by
-      default), ``device`` and ``requires_grad`` as for :func:`randn`;
+    * ``normal(0.0, 0.01, size=(2, 3))``: two numbers and a size; ``dtype`` (the default
+      float dtype by default), ``device`` and ``requires_grad`` as for :func:`randn`;
     * ``normal(mean, std)`` with tensors (broadcast together), or a tensor and a number
       (``std`` 1 by default): one sample per element, of the first tensor's dtype and
       device. The samples pass zero gradient back to ``mean`` and ``std``, as PyTorch's.
@@ -2819,7 +2826,7 @@ def normal(mean: Any, std: Any = None, size: Sequence[int] | None = None, *,
         if size is None or std is None or builtins.any(t.ndim for t in tensors):
             raise TypeError("normal(): give normal(mean, std, size) with numbers mean and std "
                             "and a size, or normal(mean, std) with a tensor mean and/or std")
-        dtype = float32 if dtype is None else np.dtype(dtype)
+        dtype = np.dtype(_default(dtype))
         _floating_samples("normal", dtype)
         values = _normal_samples(float(mean), float(std), _new_shape(_sizes("normal", (), size)),
                                  dtype)
@@ -2866,7 +2873,7 @@ def rand_like(t: Tensor, dtype: Any = None, *,
     return rand(t.shape, dtype=dtype or t.dtype, device=t.device)
 
 
-def eye(n: int, m: int | None = None, dtype: Any = float32, device: Any = None,
+def eye(n: int, m: int | None = None, dtype: Any = None, device: Any = None,
         requires_grad: bool = False) -> Tensor:
     """The ``[n, m]`` identity matrix (``m`` defaults to ``n``)."""
     if n < 0 or (m is not None and m < 0):
@@ -2875,7 +2882,7 @@ def eye(n: int, m: int | None = None, dtype: Any = float32, device: Any = None,
     return Tensor(xp.eye(n, m, dtype=np.dtype(_default(dtype))), requires_grad=requires_grad)
 
 
-def linspace(start: float, end: float, steps: int, dtype: Any = float32,
+def linspace(start: float, end: float, steps: int, dtype: Any = None,
              device: Any = None) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end``, both included."""
     if isinstance(steps, builtins.bool) or not isinstance(steps, numbers.Integral) or steps < 0:
@@ -2952,7 +2959,7 @@ def arange(start: float, end: float | None = None, step: float = 1, dtype: Any =
     xp = backend.array_module(_device(device))
     arr = xp.arange(start, end, step)
     if dtype is None:
-        dtype = int64 if arr.dtype.kind in "iu" else float32
+        dtype = int64 if arr.dtype.kind in "iu" else get_default_dtype()
     return Tensor(arr.astype(dtype))
 
 

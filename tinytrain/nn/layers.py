@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from tinytrain.dtypes import get_default_dtype
 from tinytrain.nn import functional as F
 from tinytrain.nn import init
 from tinytrain.nn.containers import _index
@@ -597,7 +598,7 @@ class _WeightedLoss(_Loss):
             raise TypeError(f"{type(self).__name__}: weight must be a Tensor, got the string "
                             f"{weight!r}; pass the reduction by keyword: reduction={weight!r}")
         if weight is not None and not isinstance(weight, Tensor):
-            weight = Tensor(np.asarray(weight, dtype=np.float32))
+            weight = Tensor(np.asarray(weight, dtype=get_default_dtype()))
         self.register_buffer("weight", weight)
 
 
@@ -620,7 +621,7 @@ class BCEWithLogitsLoss(_WeightedLoss):
                  pos_weight: Tensor | None = None) -> None:
         super().__init__(weight, reduction)
         if pos_weight is not None and not isinstance(pos_weight, Tensor):
-            pos_weight = Tensor(np.asarray(pos_weight, dtype=np.float32))
+            pos_weight = Tensor(np.asarray(pos_weight, dtype=get_default_dtype()))
         self.register_buffer("pos_weight", pos_weight)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002

@@ -20,6 +20,7 @@ import numpy as np
 
 from tinytrain import _missing, backend
 from tinytrain.autograd.ops import ShapeError
+from tinytrain.dtypes import get_default_dtype
 from tinytrain.tensor import RemovableHandle, Tensor
 
 
@@ -143,14 +144,15 @@ def _check_name(module: Module, name: Any, kind: str, registry: dict[str, Any]) 
 
 def factory_tensor(owner: str, shape: tuple[int, ...], fill: float = 0.0, device: Any = None,
                    dtype: Any = None) -> Tensor:
-    """A layer's new parameter or buffer: ``shape`` filled with ``fill``, ``dtype`` (float32 by
-    default) on ``device`` (the CPU by default): what its constructor's ``device=`` and
-    ``dtype=`` ask for, as PyTorch's ``factory_kwargs``. ``owner`` (the layer's name) is in
-    the error a negative size or a dtype that cannot be trained raises."""
+    """A layer's new parameter or buffer: ``shape`` filled with ``fill``, ``dtype`` (the default
+    float dtype, :func:`tinytrain.get_default_dtype`, by default) on ``device`` (the CPU by
+    default): what its constructor's ``device=`` and ``dtype=`` ask for, as PyTorch's
+    ``factory_kwargs``. ``owner`` (the layer's name) is in the error a negative size or a
+    dtype that cannot be trained raises."""
     if any(n < 0 for n in shape):
         raise RuntimeError(f"{owner}: trying to create a tensor with negative dimension "
                            f"{min(shape)}: {list(shape)}")
-    dtype = np.dtype(np.float32 if dtype is None else dtype)
+    dtype = np.dtype(get_default_dtype() if dtype is None else dtype)
     if dtype.kind != "f":
         raise TypeError(f"{owner}: dtype must be a floating point dtype (parameters are "
                         f"trained), got {dtype}")
