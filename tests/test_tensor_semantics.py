@@ -1101,6 +1101,28 @@ def test_retain_grad_on_a_view_follows_writes_through_it_and_its_base_like_torch
     assert _retained_view_program(tt, kind) == _retained_view_program(torch, kind)
 
 
+def _view_of_a_view_program(lib, write):
+    a = lib.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
+    b = a * 1
+    v = b[0]
+    v.retain_grad()
+    w = v[1:]
+    u = w.unsqueeze(0)
+    u.retain_grad()
+    z = u.squeeze(0)
+    {"base": lambda: b.mul_(2), "v": lambda: v.mul_(2), "w": lambda: w.add_(1),
+     "z": lambda: z.add_(1), "none": lambda: None}[write]()
+    ((z * 3).sum() + (v * 5).sum() + (w * 7).sum() + (u * 11).sum()).backward()
+    return [t.tolist() for t in (a.grad, v.grad, u.grad)]
+
+
+@pytest.mark.parametrize("write", ["none", "base", "v", "w", "z"])
+def test_views_of_views_made_again_after_a_write_hang_from_the_root_base_like_torch(write):
+    """After a write, a view w of a retained view v was made again from v, so v.grad counted
+    w's uses ([5, 26, 26] where PyTorch gives [5, 5, 5]); PyTorch makes it from the base."""
+    assert _view_of_a_view_program(tt, write) == _view_of_a_view_program(torch, write)
+
+
 def test_a_refused_write_on_a_view_of_an_expand_changes_nothing_like_torch():
     """The view's graph was rewired before the refusal: a later backward gave a.grad
     [0, 0, 0] where PyTorch gives [2, 2, 2]."""

@@ -529,7 +529,7 @@ class Tensor:
         self._view_version = self._version_counter[0]
         if input_shapes(inputs) != shapes:  # an input's array was replaced (``.data = ...``)
             return
-        fresh = cls.apply(*inputs)
+        fresh = cls.apply(_view_again(inputs[0]), *inputs[1:])
         if fresh.shape == self.shape:
             if fresh.grad_fn is not None:
                 self._take_node(fresh.grad_fn)
@@ -2551,6 +2551,19 @@ def where(condition: Any, input: Any = None, other: Any = None) -> Any:  # noqa:
 def _device(device: Any) -> str:
     """``device``, or the default device (:func:`tinytrain.set_default_device`) for None."""
     return backend.default_device() if device is None else backend.normalize_device(device)
+
+
+def _view_again(t: Any) -> Any:
+    """``t``, or for a view a new view of the same memory made again from its *root* base (the
+    chain of view ops replayed): what a view made again after a write hangs from. Not from
+    ``t``'s own node: a view ``w = v[1:]`` of a view ``v`` is, after a write, a view of the
+    base, as PyTorch regenerates it, so ``v.retain_grad()`` sees only ``v``'s own uses."""
+    if not isinstance(t, Tensor) or t._view_replay is None:
+        return t
+    cls, inputs, shapes = t._view_replay
+    if input_shapes(inputs) != shapes:  # (an input's array was replaced: t as it is)
+        return t
+    return cls.apply(_view_again(inputs[0]), *inputs[1:])
 
 
 def _default_dtype(data: Any) -> np.dtype:
