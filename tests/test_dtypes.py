@@ -178,3 +178,24 @@ def test_promote_types_and_can_cast_match_torch():
             assert str(ours) == str(ref).removeprefix("torch."), (a, b)
             assert tt.can_cast(np.dtype(a), np.dtype(b)) == torch.can_cast(torch_dtype(a),
                                                                            torch_dtype(b))
+
+
+def _lists_of_mixed_items(lib):
+    f64, i32 = lib.tensor(0.1, dtype=lib.float64), lib.tensor(1, dtype=lib.int32)
+    return [[f64, f64 * 3], [np.float64(0.1)], [i32], [np.float64(0.1), 1.0],
+            [np.float32(0.1), 1.0], [np.int32(1), 2], [1.0, np.int32(1)], [i32, 2.5],
+            [lib.tensor(1.0, dtype=lib.float16), 2.5], [f64, lib.tensor(1.0, dtype=lib.float16)],
+            [True, 1], [True, False], [[np.float64(1)], [2.0]], [], [[], []], (1, 2.0),
+            [lib.tensor(True), 0], [np.uint8(3), np.int8(2)], [lib.tensor(2, dtype=lib.uint8), -1],
+            [np.float16(1), 1], [[1, 2], [np.int16(3), 4]]]
+
+
+@pytest.mark.parametrize("case", range(21))
+def test_tensor_of_a_list_takes_its_items_dtypes_promoted_like_torch(case):
+    """tensor([a, a * 3]) of float64 0-d tensors was float32 (the values rounded), as were
+    lists of NumPy float64 scalars; PyTorch promotes the items' own dtypes."""
+    assert len(_lists_of_mixed_items(tt)) == 21  # (the parametrisation's range)
+    ours, theirs = tt.tensor(_lists_of_mixed_items(tt)[case]), torch.tensor(
+        _lists_of_mixed_items(torch)[case])
+    assert str(ours.dtype) == str(theirs.dtype).removeprefix("torch.")
+    assert ours.tolist() == theirs.tolist()

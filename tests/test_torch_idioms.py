@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -726,14 +727,21 @@ def test_random_split_by_fractions_as_pytorch():
         assert sorted(i for s in ours for i in s) == list(range(11))
 
 
-def test_saving_a_whole_model_says_to_save_its_state_dict(tmp_path):
-    model = tt.nn.Linear(2, 2)
-    with pytest.raises(TypeError, match=r"whole Linear .*tt.save\(obj.state_dict\(\), path\)"):
-        tt.save(model, tmp_path / "model.pth")
+def test_a_whole_model_saves_and_loads_only_with_weights_only_false_like_torch(tmp_path):
+    # As PyTorch 2.6+: torch.save(model) pickles it; torch.load refuses the pickle unless
+    # weights_only=False (which runs the file's code). The state_dict way needs neither.
+    x = tt.randn(3, 2)
+    model = tt.nn.Sequential(tt.nn.Linear(2, 4), tt.nn.ReLU(), tt.nn.Linear(4, 1))
+    tt.save(model, tmp_path / "model.pth")
+    with pytest.raises(pickle.UnpicklingError, match=r"model.pth: Weights only load failed: "
+                                                     r"root is a pickled tinytrain.*Sequential"):
+        tt.load(tmp_path / "model.pth")
+    whole = tt.load(tmp_path / "model.pth", weights_only=False)
+    assert type(whole) is tt.nn.Sequential and whole(x).tolist() == model(x).tolist()
     tt.save(model.state_dict(), tmp_path / "weights.pth")
-    fresh = tt.nn.Linear(2, 2)
+    fresh = tt.nn.Sequential(tt.nn.Linear(2, 4), tt.nn.ReLU(), tt.nn.Linear(4, 1))
     fresh.load_state_dict(tt.load(tmp_path / "weights.pth", weights_only=True))
-    assert fresh.weight.tolist() == model.weight.tolist()
+    assert fresh(x).tolist() == model(x).tolist()
 
 
 def _into_out(lib, op, res, want):

@@ -3,9 +3,14 @@
 An object is any nesting of dicts (str or int keys), lists, tuples, Tensors,
 NumPy arrays and plain Python values (numbers, strings, bools, None), at most
 ``MAX_DEPTH`` containers deep. Arrays go into the archive as ``a0, a1, ...``;
-the nesting is stored as JSON next to them. No pickle: loading a file never
-runs code, and a file that is not exactly what :func:`save` writes (a crafted
-or damaged structure) raises a ``ValueError`` that names it.
+the nesting is stored as JSON next to them. Loading such a file never runs code,
+and a file that is not exactly what :func:`save` writes (a crafted or damaged
+structure) raises a ``ValueError`` that names it.
+
+Any other object (a whole Module, an optimizer) is stored pickled, as
+``torch.save`` stores everything; as ``torch.load`` since PyTorch 2.6, loading it
+needs ``weights_only=False``, which runs the pickle's code: only for files from a
+trusted source. A ``state_dict()`` needs no pickle and is what to save.
 
 Saving is atomic: the archive is written to a temporary file in the same
 folder, flushed to disk, then renamed over the target. A run interrupted while
@@ -19,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import pickle
 import zipfile
 import zlib
 from pathlib import Path
@@ -52,7 +58,7 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> Any:
         elif kind == "tensor" and obj.requires_grad:
             node["grad"] = True
         return node
-    if isinstance(obj, dict | list | tuple) and depth >= MAX_DEPTH:
+    if isinstance(obj, dict | list | tuple | set) and depth >= MAX_DEPTH:
         raise ValueError(f"save: containers nested more than {MAX_DEPTH} deep (or a cycle)")
     if isinstance(obj, dict):
         for k in obj:
@@ -60,21 +66,32 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> Any:
                 raise TypeError(f"save: dict keys must be str or int, got {k!r}")
         return {"t": "dict", "items": [[int(k) if isinstance(k, np.integer) else k,
                                         _encode(v, arrays, depth + 1)] for k, v in obj.items()]}
-    if isinstance(obj, list | tuple):
+    if isinstance(obj, list | tuple | set):
         return {"t": type(obj).__name__, "items": [_encode(v, arrays, depth + 1) for v in obj]}
     if isinstance(obj, np.generic) and obj.dtype.kind in "biufU":
         return {"t": "py", "v": obj.item()}
     if obj is None or isinstance(obj, bool | int | float | str):
         return {"t": "py", "v": obj}
-    if hasattr(obj, "state_dict"):  # a Module, an optimizer, a schedule: no pickles here
-        raise TypeError(
-            f"save: cannot store a whole {type(obj).__name__} (tinytrain files hold data, not "
-            f"pickled objects); save its state instead: tt.save(obj.state_dict(), path), then "
-            f"obj.load_state_dict(tt.load(path)) into a new {type(obj).__name__}")
     kind = type(obj)
-    raise TypeError(f"save: cannot store an object of type {kind.__module__}.{kind.__qualname__}"
-                    + (" (a PyTorch tensor: save tinytrain tensors, e.g. tt.tensor(x.numpy()))"
-                       if kind.__module__.startswith("torch") else ""))
+    if kind.__module__.startswith("torch"):
+        raise TypeError(f"save: cannot store an object of type {kind.__module__}."
+                        f"{kind.__qualname__} (a PyTorch object: save tinytrain tensors, e.g. "
+                        f"tt.tensor(x.numpy()))")
+    try:  # anything else (a whole Module, an optimizer): pickled, as torch.save does
+        pickled = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        raise TypeError(f"save: cannot store an object of type {kind.__module__}."
+                        f"{kind.__qualname__}: it cannot be pickled ({type(exc).__name__}: "
+                        f"{exc})") from None
+    key = f"a{len(arrays)}"
+    arrays[key] = np.frombuffer(pickled, dtype=np.uint8)
+    return {"t": "pickle", "k": key, "type": f"{kind.__module__}.{kind.__qualname__}"}
+
+
+def _movable_classes() -> tuple[type, ...]:
+    from tinytrain.nn.module import Module  # nn imports this module
+
+    return Module, Tensor
 
 
 def _parameter_class() -> type:
@@ -90,8 +107,10 @@ class _Decoder:
     ``ValueError`` with the node's place in the object (``root['model'][2]``).
     """
 
-    def __init__(self, arrays: dict[str, np.ndarray], map_location: Any) -> None:
+    def __init__(self, arrays: dict[str, np.ndarray], map_location: Any,
+                 weights_only: bool = True) -> None:
         self.arrays, self.map_location, self.used = arrays, map_location, set()
+        self.weights_only = weights_only
 
     def node(self, node: Any, where: str, depth: int) -> Any:
         if not isinstance(node, dict) or not isinstance(node.get("t"), str):
@@ -99,6 +118,8 @@ class _Decoder:
         t = node["t"]
         if t in ("tensor", "ndarray"):
             return self.array(node, t, where)
+        if t == "pickle":
+            return self.unpickle(node, where)
         if t == "py":
             if "v" not in node:
                 raise ValueError(f"{where}: a plain value node needs 'v'")
@@ -107,7 +128,7 @@ class _Decoder:
                 raise ValueError(f"{where}: a plain value must be a number, string, bool or "
                                  f"null, got {v!r:.60}")
             return v
-        if t not in ("dict", "list", "tuple"):
+        if t not in ("dict", "list", "tuple", "set"):
             raise ValueError(f"{where}: unknown node type {t!r}")
         if depth >= MAX_DEPTH:
             raise ValueError(f"{where}: containers nested more than {MAX_DEPTH} deep")
@@ -116,6 +137,11 @@ class _Decoder:
             raise ValueError(f"{where}: a {t} node needs a list of items")
         if t != "dict":
             out = [self.node(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(items)]
+            if t == "set":
+                try:
+                    return set(out)
+                except TypeError:
+                    raise ValueError(f"{where}: a set of unhashable items") from None
             return out if t == "list" else tuple(out)
         result = {}
         for item in items:
@@ -126,6 +152,26 @@ class _Decoder:
             key, value = item
             result[key] = self.node(value, f"{where}[{key!r}]", depth + 1)
         return result
+
+    def unpickle(self, node: dict, where: str) -> Any:
+        """A pickled object: refused unless ``weights_only=False`` (unpickling runs code)."""
+        what = node.get("type", "object")
+        if self.weights_only:
+            raise pickle.UnpicklingError(
+                f"Weights only load failed: {where} is a pickled {what!s:.80} (saved whole, not "
+                f"as a state_dict). Re-running tt.load with weights_only=False will likely "
+                f"succeed, but it can result in arbitrary code execution. Do it only if you got "
+                f"the file from a trusted source; better, save and load obj.state_dict()")
+        key = node.get("k")
+        if not isinstance(key, str) or key not in self.arrays or key in self.used:
+            raise ValueError(f"{where}: refers to array {key!r}, which is not in the archive "
+                             f"or is used twice")
+        self.used.add(key)
+        obj = pickle.loads(self.arrays[key].tobytes())
+        device = self.map_location
+        if isinstance(device, str) and isinstance(obj, _movable_classes()):
+            obj = obj.to(device)  # (a whole Module or Tensor; other objects as they were)
+        return obj
 
     def array(self, node: dict, t: str, where: str) -> Any:
         key = node.get("k")
@@ -160,7 +206,8 @@ def save(obj: Any, path: str | os.PathLike | BinaryIO) -> None:
     ``obj`` is tensors, arrays, numbers, strings, None and dicts, lists and tuples of them
     (a ``state_dict()``, a checkpoint). Each tensor is stored on its own: two names for one
     tensor (tied weights) or a view of another load as separate copies, where
-    ``torch.load`` keeps them shared. The folder must exist, as for ``torch.save``.
+    ``torch.load`` keeps them shared. Other objects (a whole Module) are pickled, and load
+    only with ``load(..., weights_only=False)``. The folder must exist, as for ``torch.save``.
     """
     arrays: dict[str, np.ndarray] = {}
     structure = json.dumps({"format": _FORMAT, "root": _encode(obj, arrays)})
@@ -184,8 +231,10 @@ def load(path: str | os.PathLike | BinaryIO, map_location: Any = None,
     ``map_location`` leaves open (None, a dict without that device) loads on the CPU, so a
     GPU checkpoint opens on a machine without a GPU.
 
-    ``weights_only`` is accepted for PyTorch's signature and changes nothing: a tinytrain
-    file holds no pickle, so loading one never runs code.
+    ``weights_only`` (default True, as PyTorch's since 2.6): a file of tensors, arrays and
+    plain values never runs code; an object :func:`save` had to pickle (a whole Module)
+    is refused unless ``weights_only=False`` (only for files from a trusted source). A
+    device ``map_location`` moves such a Module or Tensor with ``.to``.
 
     Raises:
         FileNotFoundError: no file at ``path``.
@@ -198,7 +247,8 @@ def load(path: str | os.PathLike | BinaryIO, map_location: Any = None,
                         f"{type(path).__name__}")
     map_location = _check_map_location(map_location)
     if hasattr(path, "read") and hasattr(path, "seek"):  # an open binary file object
-        return _load(path, Path(str(getattr(path, "name", "<file object>"))), map_location)
+        return _load(path, Path(str(getattr(path, "name", "<file object>"))), map_location,
+                     weights_only)
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"load: no such file: {path}")
@@ -207,7 +257,7 @@ def load(path: str | os.PathLike | BinaryIO, map_location: Any = None,
     if not path.is_file():  # a device or a pipe: /dev/zero would be read forever
         raise ValueError(f"load: {path} is not a regular file, not one written by tt.save")
     with open(path, "rb") as file:  # an unreadable file raises its OSError (PermissionError)
-        return _load(file, path, map_location)
+        return _load(file, path, map_location, weights_only)
 
 
 def _check_map_location(map_location: Any) -> Any:
@@ -272,7 +322,7 @@ def _check_sizes(zf: zipfile.ZipFile) -> None:
                                  f"holds {info.file_size - f.tell()} bytes")
 
 
-def _load(file: Any, path: Path, map_location: Any) -> Any:
+def _load(file: Any, path: Path, map_location: Any, weights_only: bool = True) -> Any:
     try:
         if not getattr(file, "seekable", lambda: True)():
             raise ValueError("the stream is not seekable (an .npz archive is read from its "
@@ -296,9 +346,11 @@ def _load(file: Any, path: Path, map_location: Any) -> Any:
                 fmt = meta.get("format") if isinstance(meta, dict) else None
                 raise ValueError(f"unknown format {fmt!r}")
             arrays = {k: archive[k] for k in archive.files if k != "__structure__"}
-        return _Decoder(arrays, map_location).node(meta.get("root"), "root", 0)
+        return _Decoder(arrays, map_location, weights_only).node(meta.get("root"), "root", 0)
     except _Placement as placement:
         raise placement.error from None
+    except pickle.UnpicklingError as exc:  # weights_only refused a pickled object
+        raise pickle.UnpicklingError(f"load: {path}: {exc}") from None
     except ValueError as exc:  # also json.JSONDecodeError and UnicodeDecodeError
         raise ValueError(f"load: {path} is not a readable tinytrain file: {exc}") from None
     except (zipfile.BadZipFile, zlib.error, OSError, EOFError, RuntimeError,

@@ -61,6 +61,7 @@ from tinytrain.dtypes import (
     get_default_dtype,
     int32,
     int64,
+    promote_types,
     result_type,
     scalar_array,
     scalar_in,
@@ -2587,8 +2588,11 @@ def tensor(data: Any, dtype: Any = None, device: Any = None,
     """
     if isinstance(data, Tensor):
         data = data._data
-    elif isinstance(data, list | tuple) and _holds_arrays(data):
-        data = _tensors_as_scalars(data)
+    elif isinstance(data, list | tuple):
+        if dtype is None:
+            dtype = _sequence_dtype(data)
+        if _holds_arrays(data):
+            data = _tensors_as_scalars(data)
     if device is None:
         on_gpu = hasattr(data, "dtype") and backend.device_of(data) == "cuda"
         device = backend.CUDA if on_gpu else _device(None)
@@ -2609,6 +2613,33 @@ def tensor(data: Any, dtype: Any = None, device: Any = None,
         raise InvalidArgument(f"tensor(): can't make a Tensor of {arr.dtype} data; tinytrain "
                               "tensors hold bool, integer or floating-point numbers")
     return Tensor(arr, requires_grad=requires_grad)
+
+
+def _sequence_dtype(seq: list | tuple) -> np.dtype | None:
+    """The dtype of ``tensor(seq)`` as PyTorch infers it: each item's own (a Python float: the
+    default float dtype, an int: int64, a bool: bool; a Tensor, NumPy array or NumPy scalar:
+    its dtype), promoted together (:func:`promote_types`). ``[t64, 3 * t64]`` of float64
+    0-d tensors is float64, ``[np.float32(1), 2.0]`` float32. None for an item of another type
+    (NumPy's conversion decides, or refuses)."""
+    dtypes = set()
+    for kind in set(map(type, seq)):  # (C speed for a list of numbers: one pass)
+        if issubclass(kind, list | tuple):
+            dtypes.update(_sequence_dtype(v) for v in seq if type(v) is kind)
+        elif issubclass(kind, Tensor | np.ndarray | np.generic):
+            dtypes.update(v.dtype for v in seq if type(v) is kind)
+        elif issubclass(kind, builtins.bool):
+            dtypes.add(bool_)
+        elif issubclass(kind, numbers.Integral):
+            dtypes.add(int64)
+        elif issubclass(kind, numbers.Real):
+            dtypes.add(get_default_dtype())
+        elif hasattr(kind, "__cuda_array_interface__"):  # CuPy arrays
+            dtypes.update(np.dtype(v.dtype) for v in seq if type(v) is kind)
+        else:
+            return None
+    if None in dtypes:
+        return None
+    return functools.reduce(promote_types, dtypes) if dtypes else get_default_dtype()
 
 
 def _holds_arrays(seq: list | tuple) -> bool:

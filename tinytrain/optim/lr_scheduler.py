@@ -71,11 +71,11 @@ class CosineAnnealingLR(LRScheduler):
     """``lr_t = eta_min + (base_lr - eta_min) * (1 + cos(pi * t / T_max)) / 2``.
 
     ``t`` counts ``step()`` calls, so after ``T_max`` steps the rate has decayed from each
-    group's ``base_lr`` to ``eta_min``. Each step computes it as PyTorch does, from the
-    current rate (``lr_t = eta_min + (lr_{t-1} - eta_min) * (1 + cos(pi t / T)) /
-    (1 + cos(pi (t - 1) / T))``), so that it chains with another scheduler stepped alongside
-    and matches PyTorch's numbers. Unlike PyTorch's, after ``T_max`` it leaves the rate as
-    it is (at ``eta_min``) instead of rising again.
+    group's ``base_lr`` to ``eta_min``; past it the rate rises again (a cosine of period
+    ``2 * T_max``), as PyTorch's. Each step computes it as PyTorch does, from the current
+    rate (``lr_t = eta_min + (lr_{t-1} - eta_min) * (1 + cos(pi t / T)) / (1 + cos(pi (t - 1)
+    / T))``; at the bottoms, where that quotient is 0/0, by adding the step's rise), so that
+    it chains with another scheduler stepped alongside and matches PyTorch's numbers.
     """
 
     def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0) -> None:  # noqa: N803
@@ -85,11 +85,14 @@ class CosineAnnealingLR(LRScheduler):
         super().__init__(optimizer)
 
     def get_lr(self) -> list[float]:
-        t, groups = self.last_epoch, self.optimizer.param_groups
-        if t == 0 or t > self.T_max:
+        t, groups, T = self.last_epoch, self.optimizer.param_groups, self.T_max  # noqa: N806
+        if t == 0:
             return [g["lr"] for g in groups]
-        factor = (1 + math.cos(math.pi * t / self.T_max)) / (
-            1 + math.cos(math.pi * (t - 1) / self.T_max))
+        if (t - 1 - T) % (2 * T) == 0:  # the step up from a bottom (eta_min)
+            rise = (1 - math.cos(math.pi / T)) / 2
+            return [g["lr"] + (base - self.eta_min) * rise
+                    for base, g in zip(self.base_lrs, groups)]
+        factor = (1 + math.cos(math.pi * t / T)) / (1 + math.cos(math.pi * (t - 1) / T))
         return [self.eta_min + (g["lr"] - self.eta_min) * factor for g in groups]
 
     def state_dict(self) -> dict[str, Any]:
@@ -105,7 +108,7 @@ class CosineAnnealingLR(LRScheduler):
         if "_last_lr" in state:
             self._set(list(state["_last_lr"]))
         else:
-            t = min(self.last_epoch, self.T_max)
+            t = self.last_epoch
             self._set([self.eta_min + (base - self.eta_min)
                        * (1 + math.cos(math.pi * t / self.T_max)) / 2 for base in self.base_lrs])
 
