@@ -38,8 +38,6 @@ TORCH_HINTS = {
            "tt.save(model.state_dict(), path)",
     "autocast": "tinytrain has no mixed precision (autocast/amp); it trains in float32",
     "amp": "tinytrain has no mixed precision (autocast/amp); it trains in float32",
-    "Generator": "tinytrain has one random generator: seed it with tt.manual_seed(seed); "
-                 "DataLoader(..., seed=...) makes shuffling reproducible on its own",
     "bfloat16": _DTYPES, "complex64": _DTYPES, "complex128": _DTYPES, "cfloat": _DTYPES,
     "distributions": _NUMPY, "fft": _NUMPY, "linalg": _NUMPY, "special": _NUMPY,
     "sparse": _NUMPY,
