@@ -592,7 +592,7 @@ def test_loader_arguments_pytorch_has_and_tinytrain_lacks_say_what_to_do():
     ds = TensorDataset(np.arange(6.0))
     assert [b[0].numpy().tolist() for b in DataLoader(ds, batch_size=3, shuffle=None)] == [
         [0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]  # PyTorch's default, None
-    with pytest.raises(TypeError, match="'generator': use seed="):
+    with pytest.raises(TypeError, match="DataLoader: generator must be None or a tt.Generator"):
         DataLoader(ds, batch_size=2, generator=object())
     with pytest.raises(TypeError, match="'worker_init_fn': .*calling process"):
         DataLoader(ds, batch_size=2, worker_init_fn=print)

@@ -81,7 +81,8 @@ def test_subset_random_sampler_permutes_its_indices_each_epoch():
     reference = tud.DataLoader(tds, batch_size=3, sampler=tud.SubsetRandomSampler(indices))
     assert len(loader) == len(reference) == 2
     assert sorted(y for _, ys in loader for y in ys.tolist()) == sorted(indices)
-    with pytest.raises(TypeError, match="generator must be None or a numpy.random.Generator"):
+    with pytest.raises(TypeError, match="SubsetRandomSampler: generator must be None or a "
+                                        "tt.Generator .*, got torch._C.Generator"):
         ttd.SubsetRandomSampler(indices, generator=torch.Generator())
 
 

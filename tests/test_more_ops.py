@@ -380,7 +380,7 @@ def test_bernoulli_refuses_probabilities_outside_0_1_and_generators():
         tt.tensor([float("nan")]).bernoulli()
     with pytest.raises(TypeError, match="bernoulli: samples need a floating point dtype"):
         tt.bernoulli(tt.tensor([1, 0]))
-    with pytest.raises(TypeError, match="generator= is not supported"):
+    with pytest.raises(TypeError, match="bernoulli: generator must be None or a tt.Generator"):
         tt.bernoulli(tt.ones(2), generator=object())
 
 

@@ -208,7 +208,6 @@ def test_torch_nn_parallel_is_the_distributed_wrapper():
 @pytest.mark.parametrize("module,name,hint", [
     (tt, "compile", "call the model directly"),
     (tt, "autocast", "no mixed precision"),
-    (tt, "Generator", "tt.manual_seed(seed)"),
     (tt.autograd, "Variable", "requires_grad=True"),
     (tt.autograd, "grad", "backward()"),
     (tt, "bfloat16", "no bfloat16"),

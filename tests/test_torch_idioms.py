@@ -715,7 +715,7 @@ def test_multinomial_draws_by_weight():
     assert len(set(rows[0].tolist())) == 2 and 2 not in rows[0].tolist()
     with pytest.raises(RuntimeError, match="without replacement"):
         tt.multinomial(tt.tensor([1.0, 0.0]), 2)
-    with pytest.raises(TypeError, match="one generator"):
+    with pytest.raises(TypeError, match="multinomial: generator must be None or a tt.Generator"):
         tt.multinomial(tt.tensor([1.0]), 1, generator=object())
 
 

@@ -177,7 +177,15 @@ from tinytrain.functions import (
     where,
 )
 from tinytrain.kernels.cpu.parallel import get_num_threads, set_num_threads
-from tinytrain.random import get_rng_state, manual_seed, set_rng_state
+from tinytrain.random import (
+    Generator,
+    get_rng_state,
+    initial_seed,
+    manual_seed,
+    seed,
+    set_rng_state,
+)
+from tinytrain.random import _default as default_generator  # the global stream, a Generator
 from tinytrain.serialization import load, save
 from tinytrain.tensor import MemoryFormat as memory_format
 from tinytrain.tensor import (
@@ -283,15 +291,16 @@ __all__ = [
     "chunk", "clamp", "clip", "clone", "concat", "concatenate", "cos", "count_nonzero", "cuda",
     "cumprod",
     "channels_last", "channels_last_3d", "contiguous_format", "cuda_is_available", "cumsum",
-    "data", "device", "div", "dot", "double", "empty", "empty_like",
+    "data", "default_generator", "device", "div", "dot", "double", "empty", "empty_like",
     "diff",
     "einsum",
     "enable_grad", "eq", "equal", "exp", "expm1", "eye", "flatten", "flip", "float", "float16",
     "float32", "float64", "floor", "floor_divide", "from_numpy", "full", "full_like", "gather",
     "fmod",
+    "Generator",
     "ge", "get_default_device", "get_default_dtype", "get_num_threads", "get_rng_state",
     "greater", "greater_equal", "gt", "half", "index_select", "inference_mode", "int", "int8",
-    "index_add",
+    "index_add", "initial_seed",
     "int16", "int32", "int64", "is_floating_point", "is_grad_enabled", "is_tensor", "isclose",
     "isfinite", "isinf", "isnan", "le", "less", "less_equal", "linspace", "load", "log",
     "lerp",
@@ -311,6 +320,7 @@ __all__ = [
     "ravel", "reciprocal", "relu", "remainder", "reshape", "result_type", "round", "rsqrt",
     "roll",
     "save", "scatter", "select", "set_default_device", "set_default_dtype", "set_grad_enabled",
+    "seed",
     "scatter_add",
     "set_num_threads", "set_printoptions", "set_rng_state", "short", "sigmoid", "sign", "sin",
     "Size",

@@ -38,8 +38,6 @@ TORCH_HINTS = {
            "tt.save(model.state_dict(), path)",
     "autocast": "tinytrain has no mixed precision (autocast/amp); it trains in float32",
     "amp": "tinytrain has no mixed precision (autocast/amp); it trains in float32",
-    "Generator": "tinytrain has one random generator: seed it with tt.manual_seed(seed); "
-                 "DataLoader(..., seed=...) makes shuffling reproducible on its own",
     "set_default_tensor_type": "deprecated in PyTorch: tt.set_default_dtype(tt.float64) sets "
                                "the default float dtype, tt.set_default_device(...) the device",
     "bfloat16": _DTYPES, "complex64": _DTYPES, "complex128": _DTYPES, "cfloat": _DTYPES,

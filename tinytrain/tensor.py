@@ -68,7 +68,7 @@ from tinytrain.dtypes import (
     uint8,
 )
 from tinytrain.printing import set_printoptions
-from tinytrain.random import default_generator
+from tinytrain.random import numpy_generator
 
 #: What ``max(dim)`` / ``min(dim)`` return: a named pair, like ``torch.return_types.max``.
 MaxResult = namedtuple("max", ["values", "indices"])
@@ -2013,9 +2013,10 @@ class Tensor:
         keep = keep if lower else ~xp.tri(n, m, k=diagonal - 1, dtype=bool)
         return O.Where.apply(Tensor(keep), self, scalar_array(0, self.dtype))
 
-    def multinomial(self, num_samples: int, replacement: bool = False) -> Tensor:
+    def multinomial(self, num_samples: int, replacement: bool = False, *,
+                    generator: Any = None) -> Tensor:
         """``tt.multinomial(self, ...)``."""
-        return multinomial(self, num_samples, replacement)
+        return multinomial(self, num_samples, replacement, generator=generator)
 
     def neg(self) -> Tensor:
         return -self
@@ -2242,43 +2243,47 @@ class Tensor:
         """Ones of ``self``'s dtype and device (unless given), sizes as :meth:`new_zeros`."""
         return self._new_filled("new_ones", 1, shape, size, dtype, device, requires_grad)
 
-    def uniform_(self, a: float = 0.0, b: float = 1.0) -> Tensor:
-        """Fill with samples of U(a, b) from the package generator (in place)."""
-        values = default_generator().uniform(a, b, size=self.shape).astype(self.dtype)
+    def uniform_(self, a: float = 0.0, b: float = 1.0, *, generator: Any = None) -> Tensor:
+        """Fill with samples of U(a, b) from ``generator`` (default: the global stream),
+        in place."""
+        rng = numpy_generator(generator, "uniform_")
+        values = rng.uniform(a, b, size=self.shape).astype(self.dtype)
         return self.copy_(Tensor(values))
 
     def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator: Any = None
                 ) -> Tensor:
-        """Fill with samples of N(mean, std^2) from the package generator (in place)."""
-        _no_generator("normal_", generator)
+        """Fill with samples of N(mean, std^2) from ``generator`` (default: the global
+        stream), in place."""
+        rng = numpy_generator(generator, "normal_")
         _floating_samples("normal_", self.dtype)
-        return self.copy_(Tensor(_normal_samples(mean, std, self.shape, self.dtype)))
+        return self.copy_(Tensor(_normal_samples(rng, mean, std, self.shape, self.dtype)))
 
     def bernoulli(self, p: Any = None, *, generator: Any = None) -> Tensor:
         """0/1 samples of self's dtype and device: 1 with probability ``self`` (each in
         [0, 1]), or ``p`` when given (PyTorch's ``bernoulli(input, p)``: self gives only the
-        shape), drawn from the package generator (``tt.manual_seed`` makes them
-        reproducible; the same on every device). They pass zero gradient back, as PyTorch's."""
+        shape), drawn from ``generator`` (default: the global stream, which
+        ``tt.manual_seed`` makes reproducible; the same on every device). They pass zero
+        gradient back, as PyTorch's."""
         if p is not None:
             return self.detach().clone().bernoulli_(p, generator=generator)
-        _no_generator("bernoulli", generator)
+        rng = numpy_generator(generator, "bernoulli")
         _floating_samples("bernoulli", self.dtype)
         if self.numel() and not builtins.bool(((self >= 0) & (self <= 1)).all()):
             raise InvalidArgument(f"bernoulli: probabilities must be in [0, 1], got values from "
                                   f"{self.min().item()} to {self.max().item()}")
-        uniform = default_generator().random(self.shape)
+        uniform = rng.random(self.shape)
         return O.Bernoulli.apply(self, backend.to_device(uniform, self.device))
 
     def bernoulli_(self, p: Any = 0.5, *, generator: Any = None) -> Tensor:
         """Fill with 0/1 samples, 1 with probability ``p`` (a number, or a tensor that
         broadcasts to self's shape); see :meth:`bernoulli`."""
-        _no_generator("bernoulli_", generator)
+        numpy_generator(generator, "bernoulli_")  # (checked before the probabilities)
         if isinstance(p, Tensor):
             probs = p.detach().to(self.device)
             probs = probs if probs.dtype.kind == "f" else probs.double()
         else:
             probs = full((), p, dtype=float64, device=self.device)
-        return self.copy_(probs.expand(self.shape).bernoulli())
+        return self.copy_(probs.expand(self.shape).bernoulli(generator=generator))
 
     # ------------------------------------------------------------ memory
 
@@ -2821,40 +2826,43 @@ def full_like(t: Tensor, fill_value: float, dtype: Any = None,
 
 def randn(*shape: int, size: Sequence[int] | None = None, dtype: Any = None,
           device: Any = None, requires_grad: bool = False, generator: Any = None) -> Tensor:
-    """Standard normal samples from the package generator (same on every device)."""
+    """Standard normal samples from ``generator`` (default: the global stream; the same on
+    every device)."""
     shape = shape if size is None else _sizes("randn", shape, size)
-    _no_generator("randn", generator)
+    rng = numpy_generator(generator, "randn")
     dtype = _default(dtype)
     _floating_samples("randn", dtype)
-    arr = default_generator().standard_normal(_new_shape(shape)).astype(dtype)
+    arr = rng.standard_normal(_new_shape(shape)).astype(dtype)
     return Tensor(backend.to_device(arr, _device(device)),
                   requires_grad=requires_grad)
 
 
 def rand(*shape: int, size: Sequence[int] | None = None, dtype: Any = None,
          device: Any = None, requires_grad: bool = False, generator: Any = None) -> Tensor:
-    """Uniform samples in [0, 1) from the package generator."""
+    """Uniform samples in [0, 1) from ``generator`` (default: the global stream)."""
     shape = shape if size is None else _sizes("rand", shape, size)
-    _no_generator("rand", generator)
+    rng = numpy_generator(generator, "rand")
     dtype = _default(dtype)
     _floating_samples("rand", dtype)
-    arr = default_generator().random(_new_shape(shape)).astype(dtype)
+    arr = rng.random(_new_shape(shape)).astype(dtype)
     return Tensor(backend.to_device(arr, _device(device)),
                   requires_grad=requires_grad)
 
 
-def _normal_samples(mean: Any, std: Any, shape: tuple, dtype: Any) -> np.ndarray:
-    """N(mean, std^2) samples of ``shape`` from the package generator, as ``dtype``: the
-    one draw behind :func:`normal` and :meth:`Tensor.normal_`."""
+def _normal_samples(rng: np.random.Generator, mean: Any, std: Any, shape: tuple,
+                    dtype: Any) -> np.ndarray:
+    """N(mean, std^2) samples of ``shape`` from ``rng``, as ``dtype``: the one draw behind
+    :func:`normal` and :meth:`Tensor.normal_`."""
     if not std >= 0:  # (NaN too, as PyTorch)
         raise InvalidArgument(f"normal expects std >= 0.0, but found std {std}")
-    return default_generator().normal(mean, std, size=shape).astype(dtype)
+    return rng.normal(mean, std, size=shape).astype(dtype)
 
 
 def normal(mean: Any, std: Any = None, size: Sequence[int] | None = None, *,
            generator: Any = None, dtype: Any = None, device: Any = None,
            requires_grad: bool = False) -> Tensor:
-    """Samples of N(mean, std^2) from the package generator, in PyTorch's forms:
+    """Samples of N(mean, std^2) from ``generator`` (default: the global stream), in
+    PyTorch's forms:
 
     * ``normal(0.0, 0.01, size=(2, 3))``: two numbers and a size; ``dtype`` (the default
       float dtype by default), ``device`` and ``requires_grad`` as for :func:`randn`;
@@ -2864,7 +2872,7 @@ def normal(mean: Any, std: Any = None, size: Sequence[int] | None = None, *,
 
     ``std`` must be >= 0. ``tt.manual_seed`` makes the draws reproducible.
     """
-    _no_generator("normal", generator)
+    rng = numpy_generator(generator, "normal")
     tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
     if size is not None or not tensors:  # normal(mean: float, std: float, size)
         if size is None or std is None or builtins.any(t.ndim for t in tensors):
@@ -2872,8 +2880,8 @@ def normal(mean: Any, std: Any = None, size: Sequence[int] | None = None, *,
                             "and a size, or normal(mean, std) with a tensor mean and/or std")
         dtype = np.dtype(_default(dtype))
         _floating_samples("normal", dtype)
-        values = _normal_samples(float(mean), float(std), _new_shape(_sizes("normal", (), size)),
-                                 dtype)
+        shape = _new_shape(_sizes("normal", (), size))
+        values = _normal_samples(rng, float(mean), float(std), shape, dtype)
         return Tensor(backend.to_device(values, _device(device)), requires_grad=requires_grad)
     if dtype is not None or device is not None or requires_grad:
         raise TypeError("normal(): dtype=, device= and requires_grad= go with the form "
@@ -2885,17 +2893,8 @@ def normal(mean: Any, std: Any = None, size: Sequence[int] | None = None, *,
     if not bool((std >= 0).all() if isinstance(std, Tensor) else std >= 0):
         raise InvalidArgument("normal expects all elements of std >= 0.0")
     shape = O.broadcast_shapes("normal", _shape_of(mean), _shape_of(std))
-    noise = default_generator().standard_normal(shape).astype(first.dtype)
+    noise = rng.standard_normal(shape).astype(first.dtype)
     return O.Normal.apply(mean, std, backend.to_device(noise, first.device))
-
-
-def _no_generator(name: str, generator: Any) -> None:
-    """PyTorch's ``generator=``: None is accepted; a Generator object is refused with how
-    tinytrain seeds (one package generator: makemore's ``torch.Generator().manual_seed(k)``
-    becomes ``tt.manual_seed(k)`` once)."""
-    if generator is not None:
-        raise TypeError(f"{name}: generator= is not supported: tinytrain draws every random "
-                        f"number from one package generator; seed it with tt.manual_seed(k)")
 
 
 def _floating_samples(name: str, dtype: Any) -> None:
@@ -2905,16 +2904,16 @@ def _floating_samples(name: str, dtype: Any) -> None:
                          "(for random integers use randint)")
 
 
-def randn_like(t: Tensor, dtype: Any = None, *,
+def randn_like(t: Tensor, dtype: Any = None, *, generator: Any = None,
                memory_format: MemoryFormat = preserve_format) -> Tensor:
     check_memory_format("randn_like", memory_format)
-    return randn(t.shape, dtype=dtype or t.dtype, device=t.device)
+    return randn(t.shape, dtype=dtype or t.dtype, device=t.device, generator=generator)
 
 
-def rand_like(t: Tensor, dtype: Any = None, *,
+def rand_like(t: Tensor, dtype: Any = None, *, generator: Any = None,
               memory_format: MemoryFormat = preserve_format) -> Tensor:
     check_memory_format("rand_like", memory_format)
-    return rand(t.shape, dtype=dtype or t.dtype, device=t.device)
+    return rand(t.shape, dtype=dtype or t.dtype, device=t.device, generator=generator)
 
 
 def eye(n: int, m: int | None = None, dtype: Any = None, device: Any = None,
@@ -2939,8 +2938,8 @@ def randint(low: int = 0, high: int | None = None, size: Sequence[int] = (),
             dtype: Any = int64, device: Any = None, generator: Any = None) -> Tensor:
     """Integers uniform in ``[low, high)`` (``randint(high, size)`` and
     ``randint(high=h, size=s)`` mean ``low = 0``); a floating ``dtype`` holds the same whole
-    numbers, as in PyTorch."""
-    _no_generator("randint", generator)
+    numbers, as in PyTorch. Drawn from ``generator`` (default: the global stream)."""
+    rng = numpy_generator(generator, "randint")
     if isinstance(high, tuple | list) and size == ():  # randint(high, size), positionally
         low, high, size = 0, low, high
     elif high is None:
@@ -2953,19 +2952,17 @@ def randint(low: int = 0, high: int | None = None, size: Sequence[int] = (),
     dtype = np.dtype(_default(dtype, int64))
     if dtype.kind in "iu" and (low < np.iinfo(dtype).min or high - 1 > np.iinfo(dtype).max):
         raise InvalidArgument(f"randint: [{low}, {high}) does not fit in {dtype}")
-    arr = default_generator().integers(int(low), int(high), size=_shape_arg((size,)),
-                                       dtype=np.int64).astype(dtype)
+    arr = rng.integers(int(low), int(high), size=_shape_arg((size,)),
+                       dtype=np.int64).astype(dtype)
     return Tensor(backend.to_device(np.asarray(arr), _device(device)))
 
 
 def multinomial(input: Tensor, num_samples: int, replacement: bool = False,  # noqa: A002
                 generator: Any = None) -> Tensor:
     """Draw ``num_samples`` category indices from the weights ``input`` (``[C]``, or
-    ``[N, C]`` for one draw per row; non-negative, normalised here), from the package
-    generator: int64 ``[num_samples]`` or ``[N, num_samples]``."""
-    if generator is not None:
-        raise TypeError("multinomial: tinytrain has one generator; seed it with "
-                        "tt.manual_seed(...) and leave generator=None")
+    ``[N, C]`` for one draw per row; non-negative, normalised here), from ``generator``
+    (default: the global stream): int64 ``[num_samples]`` or ``[N, num_samples]``."""
+    rng = numpy_generator(generator, "multinomial")
     weights = np.asarray(input.numpy(), dtype=np.float64)
     if weights.ndim not in (1, 2) or not weights.shape[-1]:
         raise ShapeError(f"multinomial: prob_dist must be 1 or 2 dim with a category, got "
@@ -2977,7 +2974,6 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False,  # n
     if not replacement and num_samples > int((rows > 0).sum(1).min()):
         raise InvalidArgument(f"multinomial: cannot sample {num_samples} > number of "
                               f"categories with non-zero weight without replacement")
-    rng = default_generator()
     drawn = np.stack([rng.choice(rows.shape[1], size=num_samples, replace=replacement,
                                  p=row / row.sum()) for row in rows])
     out = drawn.reshape(weights.shape[:-1] + (num_samples,)).astype(int64)
@@ -2985,11 +2981,12 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False,  # n
 
 
 def randperm(n: int, dtype: Any = int64, device: Any = None, generator: Any = None) -> Tensor:
-    """A random permutation of ``0 .. n-1`` from the package generator."""
-    _no_generator("randperm", generator)
+    """A random permutation of ``0 .. n-1`` from ``generator`` (default: the global
+    stream)."""
+    rng = numpy_generator(generator, "randperm")
     if isinstance(n, builtins.bool) or not isinstance(n, numbers.Integral) or n < 0:
         raise InvalidArgument(f"randperm: n must be a non-negative integer, got {n!r}")
-    arr = default_generator().permutation(int(n)).astype(_default(dtype, int64))
+    arr = rng.permutation(int(n)).astype(_default(dtype, int64))
     return Tensor(backend.to_device(arr, _device(device)))
 
 

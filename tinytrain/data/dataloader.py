@@ -30,6 +30,7 @@ import numpy as np
 
 from tinytrain import backend
 from tinytrain.data.sampler import RandomSampler, Sampler, SequentialSampler, _seed, epoch_indices
+from tinytrain.random import numpy_generator
 
 
 class Dataset:
@@ -194,18 +195,16 @@ def sample_index(index: Any, size: int, what: str) -> int:
     return int(index)
 
 
-def random_split(dataset: Any, lengths: Sequence[float], seed: int | None = None,
-                 generator: Any = None) -> list[Subset]:
+def random_split(dataset: Any, lengths: Sequence[float], generator: Any = None, *,
+                 seed: int | None = None) -> list[Subset]:
     """Split ``dataset`` into non-overlapping random :class:`Subset` s of the given lengths.
 
     ``lengths`` must sum to ``len(dataset)``, or be fractions that sum to 1 (``[0.8, 0.2]``:
     each gets ``floor(n * fraction)`` and the rest is dealt out one by one, as PyTorch
-    does). With a seed the split is reproducible; without, it draws from tinytrain's global
-    generator. PyTorch's ``generator=`` is refused with that hint (tinytrain has no
-    ``Generator`` objects).
+    does). The permutation is drawn from ``generator`` (a :class:`tinytrain.Generator`, as
+    PyTorch's ``generator=``), or made from tinytrain's ``seed`` (the same split for the
+    same seed), or else drawn from the global stream (``tt.manual_seed``).
     """
-    if generator is not None:
-        raise TypeError("random_split: generator= is PyTorch's; " + _UNSUPPORTED["generator"])
     n = len(dataset)
     if all(0 <= k <= 1 for k in lengths) and math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
         counts = [math.floor(n * k) for k in lengths]
@@ -214,7 +213,7 @@ def random_split(dataset: Any, lengths: Sequence[float], seed: int | None = None
         lengths = counts
     if sum(lengths) != n or any(k < 0 for k in lengths):
         raise ValueError(f"random_split: lengths {list(lengths)} do not sum to len(dataset) = {n}")
-    perm = RandomSampler(range(n), seed=seed).indices()
+    perm = RandomSampler(range(n), generator=generator, seed=seed).indices()
     bounds = np.cumsum([0, *lengths])
     return [Subset(dataset, perm[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
 
@@ -328,8 +327,12 @@ class DataLoader:
         batch_sampler: instead of ``batch_size``/``shuffle``/``sampler``/``drop_last``, an
             iterable of lists of indices, one list per batch (e.g. :class:`BatchSampler`).
         seed: makes ``shuffle`` reproducible: epoch ``e``'s order depends only on
-            ``(seed, e)``. Without a seed, orders come from tinytrain's global generator
-            (``tinytrain.manual_seed``).
+            ``(seed, e)`` (tinytrain's; :class:`RandomSampler`).
+        generator: PyTorch's: a :class:`tinytrain.Generator` that ``shuffle`` draws each
+            epoch's order from (the loader's :class:`RandomSampler`'s), not together with
+            ``seed``. With neither, orders come from the global stream
+            (``tinytrain.manual_seed``). Kept as ``loader.generator``; with a sampler of
+            your own it is unused (PyTorch seeds worker processes from it).
         collate_fn: turns a list of samples into a batch (default: :func:`collate`); when
             given, ``get_batch`` is not used, and what it returns is the batch, as in PyTorch,
             except that NumPy arrays in it (alone, in a tuple or list, or a dict's values)
@@ -349,8 +352,8 @@ class DataLoader:
     int64 ``[B]``); a dataset whose samples are single arrays gives single Tensors, and
     one whose samples are dicts gives a dict of Tensors (nested fields stay nested; a field
     of strings stays strings, as in PyTorch: :func:`collate`). Differences from PyTorch: no
-    worker processes (the fast path makes them unnecessary for in-memory data), ``seed``
-    instead of ``generator``, and tuples where PyTorch's default collate gives lists.
+    worker processes (the fast path makes them unnecessary for in-memory data), and tuples
+    where PyTorch's default collate gives lists.
     ``loader.dataset`` is the dataset.
     """
 
@@ -369,6 +372,7 @@ class DataLoader:
         num_workers: int = 0,
         pin_memory: bool = False,
         persistent_workers: bool = False,
+        generator: Any = None,
         **unsupported: Any,
     ) -> None:
         if batch_size is None:
@@ -397,6 +401,10 @@ class DataLoader:
             raise ValueError("persistent_workers option needs num_workers > 0")
         if seed is not None:
             _seed(seed)
+            if generator is not None:
+                raise ValueError("DataLoader: give seed= or generator=, not both (each makes "
+                                 "the shuffle reproducible)")
+        numpy_generator(generator, "DataLoader")
         stream = isinstance(dataset, IterableDataset)
         for name, value in (("shuffle", shuffle or None), ("sampler", sampler),
                             ("batch_sampler", batch_sampler), ("seed", seed)):
@@ -421,12 +429,13 @@ class DataLoader:
         self.batch_size = None if batch_sampler is not None else int(batch_size)  # (PyTorch's)
         self.shuffle = shuffle
         self.drop_last = drop_last
-        self.seed = seed
+        self.seed, self.generator = seed, generator
         self.collate_fn = collate_fn
         self.num_workers, self.pin_memory = int(num_workers), bool(pin_memory)
         self.persistent_workers = bool(persistent_workers)
         if sampler is None and not stream:
-            sampler = RandomSampler(dataset, seed) if shuffle else SequentialSampler(dataset)
+            sampler = (RandomSampler(dataset, generator=generator, seed=seed) if shuffle
+                       else SequentialSampler(dataset))
         self.sampler, self.batch_sampler = sampler, batch_sampler
 
     def set_epoch(self, epoch: int) -> None:
@@ -517,7 +526,6 @@ class DataLoader:
 
 _MAIN_PROCESS = "tinytrain's DataLoader makes batches in the calling process (num_workers=0)"
 _UNSUPPORTED = {
-    "generator": "use seed=... for a reproducible shuffle (or tt.manual_seed)",
     "timeout": _MAIN_PROCESS, "worker_init_fn": _MAIN_PROCESS, "prefetch_factor": _MAIN_PROCESS,
     "multiprocessing_context": _MAIN_PROCESS, "pin_memory_device": _MAIN_PROCESS,
     "in_order": _MAIN_PROCESS,

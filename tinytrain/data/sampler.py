@@ -5,11 +5,15 @@ also have ``indices() -> int64 [n]``, the whole epoch as one array, which the Da
 into batches without a Python loop over samples.
 
 * :class:`SequentialSampler`: 0, 1, ..., n-1.
-* :class:`RandomSampler`: a permutation, reproducible from a seed and different every epoch.
+* :class:`RandomSampler`: a permutation, reproducible from a seed or a generator and different
+  every epoch (or ``num_samples`` draws, with or without replacement).
 * :class:`DistributedSampler`: one rank's disjoint shard of the (shuffled) indices, the same
   length on every rank.
 * :class:`SubsetRandomSampler`, :class:`WeightedRandomSampler` and :class:`BatchSampler`:
-  PyTorch's, drawing from tinytrain's generator (``tt.manual_seed``) or a given one.
+  PyTorch's, drawing from the global stream (``tt.manual_seed``) or a given generator.
+
+``generator=`` is a :class:`tinytrain.Generator` (``tt.Generator().manual_seed(k)``), or a
+``numpy.random.Generator``: the sampler draws from it, and from nothing else.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from collections.abc import Iterable, Iterator, Sequence, Sized
 from typing import Any
 
 import numpy as np
+
+from tinytrain.random import numpy_generator
 
 
 class Sampler:
@@ -117,25 +123,52 @@ class SequentialSampler(Sampler):
 
 
 class RandomSampler(Sampler):
-    """A random permutation of ``range(len(data_source))``, a new one every epoch.
+    """A random permutation of ``range(len(data_source))``, a new one every epoch (PyTorch's,
+    with tinytrain's ``seed=``).
 
     Args:
         data_source: anything with ``len()``.
-        seed: with a seed, epoch ``e``'s order is a pure function of ``(seed, e)``: two samplers
-            with the same seed give the same sequence of epochs. Without one, each epoch draws
-            from tinytrain's global generator, so ``tinytrain.manual_seed`` makes it
-            reproducible.
+        replacement: draw ``num_samples`` indices independently, with repeats (default: no
+            repeats: whole permutations).
+        num_samples: indices per epoch (default ``len(data_source)``). Without replacement,
+            more than ``len(data_source)`` gives permutations one after another, the last cut
+            short, as PyTorch does.
+        generator: a :class:`tinytrain.Generator` each epoch draws from (and advances).
+        seed: tinytrain's: epoch ``e``'s order is a pure function of ``(seed, e)``, so two
+            samplers with the same seed give the same sequence of epochs, and a resumed run
+            continues the order (:meth:`set_epoch`). Not together with ``generator``.
 
-    Each call of :meth:`indices` (each ``iter()``) is one epoch and advances the epoch counter;
-    :meth:`set_epoch` chooses the next epoch explicitly (e.g. when resuming from a checkpoint).
+    With neither, each epoch draws from the global stream, so ``tinytrain.manual_seed`` makes
+    it reproducible. Each call of :meth:`indices` (each ``iter()``) is one epoch and advances
+    the epoch counter; :meth:`set_epoch` chooses the next epoch explicitly (e.g. when resuming
+    from a checkpoint), which matters only with a ``seed``.
     """
 
-    def __init__(self, data_source: Sized, seed: int | None = None) -> None:
+    def __init__(self, data_source: Sized, replacement: bool = False,
+                 num_samples: int | None = None, generator: Any = None, *,
+                 seed: int | None = None) -> None:
+        if not isinstance(replacement, bool):
+            raise TypeError(f"replacement should be a boolean value, but got "
+                            f"replacement={replacement}")
+        if num_samples is not None and (not _integer(num_samples) or num_samples <= 0):
+            raise ValueError(f"num_samples should be a positive integer value, but got "
+                             f"num_samples={num_samples}")
         if seed is not None:
             _seed(seed)
+            if generator is not None:
+                raise ValueError("RandomSampler: give seed= or generator=, not both")
+        numpy_generator(generator, "RandomSampler")
         self.data_source = data_source
+        self.replacement = replacement
+        self._num_samples = None if num_samples is None else int(num_samples)
+        self.generator = generator
         self.seed = seed
         self.epoch = 0
+
+    @property
+    def num_samples(self) -> int:
+        """Indices per epoch: ``num_samples``, or the data set's length now."""
+        return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next :meth:`indices` call produce epoch ``epoch``'s order."""
@@ -143,44 +176,40 @@ class RandomSampler(Sampler):
         self.epoch = epoch
 
     def indices(self) -> np.ndarray:
-        n = len(self.data_source)
+        n, count = len(self.data_source), self.num_samples
+        if n == 0 and count > 0:
+            raise ValueError(f"RandomSampler: cannot draw num_samples={count} indices from an "
+                             "empty data source")
         if self.seed is not None:
             rng = np.random.default_rng((_seed(self.seed), _seed(self.epoch, "epoch")))
         else:
-            from tinytrain.random import default_generator
-
-            rng = default_generator()
+            rng = numpy_generator(self.generator, "RandomSampler")
         self.epoch += 1
-        return rng.permutation(n).astype(np.int64, copy=False)
+        if count == 0:  # (an empty data set)
+            return np.zeros(0, dtype=np.int64)
+        if self.replacement:
+            return rng.integers(0, n, size=count, dtype=np.int64)
+        whole = -(-count // n)  # permutations one after another, the last one cut short
+        order = np.concatenate([rng.permutation(n) for _ in range(whole)])
+        return order[:count].astype(np.int64, copy=False)
 
     def __len__(self) -> int:
-        return len(self.data_source)
-
-
-def _generator(generator: Any, who: str) -> np.random.Generator:
-    """The generator to draw from: tinytrain's (``tt.manual_seed`` seeds it), or the NumPy
-    ``Generator`` given (tinytrain's generators are NumPy's: ``tt.manual_seed`` returns one)."""
-    if generator is None:
-        from tinytrain.random import default_generator
-
-        return default_generator()
-    if not isinstance(generator, np.random.Generator):
-        raise TypeError(f"{who}: generator must be None or a numpy.random.Generator (e.g. "
-                        f"np.random.default_rng(seed)), got {type(generator).__name__}")
-    return generator
+        return self.num_samples
 
 
 class SubsetRandomSampler(Sampler):
     """The given ``indices`` in a new random order every epoch (PyTorch's): e.g. a
-    validation split of one data set, ``DataLoader(ds, sampler=SubsetRandomSampler(val))``."""
+    validation split of one data set, ``DataLoader(ds, sampler=SubsetRandomSampler(val))``;
+    drawn from ``generator`` (a :class:`tinytrain.Generator`; default: the global stream)."""
 
     def __init__(self, indices: Sequence[int], generator: Any = None) -> None:
-        _generator(generator, "SubsetRandomSampler")
+        numpy_generator(generator, "SubsetRandomSampler")
         self.indices = indices  # (PyTorch's attribute: the epoch is drawn by __iter__)
         self.generator = generator
 
     def __iter__(self) -> Iterator[int]:
-        order = _generator(self.generator, "SubsetRandomSampler").permutation(len(self.indices))
+        rng = numpy_generator(self.generator, "SubsetRandomSampler")
+        order = rng.permutation(len(self.indices))
         return (self.indices[i] for i in order.tolist())
 
     def __len__(self) -> int:
@@ -196,7 +225,7 @@ class WeightedRandomSampler(Sampler):
         num_samples: indices per epoch.
         replacement: draw with replacement (default); without, ``num_samples`` may not
             exceed the number of nonzero weights.
-        generator: a ``numpy.random.Generator`` to draw from (default: tinytrain's).
+        generator: a :class:`tinytrain.Generator` to draw from (default: the global stream).
     """
 
     def __init__(self, weights: Sequence[float], num_samples: int, replacement: bool = True,
@@ -217,12 +246,12 @@ class WeightedRandomSampler(Sampler):
         if not replacement and num_samples > np.count_nonzero(w):
             raise ValueError(f"WeightedRandomSampler: cannot draw {num_samples} samples without "
                              f"replacement from {np.count_nonzero(w)} nonzero weights")
-        _generator(generator, "WeightedRandomSampler")
+        numpy_generator(generator, "WeightedRandomSampler")
         self.weights, self.num_samples = w, int(num_samples)
         self.replacement, self.generator = replacement, generator
 
     def indices(self) -> np.ndarray:
-        rng = _generator(self.generator, "WeightedRandomSampler")
+        rng = numpy_generator(self.generator, "WeightedRandomSampler")
         p = self.weights / self.weights.max()  # (scaled first: a sum of 1e308s overflows)
         return rng.choice(self.weights.size, size=self.num_samples, replace=self.replacement,
                           p=p / p.sum()).astype(np.int64)

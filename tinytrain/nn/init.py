@@ -1,4 +1,5 @@
-"""Parameter initialisation, in place, drawing from the package generator.
+"""Parameter initialisation, in place, drawing from the global stream (``tt.manual_seed``),
+or from ``generator=`` (a ``tt.Generator``) where PyTorch takes one.
 
 PyTorch's defaults for Linear and Conv2d are ``kaiming_uniform_(w, a=sqrt(5))``
 (which works out to U(-1/sqrt(fan_in), 1/sqrt(fan_in))) and a bias drawn from
@@ -20,7 +21,7 @@ import numpy as np
 
 from tinytrain import backend
 from tinytrain._missing import module_getattr
-from tinytrain.random import default_generator
+from tinytrain.random import numpy_generator
 from tinytrain.tensor import Tensor
 
 
@@ -46,16 +47,17 @@ def _floating(t: Tensor | np.ndarray, name: str) -> None:
         raise TypeError(f"{name} expects a floating point tensor, got dtype {t.dtype}")
 
 
-def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
+def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0, generator: Any = None) -> Tensor:
     _floating(t, "uniform_")
+    rng = numpy_generator(generator, "uniform_")
     if not a <= b:
         raise ValueError(f"uniform_: expects a range [a, b) with a <= b, got a={a} > b={b}")
-    return _fill(t, default_generator().uniform(a, b, size=t.shape))
+    return _fill(t, rng.uniform(a, b, size=t.shape))
 
 
-def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
+def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Tensor:
     _floating(t, "normal_")
-    return _fill(t, default_generator().normal(mean, std, size=t.shape))
+    return _fill(t, numpy_generator(generator, "normal_").normal(mean, std, size=t.shape))
 
 
 def constant_(t: Tensor, val: float) -> Tensor:
@@ -96,39 +98,39 @@ def _gain_and_fan(t: Tensor, a: float, mode: str, nonlinearity: str) -> tuple[fl
 
 
 def kaiming_uniform_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
-                     nonlinearity: str = "leaky_relu") -> Tensor:
+                     nonlinearity: str = "leaky_relu", generator: Any = None) -> Tensor:
     """U(-bound, bound) with ``bound = gain * sqrt(3 / fan)``, gain as in PyTorch."""
     if 0 in t.shape:  # nothing to fill (and no fan to divide by), as PyTorch
         return t
     gain, fan = _gain_and_fan(t, a, mode, nonlinearity)
     bound = gain * math.sqrt(3.0 / fan)
-    return uniform_(t, -bound, bound)
+    return uniform_(t, -bound, bound, generator)
 
 
 def kaiming_normal_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
-                    nonlinearity: str = "leaky_relu") -> Tensor:
+                    nonlinearity: str = "leaky_relu", generator: Any = None) -> Tensor:
     """N(0, std^2) with ``std = gain / sqrt(fan)`` (He initialisation)."""
     if 0 in t.shape:
         return t
     gain, fan = _gain_and_fan(t, a, mode, nonlinearity)
-    return normal_(t, 0.0, gain / math.sqrt(fan))
+    return normal_(t, 0.0, gain / math.sqrt(fan), generator)
 
 
-def xavier_uniform_(t: Tensor, gain: float = 1.0) -> Tensor:
+def xavier_uniform_(t: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
     """U(-bound, bound) with ``bound = gain * sqrt(6 / (fan_in + fan_out))`` (Glorot)."""
     if 0 in t.shape:
         return t
     fan_in, fan_out = calculate_fan_in_and_fan_out(t)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
-    return uniform_(t, -bound, bound)
+    return uniform_(t, -bound, bound, generator)
 
 
-def xavier_normal_(t: Tensor, gain: float = 1.0) -> Tensor:
+def xavier_normal_(t: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
     """N(0, std^2) with ``std = gain * sqrt(2 / (fan_in + fan_out))`` (Glorot)."""
     if 0 in t.shape:
         return t
     fan_in, fan_out = calculate_fan_in_and_fan_out(t)
-    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), generator)
 
 
 def trunc_normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
@@ -140,7 +142,7 @@ def trunc_normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.
     normal's mass, it inverts the CDF too (``statistics.NormalDist``, per element).
     """
     _floating(t, "trunc_normal_")
-    _no_generator("trunc_normal_", generator)
+    gen = numpy_generator(generator, "trunc_normal_")
     if not a <= b:
         raise ValueError(f"trunc_normal_: the interval [a, b] = [{a}, {b}] is empty (a > b)")
     if not (math.isfinite(mean) and math.isfinite(std) and std > 0):  # (NaN: redrawn forever)
@@ -149,7 +151,7 @@ def trunc_normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
                       "The distribution of values may be incorrect.", stacklevel=2)
-    gen, n = default_generator(), int(np.prod(t.shape))
+    n = int(np.prod(t.shape))
     lo, hi = (NormalDist(mean, std).cdf(v) for v in (a, b))
     if hi - lo < 0.01:
         # the lower tail, mirrored for an upper one: the CDF near 1 rounds to 1.0 in float64
@@ -175,7 +177,7 @@ def orthogonal_(t: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
     normal matrix, each column's sign set by R's diagonal (so that Q is uniformly
     distributed); orthonormal rows if ``rows < cols``, else orthonormal columns."""
     _floating(t, "orthogonal_")
-    _no_generator("orthogonal_", generator)
+    rng = numpy_generator(generator, "orthogonal_")
     if t.ndim < 2:
         raise ValueError(f"orthogonal_: Only tensors with 2 or more dimensions are supported, "
                          f"got shape {t.shape}")
@@ -183,7 +185,7 @@ def orthogonal_(t: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
         return t if isinstance(t, Tensor) else Tensor(t)
     rows = t.shape[0]
     cols = int(np.prod(t.shape)) // rows
-    flat = default_generator().normal(0.0, 1.0, size=(rows, cols))
+    flat = rng.normal(0.0, 1.0, size=(rows, cols))
     if rows < cols:
         flat = flat.T
     q, r = np.linalg.qr(flat)
@@ -192,11 +194,6 @@ def orthogonal_(t: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
         q = q.T
     return _fill(t, (gain * q).reshape(t.shape))
 
-
-def _no_generator(name: str, generator: Any) -> None:
-    if generator is not None:
-        raise TypeError(f"{name}: generator= is not supported: tinytrain draws from one "
-                        f"package generator; seed it with tt.manual_seed(k)")
 
 
 __getattr__ = module_getattr(__name__, {}, (
