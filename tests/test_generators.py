@@ -326,3 +326,15 @@ def test_a_dataloader_and_sampler_with_a_generator_pickle_and_continue():
     sampler = ttd.WeightedRandomSampler([1.0, 2.0], 6, generator=tt.Generator().manual_seed(1))
     copied = copy.deepcopy(sampler)
     assert list(copied) == list(sampler) and copied.generator is not sampler.generator
+
+
+def test_rand_in_a_narrow_dtype_stays_below_one_like_torch(dtype="float16"):
+    """float64 draws rounded to float16 gave 1.0 about once in 4096 samples (float32: once
+    in ~2**25); PyTorch's rand never returns 1. The draws below 1 are unchanged."""
+    g = tt.Generator().manual_seed(0)
+    x = tt.rand(200_000, dtype=getattr(tt, dtype), generator=g)
+    assert float(x.max()) < 1.0
+    reference = tt.Generator().manual_seed(0)
+    wide = tt.rand(200_000, dtype=tt.float64, generator=reference).numpy()
+    below = wide.astype(dtype) < 1
+    assert np.array_equal(x.numpy()[below], wide.astype(dtype)[below])

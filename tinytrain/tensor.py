@@ -2844,9 +2844,19 @@ def rand(*shape: int, size: Sequence[int] | None = None, dtype: Any = None,
     rng = numpy_generator(generator, "rand")
     dtype = _default(dtype)
     _floating_samples("rand", dtype)
-    arr = rng.random(_new_shape(shape)).astype(dtype)
+    arr = _below_one(rng.random(_new_shape(shape)).astype(dtype))
     return Tensor(backend.to_device(arr, _device(device)),
                   requires_grad=requires_grad)
+
+
+def _below_one(samples: np.ndarray) -> np.ndarray:
+    """Samples of [0, 1) rounded to a narrower dtype stay below 1, as PyTorch's: the few that
+    rounded up to 1.0 (float16: 1 in ~4096; float32: 1 in ~2**25) become the largest value
+    below it. The others are unchanged."""
+    if samples.dtype != np.float64:
+        np.minimum(samples, np.nextafter(samples.dtype.type(1), samples.dtype.type(0)),
+                   out=samples)
+    return samples
 
 
 def _normal_samples(rng: np.random.Generator, mean: Any, std: Any, shape: tuple,
