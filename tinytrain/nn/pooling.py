@@ -223,9 +223,10 @@ def avg_pool(x: Tensor, windows: Windows, divisor: np.ndarray) -> Tensor:
 
 class MaxUnpool2dFunction(Function):
     """The partial inverse of max pooling: ``x [N, C, h, w]`` written at plane ``indices``
-    (the same shape) of zero planes ``[N, C, H, W]`` (``size = (H, W)``); where indices
-    repeat the last write stays (PyTorch's CPU loop). Backward reads the gradient at the
-    indices."""
+    (the same shape) of zero planes ``[N, C, H, W]`` (``size = (H, W)``). Where an index
+    repeats (overlapping windows chose the same input) one of its values stays: which is
+    undefined, in PyTorch as here. Backward reads the gradient at the indices, for every
+    value."""
 
     new_grads = True
 
