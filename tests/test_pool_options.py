@@ -150,8 +150,12 @@ def test_ceil_mode_keeps_the_overhanging_windows():
     out, indices, _ = run("max_pool2d", x, kernel_size=2, ceil_mode=True, return_indices=True)
     np.testing.assert_array_equal(out[0, 0], [[6, 8, 9], [16, 18, 19], [21, 23, 24]])
     np.testing.assert_array_equal(indices[0, 0], out[0, 0])  # the plane index is the value
-    with pytest.raises(ValueError, match="does not fit"):  # not past the input: 2x2, ceil 2
-        run("max_pool2d", np.ones((1, 1, 1, 1), F32), kernel_size=3, stride=2, ceil_mode=True)
+    # A kernel larger than the input still has a window if it starts inside (PyTorch's rule)
+    x = np.arange(4.0).reshape(1, 1, 2, 2)
+    compare("max_pool2d", x, exact=True, kernel_size=3, stride=2, ceil_mode=True,
+            return_indices=True)
+    compare("avg_pool2d", x, kernel_size=3, stride=2, ceil_mode=True)
+    assert run("avg_pool2d", x, kernel_size=3, stride=2, ceil_mode=True)[0][0, 0, 0, 0] == 1.5
 
 
 def test_avg_pool2d_ceil_mode_divisors_at_the_border():

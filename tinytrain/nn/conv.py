@@ -615,7 +615,6 @@ class AvgPool2dFunction(Function):
         return k.avg_pool2d_backward(grad_out, meta, ctx.count_include_pad), None, None
 
 
-
 def avg_pool2d(
     x: Tensor,
     kernel_size: IntOrPair,

@@ -22,8 +22,9 @@ pooling offers comes through one mechanism here, written with the input's array 
 * Max unpooling (:class:`MaxUnpool2dFunction`) writes values at indices; its gradient reads
   them back.
 
-A window is gathered whole (``Kh * Kw`` copies of the input), which the kernels avoid: this
-path is for correctness and breadth; a 64-image MNIST batch still pools in milliseconds.
+Every window is gathered whole (``Kh * Kw`` copies of the input in memory), which the
+kernels avoid; still, an MNIST CNN's activations (``[64, 32, 28, 28]`` float32) pool forward
+and backward in tens of milliseconds on one CPU core, with 3x3 windows as with 2x2.
 """
 
 from __future__ import annotations
@@ -103,9 +104,10 @@ class Windows:
         return (self.rows >= 0).sum(1)[:, None] * (self.cols >= 0).sum(1)[None, :]
 
 
-def _flat(index: Any, planes: int, slots: int) -> Any:
+def _flat(index: Any, planes: tuple[int, int], slots: int) -> Any:
     """Plane indices ``[N, C, ...]`` (or ``[1, 1, ...]``, one table for every plane) as
-    indices into the ``planes * slots`` elements of ``planes`` planes laid end to end."""
+    indices into the ``N * C`` planes ``(N, C) = planes`` of ``slots`` elements each, laid
+    end to end."""
     xp = get_array_module(index)
     n, c = planes
     start = (xp.arange(n * c) * slots).reshape(n, c, *(1,) * (index.ndim - 2))
