@@ -443,24 +443,24 @@ def test_group_norm_of_an_empty_batch_and_refused_sizes_like_torch():
             lib.nn.ConvTranspose2d(1, 1, 3, stride=2)(x, output_size=(10.7, 12))
 
 
-def test_pooling_takes_pytorchs_default_arguments_and_names_the_others():
+def test_pooling_takes_pytorchs_arguments_in_pytorchs_order():
     """ceil_mode=False (the default, which d2l and torchvision code pass) was a TypeError,
-    and F.avg_pool2d's fifth positional argument is ceil_mode, as in PyTorch."""
-    x = np.arange(32.0).reshape(1, 2, 4, 4)
+    and F.avg_pool2d's fifth positional argument is ceil_mode, as in PyTorch. The other
+    values (ceil_mode, dilation, return_indices, divisor_override) raised a
+    NotImplementedError; now they pool as PyTorch does (tests/test_pool_options.py)."""
+    x = np.arange(50.0).reshape(1, 2, 5, 5)
     for lib in (tt, torch):
         t = lib.tensor(x)
-        mp = lib.nn.MaxPool2d(2, 2, 0, 1, False, False)(t)
-        ap = lib.nn.AvgPool2d(2, 2, 0, False, True, None)(t)
-        fp = lib.nn.functional.avg_pool2d(t, 2, 2, 0, False, True)
-        fm = lib.nn.functional.max_pool2d(t, 2, 2, 0, 1, False, False)
+        results = (lib.nn.MaxPool2d(2, 2, 0, 1, False, False)(t),
+                   lib.nn.AvgPool2d(2, 2, 0, False, True, None)(t),
+                   lib.nn.functional.avg_pool2d(t, 2, 2, 0, False, True),
+                   lib.nn.functional.max_pool2d(t, 2, 2, 0, 1, False, False),
+                   *lib.nn.MaxPool2d(2, 1, 1, 2, True, True)(t),  # dilation, indices, ceil
+                   lib.nn.AvgPool2d(2, 2, 1, True, False, 3)(t),  # ceil, no pad, divisor
+                   lib.nn.functional.avg_pool2d(t, 3, 2, 1, True, False, 2),
+                   *lib.nn.functional.max_pool2d(t, 2, 2, 0, 1, True, True))
         if lib is tt:
-            ours = [a.numpy() for a in (mp, ap, fp, fm)]
+            ours = [a.numpy() for a in results]
         else:
-            for got, ref in zip(ours, (mp, ap, fp, fm)):
+            for got, ref in zip(ours, results, strict=True):
                 np.testing.assert_array_equal(got, ref.numpy())
-    for make in (lambda: tt.nn.MaxPool2d(2, ceil_mode=True),
-                 lambda: tt.nn.AvgPool2d(2, divisor_override=3),
-                 lambda: tt.nn.functional.max_pool2d(tt.ones(1, 1, 4, 4), 2, return_indices=True),
-                 lambda: tt.nn.functional.max_pool2d(tt.ones(1, 1, 4, 4), 2, dilation=2)):
-        with pytest.raises(NotImplementedError, match="is not in tinytrain"):
-            make()

@@ -215,7 +215,8 @@ def test_torch_nn_parallel_is_the_distributed_wrapper():
     (nn, "ConvTranspose3d", "2-D convolution and pooling only"),
     (nn, "LSTM", "no recurrent or attention layers"),
     (nn, "InstanceNorm2d", "BatchNorm1d/2d, LayerNorm and GroupNorm"),
-    (nn, "Bilinear", "tinytrain.nn has AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d"),
+    (nn, "Bilinear", "tinytrain.nn has AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, "
+                     "BatchNorm1d"),
     (nn, "DataParallel", "DistributedDataParallel"),
     (F, "grid_sample", "tinytrain.nn.functional has"),
     (nn.init, "dirac_", "kaiming_normal_"),

@@ -172,7 +172,14 @@ class Conv2dMeta:
 
 @dataclass(frozen=True)
 class Pool2dMeta:
-    """Every size of one 2-D pooling, validated in one place (H and W kept separate)."""
+    """Every size of one 2-D pooling, validated in one place (H and W kept separate).
+
+    ``out = (in + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1`` for each of H and W;
+    with ``ceil_mode`` the division rounds up, but the last window must start inside the
+    input or its left/top padding (PyTorch's rule). The pooling kernels compute the windows
+    of ``dilation=1`` and floor division only (:attr:`plain`); the others take the general
+    path of :mod:`tinytrain.nn.pooling`.
+    """
 
     batch: int
     channels: int
@@ -186,6 +193,9 @@ class Pool2dMeta:
     pad_w: int
     out_h: int
     out_w: int
+    dilation_h: int = 1
+    dilation_w: int = 1
+    ceil_mode: bool = False
 
     @classmethod
     def from_shape(
@@ -195,6 +205,9 @@ class Pool2dMeta:
         stride: IntOrPair | None = None,
         padding: IntOrPair = 0,
         op: str = "max_pool2d",
+        *,
+        dilation: IntOrPair = 1,
+        ceil_mode: bool = False,
     ) -> Pool2dMeta:
         """Validate and compute; ``stride=None`` means ``stride = kernel_size``."""
         x_shape = tuple(x_shape)
@@ -208,10 +221,13 @@ class Pool2dMeta:
         kh, kw = pair(kernel_size, "kernel_size", op)
         sh, sw = pair(kernel_size if stride is None else stride, "stride", op)
         ph, pw = pair(padding, "padding", op)
+        dh, dw = pair(dilation, "dilation", op)
         if kh < 1 or kw < 1:
             raise ValueError(f"{op}: kernel_size must be positive, got (h, w) = {(kh, kw)}")
         if sh < 1 or sw < 1:
             raise ValueError(f"{op}: stride must be positive, got (h, w) = {(sh, sw)}")
+        if dh < 1 or dw < 1:
+            raise ValueError(f"{op}: dilation must be positive, got (h, w) = {(dh, dw)}")
         if ph < 0 or pw < 0:
             raise ValueError(f"{op}: padding must be non-negative, got (h, w) = {(ph, pw)}")
         if 2 * ph > kh or 2 * pw > kw:
@@ -220,17 +236,36 @@ class Pool2dMeta:
                 f"for kernel {kh}x{kw}"
             )
         n, c, h, w = x_shape
-        if kh > h + 2 * ph or kw > w + 2 * pw:
+        out_h = _pool_out(h, kh, sh, ph, dh, ceil_mode)
+        out_w = _pool_out(w, kw, sw, pw, dw, ceil_mode)
+        if out_h < 1 or out_w < 1:
+            spans = "" if (dh, dw) == (1, 1) else (
+                f" with dilation {dh}x{dw} (spanning {dh * (kh - 1) + 1}x{dw * (kw - 1) + 1})")
             raise ValueError(
-                f"{op}: kernel {kh}x{kw} does not fit the padded input "
+                f"{op}: kernel {kh}x{kw}{spans} does not fit the padded input "
                 f"{h + 2 * ph}x{w + 2 * pw} (input {h}x{w}, padding {ph}x{pw})"
             )
-        out_h, out_w = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
-        return cls(n, c, h, w, kh, kw, sh, sw, ph, pw, out_h, out_w)
+        for axis, size, k, s, p, d, out in (("row", h, kh, sh, ph, dh, out_h),
+                                            ("column", w, kw, sw, pw, dw, out_w)):
+            empty = _window_of_padding(size, out, k, s, p, d)
+            if empty is not None:  # (PyTorch gives -inf there, with an index outside the
+                raise ValueError(  # window, and its backward writes out of bounds)
+                    f"{op}: with dilation {d} the window of output {axis} {empty} reads only "
+                    f"padding (input {h}x{w}, kernel {kh}x{kw}, padding {ph}x{pw})"
+                )
+        return cls(n, c, h, w, kh, kw, sh, sw, ph, pw, out_h, out_w, dh, dw, bool(ceil_mode))
 
     @property
     def output_shape(self) -> tuple[int, int, int, int]:
         return (self.batch, self.channels, self.out_h, self.out_w)
+
+    @property
+    def plain(self) -> bool:
+        """True when the windows are those of ``dilation=1, ceil_mode=False``, which the
+        pooling kernels compute (``ceil_mode=True`` often gives the same windows)."""
+        return ((self.dilation_h, self.dilation_w) == (1, 1)
+                and self.out_h == _pool_out(self.in_h, self.kernel_h, self.stride_h, self.pad_h)
+                and self.out_w == _pool_out(self.in_w, self.kernel_w, self.stride_w, self.pad_w))
 
     def offsets(self) -> list[tuple[int, int]]:
         """The window offsets ``(i, j)`` in row-major (PyTorch's scan) order."""
@@ -241,3 +276,26 @@ class Pool2dMeta:
         h_end = i + self.stride_h * (self.out_h - 1) + 1
         w_end = j + self.stride_w * (self.out_w - 1) + 1
         return padded[..., i : h_end : self.stride_h, j : w_end : self.stride_w]
+
+
+def _pool_out(size: int, kernel: int, stride: int, pad: int, dilation: int = 1,
+              ceil: bool = False) -> int:
+    """PyTorch's ``pooling_output_shape``: floor (or ceil) division, and in ceil mode no
+    window that starts past the input and its left/top padding."""
+    span = size + 2 * pad - dilation * (kernel - 1) - 1
+    out = (span + (stride - 1 if ceil else 0)) // stride + 1
+    if ceil and (out - 1) * stride >= size + pad:
+        out -= 1
+    return out
+
+
+def _window_of_padding(size: int, out: int, kernel: int, stride: int, pad: int,
+                       dilation: int) -> int | None:
+    """The first output whose window (positions ``o * stride - pad + r * dilation``) reads no
+    input at all, or None. Only dilation can step a window over the input: with dilation 1,
+    padding at most half the kernel and PyTorch's ceil-mode rule every window reads some."""
+    if dilation == 1:
+        return None
+    return next((o for o in range(out)
+                 if not any(0 <= o * stride - pad + r * dilation < size for r in range(kernel))),
+                None)

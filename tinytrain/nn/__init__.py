@@ -3,7 +3,15 @@
 from tinytrain._missing import module_getattr as _module_getattr
 from tinytrain.nn import functional, init, utils
 from tinytrain.nn.containers import ModuleDict, ModuleList, ParameterDict, ParameterList
-from tinytrain.nn.conv import AdaptiveAvgPool2d, AvgPool2d, Conv2d, ConvTranspose2d, MaxPool2d
+from tinytrain.nn.conv import (
+    AdaptiveAvgPool2d,
+    AdaptiveMaxPool2d,
+    AvgPool2d,
+    Conv2d,
+    ConvTranspose2d,
+    MaxPool2d,
+    MaxUnpool2d,
+)
 from tinytrain.nn.layers import (
     CELU,
     ELU,
@@ -52,13 +60,15 @@ from tinytrain.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, Laye
 from tinytrain.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = [
-    "AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "BCELoss",
+    "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d",
+    "BCELoss",
     "BCEWithLogitsLoss", "CELU", "Conv2d", "ConvTranspose2d", "CosineSimilarity",
     "CrossEntropyLoss", "Dropout", "Dropout2d", "ELU", "Embedding", "Flatten", "functional",
     "GELU", "GroupNorm", "Hardsigmoid", "Hardswish", "Hardtanh", "HuberLoss", "Identity",
     "init", "KLDivLoss", "L1Loss", "LayerNorm", "LazyBatchNorm1d", "LazyBatchNorm2d",
     "LazyConv2d", "LazyLinear", "LeakyReLU", "Linear", "LogSigmoid",
-    "LogSoftmax", "MaxPool2d", "Mish", "Module", "ModuleDict", "ModuleList", "MSELoss",
+    "LogSoftmax", "MaxPool2d", "MaxUnpool2d", "Mish", "Module", "ModuleDict", "ModuleList",
+    "MSELoss",
     "NLLLoss", "PairwiseDistance", "Parameter", "ParameterDict", "ParameterList", "PReLU",
     "ReLU", "ReLU6", "SELU", "Sequential", "Sigmoid", "SiLU", "SmoothL1Loss", "Softmax",
     "Softmin", "Softplus", "Softsign", "Tanh", "Unflatten", "Upsample", "UpsamplingBilinear2d",
@@ -68,14 +78,17 @@ __all__ = [
 
 _LAYERS = ("tinytrain.nn has " + ", ".join(n for n in __all__ if n[0].isupper())
            + ", and the submodules functional, init and utils")
-_CONV = ("tinytrain has 2-D convolution and pooling only (Conv2d, MaxPool2d, AvgPool2d, "
-         "AdaptiveAvgPool2d); reshape to 2-D or compute the rest with tensor ops")
+_CONV = ("tinytrain has 2-D convolution and pooling only (Conv2d, ConvTranspose2d, MaxPool2d, "
+         "AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, MaxUnpool2d); reshape to 2-D or "
+         "compute the rest with tensor ops")
 _RNN = ("tinytrain has no recurrent or attention layers; build them from nn.Linear and tensor "
         "ops (e.g. an RNN cell: h = (x @ W_x + h @ W_h + b).tanh())")
 _hints = _module_getattr(__name__, {
     "DataParallel": "use tinytrain.distributed.DistributedDataParallel (one process per GPU)",
     "Conv1d": _CONV, "Conv3d": _CONV, "ConvTranspose1d": _CONV, "ConvTranspose3d": _CONV,
-    "MaxPool1d": _CONV, "AvgPool1d": _CONV, "AdaptiveMaxPool2d": _CONV,
+    "MaxPool1d": _CONV, "AvgPool1d": _CONV, "MaxPool3d": _CONV, "AvgPool3d": _CONV,
+    "AdaptiveMaxPool1d": _CONV, "AdaptiveAvgPool1d": _CONV, "MaxUnpool1d": _CONV,
+    "LPPool2d": _CONV, "FractionalMaxPool2d": _CONV,
     "RNN": _RNN, "LSTM": _RNN, "GRU": _RNN, "MultiheadAttention": _RNN, "Transformer": _RNN,
     "TransformerEncoder": _RNN, "TransformerEncoderLayer": _RNN,
     "InstanceNorm2d": "tinytrain has BatchNorm1d/2d, LayerNorm and GroupNorm",

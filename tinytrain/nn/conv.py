@@ -8,8 +8,11 @@ before any work, and passes it to forward and (through ``ctx``) to backward.
 
 Shapes follow PyTorch: input ``[N, C, H, W]`` (or an unbatched ``[C, H, W]``), conv weight
 ``[Cout, Cin, Kh, Kw]``, transposed-conv weight ``[Cin, Cout, Kh, Kw]``, bias ``[Cout]``.
-``kernel_size``, ``stride`` and ``padding`` take an int or an ``(h, w)`` pair.
-``dilation``/``groups``/``ceil_mode`` do not exist (other than 1 / False).
+``kernel_size``, ``stride`` and ``padding`` take an int or an ``(h, w)`` pair. Convolutions
+have no ``dilation``/``groups`` (other than 1). Pooling has all of PyTorch's options: the
+usual windows run the pooling kernels, the others (``ceil_mode``, ``dilation``,
+``return_indices``, ``divisor_override``, adaptive max pooling, unpooling) the general path
+of :mod:`tinytrain.nn.pooling`.
 
 A transposed convolution needs no kernels of its own: it *is* the input gradient of a
 convolution (the one whose input has the transposed conv's output shape), so its forward
@@ -29,25 +32,30 @@ from tinytrain import kernels
 from tinytrain.autograd import Context, Function
 from tinytrain.backend import get_array_module
 from tinytrain.dtypes import DTypeError
-from tinytrain.functions import stack
 from tinytrain.kernels.shapes import Conv2dMeta, IntOrPair, Pool2dMeta, pair
-from tinytrain.nn import init
+from tinytrain.nn import init, pooling
 from tinytrain.nn.module import Module, Parameter, factory_tensor
-from tinytrain.tensor import ShapeError, Tensor, check_same_dtype
+from tinytrain.tensor import IndexRangeError, InvalidArgument, ShapeError, Tensor, check_same_dtype
 
 __all__ = [
     "AdaptiveAvgPool2d",
+    "AdaptiveMaxPool2d",
     "AvgPool2d",
     "Conv2d",
     "Conv2dFunction",
     "ConvTranspose2d",
     "ConvTranspose2dFunction",
     "MaxPool2d",
+    "MaxUnpool2d",
     "adaptive_avg_pool2d",
+    "adaptive_max_pool2d",
+    "adaptive_max_pool2d_with_indices",
     "avg_pool2d",
     "conv2d",
     "conv_transpose2d",
     "max_pool2d",
+    "max_pool2d_with_indices",
+    "max_unpool2d",
 ]
 
 
@@ -64,11 +72,11 @@ def _unbatched(x: Any) -> bool:
     return isinstance(x, Tensor) and x.ndim == 3
 
 
-def _checked(build: Any, *args: Any) -> Any:
-    """``build(*args)`` (a shape record that validates), its ValueError raised as a
+def _checked(build: Any, *args: Any, **kwargs: Any) -> Any:
+    """``build(*args, **kwargs)`` (a shape record that validates), its ValueError raised as a
     ShapeError: PyTorch raises a RuntimeError for sizes that do not fit."""
     try:
-        return build(*args)
+        return build(*args, **kwargs)
     except ValueError as exc:
         raise ShapeError(str(exc)) from None
 
@@ -534,6 +542,11 @@ class MaxPool2dFunction(Function):
         return kernels.for_array(grad_out).max_pool2d_backward(grad_out, x, ctx.meta), None
 
 
+def _squeezed(result: Any) -> Any:
+    """An unbatched call's result: the batch of one taken off (each of ``(out, indices)``)."""
+    return tuple(t.squeeze(0) for t in result) if isinstance(result, tuple) else result.squeeze(0)
+
+
 def max_pool2d(
     x: Tensor,
     kernel_size: IntOrPair,
@@ -542,32 +555,41 @@ def max_pool2d(
     dilation: IntOrPair = 1,
     ceil_mode: bool = False,
     return_indices: bool = False,
-) -> Tensor:
+) -> Tensor | tuple[Tensor, Tensor]:
     """2-D max pooling, as ``torch.nn.functional.max_pool2d``.
 
-    ``x [N, C, H, W] -> [N, C, Ho, Wo]``; ``stride`` defaults to ``kernel_size``.
-    The gradient goes to the first maximum of each window (PyTorch's tie rule).
-    ``dilation``, ``ceil_mode`` and ``return_indices`` take their defaults only (1, False,
-    False: what the pooling kernels do); others raise a NotImplementedError naming them.
+    ``x [N, C, H, W] -> [N, C, Ho, Wo]`` (or ``[C, H, W] -> [C, Ho, Wo]``), ``Ho = (H + 2 *
+    padding - dilation * (kernel - 1) - 1) // stride + 1``, rounded up with ``ceil_mode``
+    (a last window that would start past the input and its top padding is dropped);
+    ``stride`` defaults to ``kernel_size``. The gradient goes to the first maximum of each
+    window (PyTorch's tie rule; a NaN wins). ``return_indices=True`` returns ``(out,
+    indices)``, ``indices`` int64 into each ``H * W`` plane (what :func:`max_unpool2d`
+    takes). The default windows run the pooling kernels; dilated, ceil-mode and indexed
+    pooling take the general path of :mod:`tinytrain.nn.pooling`.
     """
-    _pool_defaults("max_pool2d", dilation=dilation, ceil_mode=ceil_mode,
-                   return_indices=return_indices)
     if _unbatched(x):
-        return max_pool2d(x.unsqueeze(0), kernel_size, stride, padding).squeeze(0)
+        return _squeezed(max_pool2d(x.unsqueeze(0), kernel_size, stride, padding, dilation,
+                                    ceil_mode, return_indices))
     meta = _checked(Pool2dMeta.from_shape, _shape(x, "max_pool2d"), kernel_size, stride, padding,
-                    "max_pool2d")
-    return MaxPool2dFunction.apply(x, meta)
+                    "max_pool2d", dilation=dilation, ceil_mode=ceil_mode)
+    if meta.plain and not return_indices:
+        return MaxPool2dFunction.apply(x, meta)
+    out, indices = pooling.max_pool(x, pooling.Windows.of_pool(meta))
+    return (out, indices) if return_indices else out
 
 
-def _pool_defaults(name: str, **given: Any) -> None:
-    """Pooling arguments that tinytrain takes only at PyTorch's defaults (dilation 1, no
-    ceil_mode, no indices, no divisor_override): anything else says so by name."""
-    defaults = {"dilation": (1, (1, 1)), "ceil_mode": (False,), "return_indices": (False,),
-                "divisor_override": (None,)}
-    for arg, value in given.items():
-        if (tuple(value) if isinstance(value, list) else value) not in defaults[arg]:
-            raise NotImplementedError(f"{name}: {arg}={value!r} is not in tinytrain (its "
-                                      f"pooling has {arg}={defaults[arg][0]!r} only)")
+def max_pool2d_with_indices(
+    x: Tensor,
+    kernel_size: IntOrPair,
+    stride: IntOrPair | None = None,
+    padding: IntOrPair = 0,
+    dilation: IntOrPair = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = True,
+) -> tuple[Tensor, Tensor]:
+    """:func:`max_pool2d` that returns ``(out, indices)`` whatever ``return_indices`` says
+    (PyTorch's ``F.max_pool2d_with_indices``)."""
+    return max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
 class AvgPool2dFunction(Function):
@@ -604,39 +626,53 @@ def avg_pool2d(
 ) -> Tensor:
     """2-D average pooling, as ``torch.nn.functional.avg_pool2d`` (its argument order).
 
-    ``x [N, C, H, W] -> [N, C, Ho, Wo]``; ``stride`` defaults to ``kernel_size``.
-    ``ceil_mode`` and ``divisor_override`` take their defaults only (False, None); others
-    raise a NotImplementedError naming them.
+    ``x [N, C, H, W] -> [N, C, Ho, Wo]`` (or ``[C, H, W] -> [C, Ho, Wo]``), ``Ho = (H + 2 *
+    padding - kernel) // stride + 1``, rounded up with ``ceil_mode`` (as
+    :func:`max_pool2d`); ``stride`` defaults to ``kernel_size``. Each window's sum (padding
+    adds 0) is divided by ``divisor_override`` if given, else by the positions the window
+    covers in the padded input (``count_include_pad=True``; a ceil-mode window's overhang
+    past the padding does not count) or the input elements it covers (False). The default
+    windows and divisors run the pooling kernels; the others take the general path of
+    :mod:`tinytrain.nn.pooling`.
     """
-    _pool_defaults("avg_pool2d", ceil_mode=ceil_mode, divisor_override=divisor_override)
+    if divisor_override is not None:
+        if not isinstance(divisor_override, int | np.integer) or isinstance(divisor_override,
+                                                                            bool):
+            raise TypeError(f"avg_pool2d(): argument 'divisor_override' must be int, not "
+                            f"{type(divisor_override).__name__}")
+        if divisor_override == 0:
+            raise InvalidArgument("avg_pool2d: divisor_override must not be zero")
     if _unbatched(x):
-        return avg_pool2d(x.unsqueeze(0), kernel_size, stride, padding,
-                          count_include_pad=count_include_pad).squeeze(0)
+        return avg_pool2d(x.unsqueeze(0), kernel_size, stride, padding, ceil_mode,
+                          count_include_pad, divisor_override).squeeze(0)
     meta = _checked(Pool2dMeta.from_shape, _shape(x, "avg_pool2d"), kernel_size, stride, padding,
-                    "avg_pool2d")
+                    "avg_pool2d", ceil_mode=ceil_mode)
     if x.dtype.kind != "f":  # (an integer average would need rounding PyTorch refuses too)
         raise DTypeError(f"avg_pool2d: expected a floating point tensor, got {x.dtype}")
-    return AvgPool2dFunction.apply(x, meta, count_include_pad)
+    if meta.plain and divisor_override is None:
+        return AvgPool2dFunction.apply(x, meta, count_include_pad)
+    return pooling.avg_pool(x, pooling.Windows.of_pool(meta),
+                            pooling.avg_divisor(meta, count_include_pad, divisor_override))
 
 
 class MaxPool2d(Module):
-    """Module form of :func:`max_pool2d`."""
+    """Module form of :func:`max_pool2d` (``return_indices=True``: it returns ``(out,
+    indices)``)."""
 
     def __init__(
         self, kernel_size: IntOrPair, stride: IntOrPair | None = None, padding: IntOrPair = 0,
         dilation: IntOrPair = 1, return_indices: bool = False, ceil_mode: bool = False,
     ) -> None:
         super().__init__()
-        _pool_defaults("MaxPool2d", dilation=dilation, ceil_mode=ceil_mode,
-                       return_indices=return_indices)
         # as PyTorch: no stride means the kernel's, and the attribute says so
         self.kernel_size, self.padding = kernel_size, padding
         self.stride = kernel_size if stride is None else stride
         self.dilation, self.ceil_mode = dilation, ceil_mode
         self.return_indices = return_indices
 
-    def forward(self, x: Tensor) -> Tensor:
-        return max_pool2d(x, self.kernel_size, self.stride, self.padding)
+    def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
+        return max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                          self.ceil_mode, self.return_indices)
 
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
@@ -656,7 +692,6 @@ class AvgPool2d(Module):
         divisor_override: int | None = None,
     ) -> None:
         super().__init__()
-        _pool_defaults("AvgPool2d", ceil_mode=ceil_mode, divisor_override=divisor_override)
         self.ceil_mode, self.divisor_override = ceil_mode, divisor_override
         # as PyTorch: no stride means the kernel's, and the attribute says so
         self.kernel_size, self.padding = kernel_size, padding
@@ -664,41 +699,81 @@ class AvgPool2d(Module):
         self.count_include_pad = count_include_pad
 
     def forward(self, x: Tensor) -> Tensor:
-        return avg_pool2d(x, self.kernel_size, self.stride, self.padding,
-                          count_include_pad=self.count_include_pad)
+        return avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                          self.count_include_pad, self.divisor_override)
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
+# --------------------------------------------------------------------------- adaptive pooling
+
+
+def _adaptive_input(x: Any, output_size: Any, name: str) -> tuple[int, int]:
+    """Check an adaptive pooling's ``[N, C, H, W]`` input and return its output size
+    ``(oh, ow)`` from ``output_size``: an int, or a pair whose None entries keep the input's
+    size."""
+    shape = _shape(x, name)
+    if len(shape) != 4:
+        raise ShapeError(f"{name}: expected input [N, C, H, W] (or [C, H, W]), got shape "
+                         f"{shape}")
+    if min(shape[1:]) < 1:  # (an empty batch is fine, as in PyTorch)
+        raise ShapeError(f"{name}: input shape {shape} has an empty dimension")
+    h, w = shape[2:]
+    sizes = output_size if isinstance(output_size, tuple | list) else (output_size,) * 2
+    if len(sizes) != 2:
+        raise ShapeError(f"{name}: output_size must be an int or 2 sizes, got {output_size}")
+    try:
+        oh, ow = (n if s is None else operator.index(s) for s, n in zip(sizes, (h, w)))
+    except TypeError:
+        raise TypeError(f"{name}: output_size must be ints (or None), got {output_size}"
+                        ) from None
+    if oh < 0 or ow < 0:
+        raise ValueError(f"{name}: output_size must be non-negative, got {output_size}")
+    return oh, ow
+
+
 def adaptive_avg_pool2d(x: Tensor, output_size: Any) -> Tensor:
     """Average pooling to a given output size, as ``F.adaptive_avg_pool2d``.
 
-    ``x [N, C, H, W] -> [N, C, oh, ow]`` (``output_size`` an int, a pair, or a pair with
-    None for "keep that size"). Output cell ``i`` averages rows ``floor(i H / oh)`` to
-    ``ceil((i + 1) H / oh)`` (PyTorch's windows). When ``oh`` divides ``H`` and ``ow``
-    divides ``W`` (``output_size=1`` included) that is :func:`avg_pool2d` with window and
-    stride ``(H / oh, W / ow)``, the kernel; other sizes average each window separately.
+    ``x [N, C, H, W] -> [N, C, oh, ow]`` (or ``[C, H, W] -> [C, oh, ow]``; ``output_size``
+    an int, a pair, or a pair with None for "keep that size"). Output cell ``i`` averages
+    rows ``floor(i H / oh)`` to ``ceil((i + 1) H / oh)`` (PyTorch's windows,
+    :meth:`pooling.Windows.adaptive`). When ``oh`` divides ``H`` and ``ow`` divides ``W``
+    (``output_size=1`` included) that is :func:`avg_pool2d` with window and stride ``(H /
+    oh, W / ow)``, the kernel; other sizes take the general path.
     """
     if _unbatched(x):
         return adaptive_avg_pool2d(x.unsqueeze(0), output_size).squeeze(0)
-    if len(_shape(x, "adaptive_avg_pool2d")) != 4:
-        raise ShapeError(f"adaptive_avg_pool2d: expected input [N, C, H, W], got shape "
-                         f"{tuple(x.shape)}")
+    oh, ow = _adaptive_input(x, output_size, "adaptive_avg_pool2d")
     h, w = x.shape[2:]
-    sizes = output_size if isinstance(output_size, tuple | list) else (output_size,) * 2
-    if len(sizes) != 2:
-        raise ShapeError(f"adaptive_avg_pool2d: output_size must be an int or 2 sizes, got "
-                         f"{output_size}")
-    oh, ow = (n if s is None else int(s) for s, n in zip(sizes, (h, w)))
-    if oh < 1 or ow < 1:
-        raise ValueError(f"adaptive_avg_pool2d: output_size must be positive, got {output_size}")
-    if h % oh == 0 and w % ow == 0:
+    if x.dtype.kind != "f":
+        raise DTypeError(f"adaptive_avg_pool2d: expected a floating point tensor, got "
+                         f"{x.dtype}")
+    if oh and ow and h % oh == 0 and w % ow == 0:
         return avg_pool2d(x, (h // oh, w // ow))
-    rows = [(i * h // oh, -(-(i + 1) * h // oh)) for i in range(oh)]
-    cols = [(j * w // ow, -(-(j + 1) * w // ow)) for j in range(ow)]
-    return stack([stack([x[:, :, r0:r1, c0:c1].mean((2, 3)) for c0, c1 in cols], -1)
-                  for r0, r1 in rows], -2)
+    windows = pooling.Windows.adaptive(h, w, oh, ow)
+    return pooling.avg_pool(x, windows, windows.sizes())
+
+
+def adaptive_max_pool2d(x: Tensor, output_size: Any, return_indices: bool = False
+                        ) -> Tensor | tuple[Tensor, Tensor]:
+    """Max pooling to a given output size, as ``F.adaptive_max_pool2d``: the windows of
+    :func:`adaptive_avg_pool2d`, the maximum of each (PyTorch's tie and NaN rule, as
+    :func:`max_pool2d`). ``return_indices=True`` returns ``(out, indices)``, ``indices``
+    int64 into each ``H * W`` plane."""
+    if _unbatched(x):
+        return _squeezed(adaptive_max_pool2d(x.unsqueeze(0), output_size, return_indices))
+    oh, ow = _adaptive_input(x, output_size, "adaptive_max_pool2d")
+    out, indices = pooling.max_pool(x, pooling.Windows.adaptive(*x.shape[2:], oh, ow))
+    return (out, indices) if return_indices else out
+
+
+def adaptive_max_pool2d_with_indices(x: Tensor, output_size: Any, return_indices: bool = True
+                                     ) -> tuple[Tensor, Tensor]:
+    """:func:`adaptive_max_pool2d` that returns ``(out, indices)`` (PyTorch's
+    ``F.adaptive_max_pool2d_with_indices``)."""
+    return adaptive_max_pool2d(x, output_size, True)
 
 
 class AdaptiveAvgPool2d(Module):
@@ -714,3 +789,106 @@ class AdaptiveAvgPool2d(Module):
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool2d(Module):
+    """Module form of :func:`adaptive_max_pool2d`."""
+
+    def __init__(self, output_size: Any, return_indices: bool = False) -> None:
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
+
+    def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
+        return adaptive_max_pool2d(x, self.output_size, self.return_indices)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+# --------------------------------------------------------------------------- unpooling
+
+
+def _unpool_size(x_shape: tuple[int, ...], kernel: tuple[int, int], stride: tuple[int, int],
+                 padding: tuple[int, int], output_size: Any) -> tuple[int, int]:
+    """PyTorch's ``_unpool_output_size``: ``(h - 1) * stride - 2 * padding + kernel``, or
+    ``output_size`` (``(H, W)``, or with ``N, C`` in front) when it lies within a stride of
+    that (several sizes pool to the same one)."""
+    default = [(n - 1) * s + k - 2 * p for n, s, k, p in zip(x_shape[-2:], stride, kernel,
+                                                                padding)]
+    if output_size is None:
+        size = default
+    else:
+        size = list(output_size)
+        if len(size) == 4:
+            size = size[2:]
+        if len(size) != 2:
+            raise ValueError(f"output_size should be a sequence containing 2 or 4 elements, "
+                             f"but it has a length of '{len(size)}'")
+        for d, (n, m, s) in enumerate(zip(size, default, stride)):
+            if not m - s < n < m + s:
+                raise ValueError(f'invalid output_size "{list(output_size)}" (dim {d} must be '
+                                 f"between {m - s} and {m + s})")
+    if min(size) < 1:
+        raise ValueError(f"max_unpool2d: the output size {tuple(size)} is empty (input "
+                         f"{tuple(x_shape)}, kernel {kernel}, stride {stride}, padding "
+                         f"{padding})")
+    return int(size[0]), int(size[1])
+
+
+def max_unpool2d(
+    x: Tensor,
+    indices: Tensor,
+    kernel_size: IntOrPair,
+    stride: IntOrPair | None = None,
+    padding: IntOrPair = 0,
+    output_size: Any = None,
+) -> Tensor:
+    """The partial inverse of :func:`max_pool2d`, as ``F.max_unpool2d``: zeros of the pooled
+    input's size with each value of ``x [N, C, h, w]`` at its index (``indices``, the same
+    shape, int64 into each ``H * W`` plane, as ``max_pool2d(..., return_indices=True)``
+    gives). The size is ``(h - 1) * stride - 2 * padding + kernel_size``, or
+    ``output_size`` within a stride of that. The gradient reads ``dy`` at the indices.
+    """
+    name = "max_unpool2d"
+    x_shape, i_shape = _shape(x, name), _shape(indices, name, "indices")
+    if len(x_shape) not in (3, 4):
+        raise ShapeError(f"{name}: input must be 3-D [C, h, w] or 4-D [N, C, h, w], got "
+                         f"shape {x_shape}")
+    if i_shape != x_shape:
+        raise ShapeError(f"{name}: indices must have the input's shape {x_shape}, got "
+                         f"{i_shape}")
+    if indices.dtype != np.int64:
+        raise DTypeError(f"{name}: indices must be int64 (as max_pool2d returns them), got "
+                         f"{indices.dtype}")
+    kernel = pair(kernel_size, "kernel_size", name)
+    size = _unpool_size(x_shape, kernel, kernel if stride is None else pair(stride, "stride", name),
+                        pair(padding, "padding", name), output_size)
+    if _unbatched(x):
+        x, indices = x.unsqueeze(0), indices.unsqueeze(0)
+    if indices.numel():
+        xp = get_array_module(indices.data)
+        low, high = int(xp.min(indices.data)), int(xp.max(indices.data))
+        if low < 0 or high >= size[0] * size[1]:
+            raise IndexRangeError(f"{name}: found an invalid max index {low if low < 0 else high} "
+                                  f"(output planes are {size[0]}x{size[1]})")
+    out = pooling.MaxUnpool2dFunction.apply(x, indices.data, size)
+    return out.squeeze(0) if len(x_shape) == 3 else out
+
+
+class MaxUnpool2d(Module):
+    """Module form of :func:`max_unpool2d`: ``forward(x, indices, output_size=None)``."""
+
+    def __init__(self, kernel_size: IntOrPair, stride: IntOrPair | None = None,
+                 padding: IntOrPair = 0) -> None:
+        super().__init__()
+        self.kernel_size = pair(kernel_size, "kernel_size", "MaxUnpool2d")
+        self.stride = (self.kernel_size if stride is None
+                       else pair(stride, "stride", "MaxUnpool2d"))
+        self.padding = pair(padding, "padding", "MaxUnpool2d")
+
+    def forward(self, x: Tensor, indices: Tensor, output_size: Any = None) -> Tensor:
+        return max_unpool2d(x, indices, self.kernel_size, self.stride, self.padding,
+                            output_size)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"

@@ -15,10 +15,14 @@ from tinytrain.autograd import ops as O
 from tinytrain.dtypes import DTypeError, int64
 from tinytrain.nn.conv import (
     adaptive_avg_pool2d,
+    adaptive_max_pool2d,
+    adaptive_max_pool2d_with_indices,
     avg_pool2d,
     conv2d,
     conv_transpose2d,
     max_pool2d,
+    max_pool2d_with_indices,
+    max_unpool2d,
 )
 from tinytrain.nn.upsampling import interpolate
 from tinytrain.random import default_generator
@@ -35,12 +39,14 @@ from tinytrain.tensor import (
 )
 
 __all__ = [
-    "adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
+    "adaptive_avg_pool2d", "adaptive_max_pool2d", "adaptive_max_pool2d_with_indices",
+    "avg_pool2d", "batch_norm", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "celu", "conv2d", "conv_transpose2d",
     "cosine_similarity", "cross_entropy", "dropout", "dropout2d", "elu", "embedding", "gelu",
     "group_norm", "hardsigmoid", "hardswish", "hardtanh", "huber_loss", "interpolate",
     "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid",
-    "max_pool2d", "mish", "mse_loss", "nll_loss", "normalize", "one_hot", "pad",
+    "max_pool2d", "max_pool2d_with_indices", "max_unpool2d", "mish", "mse_loss", "nll_loss",
+    "normalize", "one_hot", "pad",
     "pairwise_distance", "prelu", "relu", "relu6", "selu", "sigmoid", "silu", "smooth_l1_loss",
     "softmax", "softmin", "softplus", "softsign", "tanh",
 ]

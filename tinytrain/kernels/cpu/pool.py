@@ -8,7 +8,8 @@ the ``Kh * Kw`` window offsets ``(i, j)``, each touching one strided view of the
 (padded) input ``x_pad[:, :, i::sh, j::sw]`` that holds the element at offset
 ``(i, j)`` of every window at once. No window buffer is built.
 
-Semantics are PyTorch's (``ceil_mode=False``, ``dilation=1``):
+Semantics are PyTorch's (``ceil_mode=False``, ``dilation=1``; the other options take the
+general path of :mod:`tinytrain.nn.pooling`):
 
 * ``out = (in + 2 * pad - kernel) // stride + 1``; ``stride`` defaults to the
   kernel size; padding is at most half the kernel;
