@@ -75,8 +75,8 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> Any:
     kind = type(obj)
     if kind.__module__.startswith("torch"):
         raise TypeError(f"save: cannot store an object of type {kind.__module__}."
-                        f"{kind.__qualname__} (a PyTorch tensor or object: save tinytrain tensors, e.g. "
-                        f"tt.tensor(x.numpy()))")
+                        f"{kind.__qualname__} (a PyTorch tensor or object: save tinytrain "
+                        f"tensors, e.g. tt.tensor(x.numpy()))")
     try:  # anything else (a whole Module, an optimizer): pickled, as torch.save does
         pickled = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as exc:
