@@ -72,7 +72,7 @@ TENSOR_OFFER = ("tinytrain's Tensor has the methods its course uses (README: 'Di
                 "PyTorch'); for anything else compute on t.numpy() with NumPy and wrap the "
                 "result with tt.tensor(...)")
 _HOOKS = ("tinytrain has no tensor hooks; use register_post_accumulate_grad_hook on a leaf, or "
-          "a module's register_forward_hook")
+          "a module's register_full_backward_hook (the gradients at its inputs and outputs)")
 _STORAGE = "a tinytrain Tensor wraps one NumPy/CuPy array: use t.data (the array) or t.numpy()"
 TENSOR_HINTS = {
     "register_hook": _HOOKS, "storage": _STORAGE, "untyped_storage": _STORAGE,
@@ -87,12 +87,9 @@ TENSOR_HINTS = {
 }
 
 #: Methods of PyTorch's ``nn.Module`` that tinytrain's lacks (``Module.__getattr__``).
-_BACKWARD_HOOKS = ("tinytrain modules have forward hooks (register_forward_hook, "
-                   "register_forward_pre_hook); for gradients, a parameter's "
-                   "register_post_accumulate_grad_hook")
 MODULE_HINTS = {
-    "register_full_backward_hook": _BACKWARD_HOOKS, "register_backward_hook": _BACKWARD_HOOKS,
-    "register_full_backward_pre_hook": _BACKWARD_HOOKS,
+    "register_backward_hook": "deprecated in PyTorch, and not in tinytrain: use "
+                              "register_full_backward_hook",
     "compile": TORCH_HINTS["compile"],
     "bfloat16": _DTYPES,
     "share_memory": "tinytrain has no worker processes to share memory with",

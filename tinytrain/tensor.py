@@ -111,13 +111,16 @@ class RemovableHandle:
 
     _next_id = 0
 
-    def __init__(self, hooks: dict[int, Any]) -> None:
+    def __init__(self, hooks: dict[int, Any], extra_dict: Any = None) -> None:
         self._hooks = hooks
+        # dicts that also hold this hook's id (its options: with_kwargs, always_call)
+        self._extra = [extra_dict] if isinstance(extra_dict, dict) else list(extra_dict or ())
         self.id = RemovableHandle._next_id
         RemovableHandle._next_id += 1
 
     def remove(self) -> None:
-        self._hooks.pop(self.id, None)
+        for hooks in (self._hooks, *self._extra):
+            hooks.pop(self.id, None)
 
     def __enter__(self) -> RemovableHandle:
         return self
@@ -964,7 +967,8 @@ class Tensor:
                         f"{name}: in-place op with autograd on a view of another tensor "
                         f"(shape {base.shape}) that is neither a slice (x[i]) nor a "
                         f"rearrangement of all of it (reshape, permute, squeeze, ...): e.g. an "
-                        f"expand, which repeats elements; apply the op to the base, use an "
+                        f"expand, which repeats elements, or a module's input or output seen "
+                        f"through its backward hooks; apply the op to the base, use an "
                         f"out-of-place op, or clone() the view first"
                     )
             source = Tensor(self._data.copy())
