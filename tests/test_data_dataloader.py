@@ -454,7 +454,7 @@ def test_samplers_are_iterated_like_torch_even_with_an_indices_attribute():
         list(DataLoader(items, sampler=type("Empty", (Sampler,), {"__len__": lambda s: 5})()))
 
 
-@pytest.mark.parametrize("bad", [[0.9, 3.7], [True, False], [[0, 1], [2, 3]]])
+@pytest.mark.parametrize("bad", [[0.9, 3.7], [True, False], [[0, 1.5], [2, 3]]])
 def test_non_integer_indices_are_refused_not_truncated(bad):
     items = np.arange(0, 50, 10)
     with pytest.raises(TypeError, match="integer"):
@@ -470,7 +470,7 @@ def test_non_integer_indices_are_refused_not_truncated(bad):
     with pytest.raises(TypeError, match="integer"):  # (was truncated: 0.9 -> sample 0)
         list(DataLoader(items, batch_size=2, sampler=Yields()))
     with pytest.raises(TypeError, match="Subset: indices must be a 1-D sequence of integers"):
-        Subset(items, bad)
+        Subset(items, bad if not isinstance(bad[0], list) else [[0, 1], [2, 3]])
 
 
 def test_out_of_range_sampler_indices_name_the_index():
@@ -596,14 +596,15 @@ def test_loader_arguments_pytorch_has_and_tinytrain_lacks_say_what_to_do():
         DataLoader(ds, batch_size=2, generator=object())
     with pytest.raises(TypeError, match="'worker_init_fn': .*calling process"):
         DataLoader(ds, batch_size=2, worker_init_fn=print)
-    with pytest.raises(ValueError, match="batch_size=None"):
-        DataLoader(ds, batch_size=None)
+    with pytest.raises(ValueError, match="batch_size=None option disables auto-batching and "
+                                         "is mutually exclusive with drop_last"):
+        DataLoader(ds, batch_size=None, drop_last=True)
 
 
-def test_a_batch_sampler_or_string_fields_are_clear_errors():
+def test_a_batch_sampler_as_sampler_works_and_string_fields_are_clear_errors():
     ds = TensorDataset(np.arange(7.0))
-    with pytest.raises(TypeError, match="a batch sampler.*DataLoader.batch_sampler=...."):
-        list(DataLoader(ds, batch_size=1, sampler=tud.BatchSampler(range(7), 3, False)))
+    assert [b[0].tolist() for b in DataLoader(ds, sampler=tud.BatchSampler(range(7), 3, False))
+            ] == [[[0.0, 1.0, 2.0]], [[3.0, 4.0, 5.0]], [[6.0]]]  # as PyTorch: lists to ds[...]
     with pytest.raises(TypeError, match="dtype <U1"):
         next(iter(DataLoader(TensorDataset(np.array(["a", "b"])), batch_size=2)))
 
@@ -692,5 +693,6 @@ def test_a_subclass_of_tinytrains_samplers_with_its_own_iter_is_iterated_as_in_t
     assert _values(DataLoader(items, batch_size=3, sampler=Reversed(items))) == [[5, 4, 3],
                                                                                   [2, 1, 0]]
     assert _values(DataLoader(items, batch_size=3, sampler=Oversample(items))) == [[5, 5, 5]]
-    with pytest.raises(TypeError, match="a batch sampler"):
-        list(DataLoader(items, sampler=Batches()))
+    # a sampler of lists of indices: the data set gets each list whole, as in PyTorch
+    assert _values(DataLoader(items, sampler=Batches())) == [[[0, 1]], [[2]]] == [
+        b.tolist() for b in tud.DataLoader(items, sampler=Batches())]

@@ -144,3 +144,100 @@ def test_an_out_of_another_shape_is_resized_in_its_own_memory_like_torch():
     assert out.tolist() == [3.0, 3.0] and base[0].tolist() == [3.0, 3.0, 0.0]
     with pytest.raises(TypeError, match="argument 'out' must be Tensor, not tuple"):
         tt.sum(tt.ones(2), out=(tt.zeros(()),))
+
+
+# ------------------------------------------------ names fast.ai's miniai reaches for
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_histc_counts_as_pytorch(dtype, device):
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        n, bins = int(rng.integers(0, 40)), int(rng.integers(1, 12))
+        values = [rng.normal(size=n), np.round(rng.normal(size=n) * 4) / 4,  # (on the edges)
+                  rng.integers(0, 5, n) / bins * 3][trial % 3].astype(dtype)
+        lo, hi = [(0, 0), (-1, 1), (0.1, 0.7), (-2.5, 3), (0, 1)][trial % 5]
+        theirs = torch.histc(torch.from_numpy(values), bins, lo, hi)
+        ours = tt.tensor(values, device=device).histc(bins, lo, hi)
+        assert str(ours.dtype) == dtype
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    same = tt.histc(tt.tensor([2.0, 2.0, 2.0]), bins=3)  # one value: its range widened by 1
+    assert same.tolist() == torch.histc(torch.tensor([2.0, 2.0, 2.0]), bins=3).tolist()
+    nan_free = tt.histc(tt.tensor([1.0, float("inf")]), 4, 0, 2)  # outside: not counted
+    assert nan_free.tolist() == [0.0, 0.0, 1.0, 0.0]
+
+
+def test_histc_is_not_differentiable_and_refuses_what_pytorch_refuses():
+    x = tt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    h = x.histc(3)
+    assert not h.requires_grad and h.grad_fn is None  # (PyTorch's: no gradient)
+    out = tt.zeros(3)
+    assert tt.histc(x, 3, out=out) is out and out.tolist() == [1.0, 1.0, 1.0]
+    for call, error, message in [
+        (lambda L: L.histc(L.tensor([1.0, float("nan")]), 4), RuntimeError, r"range of \[nan"),
+        (lambda L: L.histc(L.tensor([1.0, 2.0]), 4, min=3, max=1), RuntimeError,
+         "max must be larger than min"),
+        (lambda L: L.histc(L.tensor([1.0, 2.0]), 0), RuntimeError, "bins must be > 0"),
+        (lambda L: L.histc(L.tensor([1.0, 2.0]), 2.5), TypeError, "'bins' must be int"),
+        (lambda L: L.histc(L.tensor([1, 2]), 4), NotImplementedError, "int64"),
+    ]:
+        with pytest.raises(error):
+            call(torch)
+        with pytest.raises(error, match=message):
+            call(tt)
+
+
+def test_clamp_min_and_clamp_max_in_place_and_bmm_method_as_pytorch():
+    data = [-1.5, 0.25, 2.0]
+    for name, bound in (("clamp_min_", 0.0), ("clamp_max_", 1.0)):
+        ours, theirs = tt.tensor(data, requires_grad=True), torch.tensor(data, requires_grad=True)
+        a, b = ours * 2, theirs * 2
+        version = a._version
+        assert getattr(a, name)(bound) is a and a._version == version + 1  # the same tensor
+        getattr(b, name)(bound)
+        assert a.tolist() == b.tolist()
+        (a * a).sum().backward()
+        (b * b).sum().backward()
+        assert ours.grad.tolist() == theirs.grad.tolist()
+        with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+            getattr(tt.tensor(data, requires_grad=True), name)(bound)
+        ints = tt.tensor([1, 5])
+        getattr(ints, name)(3)
+        assert ints.tolist() == getattr(torch.tensor([1, 5]), name)(3).tolist()
+        assert ints.dtype == tt.int64
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 4, 5))
+    np.testing.assert_allclose(tt.tensor(a).bmm(tt.tensor(b)).numpy(),
+                               torch.tensor(a).bmm(torch.tensor(b)).numpy(), rtol=1e-12)
+    with pytest.raises(RuntimeError, match="bmm: expected 3-D tensors"):
+        tt.ones(2, 3).bmm(tt.ones(3, 2))
+
+
+LAYERS_NOT_IMPLEMENTED = ["Conv1d", "Conv3d", "ConvTranspose1d", "ConvTranspose3d",
+                          "BatchNorm3d", "MaxPool1d", "MaxPool3d", "AvgPool1d", "AvgPool3d",
+                          "InstanceNorm1d", "InstanceNorm2d", "LSTM", "GRU", "RNN",
+                          "MultiheadAttention", "TransformerEncoderLayer"]
+
+
+@pytest.mark.parametrize("name", LAYERS_NOT_IMPLEMENTED)
+def test_layers_tinytrain_lacks_are_classes_for_isinstance_and_refuse_to_be_made(name):
+    layer = getattr(tt.nn, name)
+    assert issubclass(layer, tt.nn.Module) and layer.__name__ == name
+    assert not isinstance(tt.nn.Conv2d(1, 1, 1), layer)
+    with pytest.raises(NotImplementedError, match=f"nn.{name} is not implemented in tinytrain: "
+                                                  "tinytrain has"):
+        layer(3, 4)
+    assert name not in tt.nn.__all__  # (not offered in what tinytrain.nn has)
+
+
+def test_an_initialisation_loop_of_pytorch_code_runs():
+    """miniai's ``init_weights``: isinstance of a tuple of conv (and norm) classes."""
+    model = tt.nn.Sequential(tt.nn.Conv2d(1, 4, 3), tt.nn.BatchNorm2d(4), tt.nn.ReLU())
+    seen = []
+    for m in model.modules():
+        if isinstance(m, (tt.nn.Conv1d, tt.nn.Conv2d, tt.nn.Conv3d)):
+            tt.nn.init.kaiming_normal_(m.weight)
+            seen.append("conv")
+        elif isinstance(m, (tt.nn.BatchNorm1d, tt.nn.BatchNorm2d, tt.nn.BatchNorm3d)):
+            seen.append("norm")
+    assert seen == ["conv", "norm"]

@@ -28,6 +28,19 @@ def module_getattr(module: str, hints: dict[str, str], offer: str = ""
     return __getattr__
 
 
+def layer_placeholder(name: str, hint: str, base: type) -> type:
+    """PyTorch's layer ``nn.<name>``, which tinytrain does not implement, as a real subclass of
+    ``base`` (``nn.Module``): ``isinstance(m, (nn.Conv1d, nn.Conv2d))`` works in a ported
+    script, and making one raises NotImplementedError naming the layer and ``hint``."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError(f"nn.{name} is not implemented in tinytrain: {hint}")
+
+    doc = f"PyTorch's ``nn.{name}``, not implemented in tinytrain: {hint}."
+    return type(name, (base,), {"__init__": __init__, "__doc__": doc,
+                                "__module__": "tinytrain.nn", "__qualname__": name})
+
+
 _NUMPY = "not part of tinytrain; compute on x.numpy() with NumPy"
 _DTYPES = ("tinytrain has bool, uint8, int32, int64, float16, float32 and float64 tensors; "
            "no bfloat16 or complex")
@@ -57,7 +70,7 @@ TENSOR_OFFER = ("tinytrain's Tensor has the methods its course uses (README: 'Di
                 "PyTorch'); for anything else compute on t.numpy() with NumPy and wrap the "
                 "result with tt.tensor(...)")
 _HOOKS = ("tinytrain has no tensor hooks; use register_post_accumulate_grad_hook on a leaf, or "
-          "a module's register_forward_hook")
+          "a module's register_full_backward_hook (the gradients at its inputs and outputs)")
 _STORAGE = "a tinytrain Tensor wraps one NumPy/CuPy array: use t.data (the array) or t.numpy()"
 TENSOR_HINTS = {
     "register_hook": _HOOKS, "storage": _STORAGE, "untyped_storage": _STORAGE,
@@ -66,18 +79,15 @@ TENSOR_HINTS = {
     "to_sparse": "tinytrain has dense tensors only",
     "is_sparse": "tinytrain has dense tensors only",
     "bfloat16": _DTYPES, "cfloat": _DTYPES, "cdouble": _DTYPES, "complex": _DTYPES,
-    "bincount": _NUMPY, "histc": _NUMPY, "kthvalue": _NUMPY, "mode": _NUMPY, "unfold": _NUMPY,
+    "bincount": _NUMPY, "kthvalue": _NUMPY, "mode": _NUMPY, "unfold": _NUMPY,
     "flip": _NUMPY,
     "multinomial": "not in tinytrain; sample with NumPy: np.random.default_rng().choice(n, p=...)",
 }
 
 #: Methods of PyTorch's ``nn.Module`` that tinytrain's lacks (``Module.__getattr__``).
-_BACKWARD_HOOKS = ("tinytrain modules have forward hooks (register_forward_hook, "
-                   "register_forward_pre_hook); for gradients, a parameter's "
-                   "register_post_accumulate_grad_hook")
 MODULE_HINTS = {
-    "register_full_backward_hook": _BACKWARD_HOOKS, "register_backward_hook": _BACKWARD_HOOKS,
-    "register_full_backward_pre_hook": _BACKWARD_HOOKS,
+    "register_backward_hook": "deprecated in PyTorch, and not in tinytrain: use "
+                              "register_full_backward_hook",
     "compile": TORCH_HINTS["compile"],
     "bfloat16": _DTYPES,
     "share_memory": "tinytrain has no worker processes to share memory with",
@@ -96,8 +106,8 @@ arctanh_ argwhere as_strided as_strided_ as_strided_scatter as_subclass asin asi
 asinh_ atan atan2 atan2_ atan_ atanh atanh_ baddbmm baddbmm_ bfloat16
 bincount bitwise_and bitwise_and_ bitwise_left_shift bitwise_left_shift_ bitwise_not
 bitwise_not_ bitwise_or bitwise_or_ bitwise_right_shift bitwise_right_shift_ bitwise_xor
-bitwise_xor_ bmm cauchy_ ccol_indices cdouble cfloat chalf cholesky cholesky_inverse
-cholesky_solve clamp_max_ clamp_min_ coalesce col_indices conj conj_physical
+bitwise_xor_ cauchy_ ccol_indices cdouble cfloat chalf cholesky cholesky_inverse
+cholesky_solve coalesce col_indices conj conj_physical
 conj_physical_ const_data_ptr copysign copysign_ corrcoef cosh cosh_ cov cross
 crow_indices cummax cummin cumsum_ deg2rad deg2rad_ dense_dim dequantize
 det diag diag_embed diagflat diagonal diagonal_scatter digamma digamma_
@@ -105,7 +115,7 @@ dim_order dist divide_ dsplit eig eq_ erf erf_ erfc erfc_ erfinv erfinv_ exp2 ex
 exponential_ fill_diagonal_ fix fix_ fliplr flipud float_power float_power_ floor_divide
 floor_divide_ fmax fmin frac frac_ frexp gcd gcd_ ge_ geometric_ geqrf ger
 get_device grad_dtype greater_ greater_equal_ gt_ hardshrink hash_tensor heaviside
-heaviside_ histc histogram hsplit hypot hypot_ i0 i0_ igamma igamma_ igammac igammac_ imag
+heaviside_ histogram hsplit hypot hypot_ i0 i0_ igamma igamma_ igammac igammac_ imag
 index index_copy index_copy_ index_fill index_fill_ index_put
 index_put_ index_reduce index_reduce_ indices inner int_repr inverse ipu is_coalesced
 is_complex is_conj is_distributed is_inference is_ipu is_maia is_meta is_mkldnn is_mps

@@ -182,11 +182,7 @@ def mv(input: Any, vec: Tensor) -> Tensor:  # noqa: A002
 
 def bmm(input: Any, mat2: Any, *, out: Tensor | None = None) -> Tensor:  # noqa: A002
     """Batched matrix product of two 3-D tensors ``[b, n, k] @ [b, k, m]``."""
-    a, b = _t(input), _t(mat2)
-    if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0]:
-        raise O.ShapeError(f"bmm: expected 3-D tensors with the same batch size, got shapes "
-                           f"{a.shape} and {b.shape}")
-    return matmul(a, b, out=out)
+    return _out(_t(input).bmm(_t(mat2)), out, "bmm", exact=True)
 
 
 def add(input: Any, other: Any, alpha: float = 1, *,  # noqa: A002
@@ -474,6 +470,12 @@ def nonzero(input: Any, as_tuple: bool = False) -> Any:  # noqa: A002
     return _t(input).nonzero(as_tuple)
 
 
+def histc(input: Any, bins: int = 100, min: float = 0, max: float = 0, *,  # noqa: A002
+          out: Tensor | None = None) -> Tensor:
+    """``[bins]`` counts of ``input``'s values in ``[min, max]`` (see :meth:`Tensor.histc`)."""
+    return _out(_t(input).histc(bins, min, max), out, "histc", exact=True)
+
+
 def unique(input: Any, sorted: bool = True, return_inverse: bool = False,  # noqa: A002
            return_counts: bool = False, dim: int | None = None) -> Any:
     return _t(input).unique(sorted, return_inverse, return_counts, dim)
@@ -582,7 +584,7 @@ __all__ = [
     "bernoulli", "bmm", "broadcast_to", "cat", "ceil", "chunk", "clamp", "clip", "clone",
     "concat", "concatenate", "cos", "count_nonzero", "cumprod", "cumsum", "diff", "div", "dot",
     "einsum", "eq", "equal", "exp", "expm1", "flatten", "flip", "floor", "floor_divide", "fmod",
-    "gather", "ge", "greater", "greater_equal", "gt", "index_add", "index_select",
+    "gather", "ge", "greater", "greater_equal", "gt", "histc", "index_add", "index_select",
     "is_floating_point", "is_tensor", "isclose", "isfinite", "isinf", "isnan", "le", "lerp",
     "less", "less_equal", "log", "log10", "log1p", "log2", "log_softmax", "logical_and",
     "logical_not", "logical_or", "logical_xor", "logsumexp", "lt", "masked_fill",

@@ -112,13 +112,16 @@ class RemovableHandle:
 
     _next_id = 0
 
-    def __init__(self, hooks: dict[int, Any]) -> None:
+    def __init__(self, hooks: dict[int, Any], extra_dict: Any = None) -> None:
         self._hooks = hooks
+        # dicts that also hold this hook's id (its options: with_kwargs, always_call)
+        self._extra = [extra_dict] if isinstance(extra_dict, dict) else list(extra_dict or ())
         self.id = RemovableHandle._next_id
         RemovableHandle._next_id += 1
 
     def remove(self) -> None:
-        self._hooks.pop(self.id, None)
+        for hooks in (self._hooks, *self._extra):
+            hooks.pop(self.id, None)
 
     def __enter__(self) -> RemovableHandle:
         return self
@@ -965,7 +968,8 @@ class Tensor:
                         f"{name}: in-place op with autograd on a view of another tensor "
                         f"(shape {base.shape}) that is neither a slice (x[i]) nor a "
                         f"rearrangement of all of it (reshape, permute, squeeze, ...): e.g. an "
-                        f"expand, which repeats elements; apply the op to the base, use an "
+                        f"expand, which repeats elements, or a module's input or output seen "
+                        f"through its backward hooks; apply the op to the base, use an "
                         f"out-of-place op, or clone() the view first"
                     )
             source = Tensor(self._data.copy())
@@ -1834,6 +1838,38 @@ class Tensor:
             parts.append(Tensor(out[-1].astype(int64, copy=False)))
         return tuple(parts)
 
+    def histc(self, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:  # noqa: A002
+        """A histogram: ``[bins]`` counts of the values in ``[min, max]``, in equal-width bins,
+        of this tensor's dtype. ``min == max`` (the default, 0 and 0) takes the range of the
+        data (widened by 1 on either side when that is one value); values outside the range
+        and NaN are not counted, ``max`` goes in the last bin. As PyTorch's: value ``v``
+        goes in bin ``int((v - min) * bins / (max - min))``, computed in the tensor's dtype;
+        floating point tensors only; not differentiable (the result never requires grad)."""
+        if isinstance(bins, builtins.bool) or not isinstance(bins, numbers.Integral):
+            raise TypeError(f"histc(): argument 'bins' must be int, not {type(bins).__name__}")
+        if self.dtype.kind != "f":
+            raise NotImplementedError(f"histc is not implemented for {self.dtype} tensors (it "
+                                      f"counts floating point values); convert with .float()")
+        if bins <= 0:
+            raise InvalidArgument(f"histc: bins must be > 0, but got {bins}")
+        xp = backend.get_array_module(self._data)
+        lo, hi = builtins.float(min), builtins.float(max)
+        if lo == hi and self.numel():
+            lo, hi = builtins.float(self._data.min()), builtins.float(self._data.max())
+        if lo == hi:
+            lo, hi = lo - 1, hi + 1
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise InvalidArgument(f"histc: range of [{lo:g}, {hi:g}] is not finite")
+        if lo > hi:
+            raise InvalidArgument("histc: max must be larger than min")
+        values = self._data.reshape(-1)
+        lo_, hi_ = self.dtype.type(lo), self.dtype.type(hi)  # (the edges in the tensor's dtype)
+        values = values[(values >= lo_) & (values <= hi_)]  # (NaN is neither)
+        with np.errstate(all="ignore"):
+            index = ((values - lo_) * self.dtype.type(bins) / (hi_ - lo_)).astype(int64)
+        index = xp.minimum(index, bins - 1)  # (max itself: the last bin)
+        return Tensor(xp.bincount(index, minlength=bins).astype(self.dtype))
+
     # ------------------------------------------------------------ statistics
 
     @_accumulates_in_float32
@@ -2064,6 +2100,14 @@ class Tensor:
     def clamp_max(self, max: Any) -> Tensor:  # noqa: A002
         return self.clamp(max=max)
 
+    def clamp_min_(self, min: Any) -> Tensor:  # noqa: A002
+        """In-place :meth:`clamp_min` (the tensor keeps its dtype)."""
+        return self._inplace("clamp_min_", lambda s: s.clamp_min(min), min)
+
+    def clamp_max_(self, max: Any) -> Tensor:  # noqa: A002
+        """In-place :meth:`clamp_max` (the tensor keeps its dtype)."""
+        return self._inplace("clamp_max_", lambda s: s.clamp_max(max), max)
+
     def _bitwise(self, other: Any, op: str, reverse: bool = False) -> Tensor:
         """``&``, ``|``, ``^`` of bool or integer tensors (masks); not differentiable."""
         a, b = self._promote(other)
@@ -2181,6 +2225,15 @@ class Tensor:
         if self.ndim != 2 or getattr(mat2, "ndim", 0) != 2:
             raise ShapeError(f"mm: both arguments must be 2-D, got shapes {self.shape} and "
                              f"{_shape_of(mat2)}")
+        return self @ mat2
+
+    def bmm(self, mat2: Tensor) -> Tensor:
+        """Batched matrix product of two 3-D tensors: ``[b, n, k] @ [b, k, m]`` -> ``[b, n, m]``
+        (``tt.bmm``)."""
+        other = _shape_of(mat2)
+        if self.ndim != 3 or len(other) != 3 or other[0] != self.shape[0]:
+            raise ShapeError(f"bmm: expected 3-D tensors with the same batch size, got shapes "
+                             f"{self.shape} and {other}")
         return self @ mat2
 
     def mv(self, vec: Tensor) -> Tensor:

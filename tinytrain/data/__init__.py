@@ -7,7 +7,8 @@ Chapter 5 (``notebooks/05_dataloader.ipynb``) builds these ideas step by step:
   :class:`MNISTMini` (offline), download with MD5 checks, :func:`default_data_root`;
 * :mod:`tinytrain.data.dataloader`: :class:`Dataset`, :class:`TensorDataset`, :class:`Subset`,
   :class:`ConcatDataset`, :class:`IterableDataset`, :class:`ChainDataset`, :func:`collate`
-  (shape-preserving stacking) and :class:`DataLoader`;
+  (shape-preserving stacking), PyTorch's :func:`default_collate` and :func:`default_convert`,
+  and :class:`DataLoader`;
 * :mod:`tinytrain.data.sampler`: sequential, random, subset, weighted, batch and distributed
   samplers.
 
@@ -29,6 +30,8 @@ from tinytrain.data.dataloader import (
     Subset,
     TensorDataset,
     collate,
+    default_collate,
+    default_convert,
     random_split,
 )
 from tinytrain.data.datasets import (
@@ -80,6 +83,8 @@ __all__ = [
     "TensorDataset",
     "WeightedRandomSampler",
     "collate",
+    "default_collate",
+    "default_convert",
     "default_data_root",
     "load_dataset",
     "parse_idx",
@@ -89,13 +94,11 @@ __all__ = [
 ]
 
 _OFFER = ("tinytrain.data has Dataset, IterableDataset, TensorDataset, Subset, ConcatDataset, "
-          "ChainDataset, random_split, DataLoader, collate, SequentialSampler, RandomSampler, "
+          "ChainDataset, random_split, DataLoader, collate, default_collate, default_convert, "
+          "SequentialSampler, RandomSampler, "
           "SubsetRandomSampler, WeightedRandomSampler, BatchSampler, DistributedSampler, MNIST, "
           "FashionMNIST and MNISTMini")
 __getattr__ = _module_getattr(__name__, {
-    "default_collate": "use tinytrain.data.collate, which stacks into NumPy arrays (wrap them "
-                       "with tt.tensor(...) in a collate_fn: the DataLoader does that itself "
-                       "for its default one)",
     "get_worker_info": "tinytrain's DataLoader has no worker processes (num_workers is accepted "
                        "and batches are made in the main process)",
 }, _OFFER)

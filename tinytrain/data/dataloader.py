@@ -19,17 +19,35 @@ It must return exactly what stacking the samples would.
 from __future__ import annotations
 
 import bisect
+import copy
+import functools
 import itertools
 import math
 import numbers
 import operator
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import re
+from collections.abc import (
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    MutableMapping,
+    MutableSequence,
+    Sequence,
+)
 from typing import Any
 
 import numpy as np
 
 from tinytrain import backend
-from tinytrain.data.sampler import RandomSampler, Sampler, SequentialSampler, _seed, epoch_indices
+from tinytrain.data.sampler import (
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    _seed,
+    epoch_indices,
+    epoch_items,
+)
 from tinytrain.random import numpy_generator
 
 
@@ -311,19 +329,114 @@ def _stack(raw: Sequence[Any], field: str, who: Callable[[int], str]) -> np.ndar
     return np.stack(values)
 
 
+def default_convert(data: Any) -> Any:
+    """PyTorch's ``default_convert``: ``data`` with each NumPy array and NumPy number in it made
+    a Tensor (an array's memory shared), recursing into dicts, namedtuples, tuples (which
+    become lists, as in PyTorch) and lists; anything else (Python numbers, strings, Tensors,
+    arrays of strings or objects) as it is. What :class:`DataLoader` with ``batch_size=None``
+    does to each sample."""
+    from tinytrain.tensor import as_tensor
+
+    if isinstance(data, np.ndarray | np.bool_ | np.number):
+        return data if _STRINGS_OR_OBJECTS.search(data.dtype.str) else as_tensor(data)
+    if isinstance(data, Mapping):
+        return _rebuild(data, {key: default_convert(value) for key, value in data.items()})
+    if isinstance(data, Sequence) and not isinstance(data, str | bytes):
+        return _rebuild(data, [default_convert(d) for d in data])
+    return data
+
+
+def default_collate(batch: Sequence[Any]) -> Any:
+    """PyTorch's ``default_collate``: a list of samples -> one batch of Tensors.
+
+    Tensors are stacked (``[B, *shape]``, ``tt.stack``); NumPy arrays likewise, as Tensors;
+    NumPy numbers make a ``[B]`` Tensor (their dtypes promoted as PyTorch's); Python floats
+    float64, ints int64 (a float after a first int: the default float dtype), bools bool;
+    strings and bytes stay as they are (a list, or a tuple within a tuple's field). Samples
+    that are dicts, namedtuples, tuples or lists are collated field by field: a dict of
+    batches, a namedtuple, and a *list* for tuples and lists, as PyTorch's. (The
+    DataLoader's own default, :func:`collate`, gives tuples, refuses mixed dtypes and names
+    the samples in its errors.)
+
+    Raises:
+        RuntimeError: sequences of different lengths, or Tensors of different shapes.
+        TypeError: a sample is none of these (None, an object, an array of strings).
+    """
+    from tinytrain.dtypes import promote_types
+    from tinytrain.functions import stack
+    from tinytrain.tensor import Tensor, as_tensor, tensor
+
+    elem = batch[0]
+    if isinstance(elem, Tensor):
+        return stack(list(batch), 0)
+    if isinstance(elem, np.ndarray):
+        if _STRINGS_OR_OBJECTS.search(elem.dtype.str):
+            raise TypeError(_COLLATE_ERROR.format(elem.dtype))
+        return default_collate([as_tensor(b) for b in batch])
+    if isinstance(elem, np.bool_ | np.number):
+        dtype = functools.reduce(promote_types, (np.asarray(b).dtype for b in batch))
+        return as_tensor(np.array(batch, dtype=dtype))
+    if isinstance(elem, float):
+        return tensor(batch, dtype=np.float64)
+    if isinstance(elem, int):  # (and bools: tt.tensor's dtype, as torch.tensor's)
+        return tensor(batch)
+    if isinstance(elem, str | bytes):
+        return batch
+    if isinstance(elem, Mapping):
+        return _rebuild(elem, {key: default_collate([d[key] for d in batch]) for key in elem})
+    if isinstance(elem, Sequence):
+        if not _is_namedtuple(elem) and any(len(sample) != len(elem) for sample in batch):
+            raise RuntimeError("each element in list of batch should be of equal size")
+        return _rebuild(elem, [default_collate(field) for field in zip(*batch)])
+    raise TypeError(_COLLATE_ERROR.format(type(elem)))
+
+
+#: A ``dtype.str`` of strings, bytes or objects (PyTorch's ``np_str_obj_array_pattern``).
+_STRINGS_OR_OBJECTS = re.compile("[SaUO]")
+_COLLATE_ERROR = ("default_collate: batch must contain tensors, numpy arrays, numbers, dicts or "
+                  "lists; found {}")
+
+
+def _rebuild(like: Any, values: dict[Any, Any] | list[Any]) -> Any:
+    """``values`` (a dict for a mapping, a list for a sequence) in a container like ``like``, as
+    PyTorch's collate functions rebuild one: a copy of a mutable one with them put in, another
+    type called with them (a plain dict or list where that fails), a namedtuple of its type, a
+    list for a plain tuple."""
+    if _is_namedtuple(like):
+        return type(like)(*values)
+    if isinstance(like, tuple):
+        return values
+    try:
+        if isinstance(like, MutableMapping | MutableSequence):
+            clone = copy.copy(like)
+            for key, value in (values.items() if isinstance(values, dict) else enumerate(values)):
+                clone[key] = value
+            return clone
+        return type(like)(values)
+    except TypeError:
+        return values
+
+
 class DataLoader:
     """Iterate over a dataset in batches of Tensors.
 
     Args:
         dataset: a map-style dataset (``len`` and ``[i]``; ``get_batch`` is used when present),
             or an :class:`IterableDataset`, batched in the order it yields samples.
-        batch_size: samples per batch, ``B``.
+        batch_size: samples per batch, ``B``. ``None`` turns batching off, as in PyTorch: each
+            sample comes on its own, through :func:`default_convert` (its NumPy arrays become
+            Tensors; a tuple becomes a list) or ``collate_fn(sample)``; ``len(loader)`` is then
+            the number of samples (not with ``drop_last`` or ``device``).
         shuffle: visit the samples in a new random order every epoch.
         drop_last: drop the last batch when it has fewer than ``B`` samples (default: keep it).
         sampler: where the indices come from (a :class:`Sampler` or any iterable of ints with a
             length), e.g. a :class:`DistributedSampler`. Not together with ``shuffle``/``seed``.
             Each epoch's indices are checked: integers within the data set (a float or bool
-            index is an error, not a truncated other sample).
+            index is an error, not a truncated other sample). A sampler may also yield lists
+            of indices (``BatchSampler(SequentialSampler(ds), 50, False)``), as PyTorch allows:
+            the data set then gets each list whole (``ds[[i, j, ...]]``, which must return
+            the 50 samples stacked), and ``batch_size`` of those make a batch (``[1, 50,
+            784]`` for ``batch_size=1``, ``[50, 784]`` for ``batch_size=None``).
         batch_sampler: instead of ``batch_size``/``shuffle``/``sampler``/``drop_last``, an
             iterable of lists of indices, one list per batch (e.g. :class:`BatchSampler`).
         seed: makes ``shuffle`` reproducible: epoch ``e``'s order depends only on
@@ -375,12 +488,16 @@ class DataLoader:
         generator: Any = None,
         **unsupported: Any,
     ) -> None:
-        if batch_size is None:
-            raise ValueError("DataLoader: batch_size=None (PyTorch's unbatched samples) is not "
-                             "supported; iterate the data set itself for single samples")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral):
+        if batch_size is None:  # PyTorch's automatic batching off: one sample at a time
+            if drop_last:
+                raise ValueError("batch_size=None option disables auto-batching and is "
+                                 "mutually exclusive with drop_last")
+            if device is not None and backend.normalize_device(device) != "cpu":
+                raise ValueError("DataLoader: device='cuda' moves whole batches; with "
+                                 "batch_size=None (single samples) move each one with .to()")
+        elif isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral):
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        if batch_size < 1:
+        elif batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
         if unsupported:
             name = next(iter(unsupported))
@@ -426,7 +543,9 @@ class DataLoader:
                              "and cannot call a collate_fn per batch; give one or the other")
         self._resident: tuple[bool, tuple[Any, ...]] | None = None
         self.dataset = dataset
-        self.batch_size = None if batch_sampler is not None else int(batch_size)  # (PyTorch's)
+        self._unbatched = batch_size is None and batch_sampler is None
+        self.batch_size = None if batch_size is None or batch_sampler is not None \
+            else int(batch_size)  # (PyTorch's)
         self.shuffle = shuffle
         self.drop_last = drop_last
         self.seed, self.generator = seed, generator
@@ -453,11 +572,23 @@ class DataLoader:
             return len(self.batch_sampler)  # type: ignore[arg-type]
         stream = isinstance(self.dataset, IterableDataset)
         n = len(self.dataset if stream else self.sampler)
+        if self._unbatched:
+            return n
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self) -> Iterator[Any]:
         B = self.batch_size
-        if isinstance(self.dataset, IterableDataset):  # batches of the stream, in order
+        stream = isinstance(self.dataset, IterableDataset)
+        if self._unbatched:  # each sample on its own (a sampler's list of indices fetches one)
+            if stream:
+                samples = iter(self.dataset)
+            else:
+                samples = (self.dataset[i if isinstance(i, list) else int(i)]
+                           for i in epoch_items(self.sampler, len(self.dataset)))
+            for sample in samples:
+                yield self._converted(sample)
+            return
+        if stream:  # batches of the stream, in order
             stream = iter(self.dataset)
             while samples := list(itertools.islice(stream, B)):
                 if self.drop_last and len(samples) < B:
@@ -469,8 +600,13 @@ class DataLoader:
                 idx = epoch_indices(batch, len(self.dataset))
                 yield _moved(self._batch(idx), self.device)
             return
-        order = epoch_indices(self.sampler, len(self.dataset))
+        order = epoch_items(self.sampler, len(self.dataset))
         stop = len(order) - len(order) % B if self.drop_last else len(order)
+        if isinstance(order, list):  # a sampler of lists: dataset[list] is each sample
+            for start in range(0, stop, B):
+                batch = [self.dataset[i] for i in order[start : start + B]]
+                yield _moved(self._collated(batch), self.device)
+            return
         if self.device != "cpu" and _has_transform(self.dataset):
             # a transform may be random (augmentation): it must run every epoch, so each
             # batch is made on the CPU and moved, not taken from the stacked data set
@@ -507,20 +643,20 @@ class DataLoader:
             return _map_fields(_to_tensor, get_batch(idx))
         return self._collated([self.dataset[int(i)] for i in idx], idx)
 
+    def _converted(self, sample: Any) -> Any:
+        """One sample, not batched (``batch_size=None``): ``collate_fn(sample)`` with its NumPy
+        arrays as Tensors, or by default :func:`default_convert`'s, as PyTorch's."""
+        if self.collate_fn is not None:
+            return _tensors_for_arrays(self.collate_fn(sample))
+        return default_convert(sample)
+
     def _collated(self, samples: list[Any], idx: np.ndarray | None = None) -> Any:
         """A batch of ``samples`` (of dataset indices ``idx``, for error messages).
 
         A ``collate_fn``'s result is returned as PyTorch returns it, except that its NumPy
         arrays (alone, in a tuple or list, or the values of a dict) become Tensors."""
         if self.collate_fn is not None:
-            out = self.collate_fn(samples)
-            if isinstance(out, dict):
-                return {k: _tensor_if_array(v) for k, v in out.items()}
-            if isinstance(out, list):
-                return [_tensor_if_array(v) for v in out]
-            if isinstance(out, tuple):
-                return tuple(_tensor_if_array(v) for v in out)
-            return _tensor_if_array(out)
+            return _tensors_for_arrays(self.collate_fn(samples))
         return _map_fields(_to_tensor, collate(samples, idx))
 
 
@@ -584,6 +720,18 @@ def _as_numpy(a: Any) -> np.ndarray:
     if hasattr(a, "numpy"):
         return np.asarray(a.numpy())
     return np.asarray(a)
+
+
+def _tensors_for_arrays(out: Any) -> Any:
+    """What a ``collate_fn`` returned, with its NumPy arrays (alone, in a tuple or list, or a
+    dict's values) as Tensors."""
+    if isinstance(out, dict):
+        return {k: _tensor_if_array(v) for k, v in out.items()}
+    if isinstance(out, list):
+        return [_tensor_if_array(v) for v in out]
+    if isinstance(out, tuple):
+        return tuple(_tensor_if_array(v) for v in out)
+    return _tensor_if_array(out)
 
 
 def _tensor_if_array(value: Any) -> Any:

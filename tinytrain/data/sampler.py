@@ -58,6 +58,24 @@ def epoch_indices(sampler: Sampler | Iterable[int], size: int) -> np.ndarray:
         order = _integer_indices(np.asarray(sampler.indices()), sampler)
     else:
         order = _as_indices(list(sampler), sampler)  # (the sampler's own errors as they are)
+    return _within(order, size, sampler)
+
+
+def epoch_items(sampler: Sampler | Iterable[Any], size: int) -> np.ndarray | list[list[int]]:
+    """One epoch of a DataLoader's ``sampler``: int64 ``[n]`` (:func:`epoch_indices`), or, from
+    a sampler that yields lists of indices (a :class:`BatchSampler` given as ``sampler=``, as
+    PyTorch allows; the data set then gets each list whole: ``dataset[[i, j, ...]]``), those
+    lists, each checked as :func:`epoch_indices` checks indices."""
+    if isinstance(sampler, Sampler) and callable(sampler.indices) and not _iterates(sampler):
+        return epoch_indices(sampler, size)
+    items = list(sampler)
+    if items and all(isinstance(i, list | tuple) or getattr(i, "ndim", 0) == 1 for i in items):
+        return [_within(_as_indices(list(i), sampler), size, sampler).tolist() for i in items]
+    return _within(_as_indices(items, sampler), size, sampler)
+
+
+def _within(order: np.ndarray, size: int, sampler: object) -> np.ndarray:
+    """``order`` if its indices are within a data set of ``size``, else an IndexError."""
     if order.size == 0:
         return order
     low, high = int(order.min()), int(order.max())

@@ -1,5 +1,6 @@
 """Neural-network building blocks: Module, Parameter, containers, layers and losses."""
 
+from tinytrain import _missing
 from tinytrain._missing import module_getattr as _module_getattr
 from tinytrain.nn import functional, init, utils
 from tinytrain.nn.containers import ModuleDict, ModuleList, ParameterDict, ParameterList
@@ -12,6 +13,7 @@ from tinytrain.nn.conv import (
     MaxPool2d,
     MaxUnpool2d,
 )
+from tinytrain.nn.fold import Fold, Unfold
 from tinytrain.nn.layers import (
     CELU,
     ELU,
@@ -57,6 +59,23 @@ from tinytrain.nn.layers import (
 from tinytrain.nn.lazy import LazyBatchNorm1d, LazyBatchNorm2d, LazyConv2d, LazyLinear
 from tinytrain.nn.module import Module, Parameter, UninitializedBuffer, UninitializedParameter
 from tinytrain.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm
+from tinytrain.nn.padding import (
+    CircularPad1d,
+    CircularPad2d,
+    CircularPad3d,
+    ConstantPad1d,
+    ConstantPad2d,
+    ConstantPad3d,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReflectionPad3d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ReplicationPad3d,
+    ZeroPad1d,
+    ZeroPad2d,
+    ZeroPad3d,
+)
 from tinytrain.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = [
@@ -74,6 +93,10 @@ __all__ = [
     "Softmin", "Softplus", "Softsign", "Tanh", "Unflatten", "Upsample", "UpsamplingBilinear2d",
     "UninitializedBuffer", "UninitializedParameter", "UpsamplingNearest2d",
     "utils",
+    "CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d", "ConstantPad2d",
+    "ConstantPad3d", "Fold", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d",
+    "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "Unfold", "ZeroPad1d",
+    "ZeroPad2d", "ZeroPad3d",
 ]
 
 _LAYERS = ("tinytrain.nn has " + ", ".join(n for n in __all__ if n[0].isupper())
@@ -83,15 +106,31 @@ _CONV = ("tinytrain has 2-D convolution and pooling only (Conv2d, ConvTranspose2
          "compute the rest with tensor ops")
 _RNN = ("tinytrain has no recurrent or attention layers; build them from nn.Linear and tensor "
         "ops (e.g. an RNN cell: h = (x @ W_x + h @ W_h + b).tanh())")
+_NORM = "tinytrain has BatchNorm1d/2d, LayerNorm and GroupNorm"
+_DROPOUT = "tinytrain has Dropout and Dropout2d"
+#: PyTorch's layers that client code names (``isinstance(m, (nn.Conv1d, nn.Conv2d,
+#: nn.Conv3d))`` in an initialisation loop) and tinytrain does not implement: real Module
+#: subclasses, so that such checks work, whose constructor raises NotImplementedError.
+_NOT_IMPLEMENTED = {
+    **dict.fromkeys(["Conv1d", "Conv3d", "ConvTranspose1d", "ConvTranspose3d", "LazyConv1d",
+                     "LazyConv3d", "MaxPool1d", "MaxPool3d", "AvgPool1d", "AvgPool3d",
+                     "AdaptiveAvgPool1d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
+                     "AdaptiveMaxPool3d"], _CONV),
+    **dict.fromkeys(["BatchNorm3d", "LazyBatchNorm3d", "InstanceNorm1d", "InstanceNorm2d",
+                     "InstanceNorm3d", "LocalResponseNorm"], _NORM),
+    **dict.fromkeys(["Dropout1d", "Dropout3d", "AlphaDropout"], _DROPOUT),
+    **dict.fromkeys(["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
+                     "MultiheadAttention", "Transformer", "TransformerEncoder",
+                     "TransformerEncoderLayer", "TransformerDecoder",
+                     "TransformerDecoderLayer"], _RNN),
+    "EmbeddingBag": "tinytrain has Embedding; sum or average its rows yourself",
+}
+for _name, _hint in _NOT_IMPLEMENTED.items():
+    globals()[_name] = _missing.layer_placeholder(_name, _hint, Module)
+
 _hints = _module_getattr(__name__, {
     "DataParallel": "use tinytrain.distributed.DistributedDataParallel (one process per GPU)",
-    "Conv1d": _CONV, "Conv3d": _CONV, "ConvTranspose1d": _CONV, "ConvTranspose3d": _CONV,
-    "MaxPool1d": _CONV, "AvgPool1d": _CONV, "MaxPool3d": _CONV, "AvgPool3d": _CONV,
-    "AdaptiveMaxPool1d": _CONV, "AdaptiveAvgPool1d": _CONV, "MaxUnpool1d": _CONV,
-    "LPPool2d": _CONV, "FractionalMaxPool2d": _CONV,
-    "RNN": _RNN, "LSTM": _RNN, "GRU": _RNN, "MultiheadAttention": _RNN, "Transformer": _RNN,
-    "TransformerEncoder": _RNN, "TransformerEncoderLayer": _RNN,
-    "InstanceNorm2d": "tinytrain has BatchNorm1d/2d, LayerNorm and GroupNorm",
+    "MaxUnpool1d": _CONV, "LPPool2d": _CONV, "FractionalMaxPool2d": _CONV,
 }, _LAYERS)
 
 

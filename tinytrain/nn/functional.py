@@ -24,6 +24,7 @@ from tinytrain.nn.conv import (
     max_pool2d_with_indices,
     max_unpool2d,
 )
+from tinytrain.nn.fold import fold, unfold
 from tinytrain.nn.upsampling import interpolate
 from tinytrain.random import default_generator
 from tinytrain.tensor import (
@@ -42,13 +43,13 @@ __all__ = [
     "adaptive_avg_pool2d", "adaptive_max_pool2d", "adaptive_max_pool2d_with_indices",
     "avg_pool2d", "batch_norm", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "celu", "conv2d", "conv_transpose2d",
-    "cosine_similarity", "cross_entropy", "dropout", "dropout2d", "elu", "embedding", "gelu",
-    "group_norm", "hardsigmoid", "hardswish", "hardtanh", "huber_loss", "interpolate",
+    "cosine_similarity", "cross_entropy", "dropout", "dropout2d", "elu", "embedding", "fold",
+    "gelu", "group_norm", "hardsigmoid", "hardswish", "hardtanh", "huber_loss", "interpolate",
     "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid",
     "max_pool2d", "max_pool2d_with_indices", "max_unpool2d", "mish", "mse_loss", "nll_loss",
     "normalize", "one_hot", "pad",
     "pairwise_distance", "prelu", "relu", "relu6", "selu", "sigmoid", "silu", "smooth_l1_loss",
-    "softmax", "softmin", "softplus", "softsign", "tanh",
+    "softmax", "softmin", "softplus", "softsign", "tanh", "unfold",
 ]
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -702,6 +703,16 @@ def pad(input: Tensor, pad: tuple[int, ...], mode: str = "constant",  # noqa: A0
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
         raise ShapeError(f"pad: padding length must be even and at most 2 * {input.ndim}, got "
                          f"{len(pad)} ({tuple(pad)})")
+    for i, p in enumerate(pad):
+        if isinstance(p, bool) or not hasattr(type(p), "__index__"):  # (not 1.5 taken as 1)
+            raise TypeError(f"pad(): argument 'pad' must be tuple of ints, but found element "
+                            f"of type {type(p).__name__} at pos {i}")
+    k = len(pad) // 2  # (the other modes pad the last 1, 2 or 3 dims of a batch or a sample)
+    if mode in _PAD_MODES and not (k <= 3 and k + 1 <= input.ndim <= k + 2):
+        raise NotImplementedError(
+            f"pad: padding size {len(pad)} is not supported for a {input.ndim}D input in mode "
+            f"{mode!r}: it takes padding size 2, 4 or 6 for the last 1, 2 or 3 dimensions of "
+            f"an input with one or two more (channels, and a batch or not)")
     widths = [(0, 0)] * input.ndim
     for i in range(len(pad) // 2):
         widths[input.ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))

@@ -6,12 +6,14 @@ Buffers (``register_buffer``) are state that is not trained; as in PyTorch,
 assigning a Tensor (or None) to a buffer's name replaces the buffer and keeps
 it registered, and assigning a plain Tensor to a parameter's name is an error.
 Calling a module (``model(x)``) runs its forward pre-hooks, ``forward``, then
-its forward hooks; calling ``model.forward(x)`` directly skips the hooks.
+its forward hooks, and sets up its backward hooks; calling ``model.forward(x)``
+directly skips the hooks.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
@@ -22,6 +24,7 @@ from tinytrain import _missing, backend
 from tinytrain.autograd.ops import ShapeError
 from tinytrain.dtypes import get_default_dtype
 from tinytrain.tensor import RemovableHandle, Tensor
+from tinytrain.utils.hooks import BackwardHook
 
 
 class StateDictKeyError(RuntimeError, KeyError):
@@ -175,8 +178,13 @@ class Module:
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_non_persistent_buffers", set())
         object.__setattr__(self, "_modules", OrderedDict())
-        object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
-        object.__setattr__(self, "_forward_hooks", OrderedDict())
+        for name in ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks",
+                     "_backward_pre_hooks"):
+            object.__setattr__(self, name, OrderedDict())
+        # the ids of the hooks registered with_kwargs / always_call
+        object.__setattr__(self, "_forward_pre_hooks_with_kwargs", {})
+        object.__setattr__(self, "_forward_hooks_with_kwargs", {})
+        object.__setattr__(self, "_forward_hooks_always_called", {})
         object.__setattr__(self, "training", True)
 
     # ------------------------------------------------------------ registration
@@ -300,27 +308,128 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        for hook in list(self._forward_pre_hooks.values()):
-            new_args = hook(self, args)
-            if new_args is not None:
-                args = new_args if isinstance(new_args, tuple) else (new_args,)
-        output = self.forward(*args, **kwargs)
-        for hook in list(self._forward_hooks.values()):
-            new_output = hook(self, args, output)
-            if new_output is not None:
-                output = new_output
-        return output
+        if (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
+                or self._backward_pre_hooks):
+            return self._call_with_hooks(args, kwargs)
+        return self.forward(*args, **kwargs)
 
-    def register_forward_pre_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
-        """``hook(module, args)`` runs before forward; returning a value replaces ``args``."""
-        handle = RemovableHandle(self._forward_pre_hooks)
+    def _call_with_hooks(self, args: tuple, kwargs: dict[str, Any]) -> Any:
+        """``forward`` with the hooks, as PyTorch's ``Module._call_impl``: the forward
+        pre-hooks (which may replace the arguments), the backward hooks' identity nodes around
+        the arguments (:mod:`tinytrain.utils.hooks`), ``forward``, the forward hooks (which may
+        replace the result), the identity nodes around the result. When something raises,
+        the forward hooks registered with ``always_call=True`` that have not run yet run
+        before the error goes on."""
+        result, called = None, set()
+        try:
+            for hook_id, hook in list(self._forward_pre_hooks.items()):
+                if hook_id in self._forward_pre_hooks_with_kwargs:
+                    new = hook(self, args, kwargs)
+                    if new is not None:
+                        if not (isinstance(new, tuple) and len(new) == 2):
+                            raise RuntimeError(f"forward pre-hook must return None or a tuple "
+                                               f"of (new_args, new_kwargs), but got {new}.")
+                        args, kwargs = new
+                else:
+                    new = hook(self, args)
+                    if new is not None:
+                        args = new if isinstance(new, tuple) else (new,)
+            backward_hook = None
+            if self._backward_hooks or self._backward_pre_hooks:
+                backward_hook = BackwardHook(self, list(self._backward_hooks.values()),
+                                             list(self._backward_pre_hooks.values()))
+                args = backward_hook.setup_input_hook(args)
+            result = self.forward(*args, **kwargs)
+            for hook_id, hook in list(self._forward_hooks.items()):
+                if hook_id in self._forward_hooks_always_called:
+                    called.add(hook_id)
+                new = self._run_forward_hook(hook_id, hook, args, kwargs, result)
+                if new is not None:
+                    result = new
+            if backward_hook is not None:
+                if not isinstance(result, Tensor | tuple):
+                    warnings.warn(f"For backward hooks to be called, module output should be a "
+                                  f"Tensor or a tuple of Tensors but received {type(result)}",
+                                  stacklevel=3)
+                result = backward_hook.setup_output_hook(result)
+            return result
+        except Exception:
+            for hook_id, hook in list(self._forward_hooks.items()):
+                if hook_id in self._forward_hooks_always_called and hook_id not in called:
+                    try:
+                        new = self._run_forward_hook(hook_id, hook, args, kwargs, result)
+                        if new is not None:
+                            result = new
+                    except Exception as e:
+                        warnings.warn(f"module forward hook with ``always_call=True`` raised an "
+                                      f"exception that was silenced as another error was "
+                                      f"raised in forward: {e}", stacklevel=3)
+            raise
+
+    def _run_forward_hook(self, hook_id: int, hook: Callable[..., Any], args: tuple,
+                          kwargs: dict[str, Any], result: Any) -> Any:
+        if hook_id in self._forward_hooks_with_kwargs:
+            return hook(self, args, kwargs, result)
+        return hook(self, args, result)
+
+    def register_forward_pre_hook(self, hook: Callable[..., Any], *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> RemovableHandle:
+        """``hook(module, args)`` runs before forward; returning a value replaces ``args`` (a
+        non-tuple is made a 1-tuple). With ``with_kwargs``, ``hook(module, args, kwargs)``,
+        which may return ``(new_args, new_kwargs)``. ``prepend``: run before the hooks
+        registered so far. ``handle.remove()`` unregisters it."""
+        handle = RemovableHandle(self._forward_pre_hooks,
+                                 extra_dict=self._forward_pre_hooks_with_kwargs)
         self._forward_pre_hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_pre_hooks_with_kwargs[handle.id] = True
+        if prepend:
+            self._forward_pre_hooks.move_to_end(handle.id, last=False)
         return handle
 
-    def register_forward_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
-        """``hook(module, args, output)`` runs after forward; a returned value replaces output."""
-        handle = RemovableHandle(self._forward_hooks)
+    def register_forward_hook(self, hook: Callable[..., Any], *, prepend: bool = False,
+                              with_kwargs: bool = False, always_call: bool = False
+                              ) -> RemovableHandle:
+        """``hook(module, args, output)`` runs after forward; a returned value replaces
+        ``output``. With ``with_kwargs``, ``hook(module, args, kwargs, output)``;
+        ``always_call``: it runs also when forward (or a hook before it) raises; ``prepend``:
+        before the hooks registered so far."""
+        handle = RemovableHandle(self._forward_hooks, extra_dict=[
+            self._forward_hooks_with_kwargs, self._forward_hooks_always_called])
         self._forward_hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_hooks_with_kwargs[handle.id] = True
+        if always_call:
+            self._forward_hooks_always_called[handle.id] = True
+        if prepend:
+            self._forward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_full_backward_hook(self, hook: Callable[..., Any], prepend: bool = False
+                                    ) -> RemovableHandle:
+        """``hook(module, grad_input, grad_output)`` runs each time the gradients with respect
+        to this call's inputs have been computed; ``grad_input`` and ``grad_output`` are
+        tuples over the positional inputs and the outputs (None for what is not a Tensor, or
+        an output that got no gradient; zeros for an input Tensor that got none), and a
+        returned tuple replaces ``grad_input``. Without an input that requires grad it runs
+        at the outputs, with ``grad_input`` all None (and must return None). As PyTorch's,
+        forward gets (and the caller receives) new tensors sharing the inputs' (outputs')
+        memory (:mod:`tinytrain.utils.hooks`)."""
+        handle = RemovableHandle(self._backward_hooks)
+        self._backward_hooks[handle.id] = hook
+        if prepend:
+            self._backward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_full_backward_pre_hook(self, hook: Callable[..., Any], prepend: bool = False
+                                        ) -> RemovableHandle:
+        """``hook(module, grad_output)`` runs each time the gradients with respect to this
+        call's outputs have been computed, before the backward hooks; a returned tuple
+        replaces ``grad_output`` (for the module's own backward and the hooks)."""
+        handle = RemovableHandle(self._backward_pre_hooks)
+        self._backward_pre_hooks[handle.id] = hook
+        if prepend:
+            self._backward_pre_hooks.move_to_end(handle.id, last=False)
         return handle
 
     # ------------------------------------------------------------ traversal

@@ -18,6 +18,8 @@ from tinytrain.data import (
     SubsetRandomSampler,
     TensorDataset,
     WeightedRandomSampler,
+    default_collate,
+    default_convert,
     random_split,
 )
 from tinytrain.data import __getattr__ as _data_getattr
@@ -33,5 +35,6 @@ def __getattr__(name: str):
 __all__ = [
     "BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset",
     "DistributedSampler", "IterableDataset", "RandomSampler", "Sampler", "SequentialSampler",
-    "Subset", "SubsetRandomSampler", "TensorDataset", "WeightedRandomSampler", "random_split",
+    "Subset", "SubsetRandomSampler", "TensorDataset", "WeightedRandomSampler", "default_collate",
+    "default_convert", "random_split",
 ]
