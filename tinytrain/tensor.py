@@ -78,6 +78,9 @@ TopkResult = namedtuple("topk", ["values", "indices"])
 MedianResult = namedtuple("median", ["values", "indices"])
 
 _LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
+#: Whether ``float()`` of a tensor that requires grad still warns (once per process, as
+#: PyTorch's ``TORCH_WARN_ONCE``).
+_SCALAR_WARNING = [True]
 
 
 def _int_tuple(fn: str, name: str, value: Any) -> tuple[int, ...]:
@@ -400,6 +403,14 @@ class Tensor:
         return int(self._scalar("int"))
 
     def __float__(self) -> float:
+        """``float(t)`` of a one-element tensor. Of one that requires grad (with grad mode
+        on), PyTorch warns once per process that the number leaves the graph: so does this
+        (``t.item()`` and ``int(t)`` do not warn, in PyTorch neither)."""
+        if _SCALAR_WARNING[0] and self.requires_grad and is_grad_enabled():
+            _SCALAR_WARNING[0] = False
+            warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to "
+                          "unexpected behavior.\nConsider using tensor.detach() first.",
+                          UserWarning, stacklevel=2)
         return float(self._scalar("float"))
 
     def __index__(self) -> int:
@@ -2849,32 +2860,49 @@ def check_memory_format(name: str, memory_format: Any) -> None:
                     f"{type(memory_format).__name__}")
 
 
-def zeros_like(t: Tensor, dtype: Any = None, requires_grad: bool = False, *,
+def _like(name: str, input: Tensor, dtype: Any, device: Any,  # noqa: A002
+          memory_format: Any) -> tuple[tuple[int, ...], Any, Any]:
+    """The shape, dtype and device of a new tensor like ``input`` (``dtype`` and ``device``
+    win when given): what every ``*_like`` function starts from."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{name}(): argument 'input' must be Tensor, not "
+                        f"{type(input).__name__}")
+    check_memory_format(name, memory_format)
+    return (input.shape, input.dtype if dtype is None else dtype,
+            input.device if device is None else device)
+
+
+def zeros_like(input: Tensor, *, dtype: Any = None, device: Any = None,  # noqa: A002
+               requires_grad: bool = False,
                memory_format: MemoryFormat = preserve_format) -> Tensor:
-    """Zeros of ``t``'s shape, dtype (unless ``dtype``) and device."""
-    check_memory_format("zeros_like", memory_format)
-    return zeros(t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
+    """Zeros of ``input``'s shape, dtype and device (unless ``dtype`` / ``device``)."""
+    shape, dtype, device = _like("zeros_like", input, dtype, device, memory_format)
+    return zeros(shape, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def empty_like(t: Tensor, dtype: Any = None, requires_grad: bool = False, *,
+def empty_like(input: Tensor, *, dtype: Any = None, device: Any = None,  # noqa: A002
+               requires_grad: bool = False,
                memory_format: MemoryFormat = preserve_format) -> Tensor:
     """Like :func:`zeros_like` (tinytrain fills "uninitialised" memory with zeros)."""
-    check_memory_format("empty_like", memory_format)
-    return zeros(t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
+    shape, dtype, device = _like("empty_like", input, dtype, device, memory_format)
+    return zeros(shape, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def ones_like(t: Tensor, dtype: Any = None, requires_grad: bool = False, *,
+def ones_like(input: Tensor, *, dtype: Any = None, device: Any = None,  # noqa: A002
+              requires_grad: bool = False,
               memory_format: MemoryFormat = preserve_format) -> Tensor:
-    check_memory_format("ones_like", memory_format)
-    return ones(t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
+    """Ones of ``input``'s shape, dtype and device (unless ``dtype`` / ``device``)."""
+    shape, dtype, device = _like("ones_like", input, dtype, device, memory_format)
+    return ones(shape, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def full_like(t: Tensor, fill_value: float, dtype: Any = None,
-              requires_grad: bool = False, *,
+def full_like(input: Tensor, fill_value: float, *, dtype: Any = None,  # noqa: A002
+              device: Any = None, requires_grad: bool = False,
               memory_format: MemoryFormat = preserve_format) -> Tensor:
-    check_memory_format("full_like", memory_format)
-    return full(t.shape, fill_value, dtype=dtype or t.dtype, device=t.device,
-                requires_grad=requires_grad)
+    """``fill_value`` in ``input``'s shape, dtype and device (unless ``dtype`` /
+    ``device``)."""
+    shape, dtype, device = _like("full_like", input, dtype, device, memory_format)
+    return full(shape, fill_value, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def randn(*shape: int, size: Sequence[int] | None = None, dtype: Any = None,
@@ -2967,16 +2995,35 @@ def _floating_samples(name: str, dtype: Any) -> None:
                          "(for random integers use randint)")
 
 
-def randn_like(t: Tensor, dtype: Any = None, *, generator: Any = None,
+def randn_like(input: Tensor, *, generator: Any = None, dtype: Any = None,  # noqa: A002
+               device: Any = None, requires_grad: bool = False,
                memory_format: MemoryFormat = preserve_format) -> Tensor:
-    check_memory_format("randn_like", memory_format)
-    return randn(t.shape, dtype=dtype or t.dtype, device=t.device, generator=generator)
+    """:func:`randn` samples in ``input``'s shape, dtype and device (unless given)."""
+    shape, dtype, device = _like("randn_like", input, dtype, device, memory_format)
+    return randn(shape, dtype=dtype, device=device, requires_grad=requires_grad,
+                 generator=generator)
 
 
-def rand_like(t: Tensor, dtype: Any = None, *, generator: Any = None,
+def rand_like(input: Tensor, *, generator: Any = None, dtype: Any = None,  # noqa: A002
+              device: Any = None, requires_grad: bool = False,
               memory_format: MemoryFormat = preserve_format) -> Tensor:
-    check_memory_format("rand_like", memory_format)
-    return rand(t.shape, dtype=dtype or t.dtype, device=t.device, generator=generator)
+    """:func:`rand` samples in ``input``'s shape, dtype and device (unless given)."""
+    shape, dtype, device = _like("rand_like", input, dtype, device, memory_format)
+    return rand(shape, dtype=dtype, device=device, requires_grad=requires_grad,
+                generator=generator)
+
+
+def randint_like(input: Tensor, low: int = 0, high: int | None = None, *,  # noqa: A002
+                 generator: Any = None, dtype: Any = None, device: Any = None,
+                 requires_grad: bool = False,
+                 memory_format: MemoryFormat = preserve_format) -> Tensor:
+    """:func:`randint` integers in ``[low, high)`` in ``input``'s shape, dtype and device
+    (unless given); ``randint_like(x, high)`` means ``low = 0``, as in PyTorch."""
+    if high is None:
+        low, high = 0, low
+    shape, dtype, device = _like("randint_like", input, dtype, device, memory_format)
+    return randint(low, high, shape, dtype=dtype, device=device, generator=generator,
+                   requires_grad=requires_grad)
 
 
 def eye(n: int, m: int | None = None, dtype: Any = None, device: Any = None,
@@ -2989,16 +3036,18 @@ def eye(n: int, m: int | None = None, dtype: Any = None, device: Any = None,
 
 
 def linspace(start: float, end: float, steps: int, dtype: Any = None,
-             device: Any = None) -> Tensor:
+             device: Any = None, requires_grad: bool = False) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end``, both included."""
     if isinstance(steps, builtins.bool) or not isinstance(steps, numbers.Integral) or steps < 0:
         raise InvalidArgument(f"linspace: steps must be a non-negative integer, got {steps!r}")
     xp = backend.array_module(_device(device))
-    return Tensor(xp.linspace(start, end, steps).astype(_default(dtype)))
+    return Tensor(xp.linspace(start, end, steps).astype(_default(dtype)),
+                  requires_grad=requires_grad)
 
 
 def randint(low: int = 0, high: int | None = None, size: Sequence[int] = (),
-            dtype: Any = int64, device: Any = None, generator: Any = None) -> Tensor:
+            dtype: Any = int64, device: Any = None, generator: Any = None,
+            requires_grad: bool = False) -> Tensor:
     """Integers uniform in ``[low, high)`` (``randint(high, size)`` and
     ``randint(high=h, size=s)`` mean ``low = 0``); a floating ``dtype`` holds the same whole
     numbers, as in PyTorch. Drawn from ``generator`` (default: the global stream)."""
@@ -3017,7 +3066,8 @@ def randint(low: int = 0, high: int | None = None, size: Sequence[int] = (),
         raise InvalidArgument(f"randint: [{low}, {high}) does not fit in {dtype}")
     arr = rng.integers(int(low), int(high), size=_shape_arg((size,)),
                        dtype=np.int64).astype(dtype)
-    return Tensor(backend.to_device(np.asarray(arr), _device(device)))
+    return Tensor(backend.to_device(np.asarray(arr), _device(device)),
+                  requires_grad=requires_grad)
 
 
 def multinomial(input: Tensor, num_samples: int, replacement: bool = False,  # noqa: A002
@@ -3043,18 +3093,19 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False,  # n
     return Tensor(backend.to_device(out, input.device))
 
 
-def randperm(n: int, dtype: Any = int64, device: Any = None, generator: Any = None) -> Tensor:
+def randperm(n: int, dtype: Any = int64, device: Any = None, generator: Any = None,
+             requires_grad: bool = False) -> Tensor:
     """A random permutation of ``0 .. n-1`` from ``generator`` (default: the global
     stream)."""
     rng = numpy_generator(generator, "randperm")
     if isinstance(n, builtins.bool) or not isinstance(n, numbers.Integral) or n < 0:
         raise InvalidArgument(f"randperm: n must be a non-negative integer, got {n!r}")
     arr = rng.permutation(int(n)).astype(_default(dtype, int64))
-    return Tensor(backend.to_device(arr, _device(device)))
+    return Tensor(backend.to_device(arr, _device(device)), requires_grad=requires_grad)
 
 
 def arange(start: float, end: float | None = None, step: float = 1, dtype: Any = None,
-           device: Any = None) -> Tensor:
+           device: Any = None, requires_grad: bool = False) -> Tensor:
     if end is None:
         start, end = 0, start
     if step == 0 or (end - start) * step < 0:
@@ -3064,7 +3115,7 @@ def arange(start: float, end: float | None = None, step: float = 1, dtype: Any =
     arr = xp.arange(start, end, step)
     if dtype is None:
         dtype = int64 if arr.dtype.kind in "iu" else get_default_dtype()
-    return Tensor(arr.astype(dtype))
+    return Tensor(arr.astype(dtype), requires_grad=requires_grad)
 
 
 __all__ = [
@@ -3072,7 +3123,8 @@ __all__ = [
     "from_numpy", "full", "full_like", "IndexRangeError", "int32", "int64", "InvalidArgument",
     "linspace", "MaxResult", "MedianResult", "MinResult", "multinomial", "no_grad", "normal",
     "ones", "ones_like",
-    "rand", "rand_like", "randint", "randn", "randn_like", "randperm", "set_printoptions",
+    "rand", "rand_like", "randint", "randint_like", "randn", "randn_like", "randperm",
+    "set_printoptions",
     "ShapeError", "SortResult", "Tensor", "tensor", "TopkResult", "uint8", "where", "zeros",
     "zeros_like",
 ]

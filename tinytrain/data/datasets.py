@@ -240,8 +240,16 @@ class MNIST(Dataset):
             ),
         ),
     }
-    classes: Sequence[str] = tuple(str(d) for d in range(10))
+    #: The label names, torchvision's: ``classes[label]`` names a label, ``class_to_idx`` maps
+    #: back.
+    classes: list[str] = ["0 - zero", "1 - one", "2 - two", "3 - three", "4 - four",
+                          "5 - five", "6 - six", "7 - seven", "8 - eight", "9 - nine"]
     offline_hint = ""
+
+    @property
+    def class_to_idx(self) -> dict[str, int]:
+        """``{name: label}`` for the names in :attr:`classes`, as torchvision's."""
+        return {name: i for i, name in enumerate(self.classes)}
 
     def __init__(
         self,
@@ -484,7 +492,7 @@ class FashionMNIST(MNIST):
             ),
         ),
     }
-    classes = (
+    classes = [
         "T-shirt/top",
         "Trouser",
         "Pullover",
@@ -495,7 +503,7 @@ class FashionMNIST(MNIST):
         "Sneaker",
         "Bag",
         "Ankle boot",
-    )
+    ]
     offline_hint = " On Debian/Ubuntu, `apt install dataset-fashion-mnist` also provides them."
 
 

@@ -21,6 +21,7 @@ from tinytrain.nn.layers import (
     SELU,
     BCELoss,
     BCEWithLogitsLoss,
+    CosineEmbeddingLoss,
     CosineSimilarity,
     CrossEntropyLoss,
     Dropout,
@@ -30,6 +31,7 @@ from tinytrain.nn.layers import (
     Hardsigmoid,
     Hardswish,
     Hardtanh,
+    HingeEmbeddingLoss,
     HuberLoss,
     Identity,
     KLDivLoss,
@@ -38,6 +40,7 @@ from tinytrain.nn.layers import (
     Linear,
     LogSigmoid,
     LogSoftmax,
+    MarginRankingLoss,
     Mish,
     MSELoss,
     NLLLoss,
@@ -54,6 +57,7 @@ from tinytrain.nn.layers import (
     Softplus,
     Softsign,
     Tanh,
+    TripletMarginLoss,
     Unflatten,
 )
 from tinytrain.nn.lazy import LazyBatchNorm1d, LazyBatchNorm2d, LazyConv2d, LazyLinear
@@ -81,6 +85,7 @@ from tinytrain.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNe
 __all__ = [
     "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d",
     "BCELoss",
+    "CosineEmbeddingLoss", "HingeEmbeddingLoss", "MarginRankingLoss", "TripletMarginLoss",
     "BCEWithLogitsLoss", "CELU", "Conv2d", "ConvTranspose2d", "CosineSimilarity",
     "CrossEntropyLoss", "Dropout", "Dropout2d", "ELU", "Embedding", "Flatten", "functional",
     "GELU", "GroupNorm", "Hardsigmoid", "Hardswish", "Hardtanh", "HuberLoss", "Identity",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from typing import Any
 
@@ -42,6 +43,7 @@ from tinytrain.tensor import (
 __all__ = [
     "adaptive_avg_pool2d", "adaptive_max_pool2d", "adaptive_max_pool2d_with_indices",
     "avg_pool2d", "batch_norm", "binary_cross_entropy",
+    "cosine_embedding_loss", "hinge_embedding_loss", "margin_ranking_loss", "triplet_margin_loss",
     "binary_cross_entropy_with_logits", "celu", "conv2d", "conv_transpose2d",
     "cosine_similarity", "cross_entropy", "dropout", "dropout2d", "elu", "embedding", "fold",
     "gelu", "group_norm", "hardsigmoid", "hardswish", "hardtanh", "huber_loss", "interpolate",
@@ -188,10 +190,11 @@ def celu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     return _maybe_inplace("celu", x, fn, inplace)
 
 
-def softmin(x: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None
-            ) -> Tensor:
-    """``softmax(-x, dim)``: weights that favour the smallest entries."""
-    return (-x).softmax(_softmax_dim("softmin", x, dim), dtype=dtype)
+def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3,  # noqa: A002
+            dtype: Any = None) -> Tensor:
+    """``softmax(-input, dim)``: weights that favour the smallest entries. Without ``dim``,
+    PyTorch's implicit choice, with its warning (pass ``dim``)."""
+    return (-input).softmax(_softmax_dim("softmin", input, dim), dtype=dtype)
 
 
 def softsign(x: Tensor) -> Tensor:
@@ -251,26 +254,40 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
     return (x1 - x2 + eps).norm(p, dim if dim >= 0 else None, keepdim)
 
 
-def log_softmax(x: Tensor, dim: int | None = None, dtype: Any = None) -> Tensor:
-    """``log(softmax(x))`` along ``dim`` (computed stably); ``dtype`` converts first. Without
-    ``dim``, PyTorch's implicit choice, with its warning (pass ``dim``)."""
-    return x.log_softmax(_softmax_dim("log_softmax", x, dim), dtype=dtype)
+def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,  # noqa: A002
+                dtype: Any = None) -> Tensor:
+    """``log(softmax(input))`` along ``dim`` (computed stably); ``dtype`` converts first.
+    Without ``dim``, PyTorch's implicit choice, with its warning (pass ``dim``).
+    ``_stacklevel`` is accepted for PyTorch's signature; the warning names the caller's line
+    by itself."""
+    return input.log_softmax(_softmax_dim("log_softmax", input, dim), dtype=dtype)
 
 
-def softmax(x: Tensor, dim: int | None = None, dtype: Any = None) -> Tensor:
-    """``exp(x) / sum(exp(x))`` along ``dim`` (computed stably); ``dtype`` converts first.
-    Without ``dim``, PyTorch's implicit choice, with its warning (pass ``dim``)."""
-    return x.softmax(_softmax_dim("softmax", x, dim), dtype=dtype)
+def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,  # noqa: A002
+            dtype: Any = None) -> Tensor:
+    """``exp(input) / sum(exp(input))`` along ``dim`` (computed stably); ``dtype`` converts
+    first. Without ``dim``, PyTorch's implicit choice, with its warning (pass ``dim``)."""
+    return input.softmax(_softmax_dim("softmax", input, dim), dtype=dtype)
 
 
 def _softmax_dim(name: str, x: Tensor, dim: int | None) -> int:
     """``dim=None``: PyTorch's old implicit choice (0 for 0-, 1- and 3-d inputs, else 1),
-    with its warning."""
+    with its warning (``torch.nn.functional._get_softmax_dim``)."""
     if dim is not None:
         return dim
-    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call "
-                  f"to include dim=X as an argument.", stacklevel=3)
+    _warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to "
+          f"include dim=X as an argument.")
     return 0 if x.ndim in (0, 1, 3) else 1
+
+
+def _warn(message: str) -> None:
+    """A UserWarning that points at the line that called into tinytrain (the user's), however
+    many of tinytrain's own frames lie between: ``F.softmax(x)`` and ``nn.Softmax()(x)``
+    name the same kind of line."""
+    frame, level = sys._getframe(0), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("tinytrain"):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, UserWarning, stacklevel=level)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -327,7 +344,8 @@ def _class_targets(name: str, scores: Tensor, targets: Any, reduction: str,
 
 
 def cross_entropy(input: Tensor, target: Tensor | Any, weight: Tensor | None = None,  # noqa: A002
-                  *, ignore_index: int = -100, reduction: str = "mean",
+                  size_average: bool | None = None, ignore_index: int = -100,
+                  reduce: bool | None = None, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
     """Cross-entropy of ``input`` logits ``[N, C]`` against integer class ``target [N]``, or
     against class probabilities ``target [N, C]`` (a float tensor of the input's shape).
@@ -338,7 +356,8 @@ def cross_entropy(input: Tensor, target: Tensor | Any, weight: Tensor | None = N
     ``reduction`` is ``"mean"`` (over the batch, the default), ``"sum"`` or ``"none"``;
     ``weight [C]`` weighs each class (a weighted mean divides by the targets' total weight),
     targets equal to ``ignore_index`` count for nothing, and ``label_smoothing`` mixes the
-    targets with the uniform distribution, all as in PyTorch.
+    targets with the uniform distribution, all as in PyTorch. ``size_average`` / ``reduce``:
+    PyTorch's deprecated spelling of ``reduction`` (:func:`_legacy_reduction`).
 
     Plain class targets take the fused kernel (log-softmax and NLL in one node). A target
     outside ``[0, C)`` raises a ValueError (an IndexError too, PyTorch's type), by this call
@@ -351,6 +370,7 @@ def cross_entropy(input: Tensor, target: Tensor | Any, weight: Tensor | None = N
     itself skips targets equal to the default ``ignore_index`` (-100); any other
     ``ignore_index`` takes the general path.
     """
+    reduction = _legacy_reduction("cross_entropy", size_average, reduce, reduction)
     _floating("cross_entropy: the logits", input)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
@@ -403,14 +423,17 @@ def _unflatten_none(loss: Tensor, reduction: str, shape: Any) -> Tensor:
 
 
 def nll_loss(input: Tensor, target: Tensor | Any, weight: Tensor | None = None,  # noqa: A002
-             *, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
+             size_average: bool | None = None, ignore_index: int = -100,
+             reduce: bool | None = None, reduction: str = "mean") -> Tensor:
     """Negative log-likelihood of integer ``target [N]`` under log-probabilities
     ``input [N, C]`` (e.g. ``log_softmax`` output; or ``[C]`` and ``[N, C, d1, ...]`` as in
     :func:`cross_entropy`): ``-input[i, target[i]]`` (times
     ``weight[target[i]]``), averaged (``"mean"``: over the total weight), summed (``"sum"``)
     or per sample (``"none"``); targets equal to ``ignore_index`` count for nothing.
-    ``nll_loss(log_softmax(x, 1), y)`` equals ``cross_entropy(x, y)``.
+    ``nll_loss(log_softmax(x, 1), y)`` equals ``cross_entropy(x, y)``. ``size_average`` /
+    ``reduce``: PyTorch's deprecated spelling of ``reduction`` (:func:`_legacy_reduction`).
     """
+    reduction = _legacy_reduction("nll_loss", size_average, reduce, reduction)
     input, target, shape = _as_rows("nll_loss", input, target)  # noqa: A001
     t = _class_targets("nll_loss", input, target, reduction, ignore_index=ignore_index)
     if weight is None and not bool((t == ignore_index).any()):
@@ -489,11 +512,15 @@ def _soft_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None,  #
                    "cross_entropy")
 
 
-def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
+def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None,  # noqa: A002
+             reduce: bool | None = None, reduction: str = "mean") -> Tensor:
     """Mean (or sum, or none) of ``(input - target) ** 2``, element-wise.
 
     Shapes should match; as in PyTorch, broadcastable ones are broadcast with a warning.
+    ``size_average`` / ``reduce``: PyTorch's deprecated spelling of ``reduction``
+    (:func:`_legacy_reduction`), as in every loss below that PyTorch gives them.
     """
+    reduction = _legacy_reduction("mse_loss", size_average, reduce, reduction)
     _warn_broadcast("mse_loss", input, target)
     return _reduce((input - target) ** 2, reduction, "mse_loss")
 
@@ -505,16 +532,20 @@ def _warn_broadcast(name: str, input: Tensor, target: Any) -> None:  # noqa: A00
             f"they are broadcast, which is likely not what you want", stacklevel=3)
 
 
-def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
+def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,  # noqa: A002
+            reduce: bool | None = None, reduction: str = "mean") -> Tensor:
     """Mean (or sum, or none) of ``|input - target|``, element-wise."""
+    reduction = _legacy_reduction("l1_loss", size_average, reduce, reduction)
     _warn_broadcast("l1_loss", input, target)
     return _reduce((input - target).abs(), reduction, "l1_loss")
 
 
-def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",  # noqa: A002
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,  # noqa: A002
+                   reduce: bool | None = None, reduction: str = "mean",
                    beta: float = 1.0) -> Tensor:
     """Per element ``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``
     (``d = input - target``; ``beta = 0`` is the L1 loss)."""
+    reduction = _legacy_reduction("smooth_l1_loss", size_average, reduce, reduction)
     _warn_broadcast("smooth_l1_loss", input, target)
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
@@ -538,7 +569,8 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",  # noqa: 
                    "huber_loss")
 
 
-def kl_div(input: Tensor, target: Tensor, *, reduction: str = "mean",  # noqa: A002
+def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,  # noqa: A002
+           reduce: bool | None = None, reduction: str = "mean",
            log_target: bool = False) -> Tensor:
     """The Kullback-Leibler divergence of ``input`` (log-probabilities) from ``target``
     (probabilities; log-probabilities with ``log_target=True``), per element
@@ -546,26 +578,59 @@ def kl_div(input: Tensor, target: Tensor, *, reduction: str = "mean",  # noqa: A
 
     ``reduction``: ``"mean"`` over all elements (PyTorch's default, which is not the KL
     divergence), ``"batchmean"`` (the sum over the batch size ``input.shape[0]``: the KL
-    divergence per sample), ``"sum"`` or ``"none"``. Shapes broadcast, as in PyTorch.
+    divergence per sample), ``"sum"`` or ``"none"``; ``"mean"`` warns, as PyTorch's. Shapes
+    broadcast, as in PyTorch. ``size_average`` / ``reduce`` replace ``reduction`` (but
+    ``"batchmean"`` still divides by the batch size afterwards, as in PyTorch).
     """
+    applied = _legacy_reduction("kl_div", size_average, reduce, reduction)
     if reduction not in (*_REDUCTIONS, "batchmean"):
         raise ValueError(f"kl_div: unknown reduction {reduction!r}; use one of "
                          f"{(*_REDUCTIONS, 'batchmean')}")
+    if reduction == "mean" and size_average is None and reduce is None:
+        _warn("reduction: 'mean' divides the total loss by both the batch size and the support "
+              "size.'batchmean' divides only by the batch size, and aligns with the KL div math "
+              "definition.'mean' will be changed to behave the same as 'batchmean' in the next "
+              "major release.")
     target = _as_operand(target, input, "kl_div")
     O.broadcast_shapes("kl_div", input.shape, target.shape)
     if log_target:
         loss = target.exp() * (target - input)
     else:  # (log of 1 where the target is 0: 0 * log(0) would be NaN, and its gradient too)
         loss = target * where(target == 0, 1, target).log() - target * input
-    if reduction == "batchmean":
-        return loss.sum() / input.shape[0] if input.ndim else loss.sum()
-    return _reduce(loss, reduction, "kl_div")
+    loss = _reduce(loss, "sum" if applied == "batchmean" else applied, "kl_div")
+    return loss / input.shape[0] if reduction == "batchmean" and input.ndim else loss
 
 
 def _reduce(loss: Tensor, reduction: str, name: str) -> Tensor:
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{name}: unknown reduction {reduction!r}; use one of {_REDUCTIONS}")
     return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
+
+
+def _legacy_reduction(name: str, size_average: bool | None, reduce: bool | None,
+                      reduction: str) -> str:
+    """``reduction``, or, when either of PyTorch's pre-1.0 arguments is given, the reduction
+    they stand for, with PyTorch's deprecation warning (``torch.nn._reduction
+    .legacy_get_string``): a None counts as True; ``reduce=False`` is ``"none"`` (one loss
+    per element, whatever ``size_average`` says), else ``size_average=False`` is ``"sum"``,
+    else ``"mean"``. Given, they win over ``reduction``, as in PyTorch.
+
+    The one place every loss function and loss module turns them into a reduction.
+    A string in their place (``F.mse_loss(x, y, "sum")``: PyTorch's third argument is
+    ``size_average``, and PyTorch would quietly take the mean) is refused, naming the fix.
+    """
+    if size_average is None and reduce is None:
+        return reduction
+    for what, value in (("size_average", size_average), ("reduce", reduce)):
+        if isinstance(value, str):
+            raise TypeError(f"{name}: {what} must be a bool or None, got the string {value!r}; "
+                            f"pass the reduction by keyword: reduction={value!r}")
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    legacy = "mean" if size_average and reduce else "sum" if reduce else "none"
+    _warn(f"size_average and reduce args will be deprecated, please use reduction='{legacy}' "
+          f"instead.")
+    return legacy
 
 
 def _same_shape(name: str, input: Tensor, target: Tensor) -> None:  # noqa: A002
@@ -575,7 +640,9 @@ def _same_shape(name: str, input: Tensor, target: Tensor) -> None:  # noqa: A002
 
 
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,  # noqa: A002
-                                     weight: Tensor | None = None, *, reduction: str = "mean",
+                                     weight: Tensor | None = None,
+                                     size_average: bool | None = None,
+                                     reduce: bool | None = None, reduction: str = "mean",
                                      pos_weight: Tensor | None = None) -> Tensor:
     """Binary cross-entropy of ``target`` (probabilities in [0, 1], the input's shape) under
     logits ``input``: ``-(y log sigmoid(x) + (1 - y) log(1 - sigmoid(x)))``, computed stably.
@@ -585,6 +652,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,  # noqa: A00
     ``-p y log sigmoid(x)``, as in PyTorch.
     """
     name = "binary_cross_entropy_with_logits"
+    reduction = _legacy_reduction(name, size_average, reduce, reduction)
     _same_shape(name, input, target)
     target = target.to(dtype=input.dtype)
     loss = O.BCEWithLogits.apply(input, target)  # softplus(-x) + (1 - y) x
@@ -597,11 +665,13 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,  # noqa: A00
 
 
 def binary_cross_entropy(input: Tensor, target: Tensor,  # noqa: A002
-                         weight: Tensor | None = None, *, reduction: str = "mean") -> Tensor:
+                         weight: Tensor | None = None, size_average: bool | None = None,
+                         reduce: bool | None = None, reduction: str = "mean") -> Tensor:
     """Binary cross-entropy of ``target`` under probabilities ``input`` (same shape, both in
     [0, 1]); each log is clamped at -100, as in PyTorch, so 0 and 1 give finite losses.
     ``weight`` (broadcast to the input's shape) scales each element's loss."""
     name = "binary_cross_entropy"
+    reduction = _legacy_reduction(name, size_average, reduce, reduction)
     _same_shape(name, input, target)
     if input.numel() and not ((input.data >= 0) & (input.data <= 1)).all():
         raise ValueError(f"{name}: input must be probabilities in [0, 1]; for "
@@ -627,6 +697,102 @@ def _as_weight(name: str, what: str, w: Any, input: Tensor) -> Tensor:  # noqa: 
         raise ShapeError(f"{name}: {what} of shape {tuple(w.shape)} does not broadcast to "
                          f"the input's shape {input.shape}")
     return w.to(dtype=input.dtype)
+
+
+def _tensor_args(name: str, **args: Any) -> None:
+    """Each of ``args`` must be a Tensor: a TypeError naming the first that is not."""
+    for what, t in args.items():
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name}(): argument '{what}' must be a Tensor, not "
+                            f"{type(t).__name__}")
+
+
+def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor,
+                          margin: float = 0.0, size_average: bool | None = None,
+                          reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """Whether pairs of embeddings are alike (``target`` 1) or not (-1), by their cosine
+    similarity ``cos``: ``1 - cos`` for a 1, ``max(0, cos - margin)`` for a -1, 0 for any
+    other target. ``input1``, ``input2`` ``[N, D]`` with ``target [N]``, or ``[D]`` with a
+    0-d target; the loss is ``[N]`` (``reduction="none"``), or its mean or sum.
+
+    ``cos`` is PyTorch's formula for this loss, ``x1.x2 / sqrt((|x1|^2 + 1e-12)
+    (|x2|^2 + 1e-12))``, not :func:`cosine_similarity`'s (which clamps each norm at 1e-8):
+    the two differ near zero vectors, and this keeps the values and gradients PyTorch's.
+    """
+    name = "cosine_embedding_loss"
+    reduction = _legacy_reduction(name, size_average, reduce, reduction)
+    _tensor_args(name, input1=input1, input2=input2, target=target)
+    if target.ndim not in (0, 1):
+        raise ShapeError(f"{name}: 0D or 1D target tensor expected, multi-target not "
+                         f"supported (got target of shape {target.shape})")
+    if input1.ndim != target.ndim + 1 or input2.ndim != target.ndim + 1:
+        raise ShapeError(f"{name}: {target.ndim}D target tensor expects {target.ndim + 1}D "
+                         f"input tensors, but found inputs with sizes {list(input1.shape)} "
+                         f"and {list(input2.shape)}.")
+    dim = target.ndim  # (the feature dimension)
+    dot = (input1 * input2).sum(dim)
+    squares = ((input1 * input1).sum(dim) + 1e-12) * ((input2 * input2).sum(dim) + 1e-12)
+    cos = dot / squares.sqrt()
+    loss = where(target == 1, 1 - cos, 0.0) + where(target == -1, (cos - margin).clamp(min=0),
+                                                     0.0)
+    return _reduce(loss, reduction, name)
+
+
+def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
+                        size_average: bool | None = None, reduce: bool | None = None,
+                        reduction: str = "mean") -> Tensor:
+    """Whether ``input1`` should rank above ``input2`` (``target`` 1) or below (-1), per
+    element: ``max(0, -target * (input1 - input2) + margin)``. The three tensors have the
+    same number of dimensions (and broadcast together, as in PyTorch)."""
+    name = "margin_ranking_loss"
+    reduction = _legacy_reduction(name, size_average, reduce, reduction)
+    _tensor_args(name, input1=input1, input2=input2, target=target)
+    if input1.ndim != input2.ndim or input1.ndim != target.ndim:
+        raise ShapeError(f"{name} : All input tensors should have same dimension but got "
+                         f"sizes: input1: {input1.shape}, input2: {input2.shape}, target: "
+                         f"{target.shape}")
+    return _reduce((-target * (input1 - input2) + margin).clamp(min=0), reduction, name)
+
+
+def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,  # noqa: A002
+                         size_average: bool | None = None, reduce: bool | None = None,
+                         reduction: str = "mean") -> Tensor:
+    """For distances ``input`` between pairs that are alike (``target`` 1) or not (-1), per
+    element: ``input`` for a 1, ``max(0, margin - input)`` for a -1 (and their sum for any
+    other target, as PyTorch's formula gives). ``input`` and ``target`` broadcast."""
+    name = "hinge_embedding_loss"
+    reduction = _legacy_reduction(name, size_average, reduce, reduction)
+    _tensor_args(name, input=input, target=target)
+    loss = where(target != 1, (margin - input).clamp(min=0), 0.0) + where(target != -1, input,
+                                                                            0.0)
+    return _reduce(loss, reduction, name)
+
+
+def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor,
+                        margin: float = 1.0, p: float = 2, eps: float = 1e-6,
+                        swap: bool = False, size_average: bool | None = None,
+                        reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """``max(0, margin + d(anchor, positive) - d(anchor, negative))`` per triplet, ``d`` the
+    :func:`pairwise_distance` (``p``-norm over the last dimension, ``eps`` added to the
+    difference): ``[N, D]`` inputs give ``[N]`` losses (``reduction="none"``; ``[D]`` give
+    one). ``swap``: ``d(anchor, negative)`` is replaced by ``d(positive, negative)`` where
+    that is smaller (the "distance swap" of Balntas et al. 2016). ``margin`` must be > 0."""
+    name = "triplet_margin_loss"
+    reduction = _legacy_reduction(name, size_average, reduce, reduction)
+    _tensor_args(name, anchor=anchor, positive=positive, negative=negative)
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{name}: unknown reduction {reduction!r}; use one of {_REDUCTIONS}")
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise ShapeError(f"The anchor, positive, and negative tensors are expected to have the "
+                         f"same number of dimensions, but got: anchor {anchor.ndim}D, positive "
+                         f"{positive.ndim}D, and negative {negative.ndim}D inputs")
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = d_neg.minimum(pairwise_distance(positive, negative, p, eps))
+    return _reduce((margin + d_pos - d_neg).clamp(min=0), reduction, name)
 
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:

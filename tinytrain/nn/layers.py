@@ -535,34 +535,41 @@ class LogSoftmax(Softmax):
 
 
 class _Loss(Module):
-    def __init__(self, reduction: str = "mean") -> None:
+    """A loss module's ``reduction``; ``size_average`` / ``reduce`` (PyTorch's deprecated
+    spelling of it) are turned into one with PyTorch's rule and warning
+    (``F._legacy_reduction``)."""
+
+    def __init__(self, size_average: bool | None = None, reduce: bool | None = None,
+                 reduction: str = "mean") -> None:
         super().__init__()
-        self.reduction = reduction
+        self.reduction = F._legacy_reduction(type(self).__name__, size_average, reduce,
+                                             reduction)
 
 
 class L1Loss(_Loss):
     """``F.l1_loss`` as a module: mean absolute error."""
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return F.l1_loss(input, target, self.reduction)
+        return F.l1_loss(input, target, reduction=self.reduction)
 
 
 class SmoothL1Loss(_Loss):
     """``F.smooth_l1_loss`` as a module: quadratic below ``beta``, linear above."""
 
-    def __init__(self, reduction: str = "mean", beta: float = 1.0) -> None:
-        super().__init__(reduction)
+    def __init__(self, size_average: bool | None = None, reduce: bool | None = None,
+                 reduction: str = "mean", beta: float = 1.0) -> None:
+        super().__init__(size_average, reduce, reduction)
         self.beta = beta
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return F.smooth_l1_loss(input, target, self.reduction, self.beta)
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
 
 
 class HuberLoss(_Loss):
     """``F.huber_loss`` as a module: quadratic below ``delta``, linear (slope delta) above."""
 
     def __init__(self, reduction: str = "mean", delta: float = 1.0) -> None:
-        super().__init__(reduction)
+        super().__init__(reduction=reduction)  # (PyTorch's HuberLoss has no legacy arguments)
         self.delta = delta
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
@@ -573,15 +580,16 @@ class MSELoss(_Loss):
     """``F.mse_loss`` as a module: ``(input, target) -> loss``, same shapes."""
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
-        return F.mse_loss(input, target, self.reduction)
+        return F.mse_loss(input, target, reduction=self.reduction)
 
 
 class KLDivLoss(_Loss):
     """``F.kl_div`` as a module: ``(log-probabilities, target) -> loss``; ``reduction`` may
     also be ``"batchmean"``, and ``log_target=True`` takes the target as log-probabilities."""
 
-    def __init__(self, reduction: str = "mean", log_target: bool = False) -> None:
-        super().__init__(reduction)
+    def __init__(self, size_average: bool | None = None, reduce: bool | None = None,
+                 reduction: str = "mean", log_target: bool = False) -> None:
+        super().__init__(size_average, reduce, reduction)
         self.log_target = log_target
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
@@ -592,11 +600,12 @@ class _WeightedLoss(_Loss):
     """A loss with class weights: ``weight`` is a buffer, as in PyTorch (in ``state_dict()``
     when given, moved by ``to()``)."""
 
-    def __init__(self, weight: Tensor | None, reduction: str) -> None:
-        super().__init__(reduction)
+    def __init__(self, weight: Tensor | None, size_average: bool | None, reduce: bool | None,
+                 reduction: str) -> None:
         if isinstance(weight, str):  # (reduction passed first, where PyTorch's weight goes)
             raise TypeError(f"{type(self).__name__}: weight must be a Tensor, got the string "
                             f"{weight!r}; pass the reduction by keyword: reduction={weight!r}")
+        super().__init__(size_average, reduce, reduction)
         if weight is not None and not isinstance(weight, Tensor):
             weight = Tensor(np.asarray(weight, dtype=get_default_dtype()))
         self.register_buffer("weight", weight)
@@ -606,8 +615,9 @@ class BCELoss(_WeightedLoss):
     """``F.binary_cross_entropy`` as a module: ``(probabilities, targets) -> loss``;
     ``weight`` (a buffer) scales each element's loss."""
 
-    def __init__(self, weight: Tensor | None = None, reduction: str = "mean") -> None:
-        super().__init__(weight, reduction)
+    def __init__(self, weight: Tensor | None = None, size_average: bool | None = None,
+                 reduce: bool | None = None, reduction: str = "mean") -> None:
+        super().__init__(weight, size_average, reduce, reduction)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
         return F.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
@@ -617,9 +627,10 @@ class BCEWithLogitsLoss(_WeightedLoss):
     """``F.binary_cross_entropy_with_logits`` as a module: ``(logits, targets) -> loss``;
     ``weight`` and ``pos_weight`` are buffers, as in PyTorch."""
 
-    def __init__(self, weight: Tensor | None = None, reduction: str = "mean",
+    def __init__(self, weight: Tensor | None = None, size_average: bool | None = None,
+                 reduce: bool | None = None, reduction: str = "mean",
                  pos_weight: Tensor | None = None) -> None:
-        super().__init__(weight, reduction)
+        super().__init__(weight, size_average, reduce, reduction)
         if pos_weight is not None and not isinstance(pos_weight, Tensor):
             pos_weight = Tensor(np.asarray(pos_weight, dtype=get_default_dtype()))
         self.register_buffer("pos_weight", pos_weight)
@@ -633,9 +644,10 @@ class BCEWithLogitsLoss(_WeightedLoss):
 class NLLLoss(_WeightedLoss):
     """``F.nll_loss`` as a module: ``(log-probabilities [N, C], targets [N]) -> loss``."""
 
-    def __init__(self, weight: Tensor | None = None, ignore_index: int = -100,
+    def __init__(self, weight: Tensor | None = None, size_average: bool | None = None,
+                 ignore_index: int = -100, reduce: bool | None = None,
                  reduction: str = "mean") -> None:
-        super().__init__(weight, reduction)
+        super().__init__(weight, size_average, reduce, reduction)
         self.ignore_index = ignore_index
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
@@ -648,11 +660,72 @@ class CrossEntropyLoss(_WeightedLoss):
     may also be class probabilities ``[N, C]``); ``weight``, ``ignore_index`` and
     ``label_smoothing`` as in PyTorch."""
 
-    def __init__(self, weight: Tensor | None = None, ignore_index: int = -100,
+    def __init__(self, weight: Tensor | None = None, size_average: bool | None = None,
+                 ignore_index: int = -100, reduce: bool | None = None,
                  reduction: str = "mean", label_smoothing: float = 0.0) -> None:
-        super().__init__(weight, reduction)
+        super().__init__(weight, size_average, reduce, reduction)
         self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
     def forward(self, logits: Tensor, targets: Tensor) -> Tensor:
         return F.cross_entropy(logits, targets, self.weight, ignore_index=self.ignore_index,
                                reduction=self.reduction, label_smoothing=self.label_smoothing)
+
+
+class CosineEmbeddingLoss(_Loss):
+    """``F.cosine_embedding_loss`` as a module: ``(x1 [N, D], x2 [N, D], target [N]) ->
+    loss``, targets 1 (alike) or -1 (not)."""
+
+    def __init__(self, margin: float = 0.0, size_average: bool | None = None,
+                 reduce: bool | None = None, reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
+        return F.cosine_embedding_loss(input1, input2, target, margin=self.margin,
+                                       reduction=self.reduction)
+
+
+class MarginRankingLoss(_Loss):
+    """``F.margin_ranking_loss`` as a module: ``(x1, x2, target) -> loss``, target 1 where
+    ``x1`` should rank higher, -1 where ``x2`` should."""
+
+    def __init__(self, margin: float = 0.0, size_average: bool | None = None,
+                 reduce: bool | None = None, reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
+        return F.margin_ranking_loss(input1, input2, target, margin=self.margin,
+                                     reduction=self.reduction)
+
+
+class HingeEmbeddingLoss(_Loss):
+    """``F.hinge_embedding_loss`` as a module: ``(distances, target) -> loss``, targets 1
+    (alike) or -1 (not)."""
+
+    def __init__(self, margin: float = 1.0, size_average: bool | None = None,
+                 reduce: bool | None = None, reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
+        return F.hinge_embedding_loss(input, target, margin=self.margin,
+                                      reduction=self.reduction)
+
+
+class TripletMarginLoss(_Loss):
+    """``F.triplet_margin_loss`` as a module: ``(anchor [N, D], positive [N, D], negative
+    [N, D]) -> loss``; ``margin`` must be > 0 (checked here, as PyTorch does)."""
+
+    def __init__(self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6,
+                 swap: bool = False, size_average: bool | None = None,
+                 reduce: bool | None = None, reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginLoss: expected margin to be greater than 0, got "
+                             f"{margin} instead")
+        self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
+
+    def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
+        return F.triplet_margin_loss(anchor, positive, negative, margin=self.margin, p=self.p,
+                                     eps=self.eps, swap=self.swap, reduction=self.reduction)
