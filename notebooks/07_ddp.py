@@ -887,7 +887,9 @@ if GROUP:
 # [tinytrain/distributed/nccl.py](../tinytrain/distributed/nccl.py) (NCCL, side
 # stream and events), [tinytrain/distributed/ddp.py](../tinytrain/distributed/ddp.py)
 # (buckets, hooks, checks), [tinytrain/distributed/launch.py](../tinytrain/distributed/launch.py)
-# (`mpiexec`, `--nproc`, aborting every rank on an error),
+# (`mpiexec`, `--nproc`, torchrun's options),
+# [tinytrain/distributed/job.py](../tinytrain/distributed/job.py) (torchrun's variables,
+# aborting every rank on an error),
 # [tinytrain/distributed/demo.py](../tinytrain/distributed/demo.py) (the run above), the
 # engine's end-of-backward callback in
 # [tinytrain/autograd/engine.py](../tinytrain/autograd/engine.py), and the multi-rank training

@@ -174,6 +174,7 @@ def _fake_group(world_size=2, rank=0):
     rec = _Recorder()
     g = NCCLGroup.__new__(NCCLGroup)
     g.rank, g.world_size, g.cp, g.nccl, g.stream = rank, world_size, rec, rec, rec.side
+    g.in_flight, g.abandoned = [], []
 
     class Communicator:
         def allReduce(self, send, recv, count, dtype, op, stream):
@@ -194,6 +195,9 @@ def _fake_group(world_size=2, rank=0):
 
         def recv(self, buf, count, dtype, peer, stream):
             rec.log.append(f"recv({buf},{count},{dtype},peer={peer},stream={stream})")
+
+        def reduceScatter(self, send, recv, count, dtype, op, stream):
+            rec.log.append(f"reduceScatter({send},{recv},{count},{dtype},{op},stream={stream})")
 
     g.communicator = Communicator()
     return g, rec
@@ -240,7 +244,8 @@ def test_nccl_broadcast_and_the_op_and_dtype_names():
     # every dtype the public API lets through has an NCCL name of the same width
     from tinytrain.distributed.process_group import OPS, MPIGroup
 
-    assert set(_DTYPES) == set(MPIGroup.dtypes) and set(_OPS) == set(OPS)
+    assert set(_DTYPES) == set(MPIGroup.dtypes)
+    assert set(_OPS) == set(OPS) - {"band", "bor", "bxor"}  # (NCCL has no bitwise ops)
     for dtype, name in _DTYPES.items():
         bits = {"NCCL_FLOAT16": 16, "NCCL_FLOAT32": 32, "NCCL_FLOAT64": 64, "NCCL_INT8": 8,
                 "NCCL_UINT8": 8, "NCCL_INT32": 32, "NCCL_INT64": 64}[name]
@@ -283,6 +288,64 @@ def test_nccl_gather_and_scatter_are_grouped_sends_and_receives_the_root_copies_
                            "groupEnd", "event2.record(side)"]
 
 
+def test_nccl_work_keeps_its_arrays_until_the_current_stream_waits_for_it():
+    """A temporary's memory goes back to CuPy's pool, for the current stream's next array,
+    while NCCL may still write into it on the side stream: the Work holds it until
+    wait()."""
+    import gc
+    import weakref
+
+    g, rec = _fake_group()
+    array = _FakeArray("float32", 10)
+    alive = weakref.ref(array)
+    work = g.all_reduce(array, "sum")
+    del array
+    gc.collect()
+    assert alive() is not None and g.in_flight == [work]
+    assert work.wait() is True  # as PyTorch's
+    gc.collect()
+    assert alive() is None and g.in_flight == []
+
+
+def test_nccl_send_recv_reduce_scatter_and_all_to_all_on_the_side_stream():
+    g, rec = _fake_group(world_size=2, rank=0)
+    work = g.send(_FakeArray("float32", 4), dst=1)
+    assert rec.log == ["event1.record(current)", "side.wait(event1)", "groupStart",
+                       "send(1234,4,NCCL_FLOAT32,peer=1,stream=77)", "groupEnd",
+                       "event2.record(side)"]
+    assert not work.ordered  # (a receive's wait does not wait for earlier collectives)
+    with pytest.raises(NotImplementedError, match="NCCL receives from a given rank only"):
+        g.recv(_FakeArray("float32", 4), None)
+    rec.log.clear()
+    g.reduce_scatter(_FakeArray("int32", 6), _FakeArray("int32", 3, ptr=5000), "max")
+    assert rec.log[2:] == ["reduceScatter(1234,5000,3,NCCL_INT32,NCCL_MAX,stream=77)",
+                           "event4.record(side)"]
+    rec.log.clear()  # rank 0 sends 2 and 3 elements, receives 1 and 3 (float32: 4 bytes)
+    g.all_to_all(_FakeArray("float32", 5, ptr=1000), _FakeArray("float32", 4, ptr=2000),
+                 [2, 3], [1, 3])
+    assert rec.log[2:] == ["groupStart", "send(1000,2,NCCL_FLOAT32,peer=0,stream=77)",
+                           "recv(2000,1,NCCL_FLOAT32,peer=0,stream=77)",
+                           "send(1008,3,NCCL_FLOAT32,peer=1,stream=77)",
+                           "recv(2004,3,NCCL_FLOAT32,peer=1,stream=77)", "groupEnd",
+                           "event6.record(side)"]
+
+
+def test_nccl_batch_isend_irecv_is_one_group_with_one_event_after_it():
+    """NCCL queues a group's sends and receives at its groupEnd: an event recorded before
+    would complete at once, so the batch's Works share one recorded after it."""
+    g, rec = _fake_group(world_size=2, rank=1)
+    with g.batch():
+        sent = g.send(_FakeArray("float32", 2), dst=0)
+        received = g.recv(_FakeArray("float32", 2, ptr=5000), src=0)
+    assert [line for line in rec.log if "group" in line or "record(side)" in line] == [
+        "groupStart", "groupStart", "groupEnd", "groupStart", "groupEnd", "groupEnd",
+        "event3.record(side)"]
+    assert sent.done is received.done and received.source == 0
+    rec.log.clear()
+    received.wait()
+    assert rec.log == ["current.wait(event3)"]
+
+
 # ------------------------------------------------------------------ launcher
 
 
@@ -318,9 +381,33 @@ def test_missing_mpiexec_says_how_to_install_it(monkeypatch, tmp_path):
 def test_pytorch_names_tinytrain_lacks_say_what_it_has():
     import tinytrain.distributed as dist
 
-    for name in ("reduce_scatter", "all_to_all", "anything_else"):
+    for name in ("anything_else", "all_reduce_coalesced"):
         with pytest.raises(AttributeError, match="has all_reduce, reduce, broadcast, all_gather"):
             getattr(dist, name)
+    with pytest.raises(AttributeError, match="new_group"):
+        _ = dist.get_process_group
+
+
+def test_backend_names_availability_and_p2p_ops_as_pytorchs():
+    """Names only (no group): PyTorch's Backend strings, case-insensitive; the bitwise ops;
+    P2POp and batch_isend_irecv refuse what PyTorch refuses."""
+    import torch.distributed as tdist
+
+    import tinytrain.distributed as dist
+
+    for name in ("gloo", "GLOO", "Nccl", "mpi"):
+        assert dist.Backend(name) == tdist.Backend(name) and type(dist.Backend(name)) is str
+    assert (dist.Backend.GLOO, dist.Backend.NCCL, dist.Backend.MPI) == ("gloo", "nccl", "mpi")
+    with pytest.raises(ValueError, match="unknown backend 'tpu'"):
+        dist.Backend("tpu")
+    assert dist.is_gloo_available() == dist.is_mpi_available() == dist.is_available()
+    assert isinstance(dist.is_nccl_available(), bool)
+    assert [dist.ReduceOp.BAND, dist.ReduceOp.BOR, dist.ReduceOp.BXOR] == ["band", "bor", "bxor"]
+    with pytest.raises(ValueError, match="Invalid ``op``"):
+        dist.P2POp(dist.all_reduce, tt.ones(1), 0)
+    for bad in ([], [dist.isend]):
+        with pytest.raises(ValueError, match="Invalid ``p2p_op_list``"):
+            dist.batch_isend_irecv(bad)
 
 
 def test_a_thread_count_the_program_chose_survives_init_process_group(tmp_path):

@@ -64,11 +64,12 @@ def _env() -> dict[str, str]:
                 [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
 
 
-def mpirun(*args: str, n: int = 2, timeout: float = 120) -> subprocess.CompletedProcess:
+def mpirun(*args: str, n: int = 2, timeout: float = 120,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """``mpiexec -n N python ARGS``; a run that outlives ``timeout`` fails the test."""
     cmd = [_mpiexec(), "-n", str(n), sys.executable, *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env(),
-                          cwd=ROOT)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env={**_env(), **(env or {})}, cwd=ROOT)
 
 
 def _ok(r: subprocess.CompletedProcess, scenario: str, n: int = 2) -> None:
@@ -306,8 +307,23 @@ def test_a_rank_that_left_is_an_error_soon_after_not_after_the_timeout():
     assert re.search(r"PeerLeft: all_reduce\(op='sum'\) of float32 \[10\] on rank 0 of 2 "
                      r"\(mpi backend\) cannot complete: rank 1 left the group",
                      r.stderr), r.stderr[-2000:]
-    assert "the ranks ran different numbers of steps or batches" in r.stderr
+    assert "rank 1 left the group (it called destroy_process_group())" in r.stderr
+    assert "Likely cause: the ranks ran different numbers of steps or batches" in r.stderr
     assert time.monotonic() - t0 < 30
+
+
+def test_a_rank_that_exits_on_purpose_is_not_blamed_on_uneven_batches():
+    """Rank 1 calls sys.exit(3) at its third step (PyTorch's torchrun names it, exit code 3):
+    rank 0's error says that rank 1's program ended; it used to give uneven batches as the
+    likely cause. (Python tells nothing of the exit code to the code that runs at exit.)"""
+    r = mpirun(WORKER, "exit_mid_training", "--timeout", "60", timeout=50)
+    assert r.returncode != 0
+    assert re.search(r"all_reduce\(op='avg'\) of float32 \[55\] on rank 0 of 2 \(mpi backend\) "
+                     r"cannot complete: rank 1 left the group \(its program ended without "
+                     r"destroy_process_group\(\): at its last line, sys.exit\(\) or exit\(\)\)",
+                     r.stderr), r.stderr[-2000:]
+    assert "If rank 1 stopped on purpose or on an error, its own output says why" in r.stderr
+    assert "Likely cause" not in r.stderr
 
 
 def test_a_backward_whose_peer_left_fails_once_and_says_it_was_ddp():
@@ -388,18 +404,18 @@ def test_a_rank_refused_at_init_does_not_wait_for_the_others_to_leave():
 def test_pytorch_spellings_on_a_group_of_one():
     """'gloo' is the mpi backend; DDP takes bucket_cap_mb=None (25 MiB),
     gradient_as_bucket_view and static_graph, and refuses a model with nothing to train in
-    PyTorch's words; ReduceOp.BAND says what there is; a group of one has no leaving notices
+    PyTorch's words; ReduceOp.PREMUL_SUM says what there is; a group of one has no leaving notices
     to wait for."""
     _mpiexec()  # skip without MPI
     code = ("import tinytrain as tt, tinytrain.distributed as dist\n"
-            "g = dist.init_process_group('gloo')\n"
+            "g = dist.init_process_group('GLOO')\n"
             "assert dist.get_backend() == 'mpi' and g.departures is None\n"
             "model = tt.nn.Sequential(*[tt.nn.Linear(1024, 1024) for _ in range(8)])\n"
             "ddp = dist.DistributedDataParallel(model, bucket_cap_mb=None,\n"
             "                                   gradient_as_bucket_view=True, static_graph=True)\n"
             "assert [round(b.nbytes / 2**20) for b in ddp.buckets] == [4, 28], ddp\n"
             "try:\n"
-            "    dist.ReduceOp.BAND\n"
+            "    dist.ReduceOp.PREMUL_SUM\n"
             "except AttributeError as e:\n"
             "    print('refused:', e)\n"
             "frozen = tt.nn.Linear(3, 2).requires_grad_(False)\n"
@@ -411,8 +427,8 @@ def test_pytorch_spellings_on_a_group_of_one():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env=_env(), cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "refused: type object 'ReduceOp' has no attribute 'BAND': tinytrain reduces " \
-           "with SUM, AVG, MAX, MIN and PRODUCT" in r.stdout, r.stdout
+    assert "refused: type object 'ReduceOp' has no attribute 'PREMUL_SUM': tinytrain reduces " \
+           "with SUM, AVG, MAX, MIN, PRODUCT, and BAND, BOR and BXOR" in r.stdout, r.stdout
     assert "frozen: DistributedDataParallel (rank 0 of 1): DistributedDataParallel is not " \
            "needed when a module doesn't have any parameter that requires a gradient." \
            in r.stdout, r.stdout  # PyTorch's message
@@ -455,6 +471,164 @@ def test_ctrl_c_stops_every_rank():
     code, seconds, out = _finish_within(p, 30)
     assert code != 0 and _all_gone(pids, 30 - seconds)
     assert "KeyboardInterrupt" in out
+
+
+# ------------------------------------------------------------------ PyTorch's launchers, async work
+
+
+def test_async_collectives_keep_their_tensors_and_dropped_handles_complete(backend):
+    """The reviewer's programs, with PyTorch's (gloo's) values: an async all_reduce of a
+    temporary, or one whose handle is dropped, wrote its result into the next tensor NumPy
+    made (y = zeros(2) became [1, 1] or [5, 5]; gloo: [0, 0]); a dropped handle completes by
+    the next collective's wait or barrier (its average and copies out included);
+    Work.wait() returns True."""
+    _ok(mpirun(WORKER, "async_buffers", "--backend", backend), "async_buffers")
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_point_to_point_new_group_reduce_scatter_all_to_all_bitwise_ops_and_views(backend, n):
+    """send/recv (from any rank: returns the sender), isend/irecv, batch_isend_irecv and the
+    tutorial's ring all-reduce; new_group(); reduce_scatter(_tensor); all_to_all(_single),
+    with split sizes; BAND/BOR/BXOR; a column reduced in place; monitored_barrier: values
+    as PyTorch's gloo gives them (on 2 ranks: reduce_scatter [1, 1] / [21, 21],
+    all_to_all_single [0, 1, 10, 11] / [2, 3, 12, 13], BAND [4, 0, 12], ...)."""
+    if backend == "nccl" and n > 2 and tt.cuda_is_available():
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() < n:
+            pytest.skip(f"needs {n} GPUs")
+    _ok(mpirun(WORKER, "more_collectives", "--backend", backend, n=n), "more_collectives", n=n)
+
+
+def _alone(code: str, **env: str) -> subprocess.CompletedProcess:
+    """``python -c CODE`` without an MPI launcher's variables (as under torchrun or
+    mp.spawn), with ``env`` added."""
+    _mpiexec()  # skip without MPI
+    clean = {k: v for k, v in _env().items()
+             if not k.startswith(("PMI_", "OMPI_", "PMIX_", "MPI_LOCAL"))}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env={**clean, **env}, cwd=ROOT)
+
+
+INIT = ("import tinytrain.distributed as dist\n"
+        "dist.init_process_group('gloo', init_method='env://'{})\n"
+        "print('initialized', dist.get_rank(), dist.get_world_size())\n")
+
+
+def test_a_torchrun_launch_without_mpiexec_is_refused_not_run_as_groups_of_one():
+    """torchrun sets RANK and WORLD_SIZE but starts no MPI job: each process was a group of
+    one and trained alone (the reviewer's all_reduce gave 1.0 and 2.0 instead of 3.0)."""
+    r = _alone(INIT.format(""), RANK="1", WORLD_SIZE="2", LOCAL_RANK="1",
+               MASTER_ADDR="localhost", MASTER_PORT="29500")
+    assert r.returncode != 0 and "initialized" not in r.stdout
+    assert "init_process_group: WORLD_SIZE=2 and RANK=1 in the environment (set by torchrun, " \
+           "or by hand) say this process is one of 2 ranks, but no mpiexec started it" in r.stderr
+    assert "mpiexec -n 2 python script.py, or python -m tinytrain.distributed.launch " \
+           "--nproc_per_node 2 script.py" in r.stderr
+    r = _alone(INIT.format(""), RANK="0", WORLD_SIZE="1")  # one rank is one rank
+    assert r.returncode == 0 and "initialized 0 1" in r.stdout, r.stderr[-2000:]
+
+
+def test_an_mp_spawn_style_init_says_that_no_mpiexec_started_the_process():
+    r = _alone(INIT.format(", rank=1, world_size=2"))
+    assert r.returncode != 0 and "initialized" not in r.stdout
+    assert "init_process_group: world_size=2 (rank=1) was passed, but no mpiexec started this " \
+           "process" in r.stderr, r.stderr[-2000:]
+    assert "mpiexec started this process as rank 0 of 1" not in r.stderr
+    r = _alone(INIT.format(", rank=0, world_size=1"))
+    assert r.returncode == 0 and "initialized 0 1" in r.stdout, r.stderr[-2000:]
+
+
+def test_torchruns_variables_are_set_under_mpiexec_from_the_import_on():
+    """A script written for torchrun reads LOCAL_RANK before init_process_group. Stale values
+    in the environment are replaced by MPI's."""
+    code = ("import os\n"
+            "names = ('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'LOCAL_WORLD_SIZE')\n"
+            "import tinytrain.distributed as dist\n"
+            "before = [os.environ.get(k) for k in names]\n"
+            "local_rank = int(os.environ['LOCAL_RANK'])\n"
+            "dist.init_process_group('gloo')\n"
+            "after = [os.environ.get(k) for k in names]\n"
+            "os.write(1, f'rank {dist.get_rank()} {local_rank} {before} {after}\\n'.encode())\n")
+    r = mpirun("-c", code, timeout=60, env={"RANK": "5", "WORLD_SIZE": "7"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    for k in range(2):
+        want = [str(k), str(k), "2", "2"]
+        assert f"rank {k} {k} {want} {want}" in r.stdout, r.stdout
+
+
+def test_a_rank_that_raises_before_init_stops_the_job_at_once():
+    """With the default init timeout (30 minutes) the others used to wait that long in their
+    init_process_group (the reviewer's run was still waiting when `timeout 120` ended it);
+    the exception's hook, installed at import under mpiexec, now joins MPI's start-up and
+    aborts: about 1 s."""
+    code = ("import os\n"
+            "import tinytrain.distributed as dist\n"
+            "if (os.environ.get('PMI_RANK') or os.environ.get('OMPI_COMM_WORLD_RANK')) == '1':\n"
+            "    raise RuntimeError('rank 1 fails before init_process_group')\n"
+            "dist.init_process_group('gloo')\n"
+            "print('rank 0 got past init_process_group', flush=True)\n"
+            "import time; time.sleep(60)\n")
+    t0 = time.monotonic()
+    r = mpirun("-c", code, timeout=60)
+    assert r.returncode != 0
+    assert "RuntimeError: rank 1 fails before init_process_group" in r.stderr
+    assert time.monotonic() - t0 < 30
+
+
+@pytest.mark.parametrize("wait_all_ranks,late,message", [
+    (False, [2], "[Rank 0]: Rank 2 failed to pass monitoredBarrier in 1500 ms"),
+    (True, [1, 2], "[Rank 0]: Ranks 1, 2 failed to pass monitoredBarrier in 1500 ms")])
+def test_monitored_barrier_names_the_ranks_that_did_not_arrive(wait_all_ranks, late, message):
+    """PyTorch's (gloo's) words; a plain barrier's timeout cannot say which ranks are
+    missing and points to monitored_barrier."""
+    code = ("import datetime, time\n"
+            "import tinytrain.distributed as dist\n"
+            "dist.init_process_group('gloo')\n"
+            f"if dist.get_rank() in {late}:\n"
+            "    time.sleep(6)\n"
+            "dist.monitored_barrier(timeout=datetime.timedelta(seconds=1.5), "
+            f"wait_all_ranks={wait_all_ranks})\n"
+            "print('passed', dist.get_rank(), flush=True)\n")
+    r = mpirun("-c", code, n=3, timeout=60)
+    assert r.returncode != 0 and "passed" not in r.stdout
+    assert message in r.stderr, r.stderr[-2000:]
+
+
+def test_the_launch_and_run_modules_start_the_ranks_with_torchruns_options(tmp_path):
+    """`python -m tinytrain.distributed.launch --nproc_per_node 2 script.py` exited 0 and
+    ran nothing."""
+    _mpiexec()
+    (tmp_path / "ranks.py").write_text(
+        "import os, sys\n"
+        "import tinytrain as tt, tinytrain.distributed as dist\n"
+        "local_rank = int(os.environ['LOCAL_RANK'])\n"
+        "dist.init_process_group('gloo')\n"
+        "t = tt.ones(1) * (dist.get_rank() + 1)\n"
+        "dist.all_reduce(t)\n"
+        "os.write(1, f'rank {dist.get_rank()} of {dist.get_world_size()} local {local_rank} '\n"
+        "            f'args {sys.argv[1:]} sum {t.item()}\\n'.encode())\n"
+        "sys.exit(3 if '--fail' in sys.argv else 0)\n")
+    env = {**_env(), "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
+    for command, args, code in [
+            (["launch", "--nproc_per_node", "2", "--standalone"], [str(tmp_path / "ranks.py")], 0),
+            (["run", "--nproc-per-node=2"], ["-m", "ranks"], 0),
+            (["launch", "--nproc", "2"], [str(tmp_path / "ranks.py"), "--fail"], 3)]:
+        r = subprocess.run([sys.executable, "-m", f"tinytrain.distributed.{command[0]}",
+                            *command[1:], *args, "--lr", "0.1"], capture_output=True,
+                           text=True, timeout=120, env=env, cwd=tmp_path)
+        assert r.returncode == code, (command, r.stdout[-2000:], r.stderr[-2000:])
+        extra = ["--fail"] if code else []
+        for k in range(2):
+            assert f"rank {k} of 2 local {k} args {extra + ['--lr', '0.1']} sum 3.0" \
+                in r.stdout, (command, r.stdout)
+        assert "RuntimeWarning" not in r.stderr, r.stderr
+    for bad, message in [(["--nproc_per_node", "2", "--nnodes", "2"],
+                          "on several machines run mpiexec with a host file"),
+                         (["--nproc_per_node", "0"], "--nproc_per_node must be a positive")]:
+        r = subprocess.run([sys.executable, "-m", "tinytrain.distributed.launch", *bad, "x.py"],
+                           capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 2 and message in r.stderr, r.stderr
 
 
 # ------------------------------------------------------------------ the training command

@@ -1,7 +1,7 @@
 """Data-parallel training across processes: process groups, collectives, DDP (chapter 7).
 
-    mpiexec -n 2 python train.py          # or: python -m tinytrain.train --nproc 2
-
+    mpiexec -n 2 python train.py          # or: python -m tinytrain.distributed.launch
+                                          #     --nproc_per_node 2 train.py
     import tinytrain.distributed as dist
     dist.init_process_group("mpi")        # "nccl" for one GPU per rank
     model = dist.DistributedDataParallel(model)
@@ -10,11 +10,19 @@
 The functions follow ``torch.distributed``: tensors are reduced in place, ``async_op=True``
 returns a :class:`Work` whose ``wait()`` makes the result usable. There are ``all_reduce``,
 ``reduce``, ``broadcast``, ``all_gather``, ``all_gather_into_tensor``, ``gather``,
-``scatter``, ``all_gather_object``, ``broadcast_object_list``, ``gather_object``,
-``scatter_object_list`` and ``barrier``. Differences:
-processes are always started by MPI (there is no ``torchrun``), ops are strings (``"sum"``,
-``"avg"``, ``"max"``, ``"min"``, ``"product"``; :class:`ReduceOp` has the PyTorch names), and
-there is only one group (``group=`` may be None or that group).
+``scatter``, ``reduce_scatter``, ``reduce_scatter_tensor``, ``all_to_all``,
+``all_to_all_single``, ``all_gather_object``, ``broadcast_object_list``, ``gather_object``,
+``scatter_object_list``, ``barrier`` and ``monitored_barrier``; point to point ``send``,
+``recv``, ``isend``, ``irecv`` and ``batch_isend_irecv``. Differences: processes are
+always started by MPI (``mpiexec``, or the torchrun-like :mod:`tinytrain.distributed.launch`;
+a process started otherwise is refused when ``WORLD_SIZE`` says there are several), ops are
+strings (``"sum"``, ``"avg"``, ``"max"``, ``"min"``, ``"product"``, ``"band"``, ``"bor"``,
+``"bxor"``; :class:`ReduceOp` has the PyTorch names), and there is only one group
+(``group=`` may be None or that group; ``new_group()`` of every rank returns it).
+
+Under ``mpiexec``, importing this module sets ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE`` and
+``LOCAL_WORLD_SIZE`` in ``os.environ``, as torchrun does, and makes an uncaught exception in
+any rank stop every rank (:mod:`tinytrain.distributed.job`).
 """
 
 from __future__ import annotations
@@ -23,16 +31,27 @@ import atexit
 import datetime
 import faulthandler
 import numbers
+import os
 import sys
 from typing import Any
+
+import numpy as np
 
 from tinytrain import _missing
 from tinytrain.backend import get_array_module
 from tinytrain.distributed.ddp import DistributedDataParallel
-from tinytrain.distributed.launch import abort_on_uncaught_exception, aborting
+from tinytrain.distributed.job import (
+    abort_at_exit,
+    abort_on_uncaught_exception,
+    aborting,
+    prepare_rank,
+    set_rank_environment,
+    started_by_mpi_launcher,
+)
 from tinytrain.distributed.process_group import (
     DEFAULT_TIMEOUT,
     OPS,
+    CollectiveError,
     MPIGroup,
     ProcessGroup,
     ReduceOp,
@@ -40,6 +59,8 @@ from tinytrain.distributed.process_group import (
     share_cpu_cores,
 )
 from tinytrain.tensor import Tensor
+
+prepare_rank()  # under mpiexec: torchrun's RANK, LOCAL_RANK, ... and the abort hook (job.py)
 
 _group: ProcessGroup | None = None
 
@@ -53,12 +74,56 @@ def is_available() -> bool:
     return True
 
 
+def is_mpi_available() -> bool:
+    """True when the ``mpi`` backend can run (mpi4py imports)."""
+    return is_available()
+
+
+def is_gloo_available() -> bool:
+    """True when ``"gloo"`` can be asked for: tinytrain runs it as its ``mpi`` backend."""
+    return is_available()
+
+
+def is_nccl_available() -> bool:
+    """True when the ``nccl`` backend can run: CuPy and its NCCL library load."""
+    try:
+        from tinytrain.distributed.nccl import nccl_module
+
+        nccl_module()
+    except (ImportError, RuntimeError):
+        return False
+    return True
+
+
+class Backend(str):
+    """PyTorch's backend names. ``Backend("GLOO")`` is ``"gloo"``: a plain, lower-case
+    string (case does not matter). ``"gloo"`` and ``"mpi"`` run tinytrain's ``mpi``
+    backend (CPU tensors), ``"nccl"`` its ``nccl`` backend (GPU tensors)."""
+
+    UNDEFINED = "undefined"
+    GLOO = "gloo"
+    NCCL = "nccl"
+    MPI = "mpi"
+
+    def __new__(cls, name: str) -> str:  # type: ignore[misc]
+        if not isinstance(name, str):
+            raise ValueError(f"Backend constructor parameter must be string-ish, but got: "
+                             f"{type(name)}")
+        value = name.lower()
+        if value not in (cls.GLOO, cls.NCCL, cls.MPI):
+            raise ValueError(f"unknown backend {name!r}; use 'gloo' or 'mpi' (CPU tensors, "
+                             "through MPI) or 'nccl' (GPU tensors)")
+        return value
+
+
 def _rendezvous_waiting_for_every_rank(backend: str, timeout: float) -> ProcessGroup:
     """MPI's initialisation and the group's set-up wait, inside MPI's C code, for every
     rank to arrive; a rank that failed before it would leave the others there forever. A
     watchdog that needs no Python (``faulthandler``'s) ends this process after ``timeout``
     with the stack, where this function's name says what it waited for; the launcher then
-    stops the others. (It replaces a ``faulthandler.dump_traceback_later`` of the caller's.)"""
+    stops the others. (It replaces a ``faulthandler.dump_traceback_later`` of the caller's.)
+    A rank that fails with an uncaught exception before it gets here stops the job itself
+    (the abort hook, installed at import under mpiexec)."""
     faulthandler.dump_traceback_later(timeout, exit=True, file=sys.__stderr__)
     try:
         try:
@@ -81,6 +146,34 @@ def is_initialized() -> bool:
     return _group is not None
 
 
+_HOW_TO_START = ("tinytrain's ranks are started by MPI: run mpiexec -n {n} python script.py, "
+                 "or python -m tinytrain.distributed.launch --nproc_per_node {n} script.py")
+
+
+def _refuse_a_lone_process(g: ProcessGroup, world_size: Any, rank: Any) -> None:
+    """A process no MPI launcher started is a group of one. If the program (``world_size``,
+    as with ``mp.spawn``) or the environment (``WORLD_SIZE``, as torchrun sets it) says
+    there are several ranks, each process would train alone, silently: refuse."""
+    if g.world_size != 1 or started_by_mpi_launcher():
+        return
+    if world_size not in (-1, None):
+        if isinstance(world_size, numbers.Integral) and world_size > 1:
+            raise RuntimeError(
+                f"init_process_group: world_size={world_size} (rank={rank}) was passed, but no "
+                "mpiexec started this process: MPI sees it alone, so each process (started by "
+                "mp.spawn, multiprocessing or by hand) would train alone. "
+                + _HOW_TO_START.format(n=world_size) + " (no spawning; leave rank and "
+                "world_size out: MPI decides them)")
+        return
+    env = os.environ.get("WORLD_SIZE", "")
+    if env.isdigit() and int(env) > 1:
+        raise RuntimeError(
+            f"init_process_group: WORLD_SIZE={env} and RANK={os.environ.get('RANK')} in the "
+            "environment (set by torchrun, or by hand) say this process is one of "
+            f"{env} ranks, but no mpiexec started it: MPI sees it alone, so each process "
+            "would train alone. " + _HOW_TO_START.format(n=env))
+
+
 def init_process_group(backend: str | None = "mpi", init_method: str | None = None,
                        timeout: datetime.timedelta | float | None = None,
                        world_size: int = -1, rank: int = -1) -> ProcessGroup:
@@ -88,10 +181,13 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
 
     ``backend="mpi"`` (or None) reduces NumPy tensors through MPI; ``"nccl"`` CuPy tensors
     through NCCL, each rank on the GPU of its local rank. ``"gloo"``, PyTorch's CPU backend
-    (the one its CPU tutorials use), means ``"mpi"`` here: both reduce CPU tensors. Also:
-    an uncaught exception in any rank now aborts every rank, and each rank gets its share of
-    the CPU cores (``tt.set_num_threads``, unless the program set a number itself). A
-    single process (no mpiexec) is a group of one.
+    (the one its CPU tutorials use), means ``"mpi"`` here: both reduce CPU tensors. Case
+    does not matter (``"GLOO"``). Also: ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE`` and
+    ``LOCAL_WORLD_SIZE`` are set in ``os.environ`` (as torchrun does), an uncaught exception
+    in any rank aborts every rank, and each rank gets its share of the CPU cores
+    (``tt.set_num_threads``, unless the program set a number itself). A single process (no
+    mpiexec) is a group of one, unless ``world_size`` or the ``WORLD_SIZE`` variable says
+    there are several ranks: then it raises (each process would otherwise train alone).
 
     MPI says which rank each process is and how many there are: ``world_size`` and ``rank``,
     PyTorch's arguments, may be given (a script written for ``torchrun`` passes them) but
@@ -106,7 +202,8 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
     global _group
     if _group is not None:
         raise RuntimeError("init_process_group() was already called in this process")
-    backend = "mpi" if backend in (None, "gloo") else backend
+    name = "mpi" if backend is None else backend.lower() if isinstance(backend, str) else backend
+    backend = "mpi" if name == "gloo" else name
     if init_method not in (None, "env://"):
         raise ValueError(f"init_process_group: init_method={init_method!r} is not supported: "
                          "the processes are started and found by mpiexec (leave it out)")
@@ -121,34 +218,50 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
     if not seconds > 0:
         raise ValueError(f"init_process_group: timeout must be positive, got {timeout!r}")
     g = _rendezvous_waiting_for_every_rank(backend, float(seconds))
-    for name, given, actual in (("world_size", world_size, g.world_size),
-                                ("rank", rank, g.rank)):
-        if given not in (-1, None) and given != actual:
-            g.destroy(rendezvous=False)  # the other ranks may never get this far
-            raise ValueError(f"init_process_group: {name}={given} was passed, but mpiexec "
-                             f"started this process as rank {g.rank} of {g.world_size} (leave "
-                             f"{name} out: MPI decides it)")
+    try:
+        _refuse_a_lone_process(g, world_size, rank)
+        for name, given, actual in (("world_size", world_size, g.world_size),
+                                    ("rank", rank, g.rank)):
+            if given not in (-1, None) and given != actual:
+                raise ValueError(f"init_process_group: {name}={given} was passed, but mpiexec "
+                                 f"started this process as rank {g.rank} of {g.world_size} "
+                                 f"(leave {name} out: MPI decides it)")
+    except (RuntimeError, ValueError):
+        g.destroy(rendezvous=False)  # the other ranks may never get this far
+        raise
     _group = g
+    set_rank_environment(g.rank, g.world_size, g.local_rank, g.local_size)
     share_cpu_cores(_group.local_size)
     atexit.register(_destroy_at_exit)
     return _group
 
 
-def destroy_process_group() -> None:
-    """Leave the group: tell the other ranks, wait until they leave too (at a normal end they
+def destroy_process_group(group: Any = None) -> None:
+    """Leave the group: complete the collectives still in flight (also those whose handle
+    was dropped), tell the other ranks, wait until they leave too (at a normal end they
     all do; at most the group's timeout), free the communicators. Collectives fail
     afterwards. It runs at exit when the program did not call it, so a rank that ends while
     another still waits for it in a collective makes that rank raise at once (see
     :mod:`tinytrain.distributed.process_group`), not after the timeout."""
+    _leave(group, at_exit=False)
+
+
+def _leave(given: Any, at_exit: bool) -> None:
     global _group
     if _group is not None:
-        group, _group = _group, None
-        group.destroy()
+        _the_group(given, "destroy_process_group")
+        g, _group = _group, None
+        g.destroy(at_exit=at_exit)
 
 
 def _destroy_at_exit() -> None:
     if not aborting():  # after an error a peer may be gone: freeing could wait for it
-        destroy_process_group()
+        try:
+            _leave(None, at_exit=True)
+        except CollectiveError as exc:  # a collective whose handle was dropped cannot complete
+            print(f"tinytrain.distributed, at exit: {type(exc).__name__}: {exc}",
+                  file=sys.stderr, flush=True)
+            abort_at_exit(1)
 
 
 def group(what: str = "this call") -> ProcessGroup:
@@ -159,26 +272,56 @@ def group(what: str = "this call") -> ProcessGroup:
     return _group
 
 
-def get_rank() -> int:
-    return group("get_rank()").rank
+def get_rank(group: Any = None) -> int:
+    return _the_group(group, "get_rank()").rank
 
 
-def get_world_size() -> int:
-    return group("get_world_size()").world_size
+def get_world_size(group: Any = None) -> int:
+    return _the_group(group, "get_world_size()").world_size
 
 
 def get_local_rank() -> int:
     """This rank's index among the processes of its machine (its GPU with nccl)."""
-    return group("get_local_rank()").local_rank
+    return _the_group(None, "get_local_rank()").local_rank
 
 
-def get_backend() -> str:
-    return group("get_backend()").backend
+def get_backend(group: Any = None) -> str:
+    return _the_group(group, "get_backend()").backend
+
+
+def new_group(ranks: Any = None, timeout: datetime.timedelta | float | None = None,
+              backend: str | None = None, pg_options: Any = None,
+              use_local_synchronization: bool = False, group_desc: str | None = None,
+              device_id: Any = None) -> ProcessGroup:
+    """PyTorch's ``new_group``, for the group of every rank only (``ranks`` None, or every
+    rank): that is the job's group, which is returned, and the collectives take it as
+    ``group=``. A group of some of the ranks raises NotImplementedError. ``timeout`` and
+    ``backend``, if given, must be the group's; the other arguments change nothing here."""
+    g = _the_group(None, "new_group()")
+    if ranks is not None:
+        listed = sorted(int(r) for r in ranks)
+        if listed != list(range(g.world_size)):
+            raise NotImplementedError(
+                f"new_group(ranks={list(ranks)}) on rank {g.rank} of {g.world_size}: "
+                "tinytrain.distributed has one group, of every rank; a group of some ranks "
+                "is not supported (use the whole group, or send/recv between those ranks)")
+    if backend is not None and Backend(backend) not in (g.backend, "gloo" if g.backend ==
+                                                         "mpi" else g.backend):
+        raise ValueError(f"new_group(backend={backend!r}) on rank {g.rank}: the group of every "
+                         f"rank runs the {g.backend} backend")
+    seconds = (timeout.total_seconds() if isinstance(timeout, datetime.timedelta)
+               else timeout)
+    if seconds is not None and seconds != g.timeout:
+        raise ValueError(f"new_group(timeout={timeout!r}) on rank {g.rank}: the group of every "
+                         f"rank keeps init_process_group's timeout ({g.timeout:g} s)")
+    return g
 
 
 def _array(tensor: Any, what: str, bytes_of_bool: bool = False) -> Any:
-    """The tensor's raw array, after checking that this backend can communicate it
-    (``bytes_of_bool``: a bool tensor's array viewed as uint8, sharing its memory)."""
+    """The array to communicate for ``tensor``, after checking that this backend can: the
+    tensor's own array when it is contiguous, else a contiguous copy (a column, a transpose:
+    as PyTorch's gloo, the collective works on the copy, and :func:`_copy_back` writes the
+    result into the tensor). ``bytes_of_bool``: a bool tensor's array viewed as uint8."""
     g = group(what)
     where = f"{what} on rank {g.rank}"
     if not isinstance(tensor, Tensor):
@@ -190,14 +333,33 @@ def _array(tensor: Any, what: str, bytes_of_bool: bool = False) -> Any:
         raise RuntimeError(
             f"{where}: the {g.backend} backend communicates {g.device} tensors, but this one "
             f"is on {tensor.device}; move it with .to({g.device!r})")
-    array = tensor.data.view("uint8") if bytes_of_bool else tensor.data
+    array = tensor.data
+    if not array.flags.c_contiguous:
+        array = get_array_module(array).ascontiguousarray(array)
+    if bytes_of_bool:
+        array = array.view("uint8")
     if array.dtype.name not in g.dtypes:
         raise TypeError(f"{where}: dtype {array.dtype} is not supported by the {g.backend} "
                         f"backend (supported: {', '.join(g.dtypes)})")
-    if not array.flags.c_contiguous:
-        raise ValueError(f"{where}: the tensor of shape {tensor.shape} is not contiguous; "
-                         "communicate a contiguous copy")
     return array
+
+
+def _copy_back(tensor: Tensor, array: Any) -> Any:
+    """For a tensor that a collective writes: None when ``array`` is the tensor's own memory,
+    else a function that copies ``array`` (its staged copy) into it."""
+    if tensor.data.flags.c_contiguous:
+        return None
+
+    def copy() -> None:
+        tensor.data[...] = array.view(tensor.data.dtype)
+    return copy
+
+
+def _movable(tensor: Tensor, what: str) -> Any:
+    """The array of a tensor that is only moved, not reduced: any dtype of the backend, and
+    bool as its bytes."""
+    return _array(tensor, what, bytes_of_bool=isinstance(tensor, Tensor)
+                  and tensor.dtype == "bool")
 
 
 def _same_call_on_every_rank(what: str, array: Any | None, payload: Any = None) -> list[Any]:
@@ -232,7 +394,8 @@ def _same_call_on_every_rank(what: str, array: Any | None, payload: Any = None) 
 
 
 def _the_group(given: Any, what: str) -> ProcessGroup:
-    """The group, checking PyTorch's ``group=`` argument: None or the group itself."""
+    """The group, checking PyTorch's ``group=`` argument: None or the group itself (which
+    ``new_group()`` returns)."""
     g = group(what)
     if given is not None and given is not g:
         raise ValueError(f"{what} on rank {g.rank}: group={given!r} is not this job's group; "
@@ -258,20 +421,40 @@ def _root(g: ProcessGroup, what: str, name: str, rank: int | None, group_rank: i
     return int(rank)
 
 
-def _reduction(tensor: Tensor, op: str, what: str) -> tuple[Any, str]:
-    """The array to reduce and the backend's op. A bool tensor, as in PyTorch: ``"sum"``
-    and ``"max"`` are a logical or, ``"min"`` and ``"product"`` a logical and, reduced as
-    0/1 bytes."""
+_BITWISE = ("band", "bor", "bxor")
+
+
+def _reduce_op(g: ProcessGroup, tensor: Any, op: str, what: str) -> str:
+    """The backend's op for reducing ``tensor`` with ``op``, checked. A bool tensor, as in
+    PyTorch: ``"sum"`` and ``"max"`` are a logical or, ``"min"`` and ``"product"`` a logical
+    and (reduced as 0/1 bytes; the bitwise ops act on those bytes as they are)."""
     if op not in OPS:
         raise ValueError(f"{what}: unknown op {op!r}; use one of {', '.join(OPS)}")
     boolean = isinstance(tensor, Tensor) and tensor.dtype == "bool"
-    array = _array(tensor, f"{what}(op={op!r})", bytes_of_bool=boolean)
-    if op == "avg" and (boolean or array.dtype.kind != "f"):
-        raise TypeError(f"{what}(op='avg') on rank {get_rank()}: needs a floating-point "
-                        f"tensor, got {'bool' if boolean else array.dtype}")
+    dtype = "bool" if boolean else getattr(tensor, "dtype", None)
+    if op == "avg" and (boolean or np.dtype(dtype).kind != "f"):
+        raise TypeError(f"{what}(op='avg') on rank {g.rank}: needs a floating-point "
+                        f"tensor, got {dtype}")
+    if op in _BITWISE:
+        if g.backend == "nccl":
+            raise RuntimeError(f"{what}(op={op!r}) on rank {g.rank}: Cannot use "
+                               f"ReduceOp.{op.upper()} with NCCL (NCCL has no bitwise "
+                               "reductions; PyTorch's nccl backend refuses them too)")
+        if not boolean and np.dtype(dtype).kind not in "iu":
+            raise RuntimeError(f"{what}(op={op!r}) on rank {g.rank}: Cannot use "
+                               f"ReduceOp.{op.upper()} with non-integral dtype {dtype}")
+        return op
     if boolean:  # the bytes are 0 or 1: or = max, and = min
-        op = "min" if op in ("min", "product") else "max"
-    return array, op
+        return "min" if op in ("min", "product") else "max"
+    return op
+
+
+def _reduction(tensor: Tensor, op: str, what: str) -> tuple[Any, str]:
+    """The array to reduce (a contiguous one: see :func:`_array`) and the backend's op."""
+    g = group(what)
+    op_used = _reduce_op(g, tensor, op, what) if isinstance(tensor, Tensor) else op
+    boolean = isinstance(tensor, Tensor) and tensor.dtype == "bool"
+    return _array(tensor, f"{what}(op={op!r})", bytes_of_bool=boolean), op_used
 
 
 def _finish(work: Work, async_op: bool) -> Work | None:
@@ -281,41 +464,19 @@ def _finish(work: Work, async_op: bool) -> Work | None:
     return None
 
 
-class _Then(Work):
-    """A collective's :class:`Work`, then ``then()`` once it has been waited for (copies
-    out of a staging buffer); it keeps ``keep`` (the buffers the collective reads or writes)
-    alive until then. Under nccl the copies run on the current stream, after it waited for
-    the collective."""
-
-    def __init__(self, work: Work, then: Any = None, keep: Any = None) -> None:
-        self.work, self.then, self.keep = work, then, keep
-        self.done = False
-
-    def wait(self) -> None:
-        if not self.done:
-            self.work.wait()
-            if self.then is not None:
-                self.then()
-            self.done, self.then, self.keep = True, None, None
-
-    def is_completed(self) -> bool:
-        if not self.done and self.work.is_completed():
-            self.wait()
-        return self.done
-
-
 def all_reduce(tensor: Tensor, op: str = "sum", group: Any = None,
                async_op: bool = False) -> Work | None:
     """Reduce ``tensor`` over all ranks, in place: every rank gets the sum (``"avg"``, ``"max"``,
-    ``"min"``, ``"product"``) of every rank's values. Same shape and dtype on every rank; any
-    shape (a mismatch raises on every rank, naming each rank's call). A bool tensor, as in
-    PyTorch: ``"sum"`` and ``"max"`` are a logical or, ``"min"`` and ``"product"`` a logical
-    and. With ``async_op=True``, returns a :class:`Work`; the values are valid after
-    ``wait()``."""
+    ``"min"``, ``"product"``; ``"band"``, ``"bor"``, ``"bxor"`` for integer and bool tensors)
+    of every rank's values. Same shape and dtype on every rank; any shape (a mismatch raises
+    on every rank, naming each rank's call); a non-contiguous tensor (a column) is reduced
+    through a contiguous copy. A bool tensor, as in PyTorch: ``"sum"`` and ``"max"`` are a
+    logical or, ``"min"`` and ``"product"`` a logical and. With ``async_op=True``, returns a
+    :class:`Work`; the values are valid after ``wait()``."""
     g = _the_group(group, "all_reduce")
     array, op_used = _reduction(tensor, op, "all_reduce")
     _same_call_on_every_rank(f"all_reduce(op={op!r})", tensor.data)  # bool says bool
-    return _finish(g.all_reduce(array, op_used), async_op)
+    return _finish(g.all_reduce(array, op_used).then(_copy_back(tensor, array)), async_op)
 
 
 def reduce(tensor: Tensor, dst: int | None = None, op: str = "sum", group: Any = None,
@@ -327,7 +488,8 @@ def reduce(tensor: Tensor, dst: int | None = None, op: str = "sum", group: Any =
     dst = _root(g, "reduce", "dst", dst, group_dst, default=None)
     array, op_used = _reduction(tensor, op, "reduce")
     _same_call_on_every_rank(f"reduce(dst={dst}, op={op!r})", tensor.data)
-    return _finish(g.reduce(array, dst, op_used), async_op)
+    copy = _copy_back(tensor, array) if g.rank == dst else None
+    return _finish(g.reduce(array, dst, op_used).then(copy), async_op)
 
 
 def broadcast(tensor: Tensor, src: int | None = None, group: Any = None,
@@ -337,36 +499,31 @@ def broadcast(tensor: Tensor, src: int | None = None, group: Any = None,
     defaults to 0."""
     g = _the_group(group, "broadcast")
     src = _root(g, "broadcast", "src", src, group_src)
-    array = _array(tensor, f"broadcast(src={src})")
-    _same_call_on_every_rank(f"broadcast(src={src})", array)
-    return _finish(g.broadcast(array, src), async_op)
-
-
-def _movable(tensor: Tensor, what: str, sent: bool = False) -> Any:
-    """The array of a tensor that is only moved, not reduced: any dtype of the backend, and
-    bool as its bytes. One that is only ``sent`` may be non-contiguous (a transpose): it is
-    sent from a contiguous copy, as PyTorch does."""
-    if sent and isinstance(tensor, Tensor) and not tensor.is_contiguous():
-        tensor = tensor.contiguous()
-    return _array(tensor, what, bytes_of_bool=isinstance(tensor, Tensor)
-                  and tensor.dtype == "bool")
+    array = _movable(tensor, f"broadcast(src={src})")
+    _same_call_on_every_rank(f"broadcast(src={src})", tensor.data)
+    copy = _copy_back(tensor, array) if g.rank != src else None
+    return _finish(g.broadcast(array, src).then(copy), async_op)
 
 
 def _one_per_rank(g: ProcessGroup, tensors: Any, like: Tensor, name: str, what: str) -> None:
     """``tensors`` must be a list of ``world_size`` tensors of ``like``'s shape and dtype."""
     where = f"{what} on rank {g.rank} of {g.world_size}"
+    _list_per_rank(g, tensors, name, where)
+    for i, t in enumerate(tensors):
+        _movable(t, f"{what}, {name}[{i}],")  # (its values are copied in or out)
+        if t.shape != like.shape or t.dtype != like.dtype:
+            raise ValueError(f"{where}: {name}[{i}] is {t.dtype} {list(t.shape)} but the "
+                             f"tensor is {like.dtype} {list(like.shape)}; every entry must have "
+                             "the tensor's shape and dtype")
+
+
+def _list_per_rank(g: ProcessGroup, tensors: Any, name: str, where: str) -> None:
     if not isinstance(tensors, list | tuple):
         raise TypeError(f"{where}: {name} must be a list of {g.world_size} tensors (one per "
                         f"rank), got {type(tensors).__name__}")
     if len(tensors) != g.world_size:
         raise ValueError(f"{where}: {name} has {len(tensors)} tensors; it needs one per rank, "
                          f"{g.world_size}")
-    for i, t in enumerate(tensors):
-        _movable(t, f"{what}, {name}[{i}],", sent=True)  # (its values are copied in or out)
-        if t.shape != like.shape or t.dtype != like.dtype:
-            raise ValueError(f"{where}: {name}[{i}] is {t.dtype} {list(t.shape)} but the "
-                             f"tensor is {like.dtype} {list(like.shape)}; every entry must have "
-                             "the tensor's shape and dtype")
 
 
 def _copy_parts(whole: Any, tensors: Any) -> Any:
@@ -378,6 +535,13 @@ def _copy_parts(whole: Any, tensors: Any) -> Any:
     return copy
 
 
+def _stacked_forms(g: ProcessGroup, shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """The shapes of ``world_size`` tensors of ``shape``, stacked or (if not 0-d)
+    concatenated along dim 0."""
+    return [(g.world_size, *shape)] + (
+        [(g.world_size * shape[0], *shape[1:])] if shape else [])
+
+
 def all_gather(tensor_list: list[Tensor], tensor: Tensor, group: Any = None,
                async_op: bool = False) -> Work | None:
     """Every rank's ``tensor`` into every rank's ``tensor_list``: ``tensor_list[r]`` gets
@@ -385,12 +549,12 @@ def all_gather(tensor_list: list[Tensor], tensor: Tensor, group: Any = None,
     dtype, preallocated; ``tensor`` has the same shape and dtype on every rank (a mismatch
     raises on every rank, naming each rank's shape)."""
     g = _the_group(group, "all_gather")
-    array = _movable(tensor, "all_gather", sent=True)
+    array = _movable(tensor, "all_gather")
     _one_per_rank(g, tensor_list, tensor, "tensor_list", "all_gather")
     _same_call_on_every_rank("all_gather", tensor.data)
     whole = get_array_module(array).empty((g.world_size, *array.shape), array.dtype)
     work = g.all_gather(array, whole)
-    return _finish(_Then(work, _copy_parts(whole, tensor_list), keep=(array, whole)), async_op)
+    return _finish(work.then(_copy_parts(whole, tensor_list)), async_op)
 
 
 def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group: Any = None,
@@ -401,10 +565,10 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group: A
     ``[world_size]``)."""
     what = "all_gather_into_tensor"
     g = _the_group(group, what)
-    array = _movable(input_tensor, what, sent=True)
+    array = _movable(input_tensor, what)
     out = _movable(output_tensor, f"{what}, output_tensor,")
     shape = tuple(input_tensor.shape)
-    forms = [(g.world_size, *shape)] + ([(g.world_size * shape[0], *shape[1:])] if shape else [])
+    forms = _stacked_forms(g, shape)
     if tuple(output_tensor.shape) not in forms or output_tensor.dtype != input_tensor.dtype:
         raise ValueError(
             f"{what} on rank {g.rank} of {g.world_size}: output_tensor is {output_tensor.dtype} "
@@ -412,7 +576,7 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group: A
             f"the output must have the input's dtype and shape "
             f"{' or '.join(str(list(f)) for f in forms[::-1])}")
     _same_call_on_every_rank(what, input_tensor.data)
-    return _finish(_Then(g.all_gather(array, out), keep=(array, out)), async_op)
+    return _finish(g.all_gather(array, out).then(_copy_back(output_tensor, out)), async_op)
 
 
 def gather(tensor: Tensor, gather_list: list[Tensor] | None = None, dst: int | None = None,
@@ -424,7 +588,7 @@ def gather(tensor: Tensor, gather_list: list[Tensor] | None = None, dst: int | N
     g = _the_group(group, "gather")
     dst = _root(g, "gather", "dst", dst, group_dst)
     what = f"gather(dst={dst})"
-    array = _movable(tensor, what, sent=True)
+    array = _movable(tensor, what)
     if g.rank == dst:
         if gather_list is None:
             raise ValueError(f"{what} on rank {g.rank}: gather_list must be given on the "
@@ -437,8 +601,8 @@ def gather(tensor: Tensor, gather_list: list[Tensor] | None = None, dst: int | N
     whole = (get_array_module(array).empty((g.world_size, *array.shape), array.dtype)
              if g.rank == dst else None)
     work = g.gather(array, whole, dst)
-    then = _copy_parts(whole, gather_list) if whole is not None else None
-    return _finish(_Then(work, then, keep=(array, whole)), async_op)
+    return _finish(work.then(_copy_parts(whole, gather_list) if whole is not None else None),
+                   async_op)
 
 
 def scatter(tensor: Tensor, scatter_list: list[Tensor] | None = None, src: int | None = None,
@@ -457,12 +621,136 @@ def scatter(tensor: Tensor, scatter_list: list[Tensor] | None = None, src: int |
             raise ValueError(f"{what} on rank {g.rank}: scatter_list must be given on the "
                              "source rank")
         _one_per_rank(g, scatter_list, tensor, "scatter_list", what)
-        stack = get_array_module(out).stack([_movable(t, what, sent=True) for t in scatter_list])
+        stack = get_array_module(out).stack([_movable(t, what) for t in scatter_list])
     elif scatter_list:
         raise ValueError(f"{what} on rank {g.rank}: scatter_list must not be given on a rank "
                          "other than src")
     _same_call_on_every_rank(what, tensor.data)
-    return _finish(_Then(g.scatter(stack, out, src), keep=(stack, out)), async_op)
+    return _finish(g.scatter(stack, out, src).then(_copy_back(tensor, out)), async_op)
+
+
+def reduce_scatter_tensor(output: Tensor, input: Tensor, op: str = "sum", group: Any = None,
+                          async_op: bool = False) -> Work | None:
+    """Reduce every rank's ``input`` (``world_size`` parts of ``output``'s shape, stacked
+    ``[world_size, *output.shape]`` or concatenated along dim 0), and give rank ``r`` part
+    ``r`` of the result, in ``output``. Ops and dtypes as :func:`all_reduce`."""
+    what = "reduce_scatter_tensor"
+    g = _the_group(group, what)
+    out = _movable(output, f"{what}, output,")
+    array, op_used = _reduction(input, op, what)
+    forms = _stacked_forms(g, tuple(output.shape))
+    if tuple(input.shape) not in forms or output.dtype != input.dtype:
+        raise ValueError(
+            f"{what} on rank {g.rank} of {g.world_size}: input is {input.dtype} "
+            f"{list(input.shape)} but output is {output.dtype} {list(output.shape)}: the input "
+            f"must have the output's dtype and shape "
+            f"{' or '.join(str(list(f)) for f in forms[::-1])}")
+    _same_call_on_every_rank(f"{what}(op={op!r})", input.data)
+    return _finish(g.reduce_scatter(array, out, op_used).then(_copy_back(output, out)),
+                   async_op)
+
+
+def reduce_scatter(output: Tensor, input_list: list[Tensor], op: str = "sum",
+                   group: Any = None, async_op: bool = False) -> Work | None:
+    """Reduce every rank's ``input_list`` (``world_size`` tensors of ``output``'s shape and
+    dtype) entry by entry, and give rank ``r`` the reduction of entry ``r``, in
+    ``output``."""
+    what = "reduce_scatter"
+    g = _the_group(group, what)
+    out = _movable(output, f"{what}, output,")
+    _one_per_rank(g, input_list, output, "input_list", what)
+    stack = get_array_module(out).stack([_movable(t, what) for t in input_list])
+    op_used = _reduce_op(g, output, op, what)
+    _same_call_on_every_rank(f"{what}(op={op!r})", output.data)
+    return _finish(g.reduce_scatter(stack, out, op_used).then(_copy_back(output, out)),
+                   async_op)
+
+
+def _counts_agree(g: ProcessGroup, what: str, send: list[int], recv: list[int]) -> None:
+    """Every rank's sends and receives of an all-to-all (element counts per peer): what rank
+    ``a`` sends to ``b`` must be what ``b`` expects from ``a``. Checked on every rank from
+    the call check's payloads, so that all raise together."""
+    counts = _same_call_on_every_rank(what, None, payload=(send, recv))
+    for a, (sends, _) in enumerate(counts):
+        for b, (_, receives) in enumerate(counts):
+            if sends[b] != receives[a]:
+                raise ValueError(
+                    f"{what} (rank {g.rank} of {g.world_size}): rank {a} sends {sends[b]} "
+                    f"elements to rank {b}, which expects {receives[a]} from it; each rank's "
+                    "output split sizes must be what the others' input split sizes send it")
+
+
+def all_to_all_single(output: Tensor, input: Tensor, output_split_sizes: list[int] | None = None,
+                      input_split_sizes: list[int] | None = None, group: Any = None,
+                      async_op: bool = False) -> Work | None:
+    """Split ``input`` along dim 0 and send part ``q`` to rank ``q``; rank ``q``'s part for
+    this rank lands in ``output`` at part ``q``. Without split sizes the parts are equal
+    (``input.shape[0]`` divisible by ``world_size``; ``output`` has ``input``'s shape);
+    ``input_split_sizes[q]`` rows go to rank ``q``, ``output_split_sizes[q]`` rows come
+    from it. Same dtype everywhere; the shape after dim 0 the same on every rank."""
+    what = "all_to_all_single"
+    g = _the_group(group, what)
+    where = f"{what} on rank {g.rank} of {g.world_size}"
+    array, out = _movable(input, what), _movable(output, f"{what}, output,")
+    if output.dtype != input.dtype or not (input.shape and output.shape) or \
+            tuple(output.shape[1:]) != tuple(input.shape[1:]):
+        raise ValueError(f"{where}: output is {output.dtype} {list(output.shape)} and input "
+                         f"{input.dtype} {list(input.shape)}: they need the same dtype, at least "
+                         "one dimension and the same shape after dim 0")
+    splits = []
+    for name, sizes, t in (("input_split_sizes", input_split_sizes, input),
+                           ("output_split_sizes", output_split_sizes, output)):
+        if sizes is None:
+            if t.shape[0] % g.world_size:
+                raise ValueError(f"{where}: {name} not given, so dim 0 ({t.shape[0]}) is split "
+                                 f"in {g.world_size} equal parts, but it is not divisible by "
+                                 f"{g.world_size}")
+            sizes = [t.shape[0] // g.world_size] * g.world_size
+        sizes = [int(s) for s in sizes]
+        if len(sizes) != g.world_size or sum(sizes) != t.shape[0] or min(sizes) < 0:
+            raise ValueError(f"{where}: {name}={sizes} must be {g.world_size} sizes (one per "
+                             f"rank) that add up to dim 0, {t.shape[0]}")
+        splits.append(sizes)
+    row = int(np.prod(input.shape[1:], dtype=np.int64))
+    send, recv = ([s * row for s in sizes] for sizes in splits)
+    rest = "".join(f", {d}" for d in input.shape[1:])
+    _counts_agree(g, f"{what} of {input.dtype} [*{rest}]", send, recv)
+    return _finish(g.all_to_all(array, out, send, recv).then(_copy_back(output, out)),
+                   async_op)
+
+
+def all_to_all(output_tensor_list: list[Tensor], input_tensor_list: list[Tensor],
+               group: Any = None, async_op: bool = False) -> Work | None:
+    """``input_tensor_list[q]`` to rank ``q``; rank ``q``'s tensor for this rank into
+    ``output_tensor_list[q]``. Both lists hold ``world_size`` tensors of one dtype; sizes
+    may differ from peer to peer, but each output must have the size of what its peer
+    sends."""
+    what = "all_to_all"
+    g = _the_group(group, what)
+    where = f"{what} on rank {g.rank} of {g.world_size}"
+    for name, tensors in (("output_tensor_list", output_tensor_list),
+                          ("input_tensor_list", input_tensor_list)):
+        _list_per_rank(g, tensors, name, where)
+    first = input_tensor_list[0]
+    for name, tensors in (("output_tensor_list", output_tensor_list),
+                          ("input_tensor_list", input_tensor_list)):
+        for i, t in enumerate(tensors):
+            _movable(t, f"{what}, {name}[{i}],")
+            if t.dtype != first.dtype:
+                raise ValueError(f"{where}: {name}[{i}] is {t.dtype} but input_tensor_list[0] "
+                                 f"is {first.dtype}; every tensor must have the same dtype")
+    xp = get_array_module(first.data)
+    array = xp.concatenate([_movable(t, what).reshape(-1) for t in input_tensor_list])
+    send = [int(t.data.size) for t in input_tensor_list]
+    recv = [int(t.data.size) for t in output_tensor_list]
+    out = xp.empty(sum(recv), array.dtype)
+    _counts_agree(g, f"{what} of {first.dtype}", send, recv)
+    starts = np.concatenate([[0], np.cumsum(recv)])
+
+    def copy_out() -> None:
+        for t, a, b in zip(output_tensor_list, starts[:-1], starts[1:]):
+            t.data[...] = out[a:b].view(t.data.dtype).reshape(t.shape)
+    return _finish(g.all_to_all(array, out, send, recv).then(copy_out), async_op)
 
 
 def all_gather_object(object_list: list[Any], obj: Any, group: Any = None) -> None:
@@ -549,34 +837,145 @@ def _object_list(g: ProcessGroup, object_list: Any, what: str, size: int | None 
                          f"[None] * dist.get_world_size())")
 
 
-def barrier() -> None:
+
+
+def barrier(group: Any = None, async_op: bool = False,
+            device_ids: list[int] | None = None) -> Work | None:
     """Wait until every rank has called ``barrier()`` (a rank that made another collective
-    call instead raises on every rank, as for :func:`all_reduce`)."""
-    g = group("barrier()")
+    call instead raises on every rank, as for :func:`all_reduce`). What this rank started
+    before completes first. ``device_ids`` is accepted for PyTorch's scripts."""
+    g = _the_group(group, "barrier()")
     _same_call_on_every_rank("barrier()", None)
-    g.barrier()
+    return _finish(g.barrier(), async_op)
 
 
-_ONLY = ("tinytrain.distributed has all_reduce, reduce, broadcast, all_gather, "
-         "all_gather_into_tensor, gather, scatter, all_gather_object, broadcast_object_list, "
-         "gather_object, scatter_object_list and barrier, on one group of every rank")
+def monitored_barrier(group: Any = None, timeout: datetime.timedelta | float | None = None,
+                      wait_all_ranks: bool = False) -> None:
+    """A barrier that names the ranks that did not arrive, as PyTorch's (gloo's): rank 0
+    waits at most ``timeout`` (default: the group's) for every other rank's message, then
+    answers each; otherwise it raises, naming the first missing rank (every missing rank
+    with ``wait_all_ranks=True``)."""
+    g = _the_group(group, "monitored_barrier()")
+    seconds = (g.timeout if timeout is None else timeout.total_seconds()
+               if isinstance(timeout, datetime.timedelta) else float(timeout))
+    g.monitored_barrier(seconds, wait_all_ranks)
+
+
+# ------------------------------------------------------------------ point to point
+
+
+def _peer(g: ProcessGroup, what: str, name: str, rank: int | None, group_rank: int | None,
+          any_rank: bool = False) -> int | None:
+    """The peer rank of a send or receive, checked (None: any rank, for a receive)."""
+    if rank is None and group_rank is None and any_rank:
+        return None
+    rank = _root(g, what, name, rank, group_rank, default=None)
+    if rank == g.rank:
+        kind = "destination" if name == "dst" else "source"
+        raise ValueError(f"{what} on rank {g.rank}: Invalid {kind} rank: {kind} rank should "
+                         "not be the same as the rank of the current process.")
+    return rank
+
+
+def _tag(g: ProcessGroup, what: str, tag: Any) -> int:
+    if isinstance(tag, bool) or not isinstance(tag, numbers.Integral) or not 0 <= tag < 2**15:
+        raise ValueError(f"{what} on rank {g.rank}: tag={tag!r} must be an integer from 0 to "
+                         "32767")
+    return int(tag)
+
+
+def isend(tensor: Tensor, dst: int | None = None, group: Any = None, tag: int = 0,
+          group_dst: int | None = None) -> Work:
+    """Start sending ``tensor`` to rank ``dst``; returns a :class:`Work` (``wait()`` before
+    writing to the tensor again). Only ``dst`` takes part: it receives with :func:`recv`
+    or :func:`irecv` (the same shape, dtype and ``tag``)."""
+    g = _the_group(group, "isend")
+    dst = _peer(g, "isend", "dst", dst, group_dst)
+    array = _movable(tensor, f"isend(dst={dst})")
+    return g.send(array, dst, _tag(g, "isend", tag))
+
+
+def irecv(tensor: Tensor, src: int | None = None, group: Any = None, tag: int = 0,
+          group_src: int | None = None) -> Work:
+    """Start receiving into ``tensor`` from rank ``src`` (None: from any rank); returns a
+    :class:`Work` (the values are there after ``wait()``; its ``source`` is the sender)."""
+    g = _the_group(group, "irecv")
+    src = _peer(g, "irecv", "src", src, group_src, any_rank=True)
+    what = f"irecv(src={src})"
+    array = _movable(tensor, what)
+    work = g.recv(array, src, _tag(g, what, tag))
+
+    def check_size() -> None:
+        got = work.status.Get_count() if hasattr(work, "status") else array.nbytes
+        if got != array.nbytes:
+            raise RuntimeError(f"{what} on rank {g.rank}: rank {work.source} sent {got} bytes, "
+                               f"but the tensor ({tensor.dtype} {list(tensor.shape)}) holds "
+                               f"{array.nbytes}; send and receive tensors of one shape and "
+                               "dtype")
+    return work.then(check_size).then(_copy_back(tensor, array))
+
+
+def send(tensor: Tensor, dst: int | None = None, group: Any = None, tag: int = 0,
+         group_dst: int | None = None) -> None:
+    """Send ``tensor`` to rank ``dst`` and wait until it has gone (see :func:`isend`)."""
+    isend(tensor, dst, group, tag, group_dst).wait()
+
+
+def recv(tensor: Tensor, src: int | None = None, group: Any = None, tag: int = 0,
+         group_src: int | None = None) -> int:
+    """Receive into ``tensor`` from rank ``src`` (None: from any rank); returns the
+    sender's rank, as PyTorch's."""
+    work = irecv(tensor, src, group, tag, group_src)
+    work.wait()
+    return work.source
+
+
+class P2POp:
+    """One send or receive for :func:`batch_isend_irecv`: ``P2POp(dist.isend, tensor,
+    peer)`` or ``P2POp(dist.irecv, tensor, peer)``."""
+
+    def __init__(self, op: Any, tensor: Tensor, peer: int | None = None, group: Any = None,
+                 tag: int = 0, group_peer: int | None = None) -> None:
+        if op not in (isend, irecv):
+            raise ValueError("Invalid ``op``. Expected ``op`` to be of type "
+                             "``tinytrain.distributed.isend`` or ``tinytrain.distributed.irecv``.")
+        self.op, self.tensor, self.peer, self.group = op, tensor, peer, group
+        self.tag, self.group_peer = tag, group_peer
+
+    def __repr__(self) -> str:
+        return f"P2POp({self.op.__name__}, peer={self.peer}, tag={self.tag})"
+
+
+def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
+    """Start every send and receive of the list; returns their :class:`Work` objects. On
+    the nccl backend they run as one NCCL group (so that pairs of ranks may send to each
+    other first without waiting for each other)."""
+    if not isinstance(p2p_op_list, list | tuple) or not p2p_op_list or \
+            not all(isinstance(p, P2POp) for p in p2p_op_list):
+        raise ValueError("Invalid ``p2p_op_list``. Each op is expected to to be of type "
+                         "``tinytrain.distributed.P2POp``.")
+    g = _the_group(p2p_op_list[0].group, "batch_isend_irecv")
+    with g.batch():
+        return [p.op(p.tensor, p.peer, p.group, p.tag, p.group_peer) for p in p2p_op_list]
+
+
 __getattr__ = _missing.module_getattr("tinytrain.distributed", {
-    "reduce_scatter": _ONLY + "; a reduce_scatter is an all_reduce of which each rank keeps "
-                      "its part",
-    "reduce_scatter_tensor": _ONLY + "; a reduce_scatter is an all_reduce of which each rank "
-                             "keeps its part",
-    "new_group": "tinytrain.distributed has one group, of every rank",
-    "get_process_group": "tinytrain.distributed has one group, of every rank",
-    "launch": "start the ranks with mpiexec -n N python script.py (or python -m "
-              "tinytrain.train --nproc N)",
-    "run": "start the ranks with mpiexec -n N python script.py",
-    "elastic": "start the ranks with mpiexec -n N python script.py",
-}, offer=_ONLY)
+    "get_process_group": "tinytrain.distributed has one group, of every rank (new_group() "
+                         "returns it)",
+    "elastic": "start the ranks with mpiexec -n N python script.py, or python -m "
+               "tinytrain.distributed.launch --nproc_per_node N script.py",
+}, offer="tinytrain.distributed has all_reduce, reduce, broadcast, all_gather, "
+         "all_gather_into_tensor, gather, scatter, reduce_scatter, reduce_scatter_tensor, "
+         "all_to_all, all_to_all_single, the object collectives, barrier, monitored_barrier, "
+         "send, recv, isend, irecv and batch_isend_irecv, on one group of every rank")
 
 __all__ = [
-    "DistributedDataParallel", "ProcessGroup", "ReduceOp", "Work", "all_gather",
-    "all_gather_into_tensor", "all_gather_object", "all_reduce", "barrier", "broadcast",
-    "broadcast_object_list", "destroy_process_group", "gather", "gather_object", "get_backend",
-    "get_local_rank", "get_rank", "get_world_size", "init_process_group", "is_available",
-    "is_initialized", "reduce", "scatter", "scatter_object_list",
+    "Backend", "DistributedDataParallel", "P2POp", "ProcessGroup", "ReduceOp", "Work",
+    "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_to_all",
+    "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast", "broadcast_object_list",
+    "destroy_process_group", "gather", "gather_object", "get_backend", "get_local_rank",
+    "get_rank", "get_world_size", "init_process_group", "irecv", "is_available",
+    "is_gloo_available", "is_initialized", "is_mpi_available", "is_nccl_available", "isend",
+    "monitored_barrier", "new_group", "recv", "reduce", "reduce_scatter",
+    "reduce_scatter_tensor", "scatter", "scatter_object_list", "send",
 ]

@@ -1,22 +1,26 @@
-"""Starting and stopping the processes of a job: ``mpiexec``, ``--nproc``, and aborting.
+"""Starting the processes of a job: ``mpiexec``, ``--nproc``, and torchrun's command line.
 
 tinytrain does not start processes itself: MPI does (``mpiexec -n 2 python ...``; MPICH and
 mpi4py install from PyPI). On several machines it is the same command with a host file::
 
     mpiexec -n 8 -f hosts.txt python -m tinytrain.train        # MPICH (Open MPI: --hostfile)
 
-Two rules keep a job from hanging when one rank fails:
+On one machine this module is also a command with torchrun's spelling, which runs
+``mpiexec`` for you (so does ``python -m tinytrain.distributed.run``)::
 
-* **An uncaught exception in any rank aborts every rank** (as ``python -m mpi4py`` does):
-  :func:`abort_on_uncaught_exception` makes the rank that raised call ``MPI_Abort`` when it
-  exits, and mpiexec then stops the others, instead of leaving them waiting forever in a
-  collective. :func:`abort_at_exit` does the same for a non-zero exit code.
-* ``mpiexec`` itself stops every rank when one dies (even by SIGKILL), and forwards Ctrl-C
-  (SIGINT) to all of them.
+    python -m tinytrain.distributed.launch --nproc_per_node 2 train.py --epochs 3
+    python -m tinytrain.distributed.launch --nproc 2 -m my_package.train
+
+Each rank finds ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE`` and ``LOCAL_WORLD_SIZE`` in its
+environment, as under torchrun (:mod:`tinytrain.distributed.job` sets them when
+``tinytrain.distributed`` is imported); nothing is passed as ``--local-rank``.
+
+What stops a whole job when one rank fails is in :mod:`tinytrain.distributed.job`.
 """
 
 from __future__ import annotations
 
+import argparse
 import codecs
 import os
 import shutil
@@ -27,17 +31,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-# Environment variables in which launchers announce the number of processes.
-_WORLD_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")  # MPICH, Open MPI
-
-
-def launched_world_size() -> int:
-    """How many processes the launcher (mpiexec) started, read from its environment; 1
-    when this process was not started by one. Does not initialise MPI."""
-    for var in _WORLD_SIZE_VARS:
-        if os.environ.get(var, "").isdigit():
-            return int(os.environ[var])
-    return 1
+from tinytrain.distributed.job import (  # noqa: F401  (their home before; train.py uses them)
+    abort_at_exit,
+    abort_on_uncaught_exception,
+    aborting,
+    launched_world_size,
+)
 
 
 def find_mpiexec() -> str:
@@ -138,35 +137,60 @@ def _in_terminal_foreground() -> bool:
         return False
 
 
-_aborting = False
+# --------------------------------------------------------------------------- the command
 
 
-def abort_at_exit(status: Any) -> None:
-    """Make this rank call ``MPI_Abort(status)`` when Python exits (mpiexec then stops every
-    rank), instead of ``MPI_Finalize``, which would wait for ranks that may never come.
-    ``status`` is an exit code, or the exception that ends the process."""
-    global _aborting
-    from mpi4py.run import set_abort_status
-
-    _aborting = True
-    set_abort_status(status)
+class _Terminated(KeyboardInterrupt):
+    forward_signal = signal.SIGTERM  # (relaunch passes it on to mpiexec)
 
 
-def aborting() -> bool:
-    """True once :func:`abort_at_exit` was called (then nothing collective may run)."""
-    return _aborting
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise _Terminated
 
 
-def abort_on_uncaught_exception() -> None:
-    """Install a ``sys.excepthook`` that prints the traceback, then aborts every rank."""
-    if getattr(sys.excepthook, "_tinytrain_abort", False):
-        return
-    previous = sys.excepthook
+def build_parser(prog: str = "python -m tinytrain.distributed.launch") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog, description="Run a training script as N ranks on this machine (through "
+        "mpiexec), with torchrun's options and environment variables.")
+    p.add_argument("--nproc_per_node", "--nproc-per-node", "--nproc", dest="nproc", type=int,
+                   default=1, metavar="N", help="number of ranks (processes) to start "
+                   "(default 1, as torchrun's)")
+    p.add_argument("--nnodes", default="1", help="only 1: on several machines run mpiexec "
+                   "with a host file")
+    p.add_argument("--node_rank", "--node-rank", type=int, default=0, help="only 0")
+    p.add_argument("--standalone", action="store_true", help="accepted (one machine)")
+    p.add_argument("--use_env", "--use-env", action="store_true",
+                   help="accepted (the variables are always set)")
+    for name in ("master_addr", "master_port"):
+        p.add_argument(f"--{name}", f"--{name.replace('_', '-')}", default=None,
+                       help="accepted and unused: MPI finds the ranks")
+    p.add_argument("-m", "--module", action="store_true",
+                   help="run the script as a module, as python -m does")
+    p.add_argument("script", help="the training script (or module, with -m)")
+    p.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
+    return p
 
-    def hook(kind: type, value: BaseException, tb: Any) -> None:
-        previous(kind, value, tb)
-        sys.stderr.flush()
-        abort_at_exit(value)
 
-    hook._tinytrain_abort = True  # type: ignore[attr-defined]
-    sys.excepthook = hook
+def main(argv: list[str] | None = None, prog: str = "python -m tinytrain.distributed.launch"
+         ) -> int:
+    """``python -m tinytrain.distributed.launch --nproc_per_node N script.py ARGS``: run
+    ``mpiexec -n N python script.py ARGS`` and return its exit code."""
+    p = build_parser(prog)
+    args = p.parse_args(argv)
+    if args.nproc <= 0:
+        p.error(f"--nproc_per_node must be a positive integer, got {args.nproc}")
+    if args.nnodes not in ("1", "1:1") or args.node_rank != 0:
+        p.error(f"--nnodes {args.nnodes} --node_rank {args.node_rank}: this command starts the "
+                "ranks of one machine; on several machines run mpiexec with a host file "
+                "(mpiexec -n N -f hosts.txt python script.py)")
+    if launched_world_size() > 1:
+        p.error("this process is already one of several ranks started by mpiexec; run the "
+                "script itself under mpiexec, or this command without mpiexec")
+    target = ["-m", args.script] if args.module else [args.script]
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_terminated)
+    return relaunch(args.nproc, [*target, *args.script_args])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -31,7 +31,9 @@ device machines run with multicast off.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from tinytrain import backend
@@ -62,6 +64,7 @@ class NCCLGroup(ProcessGroup):
     backend = "nccl"
     device = "cuda"
     dtypes = tuple(_DTYPES)
+    _batch: list[Work] | None = None  # the Works of a batch_isend_irecv being started
 
     def __init__(self, comm: Any, nccl: Any = None, timeout: float = DEFAULT_TIMEOUT) -> None:
         super().__init__(comm, timeout)
@@ -85,11 +88,35 @@ class NCCLGroup(ProcessGroup):
         ready.record(self.cp.cuda.get_current_stream())
         self.stream.wait_event(ready)
 
-    def _done(self) -> Work:
-        """Step 2's end: an event after the collective, for ``wait()``."""
+    def _done(self, what: str, keep: Any, ordered: bool = True) -> Work:
+        """Step 2's end: an event after the operation, for ``wait()``; the Work keeps
+        ``keep`` (the arrays NCCL reads and writes) alive until the current stream waits for
+        it (a freed array's memory goes back to CuPy's pool, for the current stream's next
+        allocation, while NCCL may still write into it on the side stream)."""
+        if self._batch is not None:  # NCCL starts the batch at its groupEnd: see batch()
+            work = _NCCLWork(self, what, None, keep, ordered)
+            self._batch.append(work)
+            return self._track(work)
         done = self.cp.cuda.Event(disable_timing=True)
         done.record(self.stream)
-        return _NCCLWork(done, self.cp)
+        return self._track(_NCCLWork(self, what, done, keep, ordered))
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """The sends and receives started inside run as one NCCL group (two ranks may both
+        send first): NCCL queues them at the group's end, so the event every Work of the
+        batch waits for is recorded there."""
+        self.nccl.groupStart()
+        self._batch = []
+        try:
+            yield
+        finally:
+            self.nccl.groupEnd()
+            works, self._batch = self._batch, None
+            done = self.cp.cuda.Event(disable_timing=True)
+            done.record(self.stream)
+            for work in works:
+                work.done = done
 
     def _start(self) -> None:
         """Step 1, for every collective (each is counted for the call checks)."""
@@ -102,6 +129,12 @@ class NCCLGroup(ProcessGroup):
     def all_reduce(self, array: Any, op: str = "sum") -> Work:
         return self._reduce(f"all_reduce(op={op!r}) of {self.describe(array)}", array, op, None)
 
+    def _nccl_op(self, op: str) -> tuple[Any, bool]:
+        """NCCL's op for ``op`` and whether to divide afterwards (NCCL before 2.10 has no
+        ncclAvg: sum, then divide)."""
+        nccl_op = getattr(self.nccl, _OPS[op], None)
+        return (self.nccl.NCCL_SUM, True) if nccl_op is None else (nccl_op, False)
+
     def reduce(self, array: Any, dst: int, op: str = "sum") -> Work:
         return self._reduce(f"reduce(dst={dst}, op={op!r}) of {self.describe(array)}", array,
                             op, dst)
@@ -110,10 +143,7 @@ class NCCLGroup(ProcessGroup):
         """ncclAllReduce (``dst`` None) or ncclReduce to ``dst``, in place."""
         self._start()
         ptr = array.data.ptr
-        nccl_op = getattr(self.nccl, _OPS[op], None)
-        divide = nccl_op is None  # NCCL before 2.10 has no ncclAvg: sum, then divide
-        if divide:
-            nccl_op = self.nccl.NCCL_SUM
+        nccl_op, divide = self._nccl_op(op)
         if dst is None:
             self._call(what, self.communicator.allReduce, ptr, ptr, array.size,
                        self._dtype(array), nccl_op, self.stream.ptr)
@@ -126,42 +156,97 @@ class NCCLGroup(ProcessGroup):
             # 2.4 ms), which is why ncclAvg (the division inside NCCL's kernel) is used above.
             with self.stream:
                 self.cp.true_divide(array, self.world_size, out=array)
-        return self._done()
+        return self._done(what, array)
 
     def broadcast(self, array: Any, src: int = 0) -> Work:
         self._start()
-        self._call(f"broadcast(src={src}) of {self.describe(array)}", self.communicator.bcast,
+        what = f"broadcast(src={src}) of {self.describe(array)}"
+        self._call(what, self.communicator.bcast,
                    array.data.ptr, array.size, self._dtype(array), src, self.stream.ptr)
-        return self._done()
+        return self._done(what, array)
 
     def all_gather(self, array: Any, out: Any) -> Work:
         self._start()
-        self._call(f"all_gather of {self.describe(array)}", self.communicator.allGather,
+        what = f"all_gather of {self.describe(array)}"
+        self._call(what, self.communicator.allGather,
                    array.data.ptr, out.data.ptr, array.size, self._dtype(array),
                    self.stream.ptr)
-        return self._done()
+        return self._done(what, (array, out))
+
+    def reduce_scatter(self, array: Any, out: Any, op: str = "sum") -> Work:
+        """ncclReduceScatter: rank ``r``'s ``out`` gets part ``r`` of the reduction."""
+        self._start()
+        what = f"reduce_scatter(op={op!r}) of {self.describe(array)}"
+        nccl_op, divide = self._nccl_op(op)
+        self._call(what, self.communicator.reduceScatter, array.data.ptr, out.data.ptr,
+                   out.size, self._dtype(out), nccl_op, self.stream.ptr)
+        if divide:
+            with self.stream:
+                self.cp.true_divide(out, self.world_size, out=out)
+        return self._done(what, (array, out))
+
+    def all_to_all(self, array: Any, out: Any, send_counts: list[int],
+                   recv_counts: list[int]) -> Work:
+        """NCCL has no all-to-all: a send to and a receive from every rank (itself
+        included) in one NCCL group, as PyTorch's NCCL backend does."""
+        self._start()
+        what = f"all_to_all of {self.describe(array)}"
+        item = array.dtype.itemsize
+        sends = [sum(send_counts[:r]) * item for r in range(self.world_size)]
+        recvs = [sum(recv_counts[:r]) * item for r in range(self.world_size)]
+        calls = [(kind, base + offset, r, count)
+                 for r in range(self.world_size)
+                 for kind, base, offset, count in
+                 (("send", array.data.ptr, sends[r], send_counts[r]),
+                  ("recv", out.data.ptr, recvs[r], recv_counts[r])) if count]
+        self._point_to_point(what, calls, array)
+        return self._done(what, (array, out))
+
+    def send(self, array: Any, dst: int, tag: int = 0) -> Work:
+        """ncclSend on the side stream (NCCL has no tags: ``tag`` is ignored, as by
+        PyTorch's NCCL backend; sends to one peer pair with its receives in order)."""
+        self._side_stream_after_current()
+        what = f"send(dst={dst}) of {self.describe(array)}"
+        self._point_to_point(what, [("send", array.data.ptr, dst, array.size)], array)
+        return self._done(what, array, ordered=False)
+
+    def recv(self, array: Any, src: int | None, tag: int = 0) -> Work:
+        """ncclRecv on the side stream; ``src`` must be given (NCCL cannot receive from
+        any source)."""
+        if src is None:
+            raise NotImplementedError(
+                f"recv on rank {self.rank} (nccl backend): src=None (from any rank) is not "
+                "supported: NCCL receives from a given rank only; pass src")
+        self._side_stream_after_current()
+        what = f"recv(src={src}) of {self.describe(array)}"
+        self._point_to_point(what, [("recv", array.data.ptr, src, array.size)], array)
+        work = self._done(what, array, ordered=False)
+        work.source = src
+        return work
 
     def gather(self, array: Any, out: Any | None, dst: int) -> Work:
         self._start()
         what = f"gather(dst={dst}) of {self.describe(array)}"
         if self.rank != dst:
-            self._point_to_point(what, [("send", array.data.ptr, dst)], array)
+            self._point_to_point(what, [("send", array.data.ptr, dst, array.size)], array)
         else:
             parts = self._parts(out, array)
-            self._point_to_point(what, [("recv", parts[r], r) for r in self._others(dst)], array)
+            self._point_to_point(what, [("recv", parts[r], r, array.size)
+                                        for r in self._others(dst)], array)
             self._copy_on_side_stream(parts[dst], array.data.ptr, array.nbytes)
-        return self._done()
+        return self._done(what, (array, out))
 
     def scatter(self, stack: Any | None, out: Any, src: int) -> Work:
         self._start()
         what = f"scatter(src={src}) of {self.describe(out)}"
         if self.rank != src:
-            self._point_to_point(what, [("recv", out.data.ptr, src)], out)
+            self._point_to_point(what, [("recv", out.data.ptr, src, out.size)], out)
         else:
             parts = self._parts(stack, out)
-            self._point_to_point(what, [("send", parts[r], r) for r in self._others(src)], out)
+            self._point_to_point(what, [("send", parts[r], r, out.size)
+                                        for r in self._others(src)], out)
             self._copy_on_side_stream(out.data.ptr, parts[src], out.nbytes)
-        return self._done()
+        return self._done(what, (stack, out))
 
     def _others(self, root: int) -> list[int]:
         return [r for r in range(self.world_size) if r != root]
@@ -170,14 +255,15 @@ class NCCLGroup(ProcessGroup):
         """The device addresses of the ``world_size`` parts of ``whole``, each ``part``'s size."""
         return [whole.data.ptr + r * part.nbytes for r in range(self.world_size)]
 
-    def _point_to_point(self, what: str, calls: list[tuple[str, int, int]], like: Any) -> None:
-        """ncclSend / ncclRecv of ``like``'s size and dtype (``(kind, address, peer)``), as one
+    def _point_to_point(self, what: str, calls: list[tuple[str, int, int, int]],
+                        like: Any) -> None:
+        """ncclSend / ncclRecv of ``like``'s dtype (``(kind, address, peer, count)``), as one
         NCCL group on the side stream."""
         self.nccl.groupStart()
         try:
-            for kind, ptr, peer in calls:
+            for kind, ptr, peer, count in calls:
                 fn = self.communicator.send if kind == "send" else self.communicator.recv
-                self._call(what, fn, ptr, like.size, self._dtype(like), peer, self.stream.ptr)
+                self._call(what, fn, ptr, count, self._dtype(like), peer, self.stream.ptr)
         finally:
             self.nccl.groupEnd()
 
@@ -185,18 +271,21 @@ class NCCLGroup(ProcessGroup):
         runtime = self.cp.cuda.runtime
         runtime.memcpyAsync(dst, src, nbytes, runtime.memcpyDeviceToDevice, self.stream.ptr)
 
-    def barrier(self) -> None:
+    def barrier(self) -> Work:
+        self.complete()
         self.cp.cuda.get_current_stream().synchronize()
         self.stream.synchronize()
-        super().barrier()
+        return super().barrier()
 
     def stall_timer(self) -> StallTimer:
         return _GPUStallTimer(self.cp)
 
-    def destroy(self, rendezvous: bool = True) -> None:
+    def destroy(self, rendezvous: bool = True, at_exit: bool = False) -> None:
+        if rendezvous:
+            self.complete()
         self.stream.synchronize()
         self.communicator.destroy()
-        super().destroy(rendezvous)
+        super().destroy(rendezvous, at_exit)
 
     def _call(self, what: str, fn: Any, *args: Any) -> None:
         try:
@@ -209,14 +298,17 @@ class NCCLGroup(ProcessGroup):
 class _NCCLWork(Work):
     """Step 3: ``wait()`` orders the current stream after the collective (no host wait)."""
 
-    def __init__(self, done: Any, cp: Any) -> None:
-        self.done, self.cp = done, cp
+    def __init__(self, group: NCCLGroup, what: str, done: Any, keep: Any,
+                 ordered: bool = True) -> None:
+        super().__init__(group, what, keep, ordered)
+        self.done, self.cp = done, group.cp
+        self.source: int | None = None
 
-    def wait(self) -> None:
+    def _block(self) -> None:
         self.cp.cuda.get_current_stream().wait_event(self.done)
 
-    def is_completed(self) -> bool:
-        return self.done.done
+    def _test(self) -> bool:
+        return self.done is not None and bool(self.done.done)
 
 
 class _GPUStallTimer(StallTimer):

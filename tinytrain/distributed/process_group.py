@@ -13,7 +13,10 @@ group wraps that world and offers the collectives DDP needs, on raw arrays, in p
 * ``barrier()``: no rank leaves before every rank has arrived.
 
 The collectives start the operation and return a :class:`Work` handle at once; ``wait()``
-makes the result usable. Two backends implement them:
+makes the result usable. The Work holds the arrays until the operation has completed, and
+the group holds every Work until then, so a temporary array or a dropped handle is safe
+(see :class:`Work`). Point-to-point ``send`` and ``recv`` (only two ranks take part) return
+Works too. Two backends implement them:
 
 * ``mpi`` (this file): NumPy arrays through mpi4py's non-blocking collectives (buffer
   interface, no pickling). ``wait()`` polls the request from Python, so Ctrl-C still works
@@ -53,6 +56,7 @@ covered (a peer that left makes them hang until NCCL's own watchdog, if any).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import sys
@@ -61,7 +65,9 @@ from typing import Any
 
 import numpy as np
 
-OPS = ("sum", "avg", "max", "min", "product")
+#: The reductions: PyTorch's ReduceOp, lower-case ("band", "bor", "bxor": bitwise, of
+#: integer and bool tensors).
+OPS = ("sum", "avg", "max", "min", "product", "band", "bor", "bxor")
 
 #: How long a rank waits in a collective for the others before it raises (PyTorch's default
 #: for its CPU backends, ``default_pg_timeout``): a rank that exited, hangs, or took another
@@ -87,20 +93,24 @@ class _ReduceOpNames(type):
     def __getattr__(cls, name: str) -> Any:
         message = f"type object 'ReduceOp' has no attribute {name!r}"
         if not name.startswith("__"):
-            message += (": tinytrain reduces with SUM, AVG, MAX, MIN and PRODUCT (on a bool "
-                        "tensor, SUM and MAX are a logical or, MIN and PRODUCT a logical and)")
+            message += (": tinytrain reduces with SUM, AVG, MAX, MIN, PRODUCT, and BAND, BOR "
+                        "and BXOR for integer and bool tensors (on a bool tensor, SUM and MAX "
+                        "are a logical or, MIN and PRODUCT a logical and)")
         raise AttributeError(message)
 
 
 class ReduceOp(metaclass=_ReduceOpNames):
     """PyTorch-style names for the reduction operations (plain strings here). PyTorch's
-    others (``BAND``, ``PREMUL_SUM``, ...) raise an AttributeError that says what there is."""
+    others (``PREMUL_SUM``, ...) raise an AttributeError that says what there is."""
 
     SUM = "sum"
     AVG = "avg"
     MAX = "max"
     MIN = "min"
     PRODUCT = "product"
+    BAND = "band"
+    BOR = "bor"
+    BXOR = "bxor"
 
 
 class CollectiveError(RuntimeError):
@@ -117,12 +127,61 @@ class PeerLeft(CollectiveError):
 
 
 class Work:
-    """Handle of a collective that was started: ``wait()`` before using its result."""
+    """Handle of an operation that was started (PyTorch's ``Work``): ``wait()`` before using
+    its result.
 
-    def wait(self) -> None:
-        raise NotImplementedError
+    A Work holds the arrays the operation reads and writes until it has completed. MPI and
+    NCCL write into them in the background: a temporary tensor (``all_reduce(t * 5,
+    async_op=True)``), once freed, would have its memory handed to the next array NumPy or
+    CuPy makes, which would then receive the result. Its group keeps it too until it has
+    completed (:meth:`ProcessGroup.complete`): a handle the program dropped still completes,
+    with its averaging and copies out, at the latest when a later collective is waited for,
+    at a barrier or when the group is destroyed, as PyTorch's process groups keep their
+    work. Collectives complete in the order they were started; point-to-point operations
+    (``ordered=False``) each on its own.
+    """
+
+    def __init__(self, group: ProcessGroup, what: str, keep: Any = None,
+                 ordered: bool = True) -> None:
+        self.group, self.what, self.ordered = group, what, ordered
+        self._keep: list[Any] = [keep]
+        self._then: list[Any] = []
+        self.completed = False
+
+    def then(self, fn: Any = None, keep: Any = None) -> Work:
+        """Run ``fn()`` once the operation has completed (a copy out of a staging buffer, an
+        average), keeping ``keep`` alive until then. Returns this Work."""
+        if fn is not None:
+            self._then.append(fn)
+        self._keep.append(keep)
+        return self
+
+    def wait(self) -> bool:
+        """Block until the operation has completed (``mpi``), or make the current CUDA stream
+        wait for it (``nccl``; the host does not block); the collectives the group started
+        before it complete first. Returns True, as PyTorch's."""
+        self.group.complete(self)
+        return True
 
     def is_completed(self) -> bool:
+        """True once the operation has completed (then its result is in place)."""
+        if not self.completed and self._test():
+            self._finish()
+        return self.completed
+
+    def _finish(self) -> None:
+        self.completed = True
+        then, self._then, self._keep = self._then, [], []
+        for fn in then:
+            fn()
+
+    # the backend's part
+    def _test(self) -> bool:
+        """Has it completed? Never blocks."""
+        raise NotImplementedError
+
+    def _block(self) -> None:
+        """Return once it has completed (``nccl``: once the current stream waits for it)."""
         raise NotImplementedError
 
 
@@ -157,6 +216,8 @@ class ProcessGroup:
         local.Free()
         self.check_comm = comm.Dup()
         self.departures = _Departures(comm) if self.world_size > 1 else None
+        self.in_flight: list[Work] = []  # started, not known to be completed (see Work)
+        self.abandoned: list[Work] = []  # in flight when one failed: their arrays stay alive
 
     # the collectives, on raw arrays of this backend's device (checked by the callers)
     def all_reduce(self, array: Any, op: str = "sum") -> Work:
@@ -184,8 +245,104 @@ class ProcessGroup:
         ``world_size * out.size`` elements; None on the other ranks)."""
         raise NotImplementedError
 
-    def barrier(self) -> None:
-        _MPIWork(self.comm.Ibarrier(), self, "barrier").wait()
+    def send(self, array: Any, dst: int, tag: int = 0) -> Work:
+        """Send ``array`` to rank ``dst`` (point-to-point: only that rank takes part)."""
+        raise NotImplementedError
+
+    def recv(self, array: Any, src: int | None, tag: int = 0) -> Work:
+        """Receive into ``array`` from rank ``src`` (None: any rank); once it completed, the
+        Work's ``source`` is the sender's rank."""
+        raise NotImplementedError
+
+    def reduce_scatter(self, array: Any, out: Any, op: str = "sum") -> Work:
+        """Rank ``r``'s ``out`` gets part ``r`` of the reduction of every rank's ``array``
+        (contiguous, ``world_size * out.size`` elements)."""
+        raise NotImplementedError
+
+    def all_to_all(self, array: Any, out: Any, send_counts: list[int],
+                   recv_counts: list[int]) -> Work:
+        """Rank ``r`` sends ``send_counts[q]`` elements of ``array`` (the parts one after the
+        other, in rank order) to each rank ``q``, and receives ``recv_counts[q]`` from each
+        into ``out``, in rank order."""
+        raise NotImplementedError
+
+    def batch(self) -> contextlib.AbstractContextManager:
+        """A context in which sends and receives are started as one batch
+        (``batch_isend_irecv``): nothing to do for MPI, one NCCL group for nccl."""
+        return contextlib.nullcontext()
+
+    def monitored_barrier(self, timeout: float, wait_all_ranks: bool = False) -> None:
+        """PyTorch's ``monitored_barrier``: every rank sends rank 0 a message on the check
+        communicator; rank 0 waits at most ``timeout`` s for all of them, then answers each,
+        or raises naming the ranks that did not arrive (the first only, unless
+        ``wait_all_ranks``). The others wait for the answer a little longer (rank 0's error
+        comes first), then raise."""
+        self.complete()
+        what = f"monitored_barrier() on rank {self.rank} of {self.world_size}"
+        token = np.zeros(max(self.world_size, 1), dtype=np.uint8)
+        if self.rank == 0:
+            waiting = {r: _mpi_call(self, what, self.check_comm.Irecv, token[r:r + 1], r,
+                                    _MONITORED_TAG) for r in range(1, self.world_size)}
+            _poll(waiting, time.monotonic() + timeout)
+            if waiting:
+                for request in waiting.values():
+                    request.Cancel()
+                    request.Wait()
+                missing = sorted(waiting) if wait_all_ranks else sorted(waiting)[:1]
+                names = ", ".join(str(r) for r in missing)
+                raise CollectiveTimeout(
+                    f"[Rank 0]: Rank{'s' if wait_all_ranks else ''} {names} failed to pass "
+                    f"monitoredBarrier in {round(timeout * 1000)} ms")
+            answers = [_mpi_call(self, what, self.check_comm.Isend, token[:1], r,
+                                 _MONITORED_TAG) for r in range(1, self.world_size)]
+            _poll(dict(enumerate(answers)), time.monotonic() + timeout)
+            return
+        arrived = _mpi_call(self, what, self.check_comm.Isend, token[:1], 0, _MONITORED_TAG)
+        answer = {0: _mpi_call(self, what, self.check_comm.Irecv, token[1:2], 0,
+                               _MONITORED_TAG)}
+        _poll(answer, time.monotonic() + timeout + LEAVE_GRACE)
+        if answer:
+            raise CollectiveTimeout(
+                f"Rank {self.rank} successfully reached monitoredBarrier, but rank 0 did not "
+                f"answer within {round(timeout * 1000)} ms: rank 0 names the ranks that did "
+                "not arrive (or it did not arrive itself)")
+        arrived.Wait()
+
+    def _track(self, work: Work) -> Work:
+        """Keep ``work`` until it has completed (forgetting those that completed meanwhile)."""
+        self.in_flight = [w for w in self.in_flight if not w.is_completed()]
+        self.in_flight.append(work)
+        return work
+
+    def complete(self, upto: Work | None = None) -> None:
+        """Complete what is in flight: the collectives in the order they were started, up to
+        ``upto`` (None: all of them); a point-to-point ``upto`` (or one the group does not
+        keep) alone. A failure (a peer left, the timeout) abandons everything in flight: it
+        cannot complete either, and waiting for each would take another timeout; its arrays
+        stay allocated, since MPI may still write into them."""
+        if upto is not None and (not upto.ordered or upto not in self.in_flight):
+            todo = [upto]
+        else:
+            todo = [w for w in self.in_flight if w.ordered]
+            if upto is not None:
+                todo = todo[: todo.index(upto) + 1]
+        try:
+            for work in todo:
+                if not work.completed:
+                    work._block()
+                    work._finish()
+        except CollectiveError:
+            self.abandoned += self.in_flight
+            self.in_flight = []
+            raise
+        self.in_flight = [w for w in self.in_flight if not w.completed]
+
+    def barrier(self) -> Work:
+        """Every rank waits until every rank has arrived; what this rank started before
+        completes first (as gloo's barrier)."""
+        self.complete()
+        return self._track(_MPIWork(_mpi_call(self, "barrier()", self.comm.Ibarrier), self,
+                                    "barrier()"))
 
     def allgather_object(self, obj: Any, what: str = "allgather_object") -> list[Any]:
         """Every rank's ``obj`` (small, picklable), in rank order: for checks, not data.
@@ -205,12 +362,14 @@ class ProcessGroup:
                              f"pickles to {mine.size} bytes: send arrays as tensors")
         sizes = np.zeros(self.world_size, dtype=np.int32)
         _MPIWork(_mpi_call(self, what, self.check_comm.Iallgather,
-                           np.array([mine.size], dtype=np.int32), sizes), self, what).wait()
+                           np.array([mine.size], dtype=np.int32), sizes), self, what,
+                 ordered=False).wait()
         _check_object_sizes(sizes, f"{what} on rank {self.rank} of {self.world_size}")
         starts = np.concatenate([[0], np.cumsum(sizes[:-1])]).astype(np.int32)
         everyone = np.empty(int(sizes.sum()), dtype=np.uint8)
         _MPIWork(_mpi_call(self, what, self.check_comm.Iallgatherv, mine,
-                           [everyone, (sizes, starts), MPI.BYTE]), self, what).wait()
+                           [everyone, (sizes, starts), MPI.BYTE]), self, what,
+                 ordered=False).wait()
         gathered = [pickle.loads(everyone[a:a + n].tobytes()) for a, n in zip(starts, sizes)]
         if any(call != what for call, _ in gathered):
             listing = "; ".join(f"rank {r}: {call}" for r, (call, _) in enumerate(gathered))
@@ -224,17 +383,38 @@ class ProcessGroup:
         """A timer for the time this rank is held up waiting for communication."""
         return StallTimer()
 
-    def destroy(self, rendezvous: bool = True) -> None:
-        """Leave the group: tell every peer and wait (at most ``timeout``) until every peer
-        has said it leaves too, then free the communicators. ``rendezvous=False`` (a group
-        refused right after it was made) tells nobody and waits for nobody."""
-        if self.departures is not None:
-            self.departures.leave(self.timeout if rendezvous else None)
-        self.check_comm.Free()
-        self.comm.Free()
+    def destroy(self, rendezvous: bool = True, at_exit: bool = False) -> None:
+        """Leave the group: complete the collectives in flight, tell every peer and wait (at
+        most ``timeout``) until every peer has said it leaves too, then free the
+        communicators. ``rendezvous=False`` (a group refused right after it was made) tells
+        nobody and waits for nobody; ``at_exit``: the program ended without destroying it
+        (the peers' errors say so)."""
+        try:
+            if rendezvous:
+                self.complete()
+        finally:
+            if self.departures is not None:
+                self.departures.leave(self.timeout if rendezvous else None,
+                                      LEFT_AT_EXIT if at_exit else LEFT_BY_DESTROY)
+            self.check_comm.Free()
+            self.comm.Free()
 
     def describe(self, array: Any) -> str:
         return f"{array.dtype} {list(array.shape)}"
+
+
+#: The tag of monitored_barrier's messages (on the check communicator, which carries no
+#: other point-to-point message).
+_MONITORED_TAG = 77
+
+
+def _poll(requests: dict[int, Any], deadline: float) -> None:
+    """Test ``requests`` until all have completed (each is removed) or ``deadline``."""
+    while requests and time.monotonic() < deadline:
+        for key in [k for k, request in requests.items() if request.Test()]:
+            del requests[key]
+        if requests:
+            time.sleep(0.001)
 
 
 def _check_object_sizes(sizes: np.ndarray, where: str) -> None:
@@ -303,10 +483,40 @@ class MPIGroup(ProcessGroup):
         what = f"scatter(src={src}) of {self.describe(out)}"
         return self._start(what, self.comm.Iscatter, stack, out, src)
 
+    def reduce_scatter(self, array: np.ndarray, out: np.ndarray, op: str = "sum") -> Work:
+        what = f"reduce_scatter(op={op!r}) of {self.describe(array)}"
+        return self._start(what, self.comm.Ireduce_scatter_block, array, out,
+                           _mpi_op(op, array), finish=self._average(out, op))
+
+    def all_to_all(self, array: np.ndarray, out: np.ndarray, send_counts: list[int],
+                   recv_counts: list[int]) -> Work:
+        what = f"all_to_all of {self.describe(array)}"
+        send, recv = np.asarray(send_counts, np.int64), np.asarray(recv_counts, np.int64)
+        starts = [np.concatenate([[0], np.cumsum(c[:-1])]) for c in (send, recv)]
+        return self._start(what, self.comm.Ialltoallv, [array, (send, starts[0])],
+                           [out, (recv, starts[1])])
+
+    def send(self, array: np.ndarray, dst: int, tag: int = 0) -> Work:
+        what = f"send(dst={dst}, tag={tag}) of {self.describe(array)}"
+        request = _mpi_call(self, what, self.comm.Isend, array, dst, tag)
+        return self._track(_MPIWork(request, self, what, keep=array, ordered=False,
+                                    peers=[dst]))
+
+    def recv(self, array: np.ndarray, src: int | None, tag: int = 0) -> Work:
+        from mpi4py import MPI
+
+        what = f"recv(src={src}, tag={tag}) of {self.describe(array)}"
+        request = _mpi_call(self, what, self.comm.Irecv, array,
+                            MPI.ANY_SOURCE if src is None else src, tag)
+        return self._track(_MPIWork(request, self, what, keep=array, ordered=False,
+                                    peers=None if src is None else [src], any_peer=src is None))
+
     def _start(self, what: str, fn: Any, *args: Any, finish: Any = None) -> Work:
-        """Start one of MPI's non-blocking collectives (counted for the call checks)."""
+        """Start one of MPI's non-blocking collectives (counted for the call checks); its
+        Work keeps the arguments (the arrays) alive until it has completed."""
         self.collectives += 1
-        return _MPIWork(_mpi_call(self, what, fn, *args), self, what, finish)
+        work = _MPIWork(_mpi_call(self, what, fn, *args), self, what, keep=args)
+        return self._track(work.then(finish))
 
     def _average(self, array: np.ndarray, op: str) -> Any:
         """MPI has no average: sum, then divide once the sum has arrived (as NCCL's
@@ -323,7 +533,7 @@ def _mpi_op(op: str, array: np.ndarray) -> Any:
     if op in ("max", "min") and array.dtype.kind == "f":
         return _nan_propagating(op)
     return {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN,
-            "product": MPI.PROD}[op]
+            "product": MPI.PROD, "band": MPI.BAND, "bor": MPI.BOR, "bxor": MPI.BXOR}[op]
 
 
 _NAN_OPS: dict[str, Any] = {}
@@ -348,19 +558,26 @@ def _nan_propagating(op: str) -> Any:
     return _NAN_OPS[op]
 
 
+#: What a rank's "leaving" notice says (its one byte): how it left.
+LEFT_BY_DESTROY, LEFT_AT_EXIT = 1, 2
+
+
 class _Departures:
     """The "leaving" notices of a group (see the module docstring), on a communicator of
-    their own: a receive posted at the start for every peer, one send to each at the end."""
+    their own: a receive posted at the start for every peer, one send to each at the end.
+    The notice's byte says how the rank left: :data:`LEFT_BY_DESTROY` (its program called
+    ``destroy_process_group()``) or :data:`LEFT_AT_EXIT` (its program ended without it)."""
 
     def __init__(self, comm: Any) -> None:
         self.comm = comm.Dup()
         me = comm.Get_rank()
         self.peers = [r for r in range(comm.Get_size()) if r != me]
         self._inbox = np.zeros(len(self.peers), dtype=np.uint8)
-        self._outbox = np.ones(1, dtype=np.uint8)
+        self._outbox = np.full(1, LEFT_BY_DESTROY, dtype=np.uint8)
         self._receives = {r: self.comm.Irecv(self._inbox[i:i + 1], source=r)
                           for i, r in enumerate(self.peers)}
         self.left: dict[int, float] = {}  # rank -> when its notice was seen (time.monotonic)
+        self.how: dict[int, int] = {}  # rank -> its notice (LEFT_BY_DESTROY or LEFT_AT_EXIT)
         self._next_check = 0.0
 
     def poll(self, every: float = 0.005) -> dict[int, float]:
@@ -371,12 +588,15 @@ class _Departures:
             for r in [r for r, request in self._receives.items() if request.Test()]:
                 del self._receives[r]
                 self.left[r] = now
+                self.how[r] = int(self._inbox[self.peers.index(r)])
         return self.left
 
-    def leave(self, timeout: float | None) -> None:
-        """Send this rank's notice to every peer and wait until every peer's has come and
-        the sends are done, for at most ``timeout`` s (None: send nothing, wait for no one).
-        Then cancel what remains, so that no request is left pending, and free."""
+    def leave(self, timeout: float | None, how: int = LEFT_BY_DESTROY) -> None:
+        """Send this rank's notice (``how`` it leaves) to every peer and wait until every
+        peer's has come and the sends are done, for at most ``timeout`` s (None: send
+        nothing, wait for no one). Then cancel what remains, so that no request is left
+        pending, and free."""
+        self._outbox[0] = how
         sends = ([] if timeout is None else
                  [self.comm.Isend(self._outbox, dest=r) for r in self.peers])
         deadline = time.monotonic() + (timeout or 0.0)
@@ -398,25 +618,33 @@ class _Departures:
 class _MPIWork(Work):
     """An MPI request; ``wait()`` polls it, so that signals (Ctrl-C) are handled meanwhile,
     and yields the core between polls (on a machine with more busy threads than cores, a
-    spinning rank would take time from the rank it waits for)."""
+    spinning rank would take time from the rank it waits for).
 
-    def __init__(self, request: Any, group: ProcessGroup, what: str,
-                 finish: Any = None) -> None:
-        self.request, self.group, self.what, self.finish = request, group, what, finish
-        self.done = False
+    ``peers``: the ranks it waits for (None: every rank; ``any_peer``: any one of them, a
+    receive from any source). Once it has completed, ``source`` is the rank a receive got
+    its message from."""
 
-    def is_completed(self) -> bool:
-        if not self.done and _mpi_call(self.group, self.what, self.request.Test):
-            self.done = True
-            if self.finish is not None:
-                self.finish()
-        return self.done
+    def __init__(self, request: Any, group: ProcessGroup, what: str, keep: Any = None,
+                 ordered: bool = True, peers: list[int] | None = None,
+                 any_peer: bool = False) -> None:
+        from mpi4py import MPI
 
-    def wait(self) -> None:
+        super().__init__(group, what, keep, ordered)
+        self.request, self.peers, self.any_peer = request, peers, any_peer
+        self.status = MPI.Status()
+        self.source: int | None = None
+
+    def _test(self) -> bool:
+        if _mpi_call(self.group, self.what, self.request.Test, self.status):
+            self.source = self.status.Get_source()
+            return True
+        return False
+
+    def _block(self) -> None:
         g = self.group
         start = time.monotonic()
         deadline, stall = start + g.timeout, start + STALL_NOTICE
-        while not self.is_completed():
+        while not self._test():
             now = time.monotonic()
             if now > stall and g.timeout > STALL_NOTICE:  # once: say why it is quiet
                 stall = float("inf")
@@ -425,25 +653,51 @@ class _MPIWork(Work):
                       "collective (e.g. it ran a different number of batches), this waits "
                       f"until the timeout ({g.timeout:g} s). Every rank must make the same "
                       "collective calls in the same order", file=sys.stderr, flush=True)
-            left = g.departures.poll() if g.departures is not None else {}
+            left = self._peers_gone()
             if left and (now > min(left.values()) + LEAVE_GRACE or now > deadline):
-                gone = ", ".join(str(r) for r in sorted(left))
-                raise PeerLeft(
-                    f"{self.what} on rank {g.rank} of {g.world_size} ({g.backend} backend) "
-                    f"cannot complete: rank {gone} left the group (destroy_process_group() or "
-                    "the end of its program) while this rank waits for it here. Likely cause: "
-                    "the ranks ran different numbers of steps or batches, e.g. a dataset split "
-                    "unevenly across ranks: use DistributedSampler (it gives every rank the "
-                    "same number of samples), drop_last=True, or the same number of batches "
-                    "on every rank")
+                raise PeerLeft(self._gone_message(sorted(left)))
             if now > deadline:
                 raise CollectiveTimeout(
                     f"{self.what} on rank {g.rank} of {g.world_size} ({g.backend} backend) did "
                     f"not complete within {g.timeout:g} s: another rank has not called it (it "
                     "hangs, or took another path, e.g. it ran a different number of batches "
                     "and is in another collective; every rank must make the same collective "
-                    "calls in the same order). init_process_group(timeout=...) sets the limit")
+                    "calls in the same order). init_process_group(timeout=...) sets the limit"
+                    + ("; dist.monitored_barrier() names the ranks that do not arrive"
+                       if self.what.startswith("barrier()") else ""))
             _yield()
+
+    def _peers_gone(self) -> dict[int, float]:
+        """The ranks it waits for that have left (all of them, for ``any_peer``)."""
+        g = self.group
+        left = g.departures.poll() if g.departures is not None else {}
+        if self.peers is None and not self.any_peer:
+            return left
+        needed = self.peers if self.peers is not None else \
+            [r for r in range(g.world_size) if r != g.rank]
+        gone = {r: t for r, t in left.items() if r in needed}
+        return gone if not self.any_peer or len(gone) == len(needed) else {}
+
+    def _gone_message(self, gone: list[int]) -> str:
+        g = self.group
+        names = ", ".join(str(r) for r in gone)
+        at_exit = g.departures.how.get(gone[0]) == LEFT_AT_EXIT
+        how = ("its program ended without destroy_process_group(): at its last line, "
+               "sys.exit() or exit()" if at_exit else "it called destroy_process_group()")
+        message = (f"{self.what} on rank {g.rank} of {g.world_size} ({g.backend} backend) "
+                   f"cannot complete: rank {names} left the group ({how}) while this rank "
+                   "waits for it here. ")
+        if self.peers is not None or self.any_peer:  # a send or receive
+            return message + ("Every send needs a matching receive on its peer, and every "
+                              "receive a send")
+        uneven = ("the ranks ran different numbers of steps or batches, e.g. a dataset split "
+                  "unevenly across ranks: use DistributedSampler (it gives every rank the "
+                  "same number of samples), drop_last=True, or the same number of batches on "
+                  "every rank")
+        if at_exit:
+            return message + (f"If rank {names} stopped on purpose or on an error, its own "
+                              f"output says why; if it simply finished, {uneven}")
+        return message + "Likely cause: " + uneven
 
 
 _yield = getattr(os, "sched_yield", lambda: None)  # (not on Windows)
