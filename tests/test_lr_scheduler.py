@@ -35,8 +35,10 @@ def test_state_dict_round_trip_continues_identically():
     p = tt.zeros(2, requires_grad=True)
     a = optim.lr_scheduler.CosineAnnealingLR(optim.SGD([p], lr=0.1), T_max=10)
     for _ in range(4):
+        a.optimizer.step()
         a.step()
     b = optim.lr_scheduler.CosineAnnealingLR(optim.SGD([p], lr=0.1), T_max=10)
+    b.optimizer.load_state_dict(a.optimizer.state_dict())  # the rates, as PyTorch needs
     b.load_state_dict(a.state_dict())
     for _ in range(3):
         a.step()

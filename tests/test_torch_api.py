@@ -214,13 +214,13 @@ def test_torch_nn_parallel_is_the_distributed_wrapper():
     (tt, "no_such_thing", "the part of PyTorch"),
     (nn, "Bilinear", "tinytrain.nn has AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, "
                      "BatchNorm1d"),
-    (nn, "DataParallel", "DistributedDataParallel"),
+    (nn, "LPPool2d", "2-D convolution and pooling only"),
     (F, "grid_sample", "tinytrain.nn.functional has"),
     (nn.init, "dirac_", "kaiming_normal_"),
     (nn.utils, "weight_norm", "clip_grad_norm_"),
     (tt.optim, "LBFGS", "closure"),
-    (tt.optim, "NAdam", "AdamW, RMSprop"),
-    (tt.optim.lr_scheduler, "CyclicLR", "OneCycleLR and ReduceLROnPlateau"),
+    (tt.optim, "Rprop", "AdamW, NAdam, RAdam"),
+    (tt.optim.lr_scheduler, "WarmupLR", "CyclicLR, ExponentialLR"),
     (tt.utils.data, "get_worker_info", "no worker processes"),
 ])
 def test_names_outside_the_scope_say_what_to_use(module, name, hint):

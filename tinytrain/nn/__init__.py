@@ -13,6 +13,7 @@ from tinytrain.nn.conv import (
     MaxPool2d,
     MaxUnpool2d,
 )
+from tinytrain.nn.data_parallel import DataParallel
 from tinytrain.nn.fold import Fold, Unfold
 from tinytrain.nn.layers import (
     CELU,
@@ -87,9 +88,9 @@ __all__ = [
     "BCELoss",
     "CosineEmbeddingLoss", "HingeEmbeddingLoss", "MarginRankingLoss", "TripletMarginLoss",
     "BCEWithLogitsLoss", "CELU", "Conv2d", "ConvTranspose2d", "CosineSimilarity",
-    "CrossEntropyLoss", "Dropout", "Dropout2d", "ELU", "Embedding", "Flatten", "functional",
-    "GELU", "GroupNorm", "Hardsigmoid", "Hardswish", "Hardtanh", "HuberLoss", "Identity",
-    "init", "KLDivLoss", "L1Loss", "LayerNorm", "LazyBatchNorm1d", "LazyBatchNorm2d",
+    "CrossEntropyLoss", "DataParallel", "Dropout", "Dropout2d", "ELU", "Embedding", "Flatten",
+    "functional", "GELU", "GroupNorm", "Hardsigmoid", "Hardswish", "Hardtanh", "HuberLoss",
+    "Identity", "init", "KLDivLoss", "L1Loss", "LayerNorm", "LazyBatchNorm1d", "LazyBatchNorm2d",
     "LazyConv2d", "LazyLinear", "LeakyReLU", "Linear", "LogSigmoid",
     "LogSoftmax", "MaxPool2d", "MaxUnpool2d", "Mish", "Module", "ModuleDict", "ModuleList",
     "MSELoss",
@@ -134,7 +135,6 @@ for _name, _hint in _NOT_IMPLEMENTED.items():
     globals()[_name] = _missing.layer_placeholder(_name, _hint, Module)
 
 _hints = _module_getattr(__name__, {
-    "DataParallel": "use tinytrain.distributed.DistributedDataParallel (one process per GPU)",
     "MaxUnpool1d": _CONV, "LPPool2d": _CONV, "FractionalMaxPool2d": _CONV,
 }, _LAYERS)
 

@@ -14,6 +14,7 @@ from tinytrain.tensor import Tensor
 class Adadelta(Optimizer):
     """For each parameter, with running averages ``v`` (of g^2) and ``u`` (of updates^2)::
 
+        g = -g                                   (maximize)
         g = g + weight_decay * p
         v = rho * v + (1 - rho) * g^2
         delta = sqrt(u + eps) / sqrt(v + eps) * g
@@ -24,7 +25,9 @@ class Adadelta(Optimizer):
     """
 
     def __init__(self, params: Iterable[Tensor], lr: float = 1.0, rho: float = 0.9,
-                 eps: float = 1e-6, weight_decay: float = 0) -> None:
+                 eps: float = 1e-6, weight_decay: float = 0, foreach: bool | None = None, *,
+                 capturable: bool = False, maximize: bool = False,
+                 differentiable: bool = False) -> None:
         if not lr >= 0:
             raise ValueError(f"Adadelta: learning rate must be >= 0, got {lr}")
         if not 0 <= rho <= 1:
@@ -32,7 +35,9 @@ class Adadelta(Optimizer):
         if not eps >= 0 or not weight_decay >= 0:
             raise ValueError(f"Adadelta: eps ({eps}) and weight_decay ({weight_decay}) must "
                              "be >= 0")
-        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay))
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,
+                                      maximize=maximize, capturable=capturable,
+                                      foreach=foreach, differentiable=differentiable))
 
     @no_grad()
     def step(self) -> None:

@@ -14,6 +14,7 @@ from tinytrain.tensor import Tensor
 class Adagrad(Optimizer):
     """For each parameter, with the sum ``s`` of every g^2 so far, at step ``t``::
 
+        g = -g                                   (maximize)
         g = g + weight_decay * p
         s = s + g^2
         p = p - lr / (1 + (t - 1) * lr_decay) * g / (sqrt(s) + eps)
@@ -25,7 +26,8 @@ class Adagrad(Optimizer):
 
     def __init__(self, params: Iterable[Tensor], lr: float = 1e-2, lr_decay: float = 0,
                  weight_decay: float = 0, initial_accumulator_value: float = 0,
-                 eps: float = 1e-10) -> None:
+                 eps: float = 1e-10, foreach: bool | None = None, *, maximize: bool = False,
+                 differentiable: bool = False, fused: bool | None = None) -> None:
         for name, value in (("lr", lr), ("lr_decay", lr_decay), ("weight_decay", weight_decay),
                             ("initial_accumulator_value", initial_accumulator_value),
                             ("eps", eps)):
@@ -33,7 +35,8 @@ class Adagrad(Optimizer):
                 raise ValueError(f"Adagrad: {name} must be >= 0, got {value}")
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value,
-                                      eps=eps))
+                                      eps=eps, foreach=foreach, maximize=maximize,
+                                      differentiable=differentiable, fused=fused))
         for p in self._params():
             self.state[p] = {"step": 0, **_new_state(p.data, self.defaults)}
 

@@ -15,11 +15,12 @@ from tinytrain import backend
 from tinytrain.autograd import enable_grad
 from tinytrain.tensor import ShapeError, Tensor
 
-#: Options of PyTorch's optimizers that change the update and that tinytrain's do not have:
-#: a state dict that turns one on is refused (off, as PyTorch saves them, they are skipped),
-#: unless the optimizer works that way anyway (:attr:`Optimizer.inherent_options`).
+#: PyTorch options that change the update. A saved state dict that turns one on is refused by
+#: an optimizer that lacks it (an optimizer class of one's own); the built-in ones have those
+#: PyTorch's have (Adam: amsgrad, maximize, decoupled_weight_decay; SGD: maximize; ...).
 _TORCH_ONLY_OPTIONS = ("amsgrad", "maximize", "decoupled_weight_decay")
-#: Keys of PyTorch's groups that describe its implementation or the parameters, not settings.
+#: Keys of PyTorch's groups that describe its implementation or the parameters, not settings:
+#: loaded only into an optimizer whose defaults have them.
 _TORCH_BOOKKEEPING = frozenset({*_TORCH_ONLY_OPTIONS, "param_names", "foreach", "fused",
                                 "capturable", "differentiable"})
 
@@ -35,10 +36,13 @@ class Optimizer:
 
     Parameters with ``requires_grad=False`` (frozen layers) are accepted, as in PyTorch:
     they never get a ``.grad``, and ``step()`` skips every parameter whose ``.grad`` is None.
-    """
 
-    #: PyTorch options this optimizer always has on (AdamW: ``decoupled_weight_decay``).
-    inherent_options: frozenset[str] = frozenset()
+    The groups also carry PyTorch's implementation options, with PyTorch's defaults, where
+    PyTorch's optimizer has them: ``foreach`` and ``fused`` (speed options: tinytrain has one
+    implementation per device, which gives the same numbers, so any value is accepted, but
+    not both True), ``capturable`` and ``differentiable`` (only False: CUDA-graph capture
+    and differentiating through the step are not in tinytrain).
+    """
 
     _step_count = 0  # step() calls so far (a scheduler stepped before any warns, as PyTorch's)
 
@@ -104,6 +108,7 @@ class Optimizer:
                           for p in params):  # named_parameters(), as PyTorch 2.13 takes
             params = [p for _, p in params]
         group = {**self.defaults, **param_group, "params": params}
+        self._check_options(group)
         taken = {id(p) for g in self.param_groups for p in g["params"]}
         for p in group["params"]:
             if not isinstance(p, Tensor):
@@ -120,6 +125,17 @@ class Optimizer:
                           "parameters: each copy is stepped, so such a parameter moves twice "
                           "per step (PyTorch warns the same)", UserWarning, stacklevel=3)
         self.param_groups.append(group)
+
+    def _check_options(self, group: dict[str, Any]) -> None:
+        """Refuse the implementation options tinytrain cannot honour (see the class)."""
+        name = type(self).__name__
+        for key, what in (("differentiable", "differentiating through the optimizer step"),
+                          ("capturable", "capturing the step in a CUDA graph")):
+            if _switched_on(group.get(key)):
+                raise NotImplementedError(f"{name}: {key}=True ({what}) is not supported by "
+                                          f"tinytrain; pass {key}=False")
+        if _switched_on(group.get("fused")) and _switched_on(group.get("foreach")):
+            raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop every gradient (default) or fill it with zeros in place."""
@@ -138,8 +154,9 @@ class Optimizer:
         """Every parameter that has a gradient, as ``(group, p, g, state)``, for a ``step()``
         that then updates ``p.data`` in place.
 
-        ``g`` is the gradient array, plus ``weight_decay * p`` when ``l2`` (PyTorch's coupled
-        weight decay; pass False where the update decays the weights itself). ``state`` is
+        ``g`` is the gradient array (negated when the group has ``maximize``), plus
+        ``weight_decay * p`` when ``l2`` (PyTorch's coupled weight decay; pass False where
+        the update decays the weights itself). ``state`` is
         ``p``'s: made at the first step as ``{"step": 0, **new_state(p.data, group)}``, and
         its ``"step"`` counted. After each update ``p``'s version is bumped: a graph that
         saved ``p`` must see the write.
@@ -150,6 +167,8 @@ class Optimizer:
                 if p.grad is None:
                     continue
                 g = self._grad(p)
+                if group.get("maximize"):  # ascend: PyTorch negates the gradient first
+                    g = -g
                 if wd:
                     g = g + wd * p.data
                 state = self.state.setdefault(p, {})
@@ -227,14 +246,15 @@ class Optimizer:
                     v = backend.to_device(v, p.device).astype(dtype, copy=True)
                 entry[k] = Tensor(v) if tensor else v
             state[p] = entry
-        for g in groups:  # a PyTorch state dict's options tinytrain lacks: only when off
+        for g in groups:  # a PyTorch state dict's options this optimizer lacks: only when off
             on = [k for k in _TORCH_ONLY_OPTIONS if _switched_on(g.get(k))
-                  and k not in self.defaults and k not in self.inherent_options]
+                  and k not in self.defaults]
             if on:
                 raise ValueError(f"{type(self).__name__}.load_state_dict: the saved state sets "
                                  f"{on[0]}=True, which tinytrain's {type(self).__name__} does "
                                  "not have")
+            self._check_options({k: v for k, v in g.items() if k in self.defaults})
         for g, own in zip(groups, self.param_groups):  # (with a scheduler's keys: initial_lr...)
-            own.update({k: v for k, v in g.items()
-                        if k != "params" and k not in _TORCH_BOOKKEEPING})
+            own.update({k: v for k, v in g.items() if k != "params" and (
+                k not in _TORCH_BOOKKEEPING or k in self.defaults)})
         self.state = state

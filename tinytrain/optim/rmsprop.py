@@ -14,6 +14,7 @@ from tinytrain.tensor import Tensor
 class RMSprop(Optimizer):
     """For each parameter, with a running average ``v`` of g^2::
 
+        g = -g                                   (maximize)
         g = g + weight_decay * p
         v = alpha * v + (1 - alpha) * g^2
         avg = sqrt(v - mean_g^2) + eps           (centered: mean_g = running average of g)
@@ -24,13 +25,17 @@ class RMSprop(Optimizer):
 
     def __init__(self, params: Iterable[Tensor], lr: float = 1e-2, alpha: float = 0.99,
                  eps: float = 1e-8, weight_decay: float = 0, momentum: float = 0,
-                 centered: bool = False) -> None:
+                 centered: bool = False, capturable: bool = False,
+                 foreach: bool | None = None, maximize: bool = False,
+                 differentiable: bool = False) -> None:
         for name, value in (("lr", lr), ("alpha", alpha), ("eps", eps),
                             ("weight_decay", weight_decay), ("momentum", momentum)):
             if not value >= 0:
                 raise ValueError(f"RMSprop: {name} must be >= 0, got {value}")
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
-                                      momentum=momentum, centered=centered))
+                                      momentum=momentum, centered=centered,
+                                      capturable=capturable, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable))
 
     @no_grad()
     def step(self) -> None:

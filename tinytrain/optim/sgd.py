@@ -14,6 +14,7 @@ from tinytrain.tensor import Tensor
 class SGD(Optimizer):
     """For each parameter ``p`` with gradient ``g``::
 
+        g = -g                                   (maximize: ascend)
         g = g + weight_decay * p
         buf = g                                  (first step)
         buf = momentum * buf + (1 - dampening) * g
@@ -21,11 +22,15 @@ class SGD(Optimizer):
         p = p - lr * g
 
     The update is the kernel set's ``sgd_step`` (one fused kernel per parameter on the GPU).
+    ``foreach`` and ``fused`` are accepted and change nothing (the same numbers);
+    ``differentiable`` must stay False.
     """
 
     def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, momentum: float = 0,
                  dampening: float = 0, weight_decay: float = 0,
-                 nesterov: bool = False) -> None:
+                 nesterov: bool = False, *, maximize: bool = False,
+                 foreach: bool | None = None, differentiable: bool = False,
+                 fused: bool | None = None) -> None:
         if not lr >= 0:  # 0 is allowed (a frozen run), as in PyTorch; NaN is not
             raise ValueError(f"SGD: learning rate must be >= 0, got {lr}")
         if momentum < 0 or weight_decay < 0:
@@ -34,7 +39,9 @@ class SGD(Optimizer):
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("SGD: nesterov needs momentum > 0 and dampening = 0")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
-                                      weight_decay=weight_decay, nesterov=nesterov))
+                                      weight_decay=weight_decay, nesterov=nesterov,
+                                      maximize=maximize, foreach=foreach,
+                                      differentiable=differentiable, fused=fused))
 
     @no_grad()
     def step(self) -> None:
@@ -51,6 +58,7 @@ class SGD(Optimizer):
                     if buf is None:  # the first step fills it with the gradient
                         buf = state["momentum_buffer"] = get_array_module(p.data).empty_like(p.data)
                         first = True
-                kernels.for_array(p.data).sgd_step(p.data, self._grad(p), buf, lr, mom, damp, wd,
-                                                   nesterov, first)
+                g = -self._grad(p) if group["maximize"] else self._grad(p)
+                kernels.for_array(p.data).sgd_step(p.data, g, buf, lr, mom, damp, wd, nesterov,
+                                                   first)
                 p._version_counter[0] += 1  # written in place: a graph that saved p must see it
