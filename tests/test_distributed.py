@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -438,3 +439,27 @@ def test_gathered_object_sizes_that_are_not_a_checks_are_refused_before_allocati
                                                r".* the ranks' calls on the check communicator "
                                                "do not match"):
             _check_object_sizes(np.array(bad, np.int32), "check on rank 0")
+
+
+@pytest.mark.parametrize("how", ["child", "fork"])
+def test_a_process_started_by_a_rank_is_not_a_rank_and_fails_on_its_own(how, tmp_path):
+    """A helper a rank runs (os.system, a forked worker) inherits the launcher's PMI_RANK:
+    it joined MPI's start-up to abort the job when it raised (exit 15 and a PMI dump, or the
+    whole job killed); it must fail as a plain Python process does, at once, with exit 1."""
+    script = tmp_path / "helper.py"
+    script.write_text(
+        "import os, sys\n"
+        "import tinytrain.distributed\n"
+        "if os.environ['HOW'] == 'fork' and os.fork():  # the rank: wait for its fork\n"
+        "    sys.exit(os.waitstatus_to_exitcode(os.wait()[1]))\n"
+        "raise ValueError('helper failed')\n")
+    env = {**os.environ, "PMI_RANK": "0", "PMI_SIZE": "2", "HOW": how,
+           "PYTHONPATH": str(Path(tt.__file__).parent.parent)}
+    env.pop("TINYTRAIN_RANK_PID", None)
+    if how == "child":
+        env["TINYTRAIN_RANK_PID"] = "1"  # set by the rank that started it (not this pid)
+    result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert "ValueError: helper failed" in result.stderr
+    assert "PMI" not in result.stderr and "Abort" not in result.stderr, result.stderr

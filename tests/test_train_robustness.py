@@ -150,6 +150,34 @@ def test_resume_without_flags_takes_every_setting_from_the_checkpoint(tmp_path, 
         np.testing.assert_array_equal(straight[k], resumed[k], err_msg=k)
 
 
+@pytest.mark.parametrize("run", [ADAM_COSINE, SGD], ids=["adam-cosine", "sgd-constant"])
+def test_a_checkpoint_of_an_earlier_version_without_the_new_optimizer_options_resumes(
+        run, tmp_path, monkeypatch, capsys):
+    """A checkpoint written before the optimizers took amsgrad/maximize/foreach/... (their
+    param group has none of those keys) was refused ("its optimizer settings ... are not
+    adam's"); absent, they are at their defaults, and the run continues bit for bit."""
+    run = [*run, *MINI] + ([] if "--epochs" in run else ["--epochs", "2"])
+    assert main([*run, "--save", str(tmp_path / "straight.npz")]) == 0
+    with monkeypatch.context() as m:
+        _interrupt_in_epoch(m, 2)
+        assert main([*run, "--save", str(tmp_path / "split.npz")]) == 130
+    ck = tt.load(tmp_path / "split.npz")
+    group = ck["optimizer"]["param_groups"][0]
+    added = {"amsgrad", "maximize", "foreach", "fused", "capturable", "differentiable",
+             "decoupled_weight_decay"}  # (what 3b1fe43's groups did not have)
+    assert added & set(group)  # (this version writes some of them)
+    for key in added:
+        group.pop(key, None)
+    tt.save(ck, tmp_path / "split.npz")
+    capsys.readouterr()
+    split = str(tmp_path / "split.npz")
+    assert main(["--resume", split, "--save", split, "--no-download"]) == 0, \
+        capsys.readouterr().err
+    straight, resumed = weights(tmp_path / "straight.npz"), weights(tmp_path / "split.npz")
+    for k in straight:
+        np.testing.assert_array_equal(straight[k], resumed[k], err_msg=k)
+
+
 def test_a_fallback_run_resumes_on_the_same_data_set(tmp_path, monkeypatch, capsys):
     """A run that fell back to mnist-mini records mnist-mini, so resume does not switch data."""
     monkeypatch.setenv("TINYTRAIN_DATA", str(tmp_path / "empty"))

@@ -1072,11 +1072,14 @@ def _check_optimizer_state(sd: dict, opt: optim.Optimizer, settings: dict, steps
     if group.get("params") != list(range(len(params))):
         raise bad(f"its optimizer state is for other parameters than the {len(params)} of "
                   f"the model")
-    if set(group) != set(fresh):
+    # A checkpoint of an earlier tinytrain lacks the options added since (amsgrad, foreach,
+    # ...): absent, they are at their defaults, as load_state_dict leaves them.
+    added = {k for k in set(fresh) - set(group) if fresh[k] == opt.defaults.get(k, ...)}
+    if set(group) != set(fresh) - added:
         raise bad(f"its optimizer settings {sorted(group)} are not {settings['optimizer']}'s "
-                  f"{sorted(fresh)}")
+                  f"{sorted(set(fresh) - added)}")
     for key, value in fresh.items():
-        if key not in ("params", "lr") and group[key] != value:
+        if key not in ("params", "lr", *added) and group[key] != value:
             raise bad(f"its optimizer's {key} is {group[key]!r}, its settings give {value!r}")
     lr, expected_lr = group["lr"], settings["lr"]
     if settings["schedule"] == "cosine":

@@ -24,6 +24,12 @@ Two rules keep a job from hanging when one rank fails:
   their ``init_process_group`` timeout.
 * ``mpiexec`` itself stops every rank when one dies (even by SIGKILL), and forwards Ctrl-C
   (SIGINT) to all of them.
+
+Processes a rank starts (``os.system``, ``subprocess``, a fork) inherit the launcher's
+variables but are not ranks: they get neither the variables' translation nor the hook. A
+script run under mpiexec that never calls ``init_process_group`` still aborts the job when
+one of its ranks raises (after up to :data:`JOIN_TO_ABORT` s): the hook cannot know that
+the script would not have started MPI.
 """
 
 from __future__ import annotations
@@ -74,12 +80,19 @@ def set_rank_environment(rank: int, world_size: int, local_rank: int | None,
             os.environ[name] = str(value)
 
 
+#: Set by the rank itself to its pid: a process it starts (a helper script, ``os.system``)
+#: inherits the launcher's variables too, but it is not a rank, and must not join or abort
+#: the job when it fails.
+_RANK_PID = "TINYTRAIN_RANK_PID"
+
+
 def prepare_rank() -> None:
     """Under an MPI launcher: torchrun's variables and the abort hook (see the module
-    docstring). Elsewhere nothing. Makes no MPI call."""
+    docstring). Elsewhere, and in a process a rank started, nothing. Makes no MPI call."""
     rank = _launcher_value(RANK_VARS)
-    if rank is None:
+    if rank is None or os.environ.get(_RANK_PID, str(os.getpid())) != str(os.getpid()):
         return
+    os.environ[_RANK_PID] = str(os.getpid())
     set_rank_environment(rank, launched_world_size(), _launcher_value(_LOCAL_RANK_VARS),
                          _launcher_value(_LOCAL_SIZE_VARS))
     abort_on_uncaught_exception()
@@ -114,11 +127,13 @@ def abort_on_uncaught_exception() -> None:
     and mpiexec stops the others for that."""
     if getattr(sys.excepthook, "_tinytrain_abort", False):
         return
-    previous = sys.excepthook
+    previous, rank_pid = sys.excepthook, os.getpid()
 
     def hook(kind: type, value: BaseException, tb: Any) -> None:
         previous(kind, value, tb)
         sys.stderr.flush()
+        if os.getpid() != rank_pid:  # a fork of the rank (a worker): not the rank itself
+            return
         if started_by_mpi_launcher() and "mpi4py.MPI" not in sys.modules:
             _join_mpi_start_up()
         try:
