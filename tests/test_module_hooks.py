@@ -295,3 +295,25 @@ def test_an_in_place_op_on_a_hooked_input_or_output_is_refused_as_in_torch():
     layer.register_full_backward_hook(lambda *args: None)
     with pytest.raises(RuntimeError, match="seen through its backward hooks"):
         layer(tt.tensor(X, requires_grad=True)).relu_()
+
+
+def test_a_module_pickled_before_the_hook_tables_existed_loads_and_runs():
+    """A module pickled by the previous version has only _forward_hooks and
+    _forward_pre_hooks: calling it after unpickling raised AttributeError
+    '_backward_hooks'; PyTorch's __setstate__ fills the missing tables in."""
+    import pickle
+
+    old = tt.nn.Sequential(tt.nn.Linear(3, 2), tt.nn.ReLU())
+    x = tt.ones(1, 3)
+    expected = old(x).tolist()
+    for module in old.modules():
+        for name in ("_backward_hooks", "_backward_pre_hooks", "_forward_pre_hooks_with_kwargs",
+                     "_forward_hooks_with_kwargs", "_forward_hooks_always_called"):
+            del module.__dict__[name]
+    loaded = pickle.loads(pickle.dumps(old))
+    assert loaded(x).tolist() == expected
+    calls = []
+    handle = loaded.register_full_backward_hook(lambda m, gi, go: calls.append(len(gi)))
+    loaded(x.requires_grad_()).sum().backward()
+    assert calls == [1]
+    handle.remove()

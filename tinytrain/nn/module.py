@@ -187,6 +187,18 @@ class Module:
         object.__setattr__(self, "_forward_hooks_always_called", {})
         object.__setattr__(self, "training", True)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickling: a module pickled by an earlier tinytrain lacks the hook tables added
+        since (backward hooks, hook options); they start empty, as PyTorch's
+        ``Module.__setstate__`` does for old checkpoints."""
+        self.__dict__.update(state)
+        for name in ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks",
+                     "_backward_pre_hooks"):
+            self.__dict__.setdefault(name, OrderedDict())
+        for name in ("_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs",
+                     "_forward_hooks_always_called"):
+            self.__dict__.setdefault(name, {})
+
     # ------------------------------------------------------------ registration
 
     def __setattr__(self, name: str, value: Any) -> None:
