@@ -293,3 +293,46 @@ def test_custom_schedulers_subclass_either_base_name():
     sched.step()
     assert sched.get_last_lr() == [0.05, 0.015]
     assert isinstance(sched, optim.lr_scheduler.LRScheduler)
+
+
+def _group_added_after_the_scheduler(lib, name):
+    a, b = lib.zeros(1, requires_grad=True), lib.zeros(1, requires_grad=True)
+    sched = lib.optim.lr_scheduler
+    make = {"LambdaLR": lambda o: sched.LambdaLR(o, lambda e: 0.5 ** e),
+            "CosineAnnealingLR": lambda o: sched.CosineAnnealingLR(o, 3),
+            "CosineAnnealingWarmRestarts": lambda o: sched.CosineAnnealingWarmRestarts(o, 3),
+            "LinearLR": lambda o: sched.LinearLR(o, 0.2, 0.9, 6)}[name]
+    opt = lib.optim.SGD([a], lr=1.0)
+    s = make(opt)
+    opt.step()
+    s.step()
+    opt.add_param_group({"params": [b], "lr": 1.0})
+    try:
+        for _ in range(6):
+            opt.step()
+            s.step()
+    except ValueError as error:
+        return str(error)
+    return [g["lr"] for g in opt.param_groups]
+
+
+@pytest.mark.parametrize("name", ["LambdaLR", "CosineAnnealingLR",
+                                  "CosineAnnealingWarmRestarts", "LinearLR"])
+def test_a_group_added_after_the_scheduler_is_refused_or_scheduled_like_torch(name):
+    """A group added after a scheduler that works from base_lrs was silently left
+    unscheduled ([0.0078125, 1.0]); PyTorch's strict zips refuse it."""
+    assert _group_added_after_the_scheduler(tt, name) == \
+        _group_added_after_the_scheduler(torch, name)
+
+
+def test_linear_lr_closed_form_rounds_like_torch():
+    """step(epoch) gave 0.05500000000000001 where PyTorch's order of operations gives
+    0.05499999999999999."""
+    rates = []
+    for lib in (tt, torch):
+        opt = lib.optim.SGD([lib.zeros(1, requires_grad=True)], lr=0.1)
+        sched = lib.optim.lr_scheduler.LinearLR(opt, 0.2, 0.9, 6)
+        with pytest.warns(UserWarning):
+            sched.step(3)
+        rates.append(opt.param_groups[0]["lr"])
+    assert rates[0] == rates[1]

@@ -132,7 +132,7 @@ class LRScheduler:
         self._set(lrs)
 
     def _set(self, lrs: Sequence[float]) -> None:
-        for group, lr in zip(self.optimizer.param_groups, lrs):
+        for group, lr in zip(self.optimizer.param_groups, lrs, strict=True):
             group["lr"] = lr
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
@@ -191,7 +191,8 @@ class LambdaLR(_LambdaScheduler):
     (functions are not saved in ``state_dict()``, as in PyTorch)."""
 
     def get_lr(self) -> list[float]:
-        return [base * f(self.last_epoch) for base, f in zip(self.base_lrs, self.lr_lambdas)]
+        return [base * f(self.last_epoch)
+                for base, f in zip(self.base_lrs, self.lr_lambdas, strict=True)]
 
 
 class MultiplicativeLR(_LambdaScheduler):
@@ -201,7 +202,7 @@ class MultiplicativeLR(_LambdaScheduler):
         groups = self.optimizer.param_groups
         if self._is_initial:
             return [g["lr"] for g in groups]
-        return [g["lr"] * f(self.last_epoch) for g, f in zip(groups, self.lr_lambdas)]
+        return [g["lr"] * f(self.last_epoch) for g, f in zip(groups, self.lr_lambdas, strict=True)]
 
 
 class StepLR(LRScheduler):
@@ -298,8 +299,9 @@ class LinearLR(LRScheduler):
         return [g["lr"] * factor for g in groups]
 
     def _get_closed_form_lr(self) -> list[float]:
-        done = min(self.total_iters, self.last_epoch) / self.total_iters
-        return [base * (self.start_factor + (self.end_factor - self.start_factor) * done)
+        done = min(self.total_iters, self.last_epoch)  # (PyTorch's order of operations)
+        return [base * (self.start_factor
+                        + (self.end_factor - self.start_factor) * done / self.total_iters)
                 for base in self.base_lrs]
 
 
@@ -366,7 +368,7 @@ class CosineAnnealingLR(LRScheduler):
         if (t - 1 - T) % (2 * T) == 0:  # the step up from a bottom (eta_min)
             rise = (1 - math.cos(math.pi / T)) / 2
             return [g["lr"] + (base - self.eta_min) * rise
-                    for base, g in zip(self.base_lrs, groups)]
+                    for base, g in zip(self.base_lrs, groups, strict=True)]
         factor = (1 + math.cos(math.pi * t / T)) / (1 + math.cos(math.pi * (t - 1) / T))
         return [factor * (g["lr"] - self.eta_min) + self.eta_min for g in groups]
 
@@ -452,7 +454,7 @@ class CyclicLR(LRScheduler):
         _check_optimizer(optimizer, "CyclicLR")
         base_lrs = _per_group("CyclicLR", "base_lr", optimizer, base_lr)
         if last_epoch == -1:
-            for lr, group in zip(base_lrs, optimizer.param_groups):
+            for lr, group in zip(base_lrs, optimizer.param_groups, strict=True):
                 group["lr"] = lr
         self.max_lrs = _per_group("CyclicLR", "max_lr", optimizer, max_lr)
         up = float(step_size_up)
@@ -477,7 +479,7 @@ class CyclicLR(LRScheduler):
             self.max_momentums = _per_group("CyclicLR", "max_momentum", optimizer, max_momentum)
             if last_epoch == -1:
                 for top, low, group in zip(self.max_momentums, self.base_momentums,
-                                           optimizer.param_groups):
+                                           optimizer.param_groups, strict=True):
                     _set_momentum(group, top, self.use_beta1)
                     group["max_momentum"], group["base_momentum"] = top, low
         super().__init__(optimizer, last_epoch)
@@ -502,10 +504,10 @@ class CyclicLR(LRScheduler):
             scale_factor = (x - 1) / (self.step_ratio - 1)
         scale = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
         lrs = [base + (top - base) * scale_factor * scale
-               for base, top in zip(self.base_lrs, self.max_lrs)]
+               for base, top in zip(self.base_lrs, self.max_lrs, strict=True)]
         if self.cycle_momentum:
             for group, low, top in zip(self.optimizer.param_groups, self.base_momentums,
-                                       self.max_momentums):
+                                       self.max_momentums, strict=True):
                 _set_momentum(group, top - (top - low) * scale_factor * scale, self.use_beta1)
         return lrs
 
@@ -586,13 +588,13 @@ class OneCycleLR(LRScheduler):
                              "cycle_momentum=False")
         self.use_beta1 = "betas" in optimizer.defaults
         if last_epoch == -1:  # (resumed: the groups have them, from the optimizer's state)
-            for group, top in zip(groups, max_lrs):
+            for group, top in zip(groups, max_lrs, strict=True):
                 group["initial_lr"] = top / div_factor
                 group["max_lr"], group["min_lr"] = top, group["initial_lr"] / final_div_factor
             if cycle_momentum:  # (not cycled: the momentum lists are not read)
                 highs = _per_group("OneCycleLR", "max_momentum", optimizer, max_momentum)
                 lows = _per_group("OneCycleLR", "base_momentum", optimizer, base_momentum)
-                for group, high, low in zip(groups, highs, lows):
+                for group, high, low in zip(groups, highs, lows, strict=True):
                     group["max_momentum"], group["base_momentum"] = high, low
                     _set_momentum(group, high, self.use_beta1)
         super().__init__(optimizer, last_epoch)
