@@ -333,8 +333,10 @@ assert len(batches) == -(-5000 // 64) and batches[-1][0].shape[0] == 5000 % 64
 # Its arguments are PyTorch's *names*, not PyTorch's *order*. The names the two share
 # (`batch_size`, `shuffle`, `sampler`, `drop_last`, `collate_fn`, ...) mean the same thing, but
 # `torch.utils.data.DataLoader` takes `sampler` before `drop_last` (with other arguments in
-# between), makes a shuffle reproducible only with a `generator` object where tinytrain also
-# takes an integer `seed`, and has no `device`: tinytrain's `device="cuda"` keeps the whole
+# between), makes a shuffle reproducible with a `generator` object (or the global
+# `torch.manual_seed`) where tinytrain takes `generator=` too (a `tt.Generator`: NumPy's
+# PCG64, so not PyTorch's numbers) and also an integer `seed` (not both at once), and has no
+# `device`: tinytrain's `device="cuda"` keeps the whole
 # stacked data set on the GPU, so that a batch is one gather there. So pass everything after
 # `batch_size` **by keyword**; the same call then means the same in both (a seed aside). The
 # cell prints both signatures (the second only when PyTorch is installed) and checks these

@@ -181,6 +181,12 @@ print("Exercise 7.1: correct")
 # the **rendezvous**. On several machines the command is the same with a host file
 # (`mpiexec -n 8 -f hosts.txt ...`), and each process also has a **local rank**, its index
 # among the processes of its own machine, which picks its GPU.
+# `python -m tinytrain.distributed.launch --nproc_per_node 2 train.py` runs the same mpiexec
+# for you and takes `torchrun`'s options; under either, importing `tinytrain.distributed`
+# sets torchrun's `RANK`, `LOCAL_RANK`, `WORLD_SIZE` and `LOCAL_WORLD_SIZE`, so a script
+# written for torchrun can read `int(os.environ["LOCAL_RANK"])` before
+# `init_process_group`. (`torchrun` itself and `mp.spawn` start processes that MPI does not
+# connect: `init_process_group` refuses them and says so.)
 #
 # `tinytrain.distributed.init_process_group(backend)` joins that world:
 #
@@ -238,8 +244,9 @@ else:
 # * `broadcast(t, src)`: every rank ends with rank `src`'s `t`.
 #
 # (`tinytrain.distributed` also has PyTorch's other collectives, `reduce`, `all_gather`,
-# `gather`, `scatter` and the object versions, for gathering metrics and predictions; DDP
-# itself needs only these two.)
+# `gather`, `scatter`, `reduce_scatter`, `all_to_all` and the object versions, for gathering
+# metrics and predictions, and its point-to-point calls, `send`/`recv` and their async
+# `isend`/`irecv`; DDP itself needs only these two.)
 #
 # For the rest of the chapter this notebook joins a world of one (MPI works without `mpiexec`
 # for a single process), so that the real `DistributedDataParallel` runs here, in-process;
