@@ -731,3 +731,15 @@ def test_a_corrupt_file_that_cannot_be_fetched_again_is_called_corrupt(capsys, t
     assert "wrong checksum, downloading it again" in notice
     assert f"{tmp_path / 'mnist' / MNIST_FILES[0]} is corrupt or incomplete" in line
     assert "could not be downloaded" in line and "is not in" not in line
+
+
+def test_a_torchrun_launch_is_refused_instead_of_training_each_process_alone(
+        capsys, monkeypatch):
+    """torchrun sets WORLD_SIZE/RANK but no MPI connects its processes: each trained alone
+    on the whole data set and wrote the same checkpoint, silently."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    for var in ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    line = usage_error(capsys, [*SGD, *MINI])
+    assert "WORLD_SIZE=2" in line and "--nproc 2" in line

@@ -653,6 +653,11 @@ def _check_nproc(args: argparse.Namespace) -> None:
     started = launch.launched_world_size()
     if args.nproc is not None and started > 1 and args.nproc != started:
         raise UsageError(f"--nproc {args.nproc}, but mpiexec started {started} processes")
+    world = os.environ.get("WORLD_SIZE", "")
+    if args.nproc is None and started == 1 and world.isdigit() and int(world) > 1:
+        raise UsageError(f"WORLD_SIZE={world} in the environment (torchrun sets it) says this "
+                         f"process is one of {world}, but no mpiexec started it: each process "
+                         f"would train alone; start the ranks with --nproc {world} instead")
 
 
 def start_ranks(args: argparse.Namespace) -> Ranks:
