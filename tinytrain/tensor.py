@@ -540,11 +540,10 @@ class Tensor:
         since, or without grad (nothing is recorded now; a later use with grad refreshes)."""
         if self._version_counter[0] == self._view_version or not is_grad_enabled():
             return
-        cls, inputs, shapes = self._view_replay
         self._view_version = self._version_counter[0]
-        if input_shapes(inputs) != shapes:  # an input's array was replaced (``.data = ...``)
+        fresh = _view_again(self)
+        if fresh is self:  # an input's array was replaced (``.data = ...``)
             return
-        fresh = cls.apply(_view_again(inputs[0]), *inputs[1:])
         if fresh.shape == self.shape:
             if fresh.grad_fn is not None:
                 self._take_node(fresh.grad_fn)

@@ -170,6 +170,14 @@ def _is_dtype(value: Any) -> bool:
     return value is not None
 
 
+#: A module's hook tables and their types: the hooks in calling order, then the ids of the
+#: hooks registered with_kwargs / always_call.
+_HOOK_TABLES = (("_forward_pre_hooks", OrderedDict), ("_forward_hooks", OrderedDict),
+                ("_backward_hooks", OrderedDict), ("_backward_pre_hooks", OrderedDict),
+                ("_forward_pre_hooks_with_kwargs", dict), ("_forward_hooks_with_kwargs", dict),
+                ("_forward_hooks_always_called", dict))
+
+
 class Module:
     """Base class of every layer and model."""
 
@@ -178,13 +186,8 @@ class Module:
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_non_persistent_buffers", set())
         object.__setattr__(self, "_modules", OrderedDict())
-        for name in ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks",
-                     "_backward_pre_hooks"):
-            object.__setattr__(self, name, OrderedDict())
-        # the ids of the hooks registered with_kwargs / always_call
-        object.__setattr__(self, "_forward_pre_hooks_with_kwargs", {})
-        object.__setattr__(self, "_forward_hooks_with_kwargs", {})
-        object.__setattr__(self, "_forward_hooks_always_called", {})
+        for name, table in _HOOK_TABLES:
+            object.__setattr__(self, name, table())
         object.__setattr__(self, "training", True)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -192,12 +195,8 @@ class Module:
         since (backward hooks, hook options); they start empty, as PyTorch's
         ``Module.__setstate__`` does for old checkpoints."""
         self.__dict__.update(state)
-        for name in ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks",
-                     "_backward_pre_hooks"):
-            self.__dict__.setdefault(name, OrderedDict())
-        for name in ("_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs",
-                     "_forward_hooks_always_called"):
-            self.__dict__.setdefault(name, {})
+        for name, table in _HOOK_TABLES:
+            self.__dict__.setdefault(name, table())
 
     # ------------------------------------------------------------ registration
 
