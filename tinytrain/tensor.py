@@ -41,6 +41,7 @@ import numpy as np
 
 from tinytrain import _missing, _numpy_names, backend, printing
 from tinytrain.autograd import engine, function
+from tinytrain.autograd import gradients as engine_api
 from tinytrain.autograd import ops as O
 from tinytrain.autograd.function import (
     AccumulateGrad,
@@ -601,15 +602,19 @@ class Tensor:
 
         ``gradient`` is required unless self has one element. Without
         ``retain_graph`` the graph's saved arrays are freed as it runs, and a
-        second backward through it raises. ``create_graph`` and ``inputs`` are
-        PyTorch's, for higher-order and partial gradients, which tinytrain does not
-        compute: they raise, saying so.
+        second backward through it raises. ``inputs`` (a tensor or a sequence): only
+        these accumulate ``.grad``, as :func:`tinytrain.autograd.backward`. ``create_graph``
+        (higher-order gradients, which tinytrain does not compute) raises, saying so.
         """
-        if create_graph or inputs is not None:
+        if create_graph:
             raise NotImplementedError(
-                "backward(create_graph=True / inputs=...): tinytrain computes first-order "
-                "gradients into every leaf only (no higher-order gradients, no gradient "
-                "subsets); leave the arguments out")
+                "backward(create_graph=True): tinytrain computes first-order gradients only "
+                "(no higher-order gradients); leave the argument out")
+        if inputs is not None:
+            if gradient is not None and not isinstance(gradient, Tensor):
+                gradient = tensor(gradient, dtype=self.dtype, device=self.device)
+            engine_api.backward(self, gradient, retain_graph, inputs=inputs)
+            return
         retain_graph = builtins.bool(retain_graph)
         if not self.requires_grad:
             raise RuntimeError(
