@@ -40,8 +40,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tinytrain import _missing, _numpy_names, backend, printing
-from tinytrain.autograd import engine, function
-from tinytrain.autograd import gradients as engine_api
+from tinytrain.autograd import engine, function, gradients
 from tinytrain.autograd import ops as O
 from tinytrain.autograd.function import (
     AccumulateGrad,
@@ -613,7 +612,7 @@ class Tensor:
         if inputs is not None:
             if gradient is not None and not isinstance(gradient, Tensor):
                 gradient = tensor(gradient, dtype=self.dtype, device=self.device)
-            engine_api.backward(self, gradient, retain_graph, inputs=inputs)
+            gradients.backward(self, gradient, retain_graph, inputs=inputs)
             return
         retain_graph = builtins.bool(retain_graph)
         if not self.requires_grad:
