@@ -274,7 +274,7 @@ def test_inplace_on_slices_in_the_graph_rewrites_the_base_as_torch():
     f(torch, tw).backward()
     same(w.grad, tw.grad, rtol=1e-5)
     x = w * 1
-    with pytest.raises(RuntimeError, match="neither a slice .* nor a rearrangement"):
+    with pytest.raises(RuntimeError, match="holds some of its elements more than once"):
         x[:1].expand(2, 3).mul_(2)  # torch refuses too
 
 
