@@ -209,7 +209,6 @@ def test_torch_nn_parallel_is_the_distributed_wrapper():
     (tt, "compile", "call the model directly"),
     (tt, "autocast", "no mixed precision"),
     (tt.autograd, "Variable", "requires_grad=True"),
-    (tt.autograd, "grad", "backward()"),
     (tt, "bfloat16", "no bfloat16"),
     (tt, "no_such_thing", "the part of PyTorch"),
     (nn, "Bilinear", "tinytrain.nn has AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, "

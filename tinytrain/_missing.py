@@ -79,7 +79,7 @@ TENSOR_HINTS = {
     "to_sparse": "tinytrain has dense tensors only",
     "is_sparse": "tinytrain has dense tensors only",
     "bfloat16": _DTYPES, "cfloat": _DTYPES, "cdouble": _DTYPES, "complex": _DTYPES,
-    "bincount": _NUMPY, "kthvalue": _NUMPY, "mode": _NUMPY, "unfold": _NUMPY,
+    "bincount": _NUMPY, "kthvalue": _NUMPY, "mode": _NUMPY,
     "flip": _NUMPY,
     "multinomial": "not in tinytrain; sample with NumPy: np.random.default_rng().choice(n, p=...)",
 }
@@ -110,7 +110,7 @@ bitwise_xor_ cauchy_ ccol_indices cdouble cfloat chalf cholesky cholesky_inverse
 cholesky_solve coalesce col_indices conj conj_physical
 conj_physical_ const_data_ptr copysign copysign_ corrcoef cosh cosh_ cov cross
 crow_indices cummax cummin cumsum_ deg2rad deg2rad_ dense_dim dequantize
-det diag diag_embed diagflat diagonal diagonal_scatter digamma digamma_
+det diagflat diagonal_scatter digamma digamma_
 dim_order dist divide_ dsplit eig eq_ erf erf_ erfc erfc_ erfinv erfinv_ exp2 exp2_ expm1_
 exponential_ fill_diagonal_ fix fix_ fliplr flipud float_power float_power_ floor_divide
 floor_divide_ fmax fmin frac frac_ frexp gcd gcd_ ge_ geometric_ geqrf ger
@@ -139,7 +139,7 @@ sparse_mask sparse_resize_ sparse_resize_and_clear_ split_with_sizes squeeze_ ss
 stft storage storage_offset storage_type subtract_ sum_to_size svd swapaxes_ swapdims_
 symeig t_ take_along_dim tan tan_ tensor_split to_dense to_mkldnn to_padded_tensor
 to_sparse to_sparse_bsc to_sparse_bsr to_sparse_coo to_sparse_csc to_sparse_csr trace
-transpose_ triangular_solve tril_ triu_ true_divide_ unfold unique_consecutive
+transpose_ triangular_solve tril_ triu_ true_divide_ unique_consecutive
 unsafe_chunk unsafe_split unsafe_split_with_sizes unsqueeze_ untyped_storage values vdot
 volatile vsplit xlogy xlogy_ xpu
 """

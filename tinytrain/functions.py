@@ -311,9 +311,9 @@ def _method(name: str):
 
 
 (prod, cumprod, nansum, nanmean, median, diff, roll, lerp, fmod, index_add, scatter_add, take,
- bernoulli) = (_method(n) for n in (
+ bernoulli, diagonal, diag_embed, diag) = (_method(n) for n in (
     "prod", "cumprod", "nansum", "nanmean", "median", "diff", "roll", "lerp", "fmod",
-    "index_add", "scatter_add", "take", "bernoulli"))
+    "index_add", "scatter_add", "take", "bernoulli", "diagonal", "diag_embed", "diag"))
 
 
 def einsum(equation: str, *operands: Any) -> Tensor:
@@ -582,7 +582,8 @@ _numpy_names.accept(globals(), "max min argmax argmin amax amin sum mean std var
 __all__ = [
     "abs", "add", "all", "allclose", "amax", "amin", "any", "argmax", "argmin", "argsort",
     "bernoulli", "bmm", "broadcast_to", "cat", "ceil", "chunk", "clamp", "clip", "clone",
-    "concat", "concatenate", "cos", "count_nonzero", "cumprod", "cumsum", "diff", "div", "dot",
+    "concat", "concatenate", "cos", "count_nonzero", "cumprod", "cumsum", "diag", "diag_embed",
+    "diagonal", "diff", "div", "dot",
     "einsum", "eq", "equal", "exp", "expm1", "flatten", "flip", "floor", "floor_divide", "fmod",
     "gather", "ge", "greater", "greater_equal", "gt", "histc", "index_add", "index_select",
     "is_floating_point", "is_tensor", "isclose", "isfinite", "isinf", "isnan", "le", "lerp",

@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tinytrain import _missing, _numpy_names, backend, printing
-from tinytrain.autograd import engine, function
+from tinytrain.autograd import engine, function, gradients
 from tinytrain.autograd import ops as O
 from tinytrain.autograd.function import (
     AccumulateGrad,
@@ -93,6 +93,12 @@ def _int_tuple(fn: str, name: str, value: Any) -> tuple[int, ...]:
         raise TypeError(f"{fn}(): argument '{name}' must be tuple of ints, not "
                         f"{type(value).__name__} ({value!r})")
     return tuple(int(v) for v in items)
+
+
+def _int_dim_arg(fn: str, name: str, value: Any) -> None:
+    """PyTorch's TypeError for an argument ``name`` that must be one int."""
+    if isinstance(value, builtins.bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{fn}(): argument '{name}' must be int, not {type(value).__name__}")
 
 
 def _int_dim(fn: str, dim: Any) -> None:
@@ -601,15 +607,19 @@ class Tensor:
 
         ``gradient`` is required unless self has one element. Without
         ``retain_graph`` the graph's saved arrays are freed as it runs, and a
-        second backward through it raises. ``create_graph`` and ``inputs`` are
-        PyTorch's, for higher-order and partial gradients, which tinytrain does not
-        compute: they raise, saying so.
+        second backward through it raises. ``inputs`` (a tensor or a sequence): only
+        these accumulate ``.grad``, as :func:`tinytrain.autograd.backward`. ``create_graph``
+        (higher-order gradients, which tinytrain does not compute) raises, saying so.
         """
-        if create_graph or inputs is not None:
+        if create_graph:
             raise NotImplementedError(
-                "backward(create_graph=True / inputs=...): tinytrain computes first-order "
-                "gradients into every leaf only (no higher-order gradients, no gradient "
-                "subsets); leave the arguments out")
+                "backward(create_graph=True): tinytrain computes first-order gradients only "
+                "(no higher-order gradients); leave the argument out")
+        if inputs is not None:
+            if gradient is not None and not isinstance(gradient, Tensor):
+                gradient = tensor(gradient, dtype=self.dtype, device=self.device)
+            gradients.backward(self, gradient, retain_graph, inputs=inputs)
+            return
         retain_graph = builtins.bool(retain_graph)
         if not self.requires_grad:
             raise RuntimeError(
@@ -971,16 +981,15 @@ class Tensor:
             if base is not None and base.requires_grad and base.grad_fn is None:
                 raise RuntimeError(f"{name}: a view of {_LEAF_INPLACE}")
             if base is not None:
-                # (parent, index) for a slice; (parent, order) for a rearrangement
+                # (parent, index) for a slice or a pick; (parent, order) for a rearrangement
                 view_of = self.__dict__.get("_view_of") or self._rearranged_from()
                 if view_of is None:
                     raise RuntimeError(
                         f"{name}: in-place op with autograd on a view of another tensor "
-                        f"(shape {base.shape}) that is neither a slice (x[i]) nor a "
-                        f"rearrangement of all of it (reshape, permute, squeeze, ...): e.g. an "
-                        f"expand, which repeats elements, or a module's input or output seen "
-                        f"through its backward hooks; apply the op to the base, use an "
-                        f"out-of-place op, or clone() the view first"
+                        f"(shape {base.shape}) that holds some of its elements more than once "
+                        f"(an expand, unfold windows that overlap) or is not made by a view op "
+                        f"(a module's input or output seen through its backward hooks); apply "
+                        f"the op to the base, use an out-of-place op, or clone() the view first"
                     )
             source = Tensor(self._data.copy())
             source.grad_fn, source._requires_grad = self.grad_fn, self.requires_grad
@@ -1025,29 +1034,36 @@ class Tensor:
         if retained:
             node.retained = weakref.ref(self)
 
-    def _rearranged_from(self) -> _Rearranged | None:
-        """If this view holds every element of the tensor it was made from, once each (a
-        reshape, permute, transpose, squeeze, ...), that tensor and where each of its flat
-        elements is in this view; else None. Found by making the same view of the parent's
-        flat positions, so it holds for any such view op without a list of them."""
+    def _rearranged_from(self) -> _Rearranged | tuple[Tensor, tuple] | None:
+        """How an in-place op with autograd on this view writes the tensor it was made from.
+
+        If the view holds every element of it once (a reshape, permute, transpose,
+        squeeze, ...): that tensor and where each of its flat elements is in this view
+        (:class:`_Rearranged`). If it holds some of them, each once (a diagonal, windows of
+        ``unfold`` that do not overlap): ``(parent, index)``, the integer arrays that pick
+        them in the view's layout, so the write is ``parent[index] = result``, as for a slice.
+        Else (an expand repeats elements) None. Found by making the same view of the
+        parent's flat positions, so it holds for any such view op without a list of them."""
         if self._view_replay is None:
             return None
         cls, inputs, _ = self._view_replay
         parent = inputs[0]
-        if not isinstance(parent, Tensor) or parent.numel() != self.numel():
+        if not isinstance(parent, Tensor):
             return None
         positions = np.arange(parent.numel()).reshape(parent.shape)
         raw = [positions] + [x._data if isinstance(x, Tensor) else x for x in inputs[1:]]
         try:
-            where = np.asarray(cls.forward(*raw)).reshape(-1)
+            where = np.asarray(cls.forward(*raw))
         except Exception:  # a view op that works only on its own array type
             return None
-        if where.size != parent.numel():
+        flat = where.reshape(-1)
+        order = np.argsort(flat, kind="stable")
+        if np.any(flat[order][1:] == flat[order][:-1]):  # repeats (expand)
             return None
-        order = np.argsort(where, kind="stable")
-        if not np.array_equal(where[order], np.arange(where.size)):  # repeats (expand)
-            return None
-        return _Rearranged(parent, Tensor(backend.to_device(order, self.device)))
+        if flat.size == parent.numel():
+            return _Rearranged(parent, Tensor(backend.to_device(order, self.device)))
+        index = np.unravel_index(where, parent.shape)
+        return parent, tuple(backend.to_device(i, self.device) for i in index)
 
     def _check_no_grad_view(self, name: str, recording: bool) -> None:
         """A view made under ``no_grad`` is not written with grad mode on when the write would
@@ -1537,6 +1553,66 @@ class Tensor:
         """The slice at ``index`` along ``dim``, without that dimension."""
         axis = self._dim("select", dim)
         return self[(slice(None),) * axis + (index,)]
+
+    def unfold(self, dimension: int, size: int, step: int) -> Tensor:
+        """The windows of ``size`` elements along ``dimension``, one every ``step``, as a view
+        with one more dimension, the window, last: ``[4, 10].unfold(1, 3, 2)`` is
+        ``[4, 4, 3]``. A write through it reaches self (refused when windows overlap,
+        ``step < size``: one element would be written twice). Gradients of overlapping
+        windows add up. (Not ``F.unfold``, the im2col of images.)"""
+        for name, value in (("dimension", dimension), ("size", size), ("step", step)):
+            _int_dim_arg("unfold", name, value)
+        (axis,) = O._normalize_axis(dimension, self.ndim)  # (a 0-d tensor: dim 0 or -1)
+        length = self.shape[axis] if self.ndim else 1
+        if size < 0:
+            raise RuntimeError(f"size is {size} but must be >= 0")
+        if size > length:
+            raise RuntimeError(f"maximum size for tensor at dimension {axis} is {length} but "
+                               f"size is {size}")
+        if step <= 0:
+            raise RuntimeError(f"step is {step} but must be > 0")
+        if self.ndim == 0:  # (one element: one window of it, or an empty one)
+            return self.reshape(1)[:size]
+        return O.Unfold.apply(self, axis, size, step)
+
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+        """The diagonal ``[i, i + offset]`` of each ``dim1`` x ``dim2`` plane, as a view with
+        the diagonal last: ``[B, n, n].diagonal(0, 1, 2)`` is ``[B, n]``. ``offset`` > 0 is
+        above the main diagonal, < 0 below. Writes through it reach self
+        (``x.diagonal().fill_(0)``), as PyTorch's."""
+        for name, value in (("offset", offset), ("dim1", dim1), ("dim2", dim2)):
+            _int_dim_arg("diagonal", name, value)
+        if self.ndim < 2:
+            O._normalize_axis(1, self.ndim)  # (PyTorch's IndexError: dim 1 out of range)
+        d1, d2 = (self._dim("diagonal", d) for d in (dim1, dim2))
+        if d1 == d2:
+            raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+        return O.Diagonal.apply(self, int(offset), d1, d2)
+
+    def diag_embed(self, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+        """A tensor with one more dimension whose ``(dim1, dim2)`` diagonals (at ``offset``)
+        hold self's last dimension, zeros elsewhere: ``[B, n]`` -> ``[B, n, n]``. A copy;
+        differentiable."""
+        for name, value in (("offset", offset), ("dim1", dim1), ("dim2", dim2)):
+            _int_dim_arg("diag_embed", name, value)
+        if self.ndim == 0:
+            O._normalize_axis(-2, 1)  # (PyTorch's IndexError: no last dimension to embed)
+        d1, d2 = O._normalize_axis(dim1, self.ndim + 1)[0], O._normalize_axis(dim2,
+                                                                            self.ndim + 1)[0]
+        if d1 == d2:
+            raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+        return O.DiagEmbed.apply(self, int(offset), d1, d2)
+
+    def diag(self, diagonal: int = 0) -> Tensor:
+        """A 1-D tensor as the ``diagonal``-th diagonal of a square matrix (zeros elsewhere),
+        or a 2-D tensor's ``diagonal``-th diagonal (a copy, unlike :meth:`diagonal`), as
+        ``torch.diag``."""
+        _int_dim_arg("diag", "diagonal", diagonal)
+        if self.ndim == 1:
+            return self.diag_embed(diagonal)
+        if self.ndim == 2:
+            return self.diagonal(diagonal).clone()
+        raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {self.ndim}D")
 
     def movedim(self, source: int | Sequence[int], destination: int | Sequence[int]
                 ) -> Tensor:

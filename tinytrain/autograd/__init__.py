@@ -10,13 +10,16 @@ from tinytrain.autograd.grad_mode import (
     no_grad,
     set_grad_enabled,
 )
+from tinytrain.autograd.gradients import backward, grad
 
 __all__ = [
     "AccumulateGrad",
     "Context",
     "Function",
     "Node",
+    "backward",
     "enable_grad",
+    "grad",
     "inference_mode",
     "is_grad_enabled",
     "no_grad",
@@ -26,10 +29,10 @@ __all__ = [
 ]
 
 __getattr__ = _module_getattr(__name__, {
-    "grad": "tinytrain has no autograd.grad; call loss.backward() and read each leaf's .grad",
     "Variable": "Tensors record gradients themselves: tt.tensor(data, requires_grad=True)",
     "gradcheck": "not in tinytrain; compare with finite differences in float64, or with "
                  "PyTorch (as tests/test_ops.py does)",
     "functional": "tinytrain has no autograd.functional (jacobian, hessian); differentiate "
                   "one scalar at a time with backward()",
-}, "tinytrain.autograd has Function, no_grad, enable_grad, set_grad_enabled and inference_mode")
+}, "tinytrain.autograd has Function, grad, backward, no_grad, enable_grad, set_grad_enabled "
+   "and inference_mode")

@@ -13,6 +13,13 @@
 4. Callbacks queued during the pass with :func:`queue_callback` run once the
    whole graph is done (DistributedDataParallel waits for its all-reduces there).
 
+Partial passes (``autograd.grad``, ``backward(inputs=...)``) are the same walk with a
+*capture*: a table of nodes (the inputs' ``grad_fn`` or AccumulateGrad) to what to do with
+the whole gradient that reaches each. Only the nodes on a path from the root to a captured
+one count and run; a captured node hands its gradient over and runs itself only when another
+captured node lies below it. Nothing else runs: no other leaf's ``.grad`` is touched, and the
+nodes left out keep what they saved. Several outputs are one pass from a :class:`GraphRoot`.
+
 The pass runs under ``no_grad``, as PyTorch's (without ``create_graph``): a hook or a
 callback that updates a parameter in place (an optimizer step in a post-accumulate hook)
 records nothing, and a ``Function``'s backward written with Tensor ops builds no graph.
@@ -21,12 +28,12 @@ records nothing, and a ``Function``'s backward written with Tensor ops builds no
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from tinytrain.autograd.function import AccumulateGrad, Node
+from tinytrain.autograd.function import AccumulateGrad, Node, NodeName
 from tinytrain.autograd.grad_mode import no_grad
 
 _local = threading.local()
@@ -54,7 +61,29 @@ def queue_callback(callback: Callable[[], None]) -> None:
     stack[-1].append(callback)
 
 
-def _count_dependencies(root: Node) -> dict[Node, int]:
+class GraphRoot(Node):
+    """The start of a pass from several outputs (PyTorch's ``GraphRoot``): its "backward"
+    hands each output's node that output's gradient."""
+
+    def __init__(self, roots: Sequence[Node], grads: Sequence[Any]) -> None:
+        self.next_functions = tuple(roots)
+        self.grads = tuple(grads)
+
+    @property
+    def name(self) -> NodeName:
+        return NodeName("GraphRoot")
+
+    def apply(self, grad: Any) -> tuple[Any, ...]:
+        return self.grads
+
+    def release(self) -> None:
+        pass
+
+
+def _count_dependencies(root: Node, capture: Mapping[Node, Any] | None = None
+                        ) -> dict[Node, int]:
+    """For every node below ``root``, how many edges point into it; with ``capture``, only
+    the nodes on a path to a captured node, and only the edges between them."""
     deps: dict[Node, int] = {root: 0}
     stack = [root]
     while stack:
@@ -66,18 +95,37 @@ def _count_dependencies(root: Node) -> dict[Node, int]:
                 deps[child] = 0
                 stack.append(child)
             deps[child] += 1
-    return deps
+    if capture is None:
+        return deps
+    parents: dict[Node, list[Node]] = {}
+    for node in deps:
+        for child in node.next_functions:
+            if child is not None:
+                parents.setdefault(child, []).append(node)
+    needed = {node for node in capture if node in deps}
+    stack = list(needed)
+    while stack:  # everything above a captured node
+        for parent in parents.get(stack.pop(), ()):
+            if parent not in needed:
+                needed.add(parent)
+                stack.append(parent)
+    needed.add(root)
+    return {node: sum(1 for p in parents.get(node, ()) if p in needed)
+            for node in needed}
 
 
 def run_backward(root: Node, grad: Any, retain_graph: bool = False,
-                 owned: bool = False) -> None:
+                 owned: bool = False,
+                 capture: Mapping[Node, Callable[[Any], None]] | None = None) -> None:
     """Propagate ``grad`` (the gradient of the root's output) to every leaf, then run the
-    callbacks queued meanwhile. ``owned``: the caller made ``grad`` and keeps no reference."""
+    callbacks queued meanwhile. ``owned``: the caller made ``grad`` and keeps no reference.
+    ``capture``: only the nodes on a path to these run; each gets ``capture[node](gradient)``
+    with its whole gradient, and runs itself only if another captured node is below it."""
     stack = _callbacks()
     stack.append([])
     try:
         with no_grad(), np.errstate(all="ignore"):  # inf and NaN gradients, silently, as
-            _propagate(root, grad, retain_graph, owned)  # PyTorch (see tinytrain/__init__.py)
+            _propagate(root, grad, retain_graph, owned, capture)  # PyTorch (tinytrain/__init__)
             queued = stack[-1]
             while queued:
                 queued.pop(0)()
@@ -85,8 +133,9 @@ def run_backward(root: Node, grad: Any, retain_graph: bool = False,
         stack.pop()
 
 
-def _propagate(root: Node, grad: Any, retain_graph: bool, owned: bool) -> None:
-    deps = _count_dependencies(root)
+def _propagate(root: Node, grad: Any, retain_graph: bool, owned: bool,
+               capture: Mapping[Node, Callable[[Any], None]] | None = None) -> None:
+    deps = _count_dependencies(root, capture)  # (the nodes that run: the keys)
     buffers: dict[Node, Any] = {root: grad}
     mine = {root} if owned else set()  # nodes whose buffered gradient nothing else holds
     ready = [root]
@@ -95,6 +144,10 @@ def _propagate(root: Node, grad: Any, retain_graph: bool, owned: bool) -> None:
         grad_out = buffers.pop(node)
         if node.retained is not None:  # retain_grad(): this is the output's whole gradient
             _retain(node.retained(), grad_out)
+        if capture is not None and node in capture:
+            capture[node](grad_out)
+            if _ends_here(node, deps):
+                continue  # nothing below needs it: it does not run (nor free what it saved)
         if type(node) is AccumulateGrad:
             grads = node.apply(grad_out, node in mine)
         else:
@@ -103,7 +156,7 @@ def _propagate(root: Node, grad: Any, retain_graph: bool, owned: bool) -> None:
             node.release()
         new = type(node) is Node and node.fn.new_grads
         for child, g in zip(node.next_functions, grads):
-            if child is None:
+            if child not in deps:  # (None, or off the paths to the captured nodes)
                 continue
             if g is not None:
                 if child in buffers:
@@ -118,7 +171,12 @@ def _propagate(root: Node, grad: Any, retain_graph: bool, owned: bool) -> None:
                 if child in buffers:
                     ready.append(child)
                 else:  # every path into it returned None: nothing flows below
-                    _skip(child, deps, buffers, ready, retain_graph)
+                    _skip(child, deps, buffers, ready, retain_graph, capture)
+
+
+def _ends_here(node: Node, deps: dict[Node, int]) -> bool:
+    """In a partial pass: no node that runs is below this (captured) one."""
+    return not any(child in deps for child in node.next_functions)
 
 
 def _retain(t: Any, grad: Any) -> None:
@@ -131,18 +189,22 @@ def _retain(t: Any, grad: Any) -> None:
         t._grad.data += grad
 
 
-def _skip(node: Node, deps: dict, buffers: dict, ready: list, retain_graph: bool) -> None:
-    """A node that received no gradient still counts down its children.
+def _skip(node: Node, deps: dict, buffers: dict, ready: list, retain_graph: bool,
+          capture: Mapping[Node, Any] | None = None) -> None:
+    """A node that received no gradient still counts down its children (a captured node
+    gets none: its gradient stays None).
 
     Iterative (an explicit stack, not recursion): the graph below can be deep.
     """
     stack = [node]
     while stack:
         node = stack.pop()
+        if capture is not None and node in capture and _ends_here(node, deps):
+            continue
         if not retain_graph:
             node.release()
         for child in node.next_functions:
-            if child is None:
+            if child not in deps:
                 continue
             deps[child] -= 1
             if deps[child] == 0:

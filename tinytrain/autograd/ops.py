@@ -1529,6 +1529,97 @@ class Expand(Function):
         return unbroadcast(g, ctx.shape), None
 
 
+def strided_view(a: Any, shape: tuple[int, ...], strides: tuple[int, ...],
+                 writeable: bool = True) -> Any:
+    """A view of ``a``'s memory with the given shape and strides (in bytes), NumPy's or
+    CuPy's ``lib.stride_tricks.as_strided``; NumPy's is made read-only unless
+    ``writeable`` (a view whose elements overlap, where a write would land twice)."""
+    view = get_array_module(a).lib.stride_tricks.as_strided(a, shape, strides)
+    if not writeable and hasattr(view, "flags") and hasattr(view.flags, "writeable"):
+        view.flags.writeable = False  # (CuPy's arrays have no such flag)
+    return view
+
+
+class Unfold(Function):
+    """``a.unfold(axis, size, step)``: the windows of ``size`` elements along ``axis``, one
+    every ``step``, as a view ``[..., n_windows, ..., size]`` (the window last). Backward adds
+    each window's gradient back where it came from (overlapping windows sum)."""
+
+    @staticmethod
+    def forward(a, axis, size, step):
+        n = (a.shape[axis] - size) // step + 1
+        shape = a.shape[:axis] + (n,) + a.shape[axis + 1:] + (size,)
+        strides = (a.strides[:axis] + (a.strides[axis] * step,) + a.strides[axis + 1:]
+                   + (a.strides[axis],))
+        return strided_view(a, shape, strides, writeable=step >= size)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, ctx.axis, _, ctx.step = inputs
+        ctx.shape, ctx.dtype = a.shape, a.dtype
+
+    @staticmethod
+    def backward(ctx, g):
+        grad = get_array_module(g).zeros(ctx.shape, dtype=ctx.dtype)
+        n, before = g.shape[ctx.axis], (slice(None),) * ctx.axis
+        for k in range(g.shape[-1]):  # position k of every window: one strided slice
+            grad[before + (slice(k, k + ctx.step * (n - 1) + 1, ctx.step),)] += g[..., k]
+        return grad, None, None, None
+
+
+class Diagonal(Function):
+    """``a.diagonal(offset, dim1, dim2)``: the entries ``[i, i + offset]`` of the ``dim1`` x
+    ``dim2`` planes, as a view with the diagonal as the last dimension (NumPy's own
+    ``diagonal`` is read-only; this one writes through, as PyTorch's). Backward puts the
+    gradient on the diagonal of zeros."""
+
+    @staticmethod
+    def forward(a, offset, dim1, dim2):
+        start = [0] * a.ndim
+        start[dim2 if offset >= 0 else dim1] = min(abs(offset), a.shape[dim2 if offset >= 0
+                                                                        else dim1])
+        corner = a[tuple(slice(s, None) for s in start)]
+        length = min(corner.shape[dim1], corner.shape[dim2])
+        rest = [d for d in range(a.ndim) if d not in (dim1, dim2)]
+        return strided_view(corner, tuple(a.shape[d] for d in rest) + (length,),
+                            tuple(a.strides[d] for d in rest)
+                            + (a.strides[dim1] + a.strides[dim2],))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.shape, ctx.dtype, ctx.args = inputs[0].shape, inputs[0].dtype, inputs[1:]
+
+    @staticmethod
+    def backward(ctx, g):
+        grad = get_array_module(g).zeros(ctx.shape, dtype=ctx.dtype)
+        Diagonal.forward(grad, *ctx.args)[...] = g
+        return grad, None, None, None
+
+
+class DiagEmbed(Function):
+    """``diag_embed(a, offset, dim1, dim2)``: zeros whose ``(dim1, dim2)`` diagonals hold
+    ``a``'s last dimension (the inverse layout of :class:`Diagonal`); backward reads the
+    gradient's diagonal."""
+
+    @staticmethod
+    def forward(a, offset, dim1, dim2):
+        n = a.shape[-1] + abs(offset)
+        shape = list(a.shape[:-1])
+        for d in sorted((dim1, dim2)):
+            shape.insert(d, n)
+        out = get_array_module(a).zeros(shape, dtype=a.dtype)
+        Diagonal.forward(out, offset, dim1, dim2)[...] = a
+        return out
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.args = inputs[1:]
+
+    @staticmethod
+    def backward(ctx, g):
+        return Diagonal.forward(g, *ctx.args).copy(), None, None, None
+
+
 class Flip(Function):
     """``a`` reversed along ``axes`` (a copy, as in PyTorch); backward reverses the gradient."""
 

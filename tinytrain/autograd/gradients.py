@@ -1,0 +1,198 @@
+"""``autograd.grad`` and ``autograd.backward``: the engine run from one or more outputs.
+
+``backward(tensors)`` adds the gradients into the leaves' ``.grad`` (``Tensor.backward`` is
+this for one tensor); ``grad(outputs, inputs)`` *returns* the gradients with respect to
+``inputs`` and touches no ``.grad``. Both are one pass of the engine
+(:func:`~tinytrain.autograd.engine.run_backward`): ``grad`` and ``backward(inputs=...)`` give it
+a *capture*, the nodes of the inputs (a leaf's AccumulateGrad, an intermediate's
+``grad_fn``) and what to do with the gradient that reaches each; only the part of the graph
+between the outputs and those nodes runs. As PyTorch's, first order only: ``create_graph``
+(and ``is_grads_batched``) raise NotImplementedError.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from tinytrain.autograd import engine, function
+from tinytrain.autograd.function import Node
+from tinytrain.backend import get_array_module
+
+__all__ = ["backward", "grad"]
+
+_HIGHER_ORDER = ("tinytrain computes first-order gradients only (its backward builds no graph "
+                 "of its own)")
+
+
+def _tensors(what: str, value: Any) -> tuple[Any, ...]:
+    """A Tensor or a sequence of them as a tuple; a non-Tensor item is a TypeError."""
+    Tensor = function.Tensor  # noqa: N806
+    items = (value,) if isinstance(value, Tensor) else tuple(value)
+    for item in items:
+        if not isinstance(item, Tensor):
+            raise TypeError(f"all {what} have to be Tensors, but got {type(item).__name__}")
+    return items
+
+
+def _inputs(fn: str, inputs: Any) -> tuple[Any, ...]:
+    """PyTorch's ways to give ``inputs``: a Tensor, a sequence, or a dict's values."""
+    if isinstance(inputs, Mapping) and type(inputs) is not dict:
+        raise TypeError(f"`inputs` argument to `{fn}()` must be a dict, not "
+                        f"{type(inputs).__name__}. Other Mapping types are not supported.")
+    inputs = _tensors("inputs", inputs.values() if type(inputs) is dict else inputs)
+    if not inputs:
+        raise RuntimeError(f"`inputs` argument to `{fn}()` cannot be empty.")
+    for t in inputs:
+        if not t.requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    return inputs
+
+
+def _seeds(outputs: tuple[Any, ...], grads: Any) -> list[Any]:
+    """The gradient of each output, as an array of its shape and dtype (PyTorch's
+    ``_make_grads``): the given one, or ones for a one-element output."""
+    Tensor = function.Tensor  # noqa: N806
+    if grads is None:
+        grads = (None,) * len(outputs)
+    elif isinstance(grads, Tensor):
+        grads = (grads,)
+    elif not isinstance(grads, Sequence):
+        raise TypeError(f"gradients can be either Tensors or None, but got "
+                        f"{type(grads).__name__}")
+    if len(grads) != len(outputs):
+        raise RuntimeError(f"got {len(outputs)} tensors and {len(grads)} gradients")
+    seeds = []
+    for i, (out, g) in enumerate(zip(outputs, grads)):
+        if not out.requires_grad:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not "
+                               f"have a grad_fn")
+        if g is None:
+            if out.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            seeds.append(get_array_module(out.data).ones_like(out.data))
+            continue
+        if not isinstance(g, Tensor):
+            raise TypeError(f"gradients can be either Tensors or None, but got "
+                            f"{type(g).__name__}")
+        if g.shape != out.shape:
+            raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
+                               f"{list(g.shape)} and output[{i}] has a shape of "
+                               f"{list(out.shape)}.")
+        if g.device != out.device:
+            raise RuntimeError(f"invalid gradient at index {i} - expected device "
+                               f"{out.device} but got {g.device}")
+        seeds.append(g.data if g.dtype == out.dtype else g.data.astype(out.dtype))
+    return seeds
+
+
+def _run(outputs: tuple[Any, ...], seeds: list[Any], retain_graph: bool,
+         capture: Mapping[Node, Callable[[Any], None]] | None) -> None:
+    """One engine pass from ``outputs`` (a :class:`~engine.GraphRoot` over several)."""
+    if len(outputs) == 1 and capture is None:  # Tensor.backward's path
+        engine.run_backward(outputs[0]._grad_node(), seeds[0], retain_graph)
+        return
+    root = engine.GraphRoot([out._grad_node() for out in outputs], seeds)
+    engine.run_backward(root, None, retain_graph, capture=capture)
+
+
+def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None = None,
+             create_graph: bool = False, grad_variables: Any = None,
+             inputs: Any = None) -> None:
+    """Add d(sum of ``tensors``)/d(leaf) into every leaf's ``.grad``, as PyTorch's.
+
+    ``tensors``: a Tensor or a sequence; ``grad_tensors``: the gradient of each (None for
+    a one-element tensor: ones), a Tensor or a sequence. ``retain_graph`` as in
+    ``Tensor.backward``. ``inputs`` (a Tensor, a sequence or a dict of them): only these
+    get ``.grad`` (an intermediate one too), and only the graph above them runs.
+    ``grad_variables`` is the deprecated name of ``grad_tensors``.
+    """
+    if create_graph:
+        raise NotImplementedError(f"backward(create_graph=True): {_HIGHER_ORDER}")
+    if grad_variables is not None:
+        warnings.warn("`grad_variables` is deprecated. Use `grad_tensors` instead.",
+                      FutureWarning, stacklevel=2)
+        if grad_tensors is not None:
+            raise RuntimeError("`grad_tensors` and `grad_variables` (deprecated) arguments "
+                               "both passed to `backward()`. Please only use `grad_tensors`.")
+        grad_tensors = grad_variables
+    capture = None
+    if inputs is not None:
+        if isinstance(inputs, Mapping) and type(inputs) is dict:
+            inputs = list(inputs.values())
+        capture = {}
+        for t in _tensors("inputs", inputs):
+            if not t.requires_grad:
+                raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+            capture[t._grad_node()] = _accumulate_into(t)
+        if not capture:
+            raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
+    outputs = _tensors("outputs", tensors)
+    _run(outputs, _seeds(outputs, grad_tensors), bool(retain_graph), capture)
+
+
+def _accumulate_into(t: Any) -> Callable[[Any], None]:
+    """What ``backward(inputs=...)`` does with ``t``'s gradient: a leaf's AccumulateGrad
+    adds it into ``.grad`` (and runs the post-accumulate hooks); an intermediate adds it
+    into its ``.grad`` (once: a ``retain_grad()`` on it has done so already)."""
+    node = t._grad_node()
+    if t.grad_fn is None:
+        return node.apply
+    return lambda g: None if t.retains_grad else engine._retain(t, g)
+
+
+def grad(outputs: Any, inputs: Any, grad_outputs: Any = None,
+         retain_graph: bool | None = None, create_graph: bool = False,
+         only_inputs: bool = True, allow_unused: bool | None = None,
+         is_grads_batched: bool = False, materialize_grads: bool = False
+         ) -> tuple[Any, ...] | dict[str, Any]:
+    """The gradients of ``outputs`` with respect to ``inputs``, as PyTorch's
+    ``torch.autograd.grad``: a tuple with one Tensor per input, of its shape and dtype
+    (a dict with the same keys when ``inputs`` is a dict). No ``.grad`` is touched.
+
+    ``outputs``, ``inputs``: a Tensor or a sequence of them (inputs may be intermediate
+    tensors, not only leaves); ``grad_outputs``: each output's gradient, None only for
+    one-element outputs (ones). ``retain_graph``: keep the graph's saved arrays for another
+    pass (default: freed, as ``backward``). An input the outputs do not depend on is an
+    error unless ``allow_unused`` (its gradient is then None) or ``materialize_grads``
+    (zeros). ``only_inputs`` is deprecated and ignored, as in PyTorch; ``create_graph``
+    and ``is_grads_batched`` raise NotImplementedError (first order only).
+    """
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when "
+                         "materialize_grads=True, but got: allow_unused=False.")
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    if create_graph:
+        raise NotImplementedError(f"grad(create_graph=True): {_HIGHER_ORDER}; "
+                                  f"differentiate a scalar once, with create_graph=False")
+    if is_grads_batched:
+        raise NotImplementedError("grad(is_grads_batched=True): tinytrain has no vmap; call "
+                                  "grad once per row of grad_outputs (retain_graph=True)")
+    outputs = _tensors("outputs", outputs)
+    tensors = _inputs("grad", inputs)
+    if not only_inputs:
+        warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to "
+                      "True). To accumulate gradient for other parts of the graph, please use "
+                      "torch.autograd.backward.", FutureWarning, stacklevel=2)
+    seeds = _seeds(outputs, grad_outputs)
+    nodes = [t._grad_node() for t in tensors]
+    found: dict[Node, Any] = {}
+    _run(outputs, seeds, bool(retain_graph),
+         {node: (lambda g, node=node: found.__setitem__(node, g)) for node in nodes})
+    results = []
+    for i, (t, node) in enumerate(zip(tensors, nodes)):
+        g = found.get(node)
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError(f"The differentiated Tensor at index {i} appears to not "
+                                   f"have been used in the graph. Set allow_unused=True if "
+                                   f"this is the desired behavior.")
+            results.append(None if not materialize_grads else
+                           function.Tensor(get_array_module(t.data).zeros_like(t.data)))
+            continue
+        results.append(function.Tensor(g if g.dtype == t.dtype else g.astype(t.dtype)))
+    if type(inputs) is dict:
+        return dict(zip(inputs.keys(), results))
+    return tuple(results)
