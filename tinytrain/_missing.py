@@ -69,11 +69,9 @@ TORCH_HINTS = {
 TENSOR_OFFER = ("tinytrain's Tensor has the methods its course uses (README: 'Differences from "
                 "PyTorch'); for anything else compute on t.numpy() with NumPy and wrap the "
                 "result with tt.tensor(...)")
-_HOOKS = ("tinytrain has no tensor hooks; use register_post_accumulate_grad_hook on a leaf, or "
-          "a module's register_full_backward_hook (the gradients at its inputs and outputs)")
 _STORAGE = "a tinytrain Tensor wraps one NumPy/CuPy array: use t.data (the array) or t.numpy()"
 TENSOR_HINTS = {
-    "register_hook": _HOOKS, "storage": _STORAGE, "untyped_storage": _STORAGE,
+    "storage": _STORAGE, "untyped_storage": _STORAGE,
     "storage_offset": _STORAGE, "as_strided": _STORAGE,
     "share_memory_": "tinytrain has no worker processes to share memory with",
     "to_sparse": "tinytrain has dense tensors only",
@@ -130,7 +128,7 @@ nanmedian nanquantile narrow_copy ne_ negative_ new new_empty_strided nextafter
 nextafter_ nonzero_static not_equal_ orgqr ormqr output_nr pinverse polygamma
 polygamma_ positive prelu put put_ q_per_channel_axis q_per_channel_scales
 q_per_channel_zero_points q_scale q_zero_point qr qscheme quantile rad2deg rad2deg_
-random_ real record_stream register_hook reinforce remainder_ renorm renorm_
+random_ real record_stream reinforce remainder_ renorm renorm_
 repeat_interleave resize resize_ resize_as resize_as_ resize_as_sparse_ resolve_conj
 resolve_neg rot90 row_indices rsqrt_
 scatter_reduce scatter_reduce_ select_scatter set_ sgn sgn_ share_memory_

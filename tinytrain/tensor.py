@@ -176,6 +176,7 @@ class Tensor:
     _view_version: int = 0
     _view_without_grad: bool = False  # a view made under no_grad: never written with autograd
     _post_accumulate_grad_hooks: Mapping[int, Callable[[Tensor], None]] = MappingProxyType({})
+    _grad_hooks: Mapping[int, Callable[[Tensor], Any]] = MappingProxyType({})  # a leaf's
 
     def __init__(self, data: Any, requires_grad: bool = False) -> None:
         if not isinstance(requires_grad, bool | np.bool_):
@@ -521,6 +522,7 @@ class Tensor:
         reference, a deep copy's gradients went into the original)."""
         state = self.__dict__.copy()
         state.pop("_acc_ref", None)
+        state.pop("_grad_hooks", None)  # (as PyTorch's copies: hooks are not copied or saved)
         return state
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
@@ -645,6 +647,32 @@ class Tensor:
                     f"shape {self.shape}"
                 )
         engine.run_backward(self._grad_node(), grad, retain_graph=retain_graph, owned=owned)
+
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
+        """Call ``hook(grad)`` with the gradient with respect to this tensor whenever a
+        backward pass computes it. A Tensor the hook returns (of the same shape and dtype)
+        replaces the gradient for all that follows: the rest of the pass, ``.grad`` (of a
+        leaf, or with ``retain_grad``) and ``autograd.grad``; None keeps it. Hooks run in
+        the order they were registered, each on the previous one's result.
+
+        On a non-leaf the hook belongs to the node that made the tensor's current value: after
+        an in-place write it still sees the gradient with respect to the value before the
+        write, and one registered after the write sees the new value's (as PyTorch). Copies
+        (``copy.deepcopy``, ``tt.save``) do not keep hooks."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is None and self._view_replay is None:  # a leaf: its own table
+            if "_grad_hooks" not in self.__dict__:
+                self._grad_hooks = {}
+            hooks = self._grad_hooks
+        else:
+            node = self._grad_node()
+            if node.pre_hooks is None:
+                node.pre_hooks = {}
+            hooks = node.pre_hooks
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        return handle
 
     def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> RemovableHandle:
         """Call ``hook(self)`` each time a gradient has been added into ``self.grad``."""

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from tinytrain.autograd import function
 from tinytrain.autograd.function import AccumulateGrad, Node, NodeName
 from tinytrain.autograd.grad_mode import no_grad
 
@@ -142,6 +143,9 @@ def _propagate(root: Node, grad: Any, retain_graph: bool, owned: bool,
     while ready:
         node = ready.pop()
         grad_out = buffers.pop(node)
+        if node.pre_hooks:  # register_hook() on the tensor this node makes (or the leaf)
+            grad_out = _run_hooks(node.pre_hooks, grad_out)
+            mine.discard(node)  # (a hook may have kept the gradient it was given)
         if node.retained is not None:  # retain_grad(): this is the output's whole gradient
             _retain(node.retained(), grad_out)
         if capture is not None and node in capture:
@@ -177,6 +181,28 @@ def _propagate(root: Node, grad: Any, retain_graph: bool, owned: bool,
 def _ends_here(node: Node, deps: dict[Node, int]) -> bool:
     """In a partial pass: no node that runs is below this (captured) one."""
     return not any(child in deps for child in node.next_functions)
+
+
+def _run_hooks(hooks: Mapping[int, Callable[[Any], Any]], grad: Any) -> Any:
+    """``grad`` through a tensor's hooks in order; a Tensor one returns replaces it."""
+    for hook in list(hooks.values()):
+        result = hook(function.Tensor(grad))
+        if result is None:
+            continue
+        name = getattr(hook, "__name__", type(hook).__name__)
+        if not isinstance(result, function.Tensor):
+            raise TypeError(f"expected Tensor, but hook '{name}' returned "
+                            f"'{type(result).__name__}'")
+        if result.shape != tuple(grad.shape):
+            raise RuntimeError(f"hook '{name}' has changed the size of value: it returned "
+                               f"shape {result.shape} for a gradient of shape "
+                               f"{tuple(grad.shape)}")
+        if result.dtype != grad.dtype or type(result.data) is not type(grad):
+            raise RuntimeError(f"hook '{name}' has changed the type of value (was {grad.dtype} "
+                               f"on {function.Tensor(grad).device}, got {result.dtype} on "
+                               f"{result.device})")
+        grad = result.data
+    return grad
 
 
 def _retain(t: Any, grad: Any) -> None:

@@ -156,6 +156,7 @@ class Node:
 
     input_meta: tuple | None = None  # (shape, dtype) per input that needs a gradient
     retained: Any = None  # a weak reference to the output that called retain_grad()
+    pre_hooks: dict[int, Callable[[Any], Any]] | None = None  # its output's register_hook()s
 
     def __init__(self, fn: type[Function], ctx: Context, next_functions: tuple) -> None:
         self.fn = fn
@@ -252,6 +253,10 @@ class AccumulateGrad(Node):
     @property
     def name(self) -> NodeName:
         return NodeName("AccumulateGrad")
+
+    @property
+    def pre_hooks(self) -> Any:  # (the leaf keeps them: this node is made again when needed)
+        return self.tensor._grad_hooks
 
     def apply(self, grad: Any, owned: bool = False) -> tuple[Any, ...]:
         t = self.tensor
