@@ -42,15 +42,16 @@ def pair(**options):
     return ours, theirs
 
 
-def run_both(ours, theirs, shape, steps=3, seed=0):
+def run_both(ours, theirs, shape, steps=3, seed=0, device="cpu"):
     """A few steps of forward and backward; every output, gradient and buffer compared."""
     rng = np.random.default_rng(seed)
     for step in range(steps):
         x = rng.standard_normal(shape) * 2 + 0.5
         dy = rng.standard_normal(shape)
-        xs, tx = tt.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        xs = tt.tensor(x, requires_grad=True, device=device)
+        tx = torch.tensor(x, requires_grad=True)
         y, ty = ours(xs), theirs(tx)
-        y.backward(tt.tensor(dy))
+        y.backward(tt.tensor(dy, device=device))
         ty.backward(torch.tensor(dy))
         where = f"{shape} step {step}"
         np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), 1e-10, 1e-10, err_msg=where)
@@ -99,9 +100,10 @@ def one_rank_synchronising(monkeypatch):
 @pytest.mark.parametrize("options", [{}, {"momentum": None, "eps": 1e-3}, {"affine": False},
                                      {"track_running_stats": False}, {"bias": False}],
                          ids=str)
-def test_the_synchronised_path_computes_batch_norm(one_rank_synchronising, shape, options):
+def test_the_synchronised_path_computes_batch_norm(one_rank_synchronising, shape, options,
+                                                   device):
     ours, theirs = pair(**options)
-    run_both(ours, theirs, shape)
+    run_both(ours.to(device), theirs, shape, device=device)
     # per step: [sum, sum of squares, count] forward, [sum dy, sum dy * xhat] backward
     assert one_rank_synchronising == [(7,), (6,)] * 3
 
