@@ -81,6 +81,7 @@ from tinytrain.nn.padding import (
     ZeroPad2d,
     ZeroPad3d,
 )
+from tinytrain.nn.sync_batchnorm import SyncBatchNorm
 from tinytrain.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = [
@@ -96,7 +97,8 @@ __all__ = [
     "MSELoss",
     "NLLLoss", "PairwiseDistance", "Parameter", "ParameterDict", "ParameterList", "PReLU",
     "ReLU", "ReLU6", "SELU", "Sequential", "Sigmoid", "SiLU", "SmoothL1Loss", "Softmax",
-    "Softmin", "Softplus", "Softsign", "Tanh", "Unflatten", "Upsample", "UpsamplingBilinear2d",
+    "Softmin", "Softplus", "Softsign", "SyncBatchNorm", "Tanh", "Unflatten", "Upsample",
+    "UpsamplingBilinear2d",
     "UninitializedBuffer", "UninitializedParameter", "UpsamplingNearest2d",
     "utils",
     "CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d", "ConstantPad2d",
@@ -112,7 +114,7 @@ _CONV = ("tinytrain has 2-D convolution and pooling only (Conv2d, ConvTranspose2
          "compute the rest with tensor ops")
 _RNN = ("tinytrain has no recurrent or attention layers; build them from nn.Linear and tensor "
         "ops (e.g. an RNN cell: h = (x @ W_x + h @ W_h + b).tanh())")
-_NORM = "tinytrain has BatchNorm1d/2d, LayerNorm and GroupNorm"
+_NORM = "tinytrain has BatchNorm1d/2d, SyncBatchNorm, LayerNorm and GroupNorm"
 _DROPOUT = "tinytrain has Dropout and Dropout2d"
 #: PyTorch's layers that client code names (``isinstance(m, (nn.Conv1d, nn.Conv2d,
 #: nn.Conv3d))`` in an initialisation loop) and tinytrain does not implement: real Module

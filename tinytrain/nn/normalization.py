@@ -72,17 +72,23 @@ class _BatchNorm(Module):
                 f"{type(self).__name__}({self.num_features}): expected input of "
                 f"{' or '.join(f'{d}-D' for d in self.ndims)} with {self.num_features} "
                 f"channels in dimension 1, got shape {x.shape}")
+        factor = self._count_batch()
+        use_batch = self.training or self.running_mean is None
+        track = not self.training or self.track_running_stats
+        return F.batch_norm(x, self.running_mean if track else None,
+                            self.running_var if track else None, self.weight, self.bias,
+                            use_batch, factor, self.eps)
+
+    def _count_batch(self) -> float:
+        """Count a training batch in ``num_batches_tracked``; return the running statistics'
+        update factor (``momentum``, or ``1 / batches`` for a cumulative average)."""
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
             with no_grad():
                 self.num_batches_tracked.add_(1)
             if self.momentum is None:  # a cumulative average of every batch so far
                 factor = 1.0 / self.num_batches_tracked.item()
-        use_batch = self.training or self.running_mean is None
-        track = not self.training or self.track_running_stats
-        return F.batch_norm(x, self.running_mean if track else None,
-                            self.running_var if track else None, self.weight, self.bias,
-                            use_batch, factor, self.eps)
+        return factor
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
