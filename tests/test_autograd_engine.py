@@ -367,8 +367,9 @@ def test_wrong_number_of_gradients_is_reported():
         def backward(ctx, g):
             return g
 
-    with pytest.raises(RuntimeError, match="returned 1 gradients but forward took 2 inputs"):
-        Bad.apply(leaf([1.0]), leaf([2.0])).sum().backward()
+    with pytest.raises(RuntimeError, match=r"function BadBackward returned an incorrect "
+                                           r"number of gradients \(expected 2, got 1\)"):
+        Bad.apply(leaf([1.0]), leaf([2.0])).sum().backward()  # (PyTorch's words)
 
 
 def test_mul_saves_only_what_is_needed():
