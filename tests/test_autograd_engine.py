@@ -798,8 +798,28 @@ def test_mark_dirty_moves_the_input_history_onto_the_node_like_torch():
         got += [a.tolist(), leaf_.grad.tolist()]
         b = lib.tensor([1.0, 2.0])  # nothing requires grad: written, returned, no graph
         got += [mul_inplace(b, 2.0) is b, b.requires_grad, b.tolist()]
+
+        class SquareInplace(lib.autograd.Function):  # saves the dirty input: its new value
+            @staticmethod
+            def forward(ctx, x):
+                x.mul_(x)
+                ctx.mark_dirty(x)
+                ctx.save_for_backward(x)
+                return x
+
+            @staticmethod
+            def backward(ctx, g):
+                (squared,) = ctx.saved_tensors
+                return 2 * squared.sqrt() * g
+
+        a = leaf_ * 1.0
+        SquareInplace.apply(a)
+        leaf_.grad = None
+        (a * w).sum().backward()
+        got.append(leaf_.grad.tolist())
         results.append(got)
     assert results[0] == results[1]
+    assert results[0][-1] == [2.0, 40.0, 600.0, 8000.0]
     assert results[0][4] == [3.0, 30.0, 300.0, 3000.0]
 
 
