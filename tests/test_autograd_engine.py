@@ -367,8 +367,9 @@ def test_wrong_number_of_gradients_is_reported():
         def backward(ctx, g):
             return g
 
-    with pytest.raises(RuntimeError, match="returned 1 gradients but forward took 2 inputs"):
-        Bad.apply(leaf([1.0]), leaf([2.0])).sum().backward()
+    with pytest.raises(RuntimeError, match=r"function BadBackward returned an incorrect "
+                                           r"number of gradients \(expected 2, got 1\)"):
+        Bad.apply(leaf([1.0]), leaf([2.0])).sum().backward()  # (PyTorch's words)
 
 
 def test_mul_saves_only_what_is_needed():
@@ -687,6 +688,277 @@ def test_a_function_uses_one_style():
 
     assert not any(op._ctx_style for op in vars(ops).values()
                    if isinstance(op, type) and issubclass(op, Function))
+
+
+def test_a_setup_context_forward_returning_several_outputs_raises():
+    """PyTorch's docs' MyCube returns (x ** 3, 3 * x ** 2); tinytrain's array-style forward
+    returns one array: a tuple was silently stacked into one (2, N) array."""
+    def my_cube(lib):
+        class MyCube(lib.autograd.Function):
+            @staticmethod
+            def forward(x):
+                return x ** 3, 3 * x ** 2
+
+            @staticmethod
+            def setup_context(ctx, inputs, output):
+                ctx.save_for_backward(inputs[0], output[1])
+
+            @staticmethod
+            def backward(ctx, grad_output, grad_dx):
+                x, dx = ctx.saved_tensors
+                return grad_output * dx + grad_dx * 6 * x
+
+        return MyCube
+
+    t = torch.tensor([0.5, 1.0], requires_grad=True)
+    my_cube(torch).apply(t)[0].sum().backward()  # two Tensors in PyTorch
+    assert t.grad.tolist() == [0.75, 3.0]
+    with pytest.raises(TypeError, match=r"MyCube.forward returned a tuple of 2 outputs; "
+                                        r"tinytrain's Functions return one array: Functions "
+                                        r"with several outputs are not supported"):
+        my_cube(tt).apply(leaf([0.5, 1.0]))
+
+
+def _linear_function(lib, tensor_methods_in):
+    """PyTorch's docs' LinearFunction in the setup_context style; ``tensor_methods_in``
+    ("forward", "backward" or None) uses Tensor methods (``mm``, ``t``), the others ``@``."""
+
+    class LinearFunction(lib.autograd.Function):
+        @staticmethod
+        def forward(input, weight):  # noqa: A002
+            if tensor_methods_in == "forward":
+                return input.mm(weight.t())
+            return input @ weight.T
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(*inputs)
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            input, weight = ctx.saved_tensors  # noqa: A001
+            if tensor_methods_in == "backward":
+                return grad_output.mm(weight), grad_output.t().mm(input)
+            return grad_output @ weight, grad_output.T @ input
+
+    return LinearFunction
+
+
+@pytest.mark.parametrize("where", ["forward", "backward"])
+def test_tensor_methods_in_a_setup_context_function_explain_the_array_style(where):
+    """PyTorch's current docs write setup_context-style Functions on Tensors; tinytrain's
+    run on raw arrays (by design): the AttributeError says so and what to write instead."""
+    x, w = np.ones((2, 3)), np.full((4, 3), 2.0)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    _linear_function(torch, where).apply(tx, tw).sum().backward()  # fine on Tensors
+    a, b = tt.tensor(x, requires_grad=True), tt.tensor(w, requires_grad=True)
+    with pytest.raises(AttributeError, match=rf"no attribute 'mm'\. In tinytrain, a Function "
+                                             rf"with setup_context .* runs {where} on raw "
+                                             rf"NumPy/CuPy arrays.*forward\(ctx, \*inputs\)"):
+        _linear_function(tt, where).apply(a, b).sum().backward()
+    a.grad = b.grad = None
+    _linear_function(tt, None).apply(a, b).sum().backward()  # with `@` throughout: torch's
+    np.testing.assert_array_equal(b.grad.numpy(), tw.grad.numpy())
+
+
+def _mul_inplace(lib, mark=True):
+    """``x.mul_(k)`` as a ctx-style Function, marking x dirty (or not)."""
+
+    class MulInplace(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, k):
+            x.mul_(k)
+            if mark:
+                ctx.mark_dirty(x)
+            ctx.k = k
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.k, None
+
+    return MulInplace
+
+
+def test_mark_dirty_moves_the_input_history_onto_the_node_like_torch():
+    results = []
+    for lib in (tt, torch):
+        mul_inplace, w = _mul_inplace(lib).apply, lib.tensor([1.0, 10.0, 100.0, 1000.0])
+        leaf_ = lib.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+        a = leaf_ * 1.0
+        version = a._version
+        out = mul_inplace(a, 3.0)
+        got = [out is a, a._version - version, a.grad_fn.name(), a.tolist()]
+        (a * w).sum().backward()  # through the input itself: its history was moved
+        got.append(leaf_.grad.tolist())
+        leaf_.grad = None
+        a = leaf_ * 1.0
+        mul_inplace(a[1:3], 5.0)  # a slice: its base records the write
+        (a * w).sum().backward()
+        got += [a.tolist(), leaf_.grad.tolist()]
+        b = lib.tensor([1.0, 2.0])  # nothing requires grad: written, returned, no graph
+        got += [mul_inplace(b, 2.0) is b, b.requires_grad, b.tolist()]
+
+        class SquareInplace(lib.autograd.Function):  # saves the dirty input: its new value
+            @staticmethod
+            def forward(ctx, x):
+                x.mul_(x)
+                ctx.mark_dirty(x)
+                ctx.save_for_backward(x)
+                return x
+
+            @staticmethod
+            def backward(ctx, g):
+                (squared,) = ctx.saved_tensors
+                return 2 * squared.sqrt() * g
+
+        a = leaf_ * 1.0
+        SquareInplace.apply(a)
+        leaf_.grad = None
+        (a * w).sum().backward()
+        got.append(leaf_.grad.tolist())
+        results.append(got)
+    assert results[0] == results[1]
+    assert results[0][-1] == [2.0, 40.0, 600.0, 8000.0]
+    assert results[0][4] == [3.0, 30.0, 300.0, 3000.0]
+
+
+def test_mark_dirty_errors_like_torch():
+    for lib in (tt, torch):
+        with pytest.raises(RuntimeError, match="a leaf Variable that requires grad has been "
+                                               "used in an in-place operation"):
+            _mul_inplace(lib).apply(lib.tensor([1.0], requires_grad=True), 2.0)
+
+        class NotReturned(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                x.mul_(2.0)
+                ctx.mark_dirty(x)
+                return x * 1.0
+
+            @staticmethod
+            def backward(ctx, g):
+                return g
+
+        with pytest.raises(RuntimeError, match="Some elements marked as dirty during the "
+                                               "forward method were not returned as output"):
+            NotReturned.apply(lib.tensor([1.0], requires_grad=True) * 1.0)
+
+
+def test_an_input_modified_without_mark_dirty_raises_where_torch_is_silently_wrong():
+    grads = []
+    for lib in (tt, torch):
+        leaf_ = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        a = leaf_ * 1.0
+        try:
+            _mul_inplace(lib, mark=False).apply(a, 3.0)
+        except RuntimeError as error:
+            grads.append(str(error))
+            continue
+        (a * lib.tensor([1.0, 10.0, 100.0])).sum().backward()
+        grads.append(leaf_.grad.tolist())
+    assert grads[1] == [1.0, 10.0, 100.0]  # PyTorch: wrong, a is 3 * leaf
+    assert "MulInplace.forward modified input 0" in grads[0] and "ctx.mark_dirty" in grads[0]
+    counter = tt.zeros(1)  # an input that requires no grad (a buffer) may change
+
+    class CountCalls(Function):
+        @staticmethod
+        def forward(ctx, x, calls):
+            calls.add_(1)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2, None
+
+    x = leaf([1.0])
+    CountCalls.apply(x, counter).sum().backward()
+    assert counter.tolist() == [1.0] and x.grad.tolist() == [2.0]
+
+
+@pytest.mark.parametrize("style", ["ctx", "setup_context"])
+def test_apply_takes_keyword_arguments_like_torch(style):
+    def scaled_product(lib):
+        if style == "ctx":
+            class ScaledProduct(lib.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w=None, scale=2.0):
+                    ctx.save_for_backward(x, w)
+                    ctx.scale = scale
+                    seen.append(ctx.needs_input_grad)
+                    return x * w * scale
+
+                @staticmethod
+                def backward(ctx, g):
+                    x, w = ctx.saved_tensors
+                    return g * w * ctx.scale, g * x * ctx.scale, None
+        else:
+            class ScaledProduct(lib.autograd.Function):
+                @staticmethod
+                def forward(x, w=None, scale=2.0):
+                    return x * w * scale
+
+                @staticmethod
+                def setup_context(ctx, inputs, output):
+                    x, w, scale = inputs  # all three, defaults filled in (as PyTorch)
+                    ctx.save_for_backward(x, w)
+                    ctx.scale = scale
+                    seen.append(ctx.needs_input_grad)
+
+                @staticmethod
+                def backward(ctx, g):
+                    x, w = ctx.saved_tensors
+                    return g * w * ctx.scale, g * x * ctx.scale, None
+        return ScaledProduct
+
+    results, seen = [], []
+    for lib in (tt, torch):
+        fn = scaled_product(lib)
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        w = lib.tensor([3.0, 4.0], requires_grad=True)  # by keyword: tracked, as in torch
+        y = fn.apply(x, w=w, scale=5.0)
+        y.sum().backward()
+        results.append((y.tolist(), x.grad.tolist(), w.grad.tolist()))
+        if style == "setup_context":
+            results.append(fn.apply(x, w).tolist())  # scale's default: 3 inputs, as torch
+    assert results[:len(results) // 2] == results[len(results) // 2:]
+    assert results[0] == ([15.0, 40.0], [15.0, 20.0], [5.0, 10.0])
+    assert [tuple(s) for s in seen] == [(True, True, False)] * len(seen)
+    with pytest.raises(TypeError, match="ScaledProduct.apply: got an unexpected keyword "
+                                        "argument 'sc'"):
+        scaled_product(tt).apply(leaf([1.0]), sc=3.0)
+
+
+def test_a_gradient_for_a_non_tensor_input_and_saving_a_number_raise_like_torch():
+    for lib in (tt, torch):
+        class GradForNumber(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, k):
+                return x * k
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2, g * 0  # (a Tensor: not None)
+
+        with pytest.raises(RuntimeError, match="function GradForNumberBackward returned a "
+                                               "gradient different than None at position 2, "
+                                               "but the corresponding forward input was not a "
+                                               "Variable"):
+            GradForNumber.apply(lib.tensor([1.0, 2.0], requires_grad=True), 2).sum().backward()
+
+        class SaveNumber(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x, None, 3)
+                return x * 1.0
+
+            @staticmethod
+            def backward(ctx, g):
+                return g
+
+        with pytest.raises(TypeError, match="save_for_backward can only save variables, but "
+                                            "argument 2 is of type int"):
+            SaveNumber.apply(lib.tensor([1.0], requires_grad=True))
 
 
 def test_grad_mode_decorators_cover_generators_and_the_bare_form_like_torch():

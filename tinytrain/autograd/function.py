@@ -10,7 +10,13 @@ A Function is three static methods, as in PyTorch 2:
 
 Inside a Function everything is a raw array of the device's array module; the
 Tensor wrapping happens once, in ``apply``. This keeps the ops free of autograd
-bookkeeping and lets one implementation serve NumPy and CuPy.
+bookkeeping and lets one implementation serve NumPy and CuPy. **This is where
+tinytrain differs from PyTorch's current docs**, which write the same three methods
+on Tensors: here a Function with ``setup_context`` sees arrays, so Tensor methods
+such as ``x.mm(w.t())`` raise AttributeError (with a note saying so; write
+``x @ w.T``, or use the classic style below), and ``forward`` returns *one* array:
+Functions with several outputs (PyTorch's ``return x ** 3, 3 * x ** 2``) are not
+supported, and returning a tuple raises.
 
 **PyTorch's classic style works too**, as PyTorch's tutorials write it::
 
@@ -38,6 +44,17 @@ and unwraps the Tensors it returns. Everything else is
 shared: the same ``Context`` (``save_for_backward``, ``saved_tensors`` with its version
 check, ``needs_input_grad``), the same graph nodes and engine. The array style stays
 the faster one (no Tensor wrapping inside), which is why tinytrain's ops use it.
+
+In this style forward may also modify an input in place and return it, after
+``ctx.mark_dirty(input)``, as in PyTorch: the returned Tensor *is* the input, and its
+history moves onto the Function's node (the same mechanism as ``x.mul_(k)``:
+``Tensor._inplace``), so gradients through it are right. An input that requires grad
+and that forward modified without ``mark_dirty`` raises (PyTorch computes wrong
+gradients silently); a leaf that requires grad cannot be marked dirty (PyTorch's error).
+
+``apply`` takes keyword arguments too (``F.apply(x, scale=3.0)``): as in PyTorch they
+become positional inputs in forward's order (defaults filled in where they leave a gap),
+so a Tensor passed by keyword is tracked like any other input.
 
 ``apply`` records a :class:`Node` when grad mode is on and some input requires
 grad. The node's ``next_functions`` point at the nodes of its inputs: another
@@ -82,6 +99,7 @@ class Context:
     """What a node keeps between forward and backward."""
 
     _non_differentiable = False  # set by mark_non_differentiable (a class default: no cost)
+    _dirty: tuple = ()  # set by mark_dirty (ctx-style Functions)
 
     def __init__(self, needs_input_grad: tuple[bool, ...]) -> None:
         self.needs_input_grad = needs_input_grad
@@ -92,6 +110,12 @@ class Context:
     def save_for_backward(self, *arrays: Any) -> None:
         """Keep ``arrays`` (raw arrays or None; Tensors in the ctx style) for backward."""
         self._saved = arrays
+
+    def mark_dirty(self, *tensors: Any) -> None:
+        """PyTorch's: forward modified these inputs in place (and returns them); a
+        ctx-style Function's only (module docstring). A tinytrain Function has one output,
+        so at most one Tensor can be marked, the one forward returns."""
+        self._dirty = tensors
 
     def mark_non_differentiable(self, *outputs: Any) -> None:
         """PyTorch's: the output gets no gradient (and records no node); a tinytrain
@@ -134,6 +158,23 @@ class Context:
             delattr(self, name)
 
 
+_NOT_A_TENSOR = "not a Tensor"  # Node.input_meta of an input that was a number (or None)
+
+
+def explain_array_error(cls: type[Function], method: str, error: AttributeError) -> None:
+    """If a user's array-style Function called a Tensor method on a raw array, raise the
+    error again with what to do instead (PyTorch's docs write these methods on Tensors)."""
+    obj = getattr(error, "obj", None)
+    if cls._user and type(obj).__module__.split(".")[0] in ("numpy", "cupy"):
+        raise AttributeError(
+            f"{error}. In tinytrain, a Function with setup_context (tinytrain's style) runs "
+            f"{method} on raw NumPy/CuPy arrays, not Tensors: use the array's own operations "
+            f"in {cls.__name__}.{method} (x @ w.T for x.mm(w.t())). For PyTorch's "
+            f"Tensor-level style, drop setup_context and write forward(ctx, *inputs), "
+            f"saving with ctx.save_for_backward (see tinytrain.autograd.function's docstring)",
+            name=error.name, obj=obj) from error
+
+
 class NodeName(str):
     """A node's name, ``"MulBackward"``: a string, as ``node.name`` always gave it in
     tinytrain, that can also be called as PyTorch's method (``node.name()``; PyTorch's
@@ -168,12 +209,23 @@ class Node:
         return NodeName(f"{self.fn.__name__}Backward")
 
     def apply(self, grad: Any) -> tuple[Any, ...]:
-        grads = self._check(self.fn.backward(self.ctx, grad))
+        try:
+            grads = self._check(self.fn.backward(self.ctx, grad))
+        except AttributeError as error:  # (a try costs nothing until it catches)
+            explain_array_error(self.fn, "backward", error)
+            raise
         return grads if self.input_meta is None else self._fitted(grads)
 
     def check_inputs(self, inputs: tuple) -> Node:
-        """Record the inputs' shapes and dtypes, so that backward's gradients are checked."""
-        self.input_meta = tuple((x.shape, x.dtype) if n else None
+        """A user's Function: check what forward saved (PyTorch's error for a number),
+        and record the inputs' shapes and dtypes, so that backward's gradients are checked
+        (a non-Tensor input gets ``_NOT_A_TENSOR``: its gradient must be None)."""
+        for i, s in enumerate(self.ctx._saved):
+            if s is not None and not hasattr(s, "shape"):  # a Tensor, an array, or None
+                raise TypeError(f"save_for_backward can only save variables, but argument {i} "
+                                f"is of type {type(s).__name__}")
+        self.input_meta = tuple((x.shape, x.dtype) if n else
+                                None if isinstance(x, Tensor) else _NOT_A_TENSOR
                                 for x, n in zip(inputs, self.next_functions))
         return self
 
@@ -183,8 +235,12 @@ class Node:
     def _fit(self, i: int, g: Any) -> Any:
         """Gradient ``i`` as an array of its input's shape and dtype."""
         meta = self.input_meta[i]
-        if g is None or meta is None:  # (an input that needs no gradient may get anything)
+        if g is None or meta is None:  # (a Tensor that needs no gradient may get anything)
             return None
+        if meta is _NOT_A_TENSOR:
+            raise RuntimeError(f"function {self.name} returned a gradient different than None "
+                               f"at position {i + 1}, but the corresponding forward input was "
+                               f"not a Variable")
         if not isinstance(g, Tensor) and not hasattr(g, "__array__"):
             raise RuntimeError(f"{self.fn.__name__}.backward returned {type(g).__name__} as the "
                                f"gradient of input {i}; expected a Tensor or None")
@@ -212,8 +268,9 @@ class Node:
             grads = grads[:n]  # surplus Nones (for non-tensor arguments): ignored, as PyTorch
         if len(grads) != n:
             raise RuntimeError(
-                f"{self.fn.__name__}.backward returned {len(grads)} gradients but forward "
-                f"took {len(self.next_functions)} inputs"
+                f"function {self.name} returned an incorrect number of gradients (expected "
+                f"{n}, got {len(grads)}): backward returns one gradient (or None) per input "
+                f"of forward"
             )
         return grads
 
@@ -296,6 +353,7 @@ class Function:
     _user: bool = False  # defined outside tinytrain: its backward's gradients are checked
     row_major: bool = False  # a new layout (not elementwise): the result made row-major
     _forward_signature: inspect.Signature | None = None
+    _fills_defaults: bool = False  # a user's setup_context style with defaults in forward
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -316,6 +374,10 @@ class Function:
             # at each apply by what forward's signature accepts
             takes_ctx = takes_ctx or first in ("self", "context") or None
         cls._ctx_style = takes_ctx
+        if cls._user and "apply" not in vars(cls):
+            cls.apply = classmethod(_apply_with_arguments)  # type: ignore[method-assign]
+        cls._fills_defaults = cls._user and own_setup and any(
+            p.default is not p.empty for p in cls._forward_signature.parameters.values())
 
     @staticmethod
     def forward(*inputs: Any) -> Any:
@@ -331,7 +393,8 @@ class Function:
 
     @classmethod
     def apply(cls, *inputs: Any) -> Tensor:
-        """Run ``forward`` on raw arrays, wrap the result, and record the graph."""
+        """Run ``forward`` on raw arrays, wrap the result, and record the graph. (A user's
+        Function takes keyword arguments too: :func:`_apply_with_arguments`.)"""
         if cls._ctx_style or (cls._ctx_style is None and _forward_wants_ctx(cls, inputs)):
             return _apply_ctx_style(cls, inputs)
         raw, needs = [], []
@@ -354,7 +417,13 @@ class Function:
                 needs.append(False)
         if mixed:  # CPU 0-d tensors join a GPU op (as PyTorch); other mixes raise
             return cls.apply(*on_one_device(cls.__name__, inputs))
-        out = cls.forward(*raw)
+        try:
+            out = cls.forward(*raw)
+        except AttributeError as error:  # (a try costs nothing until it catches)
+            explain_array_error(cls, "forward", error)
+            raise
+        if cls._user and isinstance(out, tuple | list):
+            raise TypeError(_several_outputs(cls, out, "array"))
         shared = getattr(out, "base", None) is not None or any(r is out for r in raw)
         if cls.row_major and not getattr(out, "flags", _ROW_MAJOR).c_contiguous and (
                 not shared or not any(_root(r) is _root(out) for r in raw)):
@@ -373,14 +442,29 @@ class Function:
         if any_needs and is_grad_enabled() and _differentiable(out):
             ctx = Context(tuple(needs))
             raw = tuple(raw)
-            cls.setup_context(ctx, raw, out)
+            try:
+                cls.setup_context(ctx, raw, out)
+            except AttributeError as error:
+                explain_array_error(cls, "setup_context", error)
+                raise
             if ctx._saved:
                 ctx._versions = _saved_versions(ctx._saved, inputs, raw, output)
             nexts = tuple(x._grad_node() if n else None for x, n in zip(inputs, needs))
             node = Node(cls, ctx, nexts)
-            output.grad_fn = node.check_inputs(inputs) if cls._user else node
+            if cls._user:
+                if ctx._dirty:
+                    raise RuntimeError(
+                        f"{cls.__name__}: ctx.mark_dirty works in PyTorch's ctx style only "
+                        f"(forward(ctx, *inputs) on Tensors, no setup_context): in tinytrain's "
+                        f"style forward gets raw arrays, whose in-place writes are not seen; "
+                        f"write forward(ctx, *inputs), or return a new array")
+                node.check_inputs(inputs)
+            output.grad_fn = node
             output._requires_grad = True
         return output
+
+
+_FUNCTION_APPLY = Function.apply.__func__  # (the method itself, for a user's subclass)
 
 
 def input_shapes(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -389,46 +473,143 @@ def input_shapes(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(getattr(x, "shape", None) for x in inputs)
 
 
-def _forward_wants_ctx(cls: type[Function], inputs: tuple[Any, ...]) -> bool:
+def _forward_wants_ctx(cls: type[Function], inputs: tuple[Any, ...],
+                       kwargs: dict | None = None) -> bool:
     """For a user's Function with neither ``setup_context`` nor a first parameter called
     ``ctx``, ``self`` or ``context``: PyTorch's rule calls ``forward(ctx, *inputs)``; a
     Function in tinytrain's style that saves nothing takes ``forward(*inputs)``. The one its
     signature accepts wins (the inputs alone, when both do)."""
     signature = cls._forward_signature
+    kwargs = kwargs or {}
     try:
-        signature.bind(*inputs)
+        signature.bind(*inputs, **kwargs)
         return False
     except TypeError:
         pass
     try:
-        signature.bind(None, *inputs)
+        signature.bind(None, *inputs, **kwargs)
         return True
     except TypeError:
         return False  # neither: forward(*inputs) raises its own TypeError
 
 
+def _apply_with_arguments(cls: type[Function], *inputs: Any, **kwargs: Any) -> Tensor:
+    """``apply`` of a user's Function (``__init_subclass__`` sets it): PyTorch's handling of
+    the arguments (:func:`_bind_arguments`), then :meth:`Function.apply`. tinytrain's own
+    ops, always called with positional arguments, skip this step (and its cost)."""
+    if kwargs or (cls._fills_defaults and len(inputs) < len(cls._forward_signature.parameters)):
+        inputs = _bind_arguments(cls, inputs, kwargs)
+    return _FUNCTION_APPLY(cls, *inputs)
+
+
+def _bind_arguments(cls: type[Function], inputs: tuple, kwargs: dict) -> tuple:
+    """``inputs`` with ``kwargs`` placed where forward's signature puts them, as PyTorch's
+    ``apply`` does: every argument is a positional input of forward (and gets a gradient
+    from backward: a Tensor passed by keyword is tracked). Defaults fill the parameters
+    skipped before a keyword; in the setup_context style all of them (PyTorch's
+    ``bind_default_args``: ``inputs`` in setup_context then has one entry per parameter)."""
+    ctx_first = cls._ctx_style or (cls._ctx_style is None
+                                   and _forward_wants_ctx(cls, inputs, kwargs))
+    signature = cls._forward_signature
+    try:
+        bound = signature.bind(*((None,) if ctx_first else ()), *inputs, **kwargs)
+    except TypeError as error:
+        raise TypeError(f"{cls.__name__}.apply: {error} (the arguments of forward)") from None
+    params = signature.parameters.values()
+    keyword_only = [p.name for p in params if p.name in bound.arguments
+                    and p.kind in (p.KEYWORD_ONLY, p.VAR_KEYWORD)]
+    if keyword_only:
+        raise TypeError(f"{cls.__name__}.apply: forward's keyword-only arguments "
+                        f"{keyword_only} are not supported: apply passes every argument to "
+                        f"forward as a positional input, as PyTorch does")
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    given = [name in bound.arguments for name in positional]
+    bound.apply_defaults()
+    args = bound.args
+    if not cls._fills_defaults and True in given:  # the defaults after the last given: left out
+        args = args[:len(args) - given[::-1].index(True)]
+    return args[1:] if ctx_first else args
+
+
 def _apply_ctx_style(cls: type[Function], inputs: tuple[Any, ...]) -> Tensor:
-    """``apply`` of a ctx-style Function: ``forward(ctx, *inputs)`` on the Tensors."""
+    """``apply`` of a ctx-style Function: ``forward(ctx, *inputs)`` on the Tensors.
+
+    The output is a new Tensor sharing ``forward``'s result, or, when forward marked the
+    input it returns dirty (modified in place), that input itself, its history moved onto
+    this Function's node. An input that requires grad must not change otherwise."""
     # (reading requires_grad remakes a view's node if its memory was written since)
     needs = tuple(isinstance(x, Tensor) and x.requires_grad for x in inputs)
+    versions = tuple(x._version if n else None for x, n in zip(inputs, needs))
     ctx = Context(needs)
     with no_grad():
         out = cls.forward(ctx, *inputs)
     if not isinstance(out, Tensor):
         if isinstance(out, tuple | list):
-            raise TypeError(f"{cls.__name__}.forward returned {len(out)} outputs; tinytrain's "
-                            f"Functions return one Tensor")
+            raise TypeError(_several_outputs(cls, out, "Tensor"))
         out = Tensor(out)
-    output = Tensor(out)  # shares out's memory and version; never an input's own object
-    if (any(needs) and is_grad_enabled() and _differentiable(out)
+    dirty = _dirty_input(cls, ctx, out, inputs)
+    if is_grad_enabled():
+        _check_unmarked_writes(cls, inputs, versions, dirty)
+    if not (any(needs) and is_grad_enabled() and _differentiable(out)
             and not ctx._non_differentiable):
-        _check_same_device(cls.__name__, inputs)
-        ctx._versions = tuple((t._version_counter, t._version_counter[0])
-                              if isinstance(t, Tensor) else None for t in ctx._saved)
-        nexts = tuple(x._grad_node() if n else None for x, n in zip(inputs, needs))
-        output.grad_fn = CtxNode(cls, ctx, nexts).check_inputs(inputs)
-        output._requires_grad = True
+        if dirty is None:
+            return Tensor(out)  # shares out's memory and version; never an input's own object
+        dirty._version_counter[0] += 1  # (PyTorch's mark_dirty bumps it)
+        return dirty
+    _check_same_device(cls.__name__, inputs)
+    nexts = tuple(x._grad_node() if n else None for x, n in zip(inputs, needs))
+    node = CtxNode(cls, ctx, nexts).check_inputs(inputs)
+    if dirty is None:
+        output = Tensor(out)
+        output.grad_fn, output._requires_grad = node, True
+    else:  # written in place: the input takes the node, as in x.mul_(k)
+        if dirty.requires_grad and dirty.grad_fn is None:
+            raise RuntimeError(f"{cls.__name__}: a leaf Variable that requires grad has been "
+                               f"used in an in-place operation.")
+        result = Tensor(dirty._data.copy())
+        result.grad_fn, result._requires_grad = node, True
+        output = dirty._inplace(cls.__name__, lambda _: result, result)
+    # (versions read now: a saved dirty input is saved as the value it holds now)
+    ctx._versions = tuple((t._version_counter, t._version_counter[0])
+                          if isinstance(t, Tensor) else None for t in ctx._saved)
     return output
+
+
+def _several_outputs(cls: type[Function], out: tuple | list, kind: str) -> str:
+    return (f"{cls.__name__}.forward returned a {type(out).__name__} of {len(out)} outputs; "
+            f"tinytrain's Functions return one {kind}: Functions with several outputs are not "
+            f"supported (write one Function per output)")
+
+
+def _dirty_input(cls: type[Function], ctx: Context, out: Tensor, inputs: tuple) -> Tensor | None:
+    """The input forward marked dirty (``ctx.mark_dirty``) and returned, or None."""
+    marked, ctx._dirty = ctx._dirty, ()  # (kept, it would make a cycle output-node-ctx)
+    if not marked:
+        return None
+    for i, t in enumerate(marked):
+        if not isinstance(t, Tensor):
+            raise RuntimeError(f"mark_dirty can only accept variables, but argument {i} is of "
+                            f"type {type(t).__name__}")
+    if len(marked) > 1 or marked[0] is not out:
+        raise RuntimeError(
+            f"{cls.__name__}: Some elements marked as dirty during the forward method were not "
+            f"returned as output. The inputs that are modified inplace must all be outputs of "
+            f"the Function (a tinytrain Function has one output: mark only the input it "
+            f"returns)")
+    return out if any(out is x for x in inputs) else None  # (a new tensor: nothing to move)
+
+
+def _check_unmarked_writes(cls: type[Function], inputs: tuple, versions: tuple,
+                           dirty: Tensor | None) -> None:
+    """An input that requires grad and that forward modified in place without mark_dirty
+    would give wrong gradients (its history still describes the old values): refused."""
+    for i, (x, v) in enumerate(zip(inputs, versions)):
+        if v is not None and x._version != v and (
+                dirty is None or x._version_counter is not dirty._version_counter):
+            raise RuntimeError(
+                f"{cls.__name__}.forward modified input {i} (a tensor that requires grad) in "
+                f"place without telling autograd: its gradient would be wrong. Call "
+                f"ctx.mark_dirty(input) and return that input, or modify a clone() instead")
 
 
 def _differentiable(out: Any) -> bool:
