@@ -240,3 +240,18 @@ def test_a_model_parameters_gradients_by_grad_equal_backwards():
     loss.backward()
     for g, p in zip(grads, model.parameters()):
         np.testing.assert_array_equal(g.numpy(), p.grad.numpy())
+
+
+def test_backward_inputs_makes_an_intermediate_keep_its_gradient():
+    """As PyTorch: a non-leaf in ``inputs`` retains its gradient from then on, so a later
+    full backward adds into it."""
+    results = []
+    for lib in (tt, torch):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        y = x * 3
+        (y * y).sum().backward(inputs=[y], retain_graph=True)
+        assert y.retains_grad and x.grad is None
+        (y * y).sum().backward()
+        results.append((y.grad, x.grad))
+    for ours, theirs in zip(*results):
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy())

@@ -157,3 +157,19 @@ def test_a_hook_on_a_parameter_clips_its_gradient_in_training():
     same(layer.weight.grad, tlayer.weight.grad)
     assert np.abs(layer.weight.grad.numpy()).max() <= 0.1
     same(layer.bias.grad, tlayer.bias.grad)
+
+
+def test_a_hook_on_a_0d_tensor_may_return_a_tensor():
+    """The gradient of a 0-d result can be a NumPy scalar inside the engine: a hook's Tensor
+    result must still be taken (it raised 'changed the type of value')."""
+    grads = []
+    for lib in (tt, torch):
+        x = lib.tensor([1.0, 1.0, 1.0], requires_grad=True)
+        s = (x * 2).sum()
+        s.register_hook(lambda g: g * 2)
+        (s * 3).backward()
+        leaf = lib.tensor(2.0, requires_grad=True)
+        leaf.register_hook(lambda g: g * 2)
+        (leaf * 3).backward()
+        grads.append((x.grad, leaf.grad))
+    same(grads[0][0], grads[1][0]), same(grads[0][1], grads[1][1])

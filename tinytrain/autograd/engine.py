@@ -197,10 +197,10 @@ def _run_hooks(hooks: Mapping[int, Callable[[Any], Any]], grad: Any) -> Any:
             raise RuntimeError(f"hook '{name}' has changed the size of value: it returned "
                                f"shape {result.shape} for a gradient of shape "
                                f"{tuple(grad.shape)}")
-        if result.dtype != grad.dtype or type(result.data) is not type(grad):
+        given = function.Tensor(grad)  # (a 0-d gradient may be a NumPy scalar, not an array)
+        if result.dtype != grad.dtype or result.device != given.device:
             raise RuntimeError(f"hook '{name}' has changed the type of value (was {grad.dtype} "
-                               f"on {function.Tensor(grad).device}, got {result.dtype} on "
-                               f"{result.device})")
+                               f"on {given.device}, got {result.dtype} on {result.device})")
         grad = result.data
     return grad
 

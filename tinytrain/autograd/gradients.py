@@ -125,6 +125,8 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
         for t in _tensors("inputs", inputs):
             if not t.requires_grad:
                 raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+            if t.grad_fn is not None:  # an intermediate keeps its gradient from now on, as
+                t.retain_grad()       # PyTorch's backward(inputs=) makes it (retains_grad)
             capture[t._grad_node()] = _accumulate_into(t)
         if not capture:
             raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
