@@ -309,7 +309,17 @@ def test_a_rank_that_left_is_an_error_soon_after_not_after_the_timeout():
                      r.stderr), r.stderr[-2000:]
     assert "rank 1 left the group (it called destroy_process_group())" in r.stderr
     assert "Likely cause: the ranks ran different numbers of steps or batches" in r.stderr
+    assert "or a forward of the DistributedDataParallel wrapper on some ranks only" in r.stderr
     assert time.monotonic() - t0 < 30
+
+
+def test_ranks_that_left_are_named_in_a_sentence():
+    """Two ranks that left: "ranks 1 and 2 left the group (they called ...)", not "rank 1, 2
+    left the group (it called ...)"."""
+    r = mpirun(WORKER, "skip_collective", "--timeout", "60", n=3, timeout=50)
+    assert r.returncode != 0
+    assert "ranks 1 and 2 left the group (they called destroy_process_group()) while this " \
+           "rank waits for them here" in r.stderr, r.stderr[-2000:]
 
 
 def test_a_rank_that_exits_on_purpose_is_not_blamed_on_uneven_batches():
@@ -358,6 +368,27 @@ def test_a_rank_with_a_collective_more_is_named_at_the_next_call_check():
     assert re.search(r"the ranks have made different numbers of collective calls before this "
                      r"one \(rank 0: 1, rank 1: 0", r.stderr), r.stderr[-2000:]
     assert "DistributedSampler" in r.stderr
+
+
+@pytest.mark.parametrize("scenario,where", [
+    ("ddp_forward_on_one_rank", "destroy_process_group()"),
+    ("ddp_forward_on_one_rank_no_destroy",
+     "at exit (the program ended without destroy_process_group())")])
+def test_a_ddp_forward_on_rank_0_only_fails_when_the_group_is_left_not_silently(scenario,
+                                                                                 where):
+    """`if rank == 0: ddp.eval(); ddp(x)` with BatchNorm: rank 0's buffer broadcast
+    completed alone, and the ranks' buffers ended different with exit code 0 (PyTorch's gloo
+    waits for the missing broadcast until its timeout). The leaving notices carry each
+    rank's count of collectives: every rank raises, naming the counts and the cause."""
+    r = mpirun(WORKER, scenario, "--timeout", "60", timeout=60)
+    assert r.returncode != 0, r.stdout + r.stderr[-2000:]
+    assert "trained rank 0" in r.stdout and "trained rank 1" in r.stdout
+    for rank in (0, 1):
+        assert re.search(rf"UnevenCollectives: {re.escape(where)} on rank {rank} of 2: the "
+                         r"ranks made different numbers of collective calls \(rank 0: (\d+), "
+                         r"rank 1: (\d+);", r.stderr), r.stderr[-3000:]
+    assert "a forward of the DistributedDataParallel wrapper on some ranks only" in r.stderr
+    assert "evaluate on one rank with ddp.module(x)" in r.stderr
 
 
 def test_uneven_batches_then_an_all_reduce_time_out_clearly_instead_of_mismatching():

@@ -50,7 +50,9 @@ from tinytrain.distributed.job import (
 )
 from tinytrain.distributed.process_group import (
     DEFAULT_TIMEOUT,
+    FORWARD_ON_SOME_RANKS,
     OPS,
+    UNEVEN_STEPS,
     CollectiveError,
     MPIGroup,
     ProcessGroup,
@@ -387,9 +389,8 @@ def _same_call_on_every_rank(what: str, array: Any | None, payload: Any = None) 
         raise RuntimeError(
             f"{what} (rank {g.rank} of {g.world_size}): the ranks have made different numbers "
             f"of collective calls before this one ({listing}; DistributedDataParallel's "
-            "gradient all-reduces count): they ran different numbers of steps or batches, "
-            "e.g. a dataset split unevenly across ranks: use DistributedSampler (the same "
-            "number of samples on every rank), drop_last=True, or the same number of batches")
+            "buffer broadcasts and gradient all-reduces count). Common causes: "
+            f"{UNEVEN_STEPS}; or {FORWARD_ON_SOME_RANKS}")
     return [theirs for _, theirs in gathered]
 
 
