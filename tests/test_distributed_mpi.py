@@ -560,6 +560,45 @@ def test_a_torchrun_launch_without_mpiexec_is_refused_not_run_as_groups_of_one()
     assert r.returncode == 0 and "initialized 0 1" in r.stdout, r.stderr[-2000:]
 
 
+ENV_AT_IMPORT = ("import os\nimport tinytrain.distributed\n"
+                 "print([os.environ.get(k) for k in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK')])\n")
+
+
+@pytest.mark.parametrize("env,want", [
+    # srun --mpi=pmix: PMIx's rank, Slurm's sizes; WORLD_SIZE used to become 1
+    ({"PMIX_RANK": "3", "SLURM_PROCID": "3", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1",
+      "WORLD_SIZE": "8"}, ["3", "8", "1"]),
+    ({"PMIX_RANK": "3", "SLURM_STEP_NUM_TASKS": "4", "SLURM_NTASKS": "16"}, ["3", "4", None]),
+    # Cray PALS; a size no variable gives leaves WORLD_SIZE as it was
+    ({"PALS_RANKID": "2", "PALS_LOCAL_RANKID": "0", "WORLD_SIZE": "6"}, ["2", "6", "0"]),
+    ({"PMI_RANK": "1", "PMI_SIZE": "4", "PMI_LOCAL_RANK": "1"}, ["1", "4", "1"]),
+    ({"PMI_RANK": "1", "PMI_SIZE": "4", "PMI_LOCAL_RANK": "1", "LOCAL_RANK": "3"},
+     ["1", "4", "3"]),  # a LOCAL_RANK that is set stays (init_process_group sets MPI's)
+])
+def test_hpc_launchers_variables_give_torchruns_at_import(env, want):
+    r = _alone(ENV_AT_IMPORT, **env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert str(want) in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("env,named", [
+    ({"SLURM_PROCID": "3", "SLURM_STEP_NUM_TASKS": "8", "SLURM_NTASKS": "8"},
+     "SLURM_PROCID=3, SLURM_STEP_NUM_TASKS=8"),
+    ({"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2"}, "SLURM_STEP_NUM_TASKS=2"),
+])
+def test_srun_without_mpi_wire_up_is_refused_not_run_as_groups_of_one(env, named):
+    """srun with no PMI for the MPI library: each task's MPI is a world of one, and each
+    trained alone as "rank 0 of 1" (exit code 0)."""
+    r = _alone(INIT.format(""), **env)
+    assert r.returncode != 0 and "initialized" not in r.stdout
+    assert f"init_process_group: the launcher's variables ({named}) say this process is one " \
+           "task of several, but MPI sees it alone" in r.stderr, r.stderr[-2000:]
+    assert "srun --mpi=pmi2 or srun --mpi=pmix" in r.stderr
+    # a batch script's own python (one task of an allocation of 8) is one process
+    r = _alone(INIT.format(""), SLURM_PROCID="0", SLURM_NTASKS="8", SLURM_LOCALID="0")
+    assert r.returncode == 0 and "initialized 0 1" in r.stdout, r.stderr[-2000:]
+
+
 def test_an_mp_spawn_style_init_says_that_no_mpiexec_started_the_process():
     r = _alone(INIT.format(", rank=1, world_size=2"))
     assert r.returncode != 0 and "initialized" not in r.stdout

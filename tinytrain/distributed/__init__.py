@@ -44,6 +44,7 @@ from tinytrain.distributed.job import (
     abort_at_exit,
     abort_on_uncaught_exception,
     aborting,
+    launcher_says_several,
     prepare_rank,
     set_rank_environment,
     started_by_mpi_launcher,
@@ -156,7 +157,19 @@ def _refuse_a_lone_process(g: ProcessGroup, world_size: Any, rank: Any) -> None:
     """A process no MPI launcher started is a group of one. If the program (``world_size``,
     as with ``mp.spawn``) or the environment (``WORLD_SIZE``, as torchrun sets it) says
     there are several ranks, each process would train alone, silently: refuse."""
-    if g.world_size != 1 or started_by_mpi_launcher():
+    if g.world_size != 1:
+        return
+    several = launcher_says_several()
+    if several:
+        raise RuntimeError(
+            f"init_process_group: the launcher's variables ({several}) say this process is "
+            "one task of several, but MPI sees it alone (a world of one), so each task "
+            "would train alone. The launcher started the tasks without connecting their MPI: "
+            "with Slurm, run srun --mpi=pmi2 or srun --mpi=pmix (whichever your MPI library "
+            "supports; srun --mpi=list lists them), or run mpiexec -n N python script.py "
+            "with the mpiexec of the MPI that mpi4py was built with (python -c 'from mpi4py "
+            "import MPI; print(MPI.Get_library_version())' names it)")
+    if started_by_mpi_launcher():
         return
     if world_size not in (-1, None):
         if isinstance(world_size, numbers.Integral) and world_size > 1:
