@@ -627,6 +627,35 @@ def test_torchruns_variables_are_set_under_mpiexec_from_the_import_on():
         assert f"rank {k} {k} {want} {want}" in r.stdout, r.stdout
 
 
+FINALIZE = ("{before}from mpi4py import MPI\n"
+            "import tinytrain as tt, tinytrain.distributed as dist\n"
+            "dist.init_process_group('gloo')\n"
+            "t = tt.ones(3)\n"
+            "dist.all_reduce(t)\n"
+            "import os\n"
+            "os.write(1, f'rank {{dist.get_rank()}} sum {{t.numpy().tolist()}}\\n'.encode())\n"
+            "{after}")
+
+
+@pytest.mark.parametrize("before,after,ok", [
+    ("", "MPI.Finalize()\n", True),  # the at-exit destroy made MPI calls after finalize
+    ("", "MPI.Finalize()\ndist.destroy_process_group()\n", False),
+    ("import mpi4py\nmpi4py.rc.initialize = False\n", "", True),  # init left to us
+    ("import mpi4py\nmpi4py.rc.initialize = False\n", "dist.destroy_process_group()\n", True),
+])
+def test_mpi_finalized_by_the_script_or_not_initialised_before_init(before, after, ok):
+    r = mpirun("-c", FINALIZE.format(before=before, after=after), timeout=60)
+    assert "after finalizing" not in r.stderr and "before initializing" not in r.stderr, \
+        r.stderr[-2000:]
+    if ok:
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "rank 0 sum [2.0, 2.0, 2.0]" in r.stdout and "rank 1 sum" in r.stdout
+    else:
+        assert r.returncode != 0
+        assert "destroy_process_group() on rank 0 of 2: MPI was finalised (MPI.Finalize() " \
+               "was called) before it" in r.stderr, r.stderr[-2000:]
+
+
 def test_a_rank_that_raises_before_init_stops_the_job_at_once():
     """With the default init timeout (30 minutes) the others used to wait that long in their
     init_process_group (the reviewer's run was still waiting when `timeout 120` ended it);

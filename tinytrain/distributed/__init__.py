@@ -135,6 +135,12 @@ def _rendezvous_waiting_for_every_rank(backend: str, timeout: float) -> ProcessG
             raise RuntimeError("tinytrain.distributed needs MPI: pip install mpi4py mpich "
                                f"({exc})") from None
         abort_on_uncaught_exception()
+        if MPI.Is_finalized():
+            raise RuntimeError("init_process_group: MPI was finalised (MPI.Finalize() was "
+                               "called) in this process; it cannot be started again")
+        if not MPI.Is_initialized():  # mpi4py.rc.initialize = False: the program left it to us
+            MPI.Init_thread()
+            atexit.register(_finalize_at_exit)  # (runs after the group's at-exit destroy)
         comm = MPI.COMM_WORLD.Dup()
         if backend == "nccl":
             from tinytrain.distributed.nccl import NCCLGroup
@@ -264,12 +270,36 @@ def destroy_process_group(group: Any = None) -> None:
 def _leave(given: Any, at_exit: bool) -> None:
     global _group
     if _group is not None:
-        _the_group(given, "destroy_process_group")
-        g, _group = _group, None
+        g = _the_group(given, "destroy_process_group")
+        if _mpi_finalized():
+            _group = None
+            raise RuntimeError(
+                f"destroy_process_group() on rank {g.rank} of {g.world_size}: MPI was "
+                "finalised (MPI.Finalize() was called) before it, so the group cannot be "
+                "left cleanly: call destroy_process_group() before MPI.Finalize(), or leave "
+                "MPI.Finalize() out (mpi4py finalises MPI at exit)")
+        _group = None
         g.destroy(at_exit=at_exit)
 
 
+def _mpi_finalized() -> bool:
+    from mpi4py import MPI
+
+    return MPI.Is_finalized()
+
+
+def _finalize_at_exit() -> None:
+    """MPI that init_process_group initialised (``mpi4py.rc.initialize = False``) is
+    finalised at exit, unless the program did it, or a rank aborts the job."""
+    from mpi4py import MPI
+
+    if not aborting() and MPI.Is_initialized() and not MPI.Is_finalized():
+        MPI.Finalize()
+
+
 def _destroy_at_exit() -> None:
+    if _group is not None and _mpi_finalized():  # the program called MPI.Finalize() itself:
+        return  # every rank did (it is collective), so none waits for this one
     if not aborting():  # after an error a peer may be gone: freeing could wait for it
         try:
             _leave(None, at_exit=True)
