@@ -440,6 +440,31 @@ def init_arguments(device: str) -> None:
     dist.init_process_group(None, init_method="env://", world_size=R, rank=r)
     assert dist.get_backend() == "mpi" and dist.get_rank() == r
     dist.destroy_process_group()
+    # HPC scripts: a TCP or file rendezvous (MPI's is used), a device hint
+    for method, device_id in (("tcp://localhost:29500", 0), ("file:///tmp/rendezvous",
+                                                            tt.device("cpu"))):
+        dist.init_process_group("gloo", init_method=method, world_size=R, rank=r,
+                                device_id=device_id)
+        assert dist.get_rank() == r
+        dist.destroy_process_group()
+    # strings from os.environ: PyTorch's error (it used to say "rank 1 was passed, but
+    # mpiexec started this process as rank 1")
+    for kwargs, arg in (({"world_size": str(R), "rank": str(r)}, "rank"),
+                        ({"world_size": str(R)}, "world_size")):
+        try:
+            dist.init_process_group("gloo", **kwargs)
+        except RuntimeError as exc:
+            assert f"init_process_group: `{arg}` must be an integer, got '" in str(exc), exc
+        else:
+            raise AssertionError(f"{kwargs} was accepted")
+    for method in ("mpi://", "redis://host"):
+        try:
+            dist.init_process_group("gloo", init_method=method)
+        except ValueError as exc:
+            assert f"init_method={method!r} is not supported" in str(exc), exc
+        else:
+            raise AssertionError(f"init_method={method!r} was accepted")
+    assert not dist.is_initialized()
     try:
         dist.init_process_group("mpi", rank=1 - r)
     except ValueError as exc:

@@ -38,7 +38,8 @@ from typing import Any
 import numpy as np
 
 from tinytrain import _missing
-from tinytrain.backend import get_array_module
+from tinytrain.backend import get_array_module, split_device
+from tinytrain.cuda import current_device
 from tinytrain.distributed.ddp import DistributedDataParallel
 from tinytrain.distributed.job import (
     abort_at_exit,
@@ -197,7 +198,8 @@ def _refuse_a_lone_process(g: ProcessGroup, world_size: Any, rank: Any) -> None:
 
 def init_process_group(backend: str | None = "mpi", init_method: str | None = None,
                        timeout: datetime.timedelta | float | None = None,
-                       world_size: int = -1, rank: int = -1) -> ProcessGroup:
+                       world_size: int = -1, rank: int = -1,
+                       device_id: Any = None) -> ProcessGroup:
     """Join the job's processes (started by ``mpiexec``) as one group; returns it.
 
     ``backend="mpi"`` (or None) reduces NumPy tensors through MPI; ``"nccl"`` CuPy tensors
@@ -212,8 +214,13 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
 
     MPI says which rank each process is and how many there are: ``world_size`` and ``rank``,
     PyTorch's arguments, may be given (a script written for ``torchrun`` passes them) but
-    must agree with it; ``init_method`` may be None or ``"env://"`` (there is nothing else
-    to rendezvous through).
+    must agree with it (integers: a value read from ``os.environ`` needs ``int()``).
+    ``init_method`` may be None, ``"env://"``, ``"tcp://host:port"`` or ``"file://path"``:
+    the processes find each other through MPI whichever it is (the address and file are
+    not used). ``device_id`` (a device, ``"cuda:N"`` or an index; PyTorch's hint of this
+    rank's device) changes nothing: with ``"nccl"`` it must be the GPU of this rank (that
+    of its local rank, or the one ``tt.cuda.set_device`` chose), with ``"mpi"`` it is
+    only checked to be a device.
 
     ``timeout`` (a ``timedelta`` or seconds; default 30 minutes, as PyTorch's CPU backends):
     how long a rank waits in a collective for the others before it raises an error that
@@ -225,9 +232,17 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
         raise RuntimeError("init_process_group() was already called in this process")
     name = "mpi" if backend is None else backend.lower() if isinstance(backend, str) else backend
     backend = "mpi" if name == "gloo" else name
-    if init_method not in (None, "env://"):
+    for arg, value in (("rank", rank), ("world_size", world_size)):  # PyTorch's order
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral | None):
+            raise RuntimeError(f"init_process_group: `{arg}` must be an integer, got "
+                               f"{value!r} ({type(value).__name__}); from the environment: "
+                               f"{arg}=int(os.environ[...]), or leave it out (MPI decides it)")
+    if init_method is not None and (not isinstance(init_method, str) or not init_method
+                                    .startswith(("env://", "tcp://", "file://"))):
         raise ValueError(f"init_process_group: init_method={init_method!r} is not supported: "
-                         "the processes are started and found by mpiexec (leave it out)")
+                         "the processes are started and found by MPI (mpiexec, srun); "
+                         "'env://', 'tcp://...' and 'file://...' are accepted (and not used), "
+                         "or leave it out")
     if backend not in ("mpi", "nccl"):
         raise ValueError(f"init_process_group: unknown backend {backend!r}; use 'mpi' (CPU "
                          "tensors; 'gloo' is taken as 'mpi') or 'nccl' (GPU tensors)")
@@ -238,9 +253,21 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
                         f"number of seconds, got {timeout!r}")
     if not seconds > 0:
         raise ValueError(f"init_process_group: timeout must be positive, got {timeout!r}")
+    if device_id is not None:
+        try:
+            device_kind, device_index = split_device(device_id)
+        except ValueError as exc:
+            raise ValueError(f"init_process_group: device_id={device_id!r}: {exc}") from None
     g = _rendezvous_waiting_for_every_rank(backend, float(seconds))
     try:
         _refuse_a_lone_process(g, world_size, rank)
+        if device_id is not None and g.device == "cuda":
+            mine = current_device()
+            if device_kind != "cuda" or device_index not in (None, mine):
+                raise ValueError(f"init_process_group: device_id={device_id!r} on rank "
+                                 f"{g.rank} of {g.world_size}: the nccl backend runs this "
+                                 f"rank on GPU {mine} (cuda:{mine}); pass that, or leave "
+                                 "device_id out")
         for name, given, actual in (("world_size", world_size, g.world_size),
                                     ("rank", rank, g.rank)):
             if given not in (-1, None) and given != actual:
