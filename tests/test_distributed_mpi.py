@@ -465,6 +465,37 @@ def test_pytorch_spellings_on_a_group_of_one():
            in r.stdout, r.stdout  # PyTorch's message
 
 
+def test_pytorchs_group_names_and_rank_helpers_as_torch_on_a_group_of_one():
+    """HPC scripts pass group=dist.group.WORLD (it raised "'function' object has no attribute
+    'WORLD'") and call get_global_rank, get_process_group_ranks, get_node_local_rank,
+    is_torchelastic_launched; a second init raises PyTorch's ValueError, which is also the
+    RuntimeError tinytrain raised."""
+    _mpiexec()  # skip without MPI
+    code = ("import os, tinytrain as tt, tinytrain.distributed as dist\n"
+            "assert dist.group.WORLD is None and dist.GroupMember.WORLD is None\n"
+            "g = dist.init_process_group('gloo')\n"
+            "assert dist.group.WORLD is g and dist.GroupMember.WORLD is g and dist.group() is g\n"
+            "assert dist.get_rank(group=dist.group.WORLD) == 0\n"
+            "t = tt.ones(2)\n"
+            "dist.all_reduce(t, group=dist.group.WORLD)\n"
+            "assert dist.get_global_rank(dist.group.WORLD, 0) == 0\n"
+            "assert dist.get_process_group_ranks(dist.group.WORLD) == [0]\n"
+            "assert dist.get_process_group_ranks(None) == [0]\n"
+            "assert dist.is_torchelastic_launched() is False\n"
+            "assert dist.get_node_local_rank() == int(os.environ['LOCAL_RANK']) == 0\n"
+            "for again in (ValueError, RuntimeError):\n"
+            "    try:\n"
+            "        dist.init_process_group('gloo')\n"
+            "    except again as e:\n"
+            "        print('twice:', type(e).__name__, e)\n"
+            "dist.destroy_process_group()\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=_env(), cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.count("twice: DefaultGroupError trying to initialize the default process "
+                          "group twice!") == 2, r.stdout
+
+
 def test_a_rank_that_fails_before_init_does_not_leave_the_others_waiting_in_it():
     """MPI's own start-up waits in C for every rank: a watchdog ends the rank after the
     timeout, with the stack that says where it waited; the launcher stops the job."""

@@ -69,6 +69,12 @@ prepare_rank()  # under mpiexec: torchrun's RANK, LOCAL_RANK, ... and the abort 
 _group: ProcessGroup | None = None
 
 
+class DefaultGroupError(RuntimeError, ValueError):
+    """The default process group is not there yet, or is there already (a second
+    ``init_process_group``). PyTorch raises ValueError for these, tinytrain raised
+    RuntimeError: this is both, so ``except`` clauses written for either catch it."""
+
+
 def is_available() -> bool:
     """True when mpi4py (and so an MPI library) can be imported."""
     try:
@@ -229,7 +235,10 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
     """
     global _group
     if _group is not None:
-        raise RuntimeError("init_process_group() was already called in this process")
+        raise DefaultGroupError(
+            f"trying to initialize the default process group twice! (rank {_group.rank} of "
+            f"{_group.world_size}: init_process_group() was already called in this process; "
+            "destroy_process_group() first to start a new one)")
     name = "mpi" if backend is None else backend.lower() if isinstance(backend, str) else backend
     backend = "mpi" if name == "gloo" else name
     for arg, value in (("rank", rank), ("world_size", world_size)):  # PyTorch's order
@@ -336,12 +345,39 @@ def _destroy_at_exit() -> None:
             abort_at_exit(1)
 
 
-def group(what: str = "this call") -> ProcessGroup:
-    """The process group, or an error saying that ``init_process_group`` comes first."""
-    if _group is None:
-        raise RuntimeError(f"{what} needs a process group: call "
-                           "tinytrain.distributed.init_process_group() first")
-    return _group
+class _World:
+    """PyTorch's ``GroupMember``: ``WORLD`` is the group of every rank (None before
+    ``init_process_group``, as in PyTorch)."""
+
+    NON_GROUP_MEMBER = -100
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def WORLD(self) -> ProcessGroup | None:  # noqa: N802 (PyTorch's name)
+        return _group
+
+    def __repr__(self) -> str:
+        return f"<tinytrain.distributed.{self._name}>"
+
+
+class _GroupNames(_World):
+    """``dist.group``: PyTorch's ``group.WORLD``; called, ``dist.group(what)`` returns the
+    process group, or raises an error saying that ``init_process_group`` comes first
+    (``what`` names the caller in it)."""
+
+    def __call__(self, what: str = "this call") -> ProcessGroup:
+        if _group is None:
+            raise DefaultGroupError(
+                f"{what}: Default process group has not been initialized, please make sure "
+                "to call init_process_group. (tinytrain.distributed.init_process_group() "
+                "first)")
+        return _group
+
+
+GroupMember = _World("GroupMember")
+group = _GroupNames("group")
 
 
 def get_rank(group: Any = None) -> int:
@@ -350,6 +386,40 @@ def get_rank(group: Any = None) -> int:
 
 def get_world_size(group: Any = None) -> int:
     return _the_group(group, "get_world_size()").world_size
+
+
+def get_global_rank(group: Any, group_rank: int) -> int:
+    """The rank in the job of rank ``group_rank`` of ``group``: the same number, since the
+    one group is every rank (PyTorch's identity for its default group)."""
+    g = _the_group(group, "get_global_rank()")
+    if isinstance(group_rank, bool) or not isinstance(group_rank, numbers.Integral) or \
+            not 0 <= group_rank < g.world_size:
+        raise ValueError(f"Group rank {group_rank!r} is not part of group {g!r} (ranks 0 to "
+                         f"{g.world_size - 1})")
+    return int(group_rank)
+
+
+def get_process_group_ranks(group: Any) -> list[int]:
+    """The job's ranks in ``group`` (None: the default group), in group order: every rank."""
+    return list(range(_the_group(group, "get_process_group_ranks()").world_size))
+
+
+def is_torchelastic_launched() -> bool:
+    """False: tinytrain's ranks are started by MPI, never by torchelastic (torchrun)."""
+    return False
+
+
+def get_node_local_rank(fallback_rank: int | None = None) -> int:
+    """This process's rank on its machine, from ``LOCAL_RANK`` (set under mpiexec, srun
+    with PMI, and torchrun), else ``fallback_rank``; neither raises, as PyTorch's."""
+    if "LOCAL_RANK" in os.environ:
+        return int(os.environ["LOCAL_RANK"])
+    if fallback_rank is not None:
+        return int(fallback_rank)
+    raise RuntimeError(
+        "LOCAL_RANK is not in the environment. Consider passing fallback_rank to allow "
+        "`get_node_local_rank` to work, assuming you are not running in a multi-device "
+        "context and want the code to run locally instead.")
 
 
 def get_local_rank() -> int:
@@ -1041,7 +1111,9 @@ __getattr__ = _missing.module_getattr("tinytrain.distributed", {
          "send, recv, isend, irecv and batch_isend_irecv, on one group of every rank")
 
 __all__ = [
-    "Backend", "DistributedDataParallel", "P2POp", "ProcessGroup", "ReduceOp", "Work",
+    "Backend", "DefaultGroupError", "DistributedDataParallel", "GroupMember", "P2POp",
+    "ProcessGroup", "ReduceOp", "Work", "get_global_rank", "get_node_local_rank",
+    "get_process_group_ranks", "group", "is_torchelastic_launched",
     "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_to_all",
     "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast", "broadcast_object_list",
     "destroy_process_group", "gather", "gather_object", "get_backend", "get_local_rank",
