@@ -368,6 +368,7 @@ def test_a_rank_with_a_collective_more_is_named_at_the_next_call_check():
     assert re.search(r"the ranks have made different numbers of collective calls before this "
                      r"one \(rank 0: 1, rank 1: 0", r.stderr), r.stderr[-2000:]
     assert "DistributedSampler" in r.stderr
+    assert "or a forward of the DistributedDataParallel wrapper on some ranks only" in r.stderr
 
 
 @pytest.mark.parametrize("scenario,where", [
