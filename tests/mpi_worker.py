@@ -440,6 +440,31 @@ def init_arguments(device: str) -> None:
     dist.init_process_group(None, init_method="env://", world_size=R, rank=r)
     assert dist.get_backend() == "mpi" and dist.get_rank() == r
     dist.destroy_process_group()
+    # HPC scripts: a TCP or file rendezvous (MPI's is used), a device hint
+    for method, device_id in (("tcp://localhost:29500", 0), ("file:///tmp/rendezvous",
+                                                            tt.device("cpu"))):
+        dist.init_process_group("gloo", init_method=method, world_size=R, rank=r,
+                                device_id=device_id)
+        assert dist.get_rank() == r
+        dist.destroy_process_group()
+    # strings from os.environ: PyTorch's error (it used to say "rank 1 was passed, but
+    # mpiexec started this process as rank 1")
+    for kwargs, arg in (({"world_size": str(R), "rank": str(r)}, "rank"),
+                        ({"world_size": str(R)}, "world_size")):
+        try:
+            dist.init_process_group("gloo", **kwargs)
+        except RuntimeError as exc:
+            assert f"init_process_group: `{arg}` must be an integer, got '" in str(exc), exc
+        else:
+            raise AssertionError(f"{kwargs} was accepted")
+    for method in ("mpi://", "redis://host"):
+        try:
+            dist.init_process_group("gloo", init_method=method)
+        except ValueError as exc:
+            assert f"init_method={method!r} is not supported" in str(exc), exc
+        else:
+            raise AssertionError(f"init_method={method!r} was accepted")
+    assert not dist.is_initialized()
     try:
         dist.init_process_group("mpi", rank=1 - r)
     except ValueError as exc:
@@ -554,8 +579,9 @@ def wait_forever(device: str) -> None:
 
 
 def skip_collective(device: str) -> None:
-    """Rank 1 leaves (destroy_process_group) without the all-reduce that rank 0 waits in."""
-    if dist.get_rank() != 1:
+    """The ranks other than 0 leave (destroy_process_group) without the all-reduce that rank 0
+    waits in."""
+    if dist.get_rank() == 0:
         print(f"waiting rank {dist.get_rank()}", flush=True)
         dist.all_reduce(tt.ones(10, device=device))
         print(f"not reached rank {dist.get_rank()}", flush=True)
@@ -950,6 +976,40 @@ def exit_mid_training(device: str) -> None:
         opt.step()
 
 
+def _bn_training_with_forward_on_rank_0(device: str) -> None:
+    """An HPC-script pattern: validation through the DDP wrapper on rank 0 only, with a
+    BatchNorm model. Rank 0's extra buffer broadcast completes without rank 1 (MPI's
+    broadcast completes at its root once the data has gone), and the later broadcasts pair
+    one forward late: the counts differ from then on, while every later training step
+    still pairs broadcasts with broadcasts and all-reduces with all-reduces."""
+    tt.manual_seed(dist.get_rank())
+    ddp = dist.DistributedDataParallel(nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8),
+                                                     nn.ReLU(), nn.Linear(8, 2)).to(device))
+    opt = tt.optim.SGD(ddp.parameters(), lr=0.1)
+    for _ in range(2):
+        ddp.train()
+        for _ in range(2):
+            opt.zero_grad()
+            ddp(tt.randn(8, 4, device=device)).sum().backward()
+            opt.step()
+        if dist.get_rank() == 0:
+            ddp.eval()
+            with tt.no_grad():
+                ddp(tt.randn(16, 4, device=device))
+    print(f"trained rank {dist.get_rank()}", flush=True)
+
+
+def ddp_forward_on_one_rank(device: str) -> None:
+    """... then destroy_process_group() (in main) compares the ranks' counts."""
+    _bn_training_with_forward_on_rank_0(device)
+
+
+def ddp_forward_on_one_rank_no_destroy(device: str) -> None:
+    """... then the program ends without destroy_process_group(): the at-exit one compares."""
+    _bn_training_with_forward_on_rank_0(device)
+    sys.exit(0)
+
+
 SCENARIOS = {f.__name__: f for f in [
     ddp_rewrap, gather_collectives, mismatched_all_gather, gather_against_all_gather_object,
     reduce_queued_on_one_rank,
@@ -958,7 +1018,8 @@ SCENARIOS = {f.__name__: f for f in [
     eval_mode_training, raise_on_one_rank, wait_forever, skip_collective, sharded_evaluation,
     barrier_against_all_reduce, ddp_peer_gone, dtype_after_wrap, init_arguments,
     uneven_then_all_reduce, work_alone_before_exit, collective_queued_on_one_rank,
-    stall_notice, async_buffers, more_collectives, exit_mid_training]}
+    stall_notice, async_buffers, more_collectives, exit_mid_training, ddp_forward_on_one_rank,
+    ddp_forward_on_one_rank_no_destroy]}
 
 
 def main() -> None:

@@ -463,3 +463,76 @@ def test_a_process_started_by_a_rank_is_not_a_rank_and_fails_on_its_own(how, tmp
     assert result.returncode == 1, result.stderr
     assert "ValueError: helper failed" in result.stderr
     assert "PMI" not in result.stderr and "Abort" not in result.stderr, result.stderr
+
+
+# ------------------------------------------------------------------ PyTorch's names
+
+
+def test_names_hpc_scripts_use_before_init_answer_as_torchs():
+    import torch.distributed as tdist
+
+    import tinytrain.distributed as dist
+
+    assert dist.group.WORLD is tdist.group.WORLD is None
+    assert dist.GroupMember.WORLD is tdist.GroupMember.WORLD is None
+    assert dist.GroupMember.NON_GROUP_MEMBER == tdist.GroupMember.NON_GROUP_MEMBER
+    with pytest.raises(ValueError) as theirs:
+        tdist.get_world_size()
+    for kind in (ValueError, RuntimeError):  # PyTorch's, and what tinytrain raised
+        with pytest.raises(kind) as mine:
+            dist.get_world_size()
+        assert str(theirs.value) in str(mine.value)
+    assert dist.is_torchelastic_launched() is tdist.is_torchelastic_launched() is False
+    os.environ.pop("LOCAL_RANK", None)
+    assert dist.get_node_local_rank(3) == tdist.get_node_local_rank(3) == 3
+    with pytest.raises(RuntimeError, match="LOCAL_RANK is not in the environment"):
+        dist.get_node_local_rank()
+    os.environ["LOCAL_RANK"] = "1"
+    try:
+        assert dist.get_node_local_rank(3) == tdist.get_node_local_rank(3) == 1
+    finally:
+        del os.environ["LOCAL_RANK"]
+
+
+def test_utils_data_distributed_needs_no_import_of_its_own():
+    code = ("import tinytrain.utils.data as d\n"
+            "from tinytrain.data import DistributedSampler\n"
+            "assert d.distributed.DistributedSampler is DistributedSampler\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, cwd=Path(__file__).resolve().parent.parent)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+@pytest.mark.skipif(tt.cuda.is_available(), reason="the CPU-only answers")
+def test_cuda_memory_functions_without_a_gpu_answer_as_torchs_cpu_build():
+    import torch
+
+    for name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "empty_cache"):
+        assert getattr(tt.cuda, name)() == getattr(torch.cuda, name)(), name
+    for name in ("get_device_name", "reset_peak_memory_stats"):
+        with pytest.raises((AssertionError, AttributeError)):  # torch's CPU build
+            getattr(torch.cuda, name)()
+        with pytest.raises(RuntimeError, match="needs CuPy and an NVIDIA GPU"):
+            getattr(tt.cuda, name)()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not tt.cuda_is_available(), reason="needs CuPy and an NVIDIA GPU")
+def test_cuda_memory_functions_report_cupys_pool():
+    import cupy
+
+    tt.cuda.empty_cache()
+    tt.cuda.reset_peak_memory_stats()
+    base = tt.cuda.memory_allocated()
+    assert base == cupy.get_default_memory_pool().used_bytes()
+    x = tt.zeros(1 << 20, device="cuda")  # 4 MiB
+    assert tt.cuda.memory_allocated() == base + 4 * 2**20
+    assert tt.cuda.memory_reserved() >= tt.cuda.memory_allocated()
+    del x
+    assert tt.cuda.memory_allocated() == base
+    assert tt.cuda.max_memory_allocated() >= base + 4 * 2**20
+    tt.cuda.empty_cache()
+    assert tt.cuda.memory_reserved() == tt.cuda.memory_allocated()
+    tt.cuda.reset_peak_memory_stats()
+    assert tt.cuda.max_memory_allocated() == base
+    assert tt.cuda.get_device_name() == tt.cuda.get_device_name(0) and tt.cuda.get_device_name()

@@ -309,7 +309,17 @@ def test_a_rank_that_left_is_an_error_soon_after_not_after_the_timeout():
                      r.stderr), r.stderr[-2000:]
     assert "rank 1 left the group (it called destroy_process_group())" in r.stderr
     assert "Likely cause: the ranks ran different numbers of steps or batches" in r.stderr
+    assert "or a forward of the DistributedDataParallel wrapper on some ranks only" in r.stderr
     assert time.monotonic() - t0 < 30
+
+
+def test_ranks_that_left_are_named_in_a_sentence():
+    """Two ranks that left: "ranks 1 and 2 left the group (they called ...)", not "rank 1, 2
+    left the group (it called ...)"."""
+    r = mpirun(WORKER, "skip_collective", "--timeout", "60", n=3, timeout=50)
+    assert r.returncode != 0
+    assert "ranks 1 and 2 left the group (they called destroy_process_group()) while this " \
+           "rank waits for them here" in r.stderr, r.stderr[-2000:]
 
 
 def test_a_rank_that_exits_on_purpose_is_not_blamed_on_uneven_batches():
@@ -358,6 +368,28 @@ def test_a_rank_with_a_collective_more_is_named_at_the_next_call_check():
     assert re.search(r"the ranks have made different numbers of collective calls before this "
                      r"one \(rank 0: 1, rank 1: 0", r.stderr), r.stderr[-2000:]
     assert "DistributedSampler" in r.stderr
+    assert "or a forward of the DistributedDataParallel wrapper on some ranks only" in r.stderr
+
+
+@pytest.mark.parametrize("scenario,where", [
+    ("ddp_forward_on_one_rank", "destroy_process_group()"),
+    ("ddp_forward_on_one_rank_no_destroy",
+     "at exit (the program ended without destroy_process_group())")])
+def test_a_ddp_forward_on_rank_0_only_fails_when_the_group_is_left_not_silently(scenario,
+                                                                                 where):
+    """`if rank == 0: ddp.eval(); ddp(x)` with BatchNorm: rank 0's buffer broadcast
+    completed alone, and the ranks' buffers ended different with exit code 0 (PyTorch's gloo
+    waits for the missing broadcast until its timeout). The leaving notices carry each
+    rank's count of collectives: every rank raises, naming the counts and the cause."""
+    r = mpirun(WORKER, scenario, "--timeout", "60", timeout=60)
+    assert r.returncode != 0, r.stdout + r.stderr[-2000:]
+    assert "trained rank 0" in r.stdout and "trained rank 1" in r.stdout
+    for rank in (0, 1):
+        assert re.search(rf"UnevenCollectives: {re.escape(where)} on rank {rank} of 2: the "
+                         r"ranks made different numbers of collective calls \(rank 0: (\d+), "
+                         r"rank 1: (\d+);", r.stderr), r.stderr[-3000:]
+    assert "a forward of the DistributedDataParallel wrapper on some ranks only" in r.stderr
+    assert "evaluate on one rank with ddp.module(x)" in r.stderr
 
 
 def test_uneven_batches_then_an_all_reduce_time_out_clearly_instead_of_mismatching():
@@ -432,6 +464,37 @@ def test_pytorch_spellings_on_a_group_of_one():
     assert "frozen: DistributedDataParallel (rank 0 of 1): DistributedDataParallel is not " \
            "needed when a module doesn't have any parameter that requires a gradient." \
            in r.stdout, r.stdout  # PyTorch's message
+
+
+def test_pytorchs_group_names_and_rank_helpers_as_torch_on_a_group_of_one():
+    """HPC scripts pass group=dist.group.WORLD (it raised "'function' object has no attribute
+    'WORLD'") and call get_global_rank, get_process_group_ranks, get_node_local_rank,
+    is_torchelastic_launched; a second init raises PyTorch's ValueError, which is also the
+    RuntimeError tinytrain raised."""
+    _mpiexec()  # skip without MPI
+    code = ("import os, tinytrain as tt, tinytrain.distributed as dist\n"
+            "assert dist.group.WORLD is None and dist.GroupMember.WORLD is None\n"
+            "g = dist.init_process_group('gloo')\n"
+            "assert dist.group.WORLD is g and dist.GroupMember.WORLD is g and dist.group() is g\n"
+            "assert dist.get_rank(group=dist.group.WORLD) == 0\n"
+            "t = tt.ones(2)\n"
+            "dist.all_reduce(t, group=dist.group.WORLD)\n"
+            "assert dist.get_global_rank(dist.group.WORLD, 0) == 0\n"
+            "assert dist.get_process_group_ranks(dist.group.WORLD) == [0]\n"
+            "assert dist.get_process_group_ranks(None) == [0]\n"
+            "assert dist.is_torchelastic_launched() is False\n"
+            "assert dist.get_node_local_rank() == int(os.environ['LOCAL_RANK']) == 0\n"
+            "for again in (ValueError, RuntimeError):\n"
+            "    try:\n"
+            "        dist.init_process_group('gloo')\n"
+            "    except again as e:\n"
+            "        print('twice:', type(e).__name__, e)\n"
+            "dist.destroy_process_group()\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=_env(), cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.count("twice: DefaultGroupError trying to initialize the default process "
+                          "group twice!") == 2, r.stdout
 
 
 def test_a_rank_that_fails_before_init_does_not_leave_the_others_waiting_in_it():
@@ -529,6 +592,45 @@ def test_a_torchrun_launch_without_mpiexec_is_refused_not_run_as_groups_of_one()
     assert r.returncode == 0 and "initialized 0 1" in r.stdout, r.stderr[-2000:]
 
 
+ENV_AT_IMPORT = ("import os\nimport tinytrain.distributed\n"
+                 "print([os.environ.get(k) for k in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK')])\n")
+
+
+@pytest.mark.parametrize("env,want", [
+    # srun --mpi=pmix: PMIx's rank, Slurm's sizes; WORLD_SIZE used to become 1
+    ({"PMIX_RANK": "3", "SLURM_PROCID": "3", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1",
+      "WORLD_SIZE": "8"}, ["3", "8", "1"]),
+    ({"PMIX_RANK": "3", "SLURM_STEP_NUM_TASKS": "4", "SLURM_NTASKS": "16"}, ["3", "4", None]),
+    # Cray PALS; a size no variable gives leaves WORLD_SIZE as it was
+    ({"PALS_RANKID": "2", "PALS_LOCAL_RANKID": "0", "WORLD_SIZE": "6"}, ["2", "6", "0"]),
+    ({"PMI_RANK": "1", "PMI_SIZE": "4", "PMI_LOCAL_RANK": "1"}, ["1", "4", "1"]),
+    ({"PMI_RANK": "1", "PMI_SIZE": "4", "PMI_LOCAL_RANK": "1", "LOCAL_RANK": "3"},
+     ["1", "4", "3"]),  # a LOCAL_RANK that is set stays (init_process_group sets MPI's)
+])
+def test_hpc_launchers_variables_give_torchruns_at_import(env, want):
+    r = _alone(ENV_AT_IMPORT, **env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert str(want) in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("env,named", [
+    ({"SLURM_PROCID": "3", "SLURM_STEP_NUM_TASKS": "8", "SLURM_NTASKS": "8"},
+     "SLURM_PROCID=3, SLURM_STEP_NUM_TASKS=8"),
+    ({"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2"}, "SLURM_STEP_NUM_TASKS=2"),
+])
+def test_srun_without_mpi_wire_up_is_refused_not_run_as_groups_of_one(env, named):
+    """srun with no PMI for the MPI library: each task's MPI is a world of one, and each
+    trained alone as "rank 0 of 1" (exit code 0)."""
+    r = _alone(INIT.format(""), **env)
+    assert r.returncode != 0 and "initialized" not in r.stdout
+    assert f"init_process_group: the launcher's variables ({named}) say this process is one " \
+           "task of several, but MPI sees it alone" in r.stderr, r.stderr[-2000:]
+    assert "srun --mpi=pmi2 or srun --mpi=pmix" in r.stderr
+    # a batch script's own python (one task of an allocation of 8) is one process
+    r = _alone(INIT.format(""), SLURM_PROCID="0", SLURM_NTASKS="8", SLURM_LOCALID="0")
+    assert r.returncode == 0 and "initialized 0 1" in r.stdout, r.stderr[-2000:]
+
+
 def test_an_mp_spawn_style_init_says_that_no_mpiexec_started_the_process():
     r = _alone(INIT.format(", rank=1, world_size=2"))
     assert r.returncode != 0 and "initialized" not in r.stdout
@@ -555,6 +657,35 @@ def test_torchruns_variables_are_set_under_mpiexec_from_the_import_on():
     for k in range(2):
         want = [str(k), str(k), "2", "2"]
         assert f"rank {k} {k} {want} {want}" in r.stdout, r.stdout
+
+
+FINALIZE = ("{before}from mpi4py import MPI\n"
+            "import tinytrain as tt, tinytrain.distributed as dist\n"
+            "dist.init_process_group('gloo')\n"
+            "t = tt.ones(3)\n"
+            "dist.all_reduce(t)\n"
+            "import os\n"
+            "os.write(1, f'rank {{dist.get_rank()}} sum {{t.numpy().tolist()}}\\n'.encode())\n"
+            "{after}")
+
+
+@pytest.mark.parametrize("before,after,ok", [
+    ("", "MPI.Finalize()\n", True),  # the at-exit destroy made MPI calls after finalize
+    ("", "MPI.Finalize()\ndist.destroy_process_group()\n", False),
+    ("import mpi4py\nmpi4py.rc.initialize = False\n", "", True),  # init left to us
+    ("import mpi4py\nmpi4py.rc.initialize = False\n", "dist.destroy_process_group()\n", True),
+])
+def test_mpi_finalized_by_the_script_or_not_initialised_before_init(before, after, ok):
+    r = mpirun("-c", FINALIZE.format(before=before, after=after), timeout=60)
+    assert "after finalizing" not in r.stderr and "before initializing" not in r.stderr, \
+        r.stderr[-2000:]
+    if ok:
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "rank 0 sum [2.0, 2.0, 2.0]" in r.stdout and "rank 1 sum" in r.stdout
+    else:
+        assert r.returncode != 0
+        assert "destroy_process_group() on rank 0 of 2: MPI was finalised (MPI.Finalize() " \
+               "was called) before it" in r.stderr, r.stderr[-2000:]
 
 
 def test_a_rank_that_raises_before_init_stops_the_job_at_once():

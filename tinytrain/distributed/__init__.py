@@ -38,19 +38,23 @@ from typing import Any
 import numpy as np
 
 from tinytrain import _missing
-from tinytrain.backend import get_array_module
+from tinytrain.backend import get_array_module, split_device
+from tinytrain.cuda import current_device
 from tinytrain.distributed.ddp import DistributedDataParallel
 from tinytrain.distributed.job import (
     abort_at_exit,
     abort_on_uncaught_exception,
     aborting,
+    launcher_says_several,
     prepare_rank,
     set_rank_environment,
     started_by_mpi_launcher,
 )
 from tinytrain.distributed.process_group import (
     DEFAULT_TIMEOUT,
+    FORWARD_ON_SOME_RANKS,
     OPS,
+    UNEVEN_STEPS,
     CollectiveError,
     MPIGroup,
     ProcessGroup,
@@ -63,6 +67,12 @@ from tinytrain.tensor import Tensor
 prepare_rank()  # under mpiexec: torchrun's RANK, LOCAL_RANK, ... and the abort hook (job.py)
 
 _group: ProcessGroup | None = None
+
+
+class DefaultGroupError(RuntimeError, ValueError):
+    """The default process group is not there yet, or is there already (a second
+    ``init_process_group``). PyTorch raises ValueError for these, tinytrain raised
+    RuntimeError: this is both, so ``except`` clauses written for either catch it."""
 
 
 def is_available() -> bool:
@@ -132,6 +142,12 @@ def _rendezvous_waiting_for_every_rank(backend: str, timeout: float) -> ProcessG
             raise RuntimeError("tinytrain.distributed needs MPI: pip install mpi4py mpich "
                                f"({exc})") from None
         abort_on_uncaught_exception()
+        if MPI.Is_finalized():
+            raise RuntimeError("init_process_group: MPI was finalised (MPI.Finalize() was "
+                               "called) in this process; it cannot be started again")
+        if not MPI.Is_initialized():  # mpi4py.rc.initialize = False: the program left it to us
+            MPI.Init_thread()
+            atexit.register(_finalize_at_exit)  # (runs after the group's at-exit destroy)
         comm = MPI.COMM_WORLD.Dup()
         if backend == "nccl":
             from tinytrain.distributed.nccl import NCCLGroup
@@ -154,7 +170,19 @@ def _refuse_a_lone_process(g: ProcessGroup, world_size: Any, rank: Any) -> None:
     """A process no MPI launcher started is a group of one. If the program (``world_size``,
     as with ``mp.spawn``) or the environment (``WORLD_SIZE``, as torchrun sets it) says
     there are several ranks, each process would train alone, silently: refuse."""
-    if g.world_size != 1 or started_by_mpi_launcher():
+    if g.world_size != 1:
+        return
+    several = launcher_says_several()
+    if several:
+        raise RuntimeError(
+            f"init_process_group: the launcher's variables ({several}) say this process is "
+            "one task of several, but MPI sees it alone (a world of one), so each task "
+            "would train alone. The launcher started the tasks without connecting their MPI: "
+            "with Slurm, run srun --mpi=pmi2 or srun --mpi=pmix (whichever your MPI library "
+            "supports; srun --mpi=list lists them), or run mpiexec -n N python script.py "
+            "with the mpiexec of the MPI that mpi4py was built with (python -c 'from mpi4py "
+            "import MPI; print(MPI.Get_library_version())' names it)")
+    if started_by_mpi_launcher():
         return
     if world_size not in (-1, None):
         if isinstance(world_size, numbers.Integral) and world_size > 1:
@@ -176,7 +204,8 @@ def _refuse_a_lone_process(g: ProcessGroup, world_size: Any, rank: Any) -> None:
 
 def init_process_group(backend: str | None = "mpi", init_method: str | None = None,
                        timeout: datetime.timedelta | float | None = None,
-                       world_size: int = -1, rank: int = -1) -> ProcessGroup:
+                       world_size: int = -1, rank: int = -1,
+                       device_id: Any = None) -> ProcessGroup:
     """Join the job's processes (started by ``mpiexec``) as one group; returns it.
 
     ``backend="mpi"`` (or None) reduces NumPy tensors through MPI; ``"nccl"`` CuPy tensors
@@ -191,8 +220,13 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
 
     MPI says which rank each process is and how many there are: ``world_size`` and ``rank``,
     PyTorch's arguments, may be given (a script written for ``torchrun`` passes them) but
-    must agree with it; ``init_method`` may be None or ``"env://"`` (there is nothing else
-    to rendezvous through).
+    must agree with it (integers: a value read from ``os.environ`` needs ``int()``).
+    ``init_method`` may be None, ``"env://"``, ``"tcp://host:port"`` or ``"file://path"``:
+    the processes find each other through MPI whichever it is (the address and file are
+    not used). ``device_id`` (a device, ``"cuda:N"`` or an index; PyTorch's hint of this
+    rank's device) changes nothing: with ``"nccl"`` it must be the GPU of this rank (that
+    of its local rank, or the one ``tt.cuda.set_device`` chose), with ``"mpi"`` it is
+    only checked to be a device.
 
     ``timeout`` (a ``timedelta`` or seconds; default 30 minutes, as PyTorch's CPU backends):
     how long a rank waits in a collective for the others before it raises an error that
@@ -201,12 +235,23 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
     """
     global _group
     if _group is not None:
-        raise RuntimeError("init_process_group() was already called in this process")
+        raise DefaultGroupError(
+            f"trying to initialize the default process group twice! (rank {_group.rank} of "
+            f"{_group.world_size}: init_process_group() was already called in this process; "
+            "destroy_process_group() first to start a new one)")
     name = "mpi" if backend is None else backend.lower() if isinstance(backend, str) else backend
     backend = "mpi" if name == "gloo" else name
-    if init_method not in (None, "env://"):
+    for arg, value in (("rank", rank), ("world_size", world_size)):  # PyTorch's order
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral | None):
+            raise RuntimeError(f"init_process_group: `{arg}` must be an integer, got "
+                               f"{value!r} ({type(value).__name__}); from the environment: "
+                               f"{arg}=int(os.environ[...]), or leave it out (MPI decides it)")
+    if init_method is not None and (not isinstance(init_method, str) or not init_method
+                                    .startswith(("env://", "tcp://", "file://"))):
         raise ValueError(f"init_process_group: init_method={init_method!r} is not supported: "
-                         "the processes are started and found by mpiexec (leave it out)")
+                         "the processes are started and found by MPI (mpiexec, srun); "
+                         "'env://', 'tcp://...' and 'file://...' are accepted (and not used), "
+                         "or leave it out")
     if backend not in ("mpi", "nccl"):
         raise ValueError(f"init_process_group: unknown backend {backend!r}; use 'mpi' (CPU "
                          "tensors; 'gloo' is taken as 'mpi') or 'nccl' (GPU tensors)")
@@ -217,9 +262,21 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
                         f"number of seconds, got {timeout!r}")
     if not seconds > 0:
         raise ValueError(f"init_process_group: timeout must be positive, got {timeout!r}")
+    if device_id is not None:
+        try:
+            device_kind, device_index = split_device(device_id)
+        except ValueError as exc:
+            raise ValueError(f"init_process_group: device_id={device_id!r}: {exc}") from None
     g = _rendezvous_waiting_for_every_rank(backend, float(seconds))
     try:
         _refuse_a_lone_process(g, world_size, rank)
+        if device_id is not None and g.device == "cuda":
+            mine = current_device()
+            if device_kind != "cuda" or device_index not in (None, mine):
+                raise ValueError(f"init_process_group: device_id={device_id!r} on rank "
+                                 f"{g.rank} of {g.world_size}: the nccl backend runs this "
+                                 f"rank on GPU {mine} (cuda:{mine}); pass that, or leave "
+                                 "device_id out")
         for name, given, actual in (("world_size", world_size, g.world_size),
                                     ("rank", rank, g.rank)):
             if given not in (-1, None) and given != actual:
@@ -249,12 +306,36 @@ def destroy_process_group(group: Any = None) -> None:
 def _leave(given: Any, at_exit: bool) -> None:
     global _group
     if _group is not None:
-        _the_group(given, "destroy_process_group")
-        g, _group = _group, None
+        g = _the_group(given, "destroy_process_group")
+        if _mpi_finalized():
+            _group = None
+            raise RuntimeError(
+                f"destroy_process_group() on rank {g.rank} of {g.world_size}: MPI was "
+                "finalised (MPI.Finalize() was called) before it, so the group cannot be "
+                "left cleanly: call destroy_process_group() before MPI.Finalize(), or leave "
+                "MPI.Finalize() out (mpi4py finalises MPI at exit)")
+        _group = None
         g.destroy(at_exit=at_exit)
 
 
+def _mpi_finalized() -> bool:
+    from mpi4py import MPI
+
+    return MPI.Is_finalized()
+
+
+def _finalize_at_exit() -> None:
+    """MPI that init_process_group initialised (``mpi4py.rc.initialize = False``) is
+    finalised at exit, unless the program did it, or a rank aborts the job."""
+    from mpi4py import MPI
+
+    if not aborting() and MPI.Is_initialized() and not MPI.Is_finalized():
+        MPI.Finalize()
+
+
 def _destroy_at_exit() -> None:
+    if _group is not None and _mpi_finalized():  # the program called MPI.Finalize() itself:
+        return  # every rank did (it is collective), so none waits for this one
     if not aborting():  # after an error a peer may be gone: freeing could wait for it
         try:
             _leave(None, at_exit=True)
@@ -264,12 +345,39 @@ def _destroy_at_exit() -> None:
             abort_at_exit(1)
 
 
-def group(what: str = "this call") -> ProcessGroup:
-    """The process group, or an error saying that ``init_process_group`` comes first."""
-    if _group is None:
-        raise RuntimeError(f"{what} needs a process group: call "
-                           "tinytrain.distributed.init_process_group() first")
-    return _group
+class _World:
+    """PyTorch's ``GroupMember``: ``WORLD`` is the group of every rank (None before
+    ``init_process_group``, as in PyTorch)."""
+
+    NON_GROUP_MEMBER = -100
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def WORLD(self) -> ProcessGroup | None:  # noqa: N802 (PyTorch's name)
+        return _group
+
+    def __repr__(self) -> str:
+        return f"<tinytrain.distributed.{self._name}>"
+
+
+class _GroupNames(_World):
+    """``dist.group``: PyTorch's ``group.WORLD``; called, ``dist.group(what)`` returns the
+    process group, or raises an error saying that ``init_process_group`` comes first
+    (``what`` names the caller in it)."""
+
+    def __call__(self, what: str = "this call") -> ProcessGroup:
+        if _group is None:
+            raise DefaultGroupError(
+                f"{what}: Default process group has not been initialized, please make sure "
+                "to call init_process_group. (tinytrain.distributed.init_process_group() "
+                "first)")
+        return _group
+
+
+GroupMember = _World("GroupMember")
+group = _GroupNames("group")
 
 
 def get_rank(group: Any = None) -> int:
@@ -278,6 +386,40 @@ def get_rank(group: Any = None) -> int:
 
 def get_world_size(group: Any = None) -> int:
     return _the_group(group, "get_world_size()").world_size
+
+
+def get_global_rank(group: Any, group_rank: int) -> int:
+    """The rank in the job of rank ``group_rank`` of ``group``: the same number, since the
+    one group is every rank (PyTorch's identity for its default group)."""
+    g = _the_group(group, "get_global_rank()")
+    if isinstance(group_rank, bool) or not isinstance(group_rank, numbers.Integral) or \
+            not 0 <= group_rank < g.world_size:
+        raise ValueError(f"Group rank {group_rank!r} is not part of group {g!r} (ranks 0 to "
+                         f"{g.world_size - 1})")
+    return int(group_rank)
+
+
+def get_process_group_ranks(group: Any) -> list[int]:
+    """The job's ranks in ``group`` (None: the default group), in group order: every rank."""
+    return list(range(_the_group(group, "get_process_group_ranks()").world_size))
+
+
+def is_torchelastic_launched() -> bool:
+    """False: tinytrain's ranks are started by MPI, never by torchelastic (torchrun)."""
+    return False
+
+
+def get_node_local_rank(fallback_rank: int | None = None) -> int:
+    """This process's rank on its machine, from ``LOCAL_RANK`` (set under mpiexec, srun
+    with PMI, and torchrun), else ``fallback_rank``; neither raises, as PyTorch's."""
+    if "LOCAL_RANK" in os.environ:
+        return int(os.environ["LOCAL_RANK"])
+    if fallback_rank is not None:
+        return int(fallback_rank)
+    raise RuntimeError(
+        "LOCAL_RANK is not in the environment. Consider passing fallback_rank to allow "
+        "`get_node_local_rank` to work, assuming you are not running in a multi-device "
+        "context and want the code to run locally instead.")
 
 
 def get_local_rank() -> int:
@@ -387,9 +529,8 @@ def _same_call_on_every_rank(what: str, array: Any | None, payload: Any = None) 
         raise RuntimeError(
             f"{what} (rank {g.rank} of {g.world_size}): the ranks have made different numbers "
             f"of collective calls before this one ({listing}; DistributedDataParallel's "
-            "gradient all-reduces count): they ran different numbers of steps or batches, "
-            "e.g. a dataset split unevenly across ranks: use DistributedSampler (the same "
-            "number of samples on every rank), drop_last=True, or the same number of batches")
+            "buffer broadcasts and gradient all-reduces count). Common causes: "
+            f"{UNEVEN_STEPS}; or {FORWARD_ON_SOME_RANKS}")
     return [theirs for _, theirs in gathered]
 
 
@@ -970,7 +1111,9 @@ __getattr__ = _missing.module_getattr("tinytrain.distributed", {
          "send, recv, isend, irecv and batch_isend_irecv, on one group of every rank")
 
 __all__ = [
-    "Backend", "DistributedDataParallel", "P2POp", "ProcessGroup", "ReduceOp", "Work",
+    "Backend", "DefaultGroupError", "DistributedDataParallel", "GroupMember", "P2POp",
+    "ProcessGroup", "ReduceOp", "Work", "get_global_rank", "get_node_local_rank",
+    "get_process_group_ranks", "group", "is_torchelastic_launched",
     "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_to_all",
     "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast", "broadcast_object_list",
     "destroy_process_group", "gather", "gather_object", "get_backend", "get_local_rank",

@@ -8,8 +8,11 @@ Importing :mod:`tinytrain.distributed` in such a process calls :func:`prepare_ra
 at once, before the program's next line:
 
 * sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` and ``LOCAL_WORLD_SIZE`` as ``torchrun``
-  does, so a script written for torchrun may read ``int(os.environ["LOCAL_RANK"])`` before
-  ``init_process_group`` (which sets them again, from MPI itself);
+  does (those the launcher's variables say: a size it does not give is left as it is;
+  ``LOCAL_RANK`` also from ``PMI_LOCAL_RANK``, ``PALS_LOCAL_RANKID`` or ``SLURM_LOCALID``
+  when it is not set already), so a script written for torchrun may read
+  ``int(os.environ["LOCAL_RANK"])`` before ``init_process_group`` (which sets them again,
+  from MPI itself);
 * installs :func:`abort_on_uncaught_exception`: an uncaught exception in any rank, even
   before ``init_process_group``, stops every rank, instead of leaving the others waiting in
   MPI's start-up or in a collective for a rank that is gone.
@@ -39,11 +42,19 @@ import signal
 import sys
 from typing import Any
 
-#: The launchers' variables, first found wins: MPICH (Hydra), Open MPI, PMIx (Slurm, PRRTE).
-RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
+#: The launchers' variables, first found wins: MPICH (Hydra), Open MPI, PMIx (Slurm, PRRTE),
+#: Cray PALS; Slurm's own (``srun``) where the MPI ones say nothing.
+RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PALS_RANKID")
 _WORLD_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
+#: Slurm's size of the job step (``srun``), read when a rank variable above is set (in a
+#: batch script's own step, ``SLURM_NTASKS`` counts tasks that are not this process's).
+_SLURM_SIZE_VARS = ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS")
 _LOCAL_RANK_VARS = ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK")
 _LOCAL_SIZE_VARS = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE")
+#: Further launchers' local ranks, used only where ``LOCAL_RANK`` is not set already.
+_LAUNCHER_LOCAL_RANK_VARS = ("PMI_LOCAL_RANK", "PALS_LOCAL_RANKID", "SLURM_LOCALID")
+#: A task's rank as its launcher numbers it, MPI or not (``srun`` without MPI wire-up).
+_TASK_RANK_VARS = (*RANK_VARS, "SLURM_PROCID")
 
 #: Seconds a rank that failed before MPI started waits to join MPI's start-up (where the
 #: other ranks wait for it) so that it can abort the job cleanly; after that it ends itself
@@ -64,10 +75,30 @@ def started_by_mpi_launcher() -> bool:
     return _launcher_value(RANK_VARS) is not None
 
 
+def _launcher_world_size() -> int | None:
+    """How many processes the launcher started, from its environment; None when it does
+    not say (then ``WORLD_SIZE`` is left as it is)."""
+    size = _launcher_value(_WORLD_SIZE_VARS)
+    if size is None and started_by_mpi_launcher():
+        size = _launcher_value(_SLURM_SIZE_VARS)  # srun --mpi=pmix sets PMIX_RANK, no size
+    return size
+
+
 def launched_world_size() -> int:
-    """How many processes the launcher (mpiexec) started, read from its environment; 1
-    when this process was not started by one. Does not initialise MPI."""
-    return _launcher_value(_WORLD_SIZE_VARS) or 1
+    """How many processes the launcher (mpiexec, srun) started, read from its environment;
+    1 when this process was not started by one. Does not initialise MPI."""
+    return _launcher_world_size() or 1
+
+
+def launcher_says_several() -> str | None:
+    """The launcher's variables that make this process one task of several (a size above
+    1, or a rank other than 0), as ``NAME=value`` text; None when none does. ``srun``
+    without MPI wire-up sets them, while each task's MPI sees a world of one."""
+    sizes = (*_WORLD_SIZE_VARS, "SLURM_STEP_NUM_TASKS")
+    found = [f"{var}={os.environ[var]}" for var in (*_TASK_RANK_VARS, *sizes)
+             if os.environ.get(var, "").isdigit()
+             and int(os.environ[var]) > (1 if var in sizes else 0)]
+    return ", ".join(found) or None
 
 
 def set_rank_environment(rank: int, world_size: int, local_rank: int | None,
@@ -93,7 +124,10 @@ def prepare_rank() -> None:
     if rank is None or os.environ.get(_RANK_PID, str(os.getpid())) != str(os.getpid()):
         return
     os.environ[_RANK_PID] = str(os.getpid())
-    set_rank_environment(rank, launched_world_size(), _launcher_value(_LOCAL_RANK_VARS),
+    local_rank = _launcher_value(_LOCAL_RANK_VARS)
+    if local_rank is None and "LOCAL_RANK" not in os.environ:
+        local_rank = _launcher_value(_LAUNCHER_LOCAL_RANK_VARS)
+    set_rank_environment(rank, _launcher_world_size(), local_rank,
                          _launcher_value(_LOCAL_SIZE_VARS))
     abort_on_uncaught_exception()
 

@@ -126,6 +126,31 @@ class PeerLeft(CollectiveError):
     it in a collective."""
 
 
+class UnevenCollectives(CollectiveError):
+    """The ranks left the group having started different numbers of collectives: a
+    collective that some ranks made was completed without the others, or paired with
+    another call of theirs (see :meth:`ProcessGroup.destroy`)."""
+
+
+#: Why ranks make different numbers of collective calls, for the errors that find it out.
+UNEVEN_STEPS = ("the ranks ran different numbers of steps or batches, e.g. a dataset split "
+                "unevenly across ranks: use DistributedSampler (it gives every rank the same "
+                "number of samples), drop_last=True, or the same number of batches on every "
+                "rank")
+FORWARD_ON_SOME_RANKS = (
+    "a forward of the DistributedDataParallel wrapper on some ranks only, e.g. `if rank == "
+    "0: ddp(x)` for validation (with buffers, BatchNorm's, each forward broadcasts them: a "
+    "collective): evaluate on one rank with ddp.module(x), or call ddp(x) on every rank")
+
+
+def rank_list(ranks: list[int]) -> str:
+    """``rank 2``, ``ranks 0 and 2``, ``ranks 0, 1 and 3``."""
+    names = [str(r) for r in ranks]
+    if len(names) == 1:
+        return f"rank {names[0]}"
+    return f"ranks {', '.join(names[:-1])} and {names[-1]}"
+
+
 class Work:
     """Handle of an operation that was started (PyTorch's ``Work``): ``wait()`` before using
     its result.
@@ -395,9 +420,32 @@ class ProcessGroup:
         finally:
             if self.departures is not None:
                 self.departures.leave(self.timeout if rendezvous else None,
-                                      LEFT_AT_EXIT if at_exit else LEFT_BY_DESTROY)
+                                      LEFT_AT_EXIT if at_exit else LEFT_BY_DESTROY,
+                                      self.collectives)
             self.check_comm.Free()
             self.comm.Free()
+        if rendezvous and self.departures is not None:
+            self._compare_counts(at_exit)
+
+    def _compare_counts(self, at_exit: bool) -> None:
+        """Every rank's notice carries the number of collectives it started (no extra
+        message): different numbers mean that a collective some ranks made was completed
+        without the others (MPI's broadcast completes at its root once the data has gone)
+        or was paired with another call of theirs, silently. PyTorch's gloo would wait for
+        the missing call until its timeout; here every rank raises, naming the counts."""
+        counts = {self.rank: self.collectives, **self.departures.counts}
+        if len(set(counts.values())) < 2:
+            return
+        listing = ", ".join(f"rank {r}: {n}" for r, n in sorted(counts.items()))
+        where = ("at exit (the program ended without destroy_process_group())" if at_exit
+                 else "destroy_process_group()")
+        raise UnevenCollectives(
+            f"{where} on rank {self.rank} of {self.world_size}: the ranks made different "
+            f"numbers of collective calls ({listing}; DistributedDataParallel's buffer "
+            "broadcasts and gradient all-reduces count). A call that only some ranks made "
+            "was completed without the others or paired with a later call of theirs, so "
+            "the ranks may hold different values (e.g. BatchNorm's running statistics). "
+            f"Common causes: {FORWARD_ON_SOME_RANKS}; or {UNEVEN_STEPS}")
 
     def describe(self, array: Any) -> str:
         return f"{array.dtype} {list(array.shape)}"
@@ -572,12 +620,13 @@ class _Departures:
         self.comm = comm.Dup()
         me = comm.Get_rank()
         self.peers = [r for r in range(comm.Get_size()) if r != me]
-        self._inbox = np.zeros(len(self.peers), dtype=np.uint8)
-        self._outbox = np.full(1, LEFT_BY_DESTROY, dtype=np.uint8)
-        self._receives = {r: self.comm.Irecv(self._inbox[i:i + 1], source=r)
+        self._inbox = np.zeros((len(self.peers), 2), dtype=np.int64)  # (how, collectives)
+        self._outbox = np.array([LEFT_BY_DESTROY, 0], dtype=np.int64)
+        self._receives = {r: self.comm.Irecv(self._inbox[i], source=r)
                           for i, r in enumerate(self.peers)}
         self.left: dict[int, float] = {}  # rank -> when its notice was seen (time.monotonic)
         self.how: dict[int, int] = {}  # rank -> its notice (LEFT_BY_DESTROY or LEFT_AT_EXIT)
+        self.counts: dict[int, int] = {}  # rank -> the collectives it had started by then
         self._next_check = 0.0
 
     def poll(self, every: float = 0.005) -> dict[int, float]:
@@ -588,15 +637,16 @@ class _Departures:
             for r in [r for r, request in self._receives.items() if request.Test()]:
                 del self._receives[r]
                 self.left[r] = now
-                self.how[r] = int(self._inbox[self.peers.index(r)])
+                self.how[r], self.counts[r] = (int(v) for v in self._inbox[self.peers.index(r)])
         return self.left
 
-    def leave(self, timeout: float | None, how: int = LEFT_BY_DESTROY) -> None:
-        """Send this rank's notice (``how`` it leaves) to every peer and wait until every
-        peer's has come and the sends are done, for at most ``timeout`` s (None: send
-        nothing, wait for no one). Then cancel what remains, so that no request is left
-        pending, and free."""
-        self._outbox[0] = how
+    def leave(self, timeout: float | None, how: int = LEFT_BY_DESTROY,
+              collectives: int = 0) -> None:
+        """Send this rank's notice (``how`` it leaves, and how many ``collectives`` it
+        started) to every peer and wait until every peer's has come and the sends are done,
+        for at most ``timeout`` s (None: send nothing, wait for no one). Then cancel what
+        remains, so that no request is left pending, and free."""
+        self._outbox[:] = how, collectives
         sends = ([] if timeout is None else
                  [self.comm.Isend(self._outbox, dest=r) for r in self.peers])
         deadline = time.monotonic() + (timeout or 0.0)
@@ -680,24 +730,25 @@ class _MPIWork(Work):
 
     def _gone_message(self, gone: list[int]) -> str:
         g = self.group
-        names = ", ".join(str(r) for r in gone)
+        one = len(gone) == 1
+        ranks = rank_list(gone)
         at_exit = g.departures.how.get(gone[0]) == LEFT_AT_EXIT
-        how = ("its program ended without destroy_process_group(): at its last line, "
-               "sys.exit() or exit()" if at_exit else "it called destroy_process_group()")
+        how = ((f"{'its program' if one else 'their programs'} ended without "
+                f"destroy_process_group(): at {'its' if one else 'their'} last line, sys.exit() "
+                "or exit()") if at_exit
+               else f"{'it' if one else 'they'} called destroy_process_group()")
         message = (f"{self.what} on rank {g.rank} of {g.world_size} ({g.backend} backend) "
-                   f"cannot complete: rank {names} left the group ({how}) while this rank "
-                   "waits for it here. ")
+                   f"cannot complete: {ranks} left the group ({how}) while this rank waits "
+                   f"for {'it' if one else 'them'} here. ")
         if self.peers is not None or self.any_peer:  # a send or receive
             return message + ("Every send needs a matching receive on its peer, and every "
                               "receive a send")
-        uneven = ("the ranks ran different numbers of steps or batches, e.g. a dataset split "
-                  "unevenly across ranks: use DistributedSampler (it gives every rank the "
-                  "same number of samples), drop_last=True, or the same number of batches on "
-                  "every rank")
         if at_exit:
-            return message + (f"If rank {names} stopped on purpose or on an error, its own "
-                              f"output says why; if it simply finished, {uneven}")
-        return message + "Likely cause: " + uneven
+            return message + (f"If {ranks} stopped on purpose or on an error, "
+                              f"{'its' if one else 'their'} own output says why; if "
+                              f"{'it' if one else 'they'} simply finished, {UNEVEN_STEPS}; or "
+                              f"{FORWARD_ON_SOME_RANKS}")
+        return message + f"Likely cause: {UNEVEN_STEPS}; or {FORWARD_ON_SOME_RANKS}"
 
 
 _yield = getattr(os, "sched_yield", lambda: None)  # (not on Windows)

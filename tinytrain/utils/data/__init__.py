@@ -23,6 +23,7 @@ from tinytrain.data import (
     random_split,
 )
 from tinytrain.data import __getattr__ as _data_getattr
+from tinytrain.utils.data import distributed  # noqa: F401 (d.distributed without an import)
 
 
 def __getattr__(name: str):
