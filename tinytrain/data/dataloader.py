@@ -167,34 +167,47 @@ class TensorDataset(Dataset):
 class Subset(Dataset):
     """The samples ``indices`` of ``dataset``, renumbered ``0 .. len(indices) - 1``.
 
-    Keeps the fast path: ``get_batch`` maps the indices and calls ``dataset.get_batch`` when the
-    dataset has it.
+    ``subset.indices`` is the sequence given, as PyTorch's (a list stays a list); setting it
+    again is allowed. Keeps the fast path: ``get_batch`` maps the indices (through a private
+    int64 copy, ``_index_array``, made when ``indices`` is set: change the indices by setting
+    ``subset.indices``, not by editing the list in place) and calls ``dataset.get_batch`` when
+    the dataset has it.
     """
 
     def __init__(self, dataset: Any, indices: Sequence[int] | np.ndarray) -> None:
         self.dataset = dataset
-        indices = np.asarray(indices)
-        if indices.size and (indices.ndim != 1 or indices.dtype.kind not in "iu"):
+        self.indices = indices
+
+    @property
+    def indices(self) -> Sequence[int] | np.ndarray:
+        return self._indices
+
+    @indices.setter
+    def indices(self, indices: Sequence[int] | np.ndarray) -> None:
+        array = np.asarray(indices)
+        if array.size and (array.ndim != 1 or array.dtype.kind not in "iu"):
             raise TypeError(f"Subset: indices must be a 1-D sequence of integers, got dtype "
-                            f"{indices.dtype} and shape {indices.shape}")
-        self.indices = indices.astype(np.int64).reshape(-1)
-        n = len(dataset)
-        if self.indices.size and (self.indices.min() < -n or self.indices.max() >= n):
+                            f"{array.dtype} and shape {array.shape}")
+        array = array.astype(np.int64).reshape(-1)
+        n = len(self.dataset)
+        if array.size and (array.min() < -n or array.max() >= n):
             raise IndexError(f"Subset: indices out of range for a dataset of {n} samples")
+        self._indices, self._index_array = indices, array
 
     def __len__(self) -> int:
-        return len(self.indices)
+        return len(self._index_array)
 
     def __getitem__(self, index: int | list[int]) -> Any:
         """Sample ``index`` of the subset; a list of indices is passed on to the dataset as
         one list of its own indices, as PyTorch's ``Subset`` does."""
+        array = self._index_array
         if isinstance(index, list):
-            return self.dataset[[int(self.indices[sample_index(i, len(self), "Subset")])
+            return self.dataset[[int(array[sample_index(i, len(self), "Subset")])
                                  for i in index]]
-        return self.dataset[int(self.indices[sample_index(index, len(self), "Subset")])]
+        return self.dataset[int(array[sample_index(index, len(self), "Subset")])]
 
     def get_batch(self, indices: np.ndarray) -> tuple[np.ndarray, ...] | np.ndarray:
-        inner = self.indices[np.asarray(indices)]
+        inner = self._index_array[np.asarray(indices)]
         if hasattr(self.dataset, "get_batch"):
             return self.dataset.get_batch(inner)
         return collate([self.dataset[int(i)] for i in inner], inner)
@@ -221,7 +234,8 @@ def random_split(dataset: Any, lengths: Sequence[float], generator: Any = None, 
     each gets ``floor(n * fraction)`` and the rest is dealt out one by one, as PyTorch
     does). The permutation is drawn from ``generator`` (a :class:`tinytrain.Generator`, as
     PyTorch's ``generator=``), or made from tinytrain's ``seed`` (the same split for the
-    same seed), or else drawn from the global stream (``tt.manual_seed``).
+    same seed), or else drawn from the global stream (``tt.manual_seed``). Each Subset's
+    ``indices`` is a list of ints, as PyTorch's (``a.indices + b.indices`` joins them).
     """
     n = len(dataset)
     if all(0 <= k <= 1 for k in lengths) and math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
@@ -233,7 +247,7 @@ def random_split(dataset: Any, lengths: Sequence[float], generator: Any = None, 
         raise ValueError(f"random_split: lengths {list(lengths)} do not sum to len(dataset) = {n}")
     perm = RandomSampler(range(n), generator=generator, seed=seed).indices()
     bounds = np.cumsum([0, *lengths])
-    return [Subset(dataset, perm[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    return [Subset(dataset, perm[a:b].tolist()) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def collate(
