@@ -35,3 +35,23 @@ def test_random_split_gives_lists_of_ints():
     joined = a.indices + b.indices  # (list concatenation, not element-wise addition)
     assert sorted(joined) == list(range(10))
     assert [int(a[i][0]) for i in range(len(a))] == a.indices
+
+
+def test_dataloader_worker_init_fn_and_prefetch_factor_as_torch():
+    calls = []
+    for loader in (data.DataLoader, torch_data.DataLoader):
+        plain = loader(range(4), worker_init_fn=calls.append)
+        assert plain.worker_init_fn == calls.append and plain.prefetch_factor is None
+        assert loader(range(4), num_workers=2).prefetch_factor == 2
+        assert loader(range(4), num_workers=2, prefetch_factor=4).prefetch_factor == 4
+        with pytest.raises(ValueError, match=r"^prefetch_factor option could only be specified "
+                           r"in multiprocessing\.let num_workers > 0 to enable multiprocessing, "
+                           r"otherwise set prefetch_factor to None\.$"):
+            loader(range(4), prefetch_factor=2)
+        with pytest.raises(ValueError, match="prefetch_factor option should be non-negative"):
+            loader(range(4), num_workers=1, prefetch_factor=-1)
+        assert [int(b) for b in plain] == [0, 1, 2, 3]  # (num_workers=0: never called)
+    assert calls == []
+    # tinytrain makes batches in the main process: no workers, so no call either
+    loader = data.DataLoader(range(4), num_workers=2, worker_init_fn=calls.append)
+    assert [int(b) for b in loader] == [0, 1, 2, 3] and calls == []

@@ -469,10 +469,16 @@ class DataLoader:
             from then on each epoch copies only its order (int64 ``[n]``) and each batch is
             one gather on the GPU. Batches are then on the GPU. Default: the CPU, as
             stacked by the dataset. Not together with ``collate_fn``.
-        num_workers, persistent_workers, pin_memory: accepted so that PyTorch scripts run
-            unchanged, validated as PyTorch does, and otherwise without effect: batches are
-            always made in the main process (the in-memory fast path is faster than worker
-            processes would be; bench/dataloader.py), and CPU memory is not pinned.
+        num_workers, persistent_workers, pin_memory, worker_init_fn, prefetch_factor:
+            accepted so that PyTorch scripts run unchanged, validated as PyTorch does, and
+            otherwise without effect: batches are always made in the main process (the
+            in-memory fast path is faster than worker processes would be;
+            bench/dataloader.py), and CPU memory is not pinned. So ``worker_init_fn`` is
+            never called, whatever ``num_workers`` says (PyTorch calls it once in each worker
+            process, and not at all with ``num_workers=0``): seed or set up the main process
+            yourself. ``prefetch_factor`` is PyTorch's: None with ``num_workers=0`` (a value
+            there is a ValueError), 2 by default with workers; kept as
+            ``loader.prefetch_factor``, as ``worker_init_fn`` is kept.
 
     Each ``iter(loader)`` is one epoch and yields ``len(loader)`` batches: a tuple of Tensors,
     one per field, each ``[B, *sample_shape]`` (MNIST: ``x`` float32 ``[B, 1, 28, 28]``, ``y``
@@ -500,6 +506,8 @@ class DataLoader:
         pin_memory: bool = False,
         persistent_workers: bool = False,
         generator: Any = None,
+        worker_init_fn: Callable[[int], None] | None = None,
+        prefetch_factor: int | None = None,
         **unsupported: Any,
     ) -> None:
         if batch_size is None:  # PyTorch's automatic batching off: one sample at a time
@@ -528,6 +536,14 @@ class DataLoader:
                 num_workers < 0:
             raise ValueError(f"num_workers option should be a non-negative integer, got "
                              f"{num_workers!r}; use num_workers=0 to disable multiprocessing")
+        if num_workers == 0 and prefetch_factor is not None:  # (PyTorch's checks and text)
+            raise ValueError("prefetch_factor option could only be specified in "
+                             "multiprocessing.let num_workers > 0 to enable multiprocessing, "
+                             "otherwise set prefetch_factor to None.")
+        if num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
+        elif prefetch_factor is not None and prefetch_factor < 0:
+            raise ValueError("prefetch_factor option should be non-negative")
         if persistent_workers and num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")
         if seed is not None:
@@ -566,6 +582,7 @@ class DataLoader:
         self.collate_fn = collate_fn
         self.num_workers, self.pin_memory = int(num_workers), bool(pin_memory)
         self.persistent_workers = bool(persistent_workers)
+        self.worker_init_fn, self.prefetch_factor = worker_init_fn, prefetch_factor
         if sampler is None and not stream:
             sampler = (RandomSampler(dataset, generator=generator, seed=seed) if shuffle
                        else SequentialSampler(dataset))
@@ -676,8 +693,7 @@ class DataLoader:
 
 _MAIN_PROCESS = "tinytrain's DataLoader makes batches in the calling process (num_workers=0)"
 _UNSUPPORTED = {
-    "timeout": _MAIN_PROCESS, "worker_init_fn": _MAIN_PROCESS, "prefetch_factor": _MAIN_PROCESS,
-    "multiprocessing_context": _MAIN_PROCESS, "pin_memory_device": _MAIN_PROCESS,
+    "timeout": _MAIN_PROCESS, "multiprocessing_context": _MAIN_PROCESS, "pin_memory_device": _MAIN_PROCESS,
     "in_order": _MAIN_PROCESS,
 }
 
