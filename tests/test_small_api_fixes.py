@@ -55,3 +55,20 @@ def test_dataloader_worker_init_fn_and_prefetch_factor_as_torch():
     # tinytrain makes batches in the main process: no workers, so no call either
     loader = data.DataLoader(range(4), num_workers=2, worker_init_fn=calls.append)
     assert [int(b) for b in loader] == [0, 1, 2, 3] and calls == []
+
+
+@pytest.mark.parametrize("args", [("conv_transpose1d",), ("conv_transpose2d",),
+                                  ("conv_transpose3d",)])
+def test_calculate_gain_as_torch(args):
+    assert tt.nn.init.calculate_gain(*args) == pytest.approx(torch.nn.init.calculate_gain(*args))
+
+
+@pytest.mark.parametrize("args, message", [
+    (("leaky_relu", True), "negative_slope True not a valid number"),
+    (("leaky_relu", "0.2"), "negative_slope 0.2 not a valid number"),
+    (("swish",), "Unsupported nonlinearity swish"),
+])
+def test_calculate_gain_errors_as_torch(args, message):
+    for init in (tt.nn.init, torch.nn.init):
+        with pytest.raises(ValueError, match=f"^{message}$"):
+            init.calculate_gain(*args)
