@@ -72,3 +72,38 @@ def test_calculate_gain_errors_as_torch(args, message):
     for init in (tt.nn.init, torch.nn.init):
         with pytest.raises(ValueError, match=f"^{message}$"):
             init.calculate_gain(*args)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda L: L.multinomial(L.tensor([1, 2, 3]), 2), RuntimeError,
+     "multinomial only supports floating-point dtypes for input, got: Long"),
+    (lambda L: L.tensor([True, False]).multinomial(1), RuntimeError,
+     "multinomial only supports floating-point dtypes for input, got: Bool"),
+    (lambda L: L.nn.functional.cross_entropy(L.zeros(3, 4), L.tensor([0, 1, 2], dtype=L.int32)),
+     RuntimeError, "expected target dtype to be Long or Byte, but got Int"),
+    (lambda L: L.nn.functional.nll_loss(L.zeros(3, 4, 5), L.zeros(3, 5, dtype=L.int16)),
+     RuntimeError, "expected target dtype to be Long or Byte, but got Short"),
+    (lambda L: L.nn.CrossEntropyLoss()(L.zeros(3, 4), L.tensor([0, 1, 2], dtype=L.int32)),
+     RuntimeError, "expected target dtype to be Long or Byte, but got Int"),
+    (lambda L: L.randint(0, 5, 3), TypeError, "randint"),
+    (lambda L: L.randint(0, 5, size=3), TypeError, "randint"),
+    (lambda L: L.ones(3).mT, RuntimeError,
+     r"tensor\.mT is only supported on matrices or batches of matrices\. Got 1-D tensor\."),
+])
+def test_refusals_as_torch(call, error, message):
+    for lib in (tt, torch):
+        with pytest.raises(error, match=message):
+            call(lib)
+
+
+def test_class_targets_long_or_byte_only():
+    """uint8 (Byte) and int64 (Long) class targets give torch's loss; int32 is refused."""
+    logits = np.random.default_rng(0).standard_normal((3, 4))
+    for dtype in ("uint8", "int64"):
+        ours = tt.nn.functional.cross_entropy(tt.tensor(logits),
+                                              tt.tensor([0, 3, 1], dtype=getattr(tt, dtype)))
+        theirs = torch.nn.functional.cross_entropy(
+            torch.tensor(logits), torch.tensor([0, 3, 1], dtype=getattr(torch, dtype)))
+        assert float(ours) == pytest.approx(float(theirs), rel=1e-12)
+    with pytest.raises(RuntimeError, match="but got Int"):
+        tt.nn.functional.cross_entropy(tt.tensor(logits), tt.tensor([0, 3, 1], dtype=tt.int32))

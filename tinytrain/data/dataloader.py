@@ -693,8 +693,8 @@ class DataLoader:
 
 _MAIN_PROCESS = "tinytrain's DataLoader makes batches in the calling process (num_workers=0)"
 _UNSUPPORTED = {
-    "timeout": _MAIN_PROCESS, "multiprocessing_context": _MAIN_PROCESS, "pin_memory_device": _MAIN_PROCESS,
-    "in_order": _MAIN_PROCESS,
+    "timeout": _MAIN_PROCESS, "multiprocessing_context": _MAIN_PROCESS,
+    "pin_memory_device": _MAIN_PROCESS, "in_order": _MAIN_PROCESS,
 }
 
 
