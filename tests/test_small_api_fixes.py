@@ -107,3 +107,76 @@ def test_class_targets_long_or_byte_only():
         assert float(ours) == pytest.approx(float(theirs), rel=1e-12)
     with pytest.raises(RuntimeError, match="but got Int"):
         tt.nn.functional.cross_entropy(tt.tensor(logits), tt.tensor([0, 3, 1], dtype=tt.int32))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("bins, kwargs", [
+    (7, {}), (50, {}), (13, dict(range=(-1.0, 2.5))), (4, dict(density=True)),
+    (9, dict(weight=True)), (6, dict(weight=True, density=True, range=(-2.0, 2.0))),
+    ("edges", {}), ("edges", dict(weight=True, density=True)),
+])
+def test_histogram_as_torch(dtype, bins, kwargs):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(2000).astype(dtype).reshape(40, 50)
+    if bins == "edges" or "range" in kwargs:
+        x[0, 0] = np.nan  # (not counted; without a range it is PyTorch's error)
+    if bins == "edges":  # values on given edges (a linspace's edges round as PyTorch's CPU
+        x[0, 1:5] = [2.5, -1.0, 0.0, 0.0]  # vectorises: values placed on them are not tested)
+    w = rng.random(x.shape).astype(dtype)
+    edges = np.array([-3.0, -1.0, -0.25, 0.0, 0.5, 2.5], dtype)
+    ours_kw = {**kwargs, "weight": tt.tensor(w)} if kwargs.get("weight") else kwargs
+    theirs_kw = {**kwargs, "weight": torch.tensor(w)} if kwargs.get("weight") else kwargs
+    ours = tt.histogram(tt.tensor(x), tt.tensor(edges) if bins == "edges" else bins, **ours_kw)
+    theirs = torch.histogram(torch.tensor(x), torch.tensor(edges) if bins == "edges" else bins,
+                             **theirs_kw)
+    for a, b in zip(ours, theirs):  # (to a few units in the last place of the largest:
+        assert a.dtype == getattr(tt, dtype)  # PyTorch's linspace rounds as its CPU vectorises)
+        b = b.numpy()
+        np.testing.assert_allclose(a.numpy(), b, rtol=0,
+                                   atol=8 * np.finfo(dtype).eps * np.abs(b).max())
+    assert ours.hist.shape == tuple(theirs.hist.shape)
+    if not kwargs.get("weight") and not kwargs.get("density"):
+        np.testing.assert_array_equal(ours.hist.numpy(), theirs.hist.numpy())  # (counts)
+
+
+def test_histogram_edge_cases_and_errors_as_torch():
+    for values, bins in (([2.0, 2.0], 2), ([], 3), ([1.0, 4.0], 1)):
+        ours = tt.histogram(tt.tensor(values), bins)
+        theirs = torch.histogram(torch.tensor(values), bins)
+        np.testing.assert_array_equal(ours.hist.numpy(), theirs.hist.numpy())
+        np.testing.assert_allclose(ours.bin_edges.numpy(), theirs.bin_edges.numpy(), rtol=1e-7)
+    x = [1.0, 2.0]
+    for call, error in ((lambda L: L.histogram(L.tensor(x), 0), RuntimeError),
+                        (lambda L: L.histogram(L.tensor(x), 2, range=(3.0, 1.0)), RuntimeError),
+                        (lambda L: L.histogram(L.tensor([1.0, float("nan")]), 2), RuntimeError),
+                        (lambda L: L.histogram(L.tensor([1, 2]), 2), NotImplementedError)):
+        for lib in (tt, torch):
+            with pytest.raises(error):
+                call(lib)
+
+
+def test_bincount_as_torch():
+    x = np.array([0, 1, 1, 3, 7, 3, 3])
+    for dtype in ("int64", "int32", "uint8"):
+        for kwargs in ({}, dict(minlength=10), dict(minlength=2)):
+            ours = tt.bincount(tt.tensor(x.astype(dtype)), **kwargs)
+            theirs = torch.bincount(torch.tensor(x.astype(dtype)), **kwargs)
+            assert ours.dtype == tt.int64 and ours.tolist() == theirs.tolist()
+    for wdtype in ("float32", "float64", "int64"):
+        w = np.arange(7).astype(wdtype) / 3 if wdtype != "int64" else np.arange(7)
+        ours = tt.bincount(tt.tensor(x), tt.tensor(w))
+        theirs = torch.bincount(torch.tensor(x), torch.tensor(w))
+        assert ours.dtype == getattr(tt, str(theirs.dtype).removeprefix("torch."))
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)
+    assert tt.bincount(tt.tensor([], dtype=tt.int64)).tolist() == []
+    for call, error, message in (
+            (lambda L: L.bincount(L.tensor([0, -1])), RuntimeError, "1-d non-negative integral"),
+            (lambda L: L.bincount(L.tensor([[0, 1]])), RuntimeError, "1-d non-negative integral"),
+            (lambda L: L.bincount(L.tensor([1]), minlength=-1), RuntimeError,
+             "minlength should be >= 0"),
+            (lambda L: L.bincount(L.tensor([1, 2]), L.ones(3)), RuntimeError,
+             "weights should be 1-d and have the same length as input"),
+            (lambda L: L.bincount(L.tensor([0.0, 1.0])), NotImplementedError, "bincount")):
+        for lib in (tt, torch):
+            with pytest.raises(error, match=message):
+                call(lib)
