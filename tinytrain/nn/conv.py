@@ -9,9 +9,9 @@ before any work, and passes it to forward and (through ``ctx``) to backward.
 Shapes follow PyTorch: input ``[N, C, H, W]`` (or an unbatched ``[C, H, W]``), conv weight
 ``[Cout, Cin, Kh, Kw]``, transposed-conv weight ``[Cin, Cout, Kh, Kw]``, bias ``[Cout]``.
 ``kernel_size``, ``stride``, ``padding`` and ``dilation`` take an int or an ``(h, w)`` pair.
-A convolution's ``groups`` and ``dilation`` are compositions of plain convolutions at the
-Tensor level (see ``_grouped_dilated_conv2d``), so autograd needs nothing new; the default
-``groups=1, dilation=1`` runs the kernels directly. Transposed convolutions have no
+A convolution's ``groups`` and ``dilation`` are composed at the Tensor level (im2col by
+``F.unfold`` and a batched matmul: ``_grouped_dilated_conv2d``), so autograd needs nothing
+new; the default ``groups=1, dilation=1`` runs the kernels directly. Transposed convolutions have no
 ``dilation``/``groups`` (other than 1). Pooling has all of PyTorch's options: the
 usual windows run the pooling kernels, the others (``ceil_mode``, ``dilation``,
 ``return_indices``, ``divisor_override``, adaptive max pooling, unpooling) the general path
@@ -35,9 +35,9 @@ from tinytrain import kernels
 from tinytrain.autograd import Context, Function
 from tinytrain.backend import get_array_module
 from tinytrain.dtypes import DTypeError
-from tinytrain.functions import cat
 from tinytrain.kernels.shapes import Conv2dMeta, IntOrPair, Pool2dMeta, pair
 from tinytrain.nn import init, pooling
+from tinytrain.nn.fold import unfold
 from tinytrain.nn.module import Module, Parameter, factory_tensor
 from tinytrain.tensor import IndexRangeError, InvalidArgument, ShapeError, Tensor, check_same_dtype
 
@@ -184,46 +184,46 @@ def _dilation_pair(dilation: Any, name: str, error: type[Exception]) -> tuple[in
 
 def _grouped_dilated_conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: IntOrPair,
                             padding: IntOrPair, dilation: IntOrPair, groups: int) -> Tensor:
-    """``conv2d`` with ``dilation`` and ``groups``, built from plain convolutions.
+    """``conv2d`` with ``dilation`` and ``groups``: im2col and a matrix product, in Tensor ops.
 
-    * dilation ``(dh, dw)``: a dilated kernel reads every ``dh``-th row and ``dw``-th column
-      of a larger window, which is the plain convolution with a larger kernel
-      ``[.., dh*(Kh-1)+1, dw*(Kw-1)+1]`` holding the weight at those taps and zeros between
-      them. The zeros cost multiply-adds, but the kernels stay the ones that are fast.
-    * groups ``G``: input channels ``[N, G*Cg, H, W]`` and weight ``[G*Og, Cg, Kh, Kw]`` in
-      ``G`` pieces; piece ``g`` of the output is the convolution of the input's piece ``g``
-      with the weight's piece ``g``, and the output is the pieces joined on the channel axis.
-
-    Both are differentiable Tensor ops (an indexed write into zeros, slices, ``cat``), so
-    autograd gives the gradients.
+    ``F.unfold`` gathers every window of the input (its taps ``dilation`` apart) into a
+    column: ``cols [N, Cin*Kh*Kw, Ho*Wo]``. With ``G`` groups of ``Cg = Cin / G`` input and
+    ``Og = Cout / G`` output channels, the rows of group ``g`` are ``cols[:, g]`` once
+    reshaped to ``[N, G, Cg*Kh*Kw, Ho*Wo]``, and its outputs are its weights ``[Og,
+    Cg*Kh*Kw]`` times them: one batched matmul ``[G, Og, K] @ [N, G, K, L]`` for all groups
+    (a depthwise convolution is ``Og = Cg = 1``). Chapter 4's im2col + GEMM, with autograd
+    (unfold's and matmul's backward) giving the gradients; no zeros are multiplied.
     """
     if not isinstance(groups, int | np.integer) or isinstance(groups, bool):
         raise TypeError(f"conv2d(): argument 'groups' must be int, not {type(groups).__name__}")
     if groups < 1:
         raise ShapeError("non-positive groups is not supported")
     dh, dw = _dilation_pair(dilation, "conv2d", ShapeError)
+    if _unbatched(x):
+        return _grouped_dilated_conv2d(x.unsqueeze(0), weight, bias, stride, padding,
+                                       (dh, dw), groups).squeeze(0)
     x_shape, w_shape = _shape(x, "conv2d"), _shape(weight, "conv2d", "weight")
-    if groups > 1 and len(w_shape) == 4 and len(x_shape) in (3, 4):
+    if len(w_shape) == 4 and len(x_shape) == 4:
         if w_shape[0] % groups:
             raise ShapeError(f"Given groups={groups}, expected weight to be divisible by "
                              f"{groups} at dimension 0, but got weight of size {list(w_shape)} "
                              f"instead")
-        if x_shape[-3] != w_shape[1] * groups:
+        if x_shape[1] != w_shape[1] * groups:
             raise ShapeError(f"Given groups={groups}, weight of size {list(w_shape)}, expected "
                              f"input{list(x_shape)} to have {w_shape[1] * groups} channels, but "
-                             f"got {x_shape[-3]} channels instead")
-    if (dh, dw) != (1, 1) and len(w_shape) == 4:
-        out_c, in_c, kh, kw = w_shape
-        dilated = weight.new_zeros((out_c, in_c, dh * (kh - 1) + 1, dw * (kw - 1) + 1))
-        dilated[:, :, ::dh, ::dw] = weight
-        weight = dilated
-    if groups == 1 or len(w_shape) != 4:  # (a wrong shape: the plain convolution names it)
-        return conv2d(x, weight, bias, stride, padding)
-    in_g, out_g = w_shape[1], w_shape[0] // groups
-    biases = [None] * groups if bias is None else bias.split(out_g)
-    return cat([conv2d(xg, wg, bg, stride, padding)
-                for xg, wg, bg in zip(x.split(in_g, dim=-3), weight.split(out_g), biases)],
-               dim=-3)
+                             f"got {x_shape[1]} channels instead")
+        kh, kw = w_shape[2:]  # (validated as the plain convolution of the dilated kernel:)
+        w_shape = (w_shape[0], x_shape[1], dh * (kh - 1) + 1, dw * (kw - 1) + 1)
+    meta = _checked(Conv2dMeta, x_shape, w_shape, stride, padding,
+                    None if bias is None else _shape(bias, "conv2d", "bias"))
+    check_same_dtype("conv2d", x, weight, bias)
+    out_c, in_g, kh, kw = weight.shape
+    cols = unfold(x, (kh, kw), (dh, dw), (meta.pad_h, meta.pad_w),
+                  (meta.stride_h, meta.stride_w))
+    k = in_g * kh * kw
+    y = (weight.reshape(groups, out_c // groups, k)
+         @ cols.reshape(meta.batch, groups, k, meta.patches)).reshape(meta.output_shape)
+    return y if bias is None else y + bias.reshape(1, out_c, 1, 1)
 
 
 _PADDING_STRINGS = ("same", "valid")
