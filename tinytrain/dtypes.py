@@ -69,6 +69,20 @@ class DTypeError(RuntimeError, TypeError):
     """Operand dtypes that do not go together. A RuntimeError as in PyTorch, and a TypeError."""
 
 
+#: PyTorch's scalar type names (``at::ScalarType``), which its error messages use.
+_TORCH_SCALAR_NAMES = {"bool": "Bool", "int8": "Char", "int16": "Short", "int32": "Int",
+                       "int64": "Long", "uint8": "Byte", "uint16": "UInt16",
+                       "uint32": "UInt32", "uint64": "UInt64", "float16": "Half",
+                       "float32": "Float", "float64": "Double", "complex64": "ComplexFloat",
+                       "complex128": "ComplexDouble"}
+
+
+def torch_scalar_name(dtype: Any) -> str:
+    """PyTorch's name of ``dtype`` in its messages: ``int32 -> "Int"``, ``int64 -> "Long"``."""
+    name = np.dtype(dtype).name
+    return _TORCH_SCALAR_NAMES.get(name, name)
+
+
 def _category(dtype: np.dtype) -> int:
     """0 for bool, 1 for integers, 2 for floating point."""
     kind = dtype.kind

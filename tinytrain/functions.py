@@ -10,12 +10,13 @@ from __future__ import annotations
 import builtins
 import string
 import warnings
+from collections import namedtuple
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from tinytrain import _numpy_names
+from tinytrain import _numpy_names, backend
 from tinytrain.autograd import is_grad_enabled, no_grad
 from tinytrain.autograd import ops as O
 from tinytrain.dtypes import DTypeError, can_cast, result_type
@@ -476,6 +477,120 @@ def histc(input: Any, bins: int = 100, min: float = 0, max: float = 0, *,  # noq
     return _out(_t(input).histc(bins, min, max), out, "histc", exact=True)
 
 
+HistogramResult = namedtuple("histogram", ["hist", "bin_edges"])
+
+
+def _linspace_as_torch(start: float, end: float, steps: int, dtype: Any, xp: Any) -> Any:
+    """PyTorch's linspace in ``dtype``'s arithmetic: the first half counted up from
+    ``start``, the second down from ``end`` (so both ends are exact)."""
+    lo, hi = dtype.type(start), dtype.type(end)
+    step = (hi - lo) / dtype.type(steps - 1)
+    i = xp.arange(steps, dtype=dtype)
+    return xp.where(i < steps // 2, lo + step * i, hi - step * (steps - 1 - i)).astype(dtype)
+
+
+def histogram(input: Tensor, bins: int | Tensor, *, range: Sequence[float] | None = None,  # noqa: A001, A002
+              weight: Tensor | None = None, density: bool = False) -> HistogramResult:
+    """A histogram of ``input``'s values, as ``torch.histogram``: ``(hist, bin_edges)``.
+
+    ``bins`` is a count of equal-width bins over ``range`` (default: the data's min and max;
+    one value, or no data, widened by 0.5 each side) or a 1-D tensor of increasing edges.
+    Value ``v`` goes in bin ``i`` when ``edges[i] <= v < edges[i + 1]``, the last edge in the
+    last bin; values outside the edges (and NaN) are not counted. ``weight`` (the input's
+    shape) adds its values instead of ones; ``density`` divides by the total and the bin
+    widths, so the histogram integrates to 1. ``hist [nbins]`` and ``bin_edges [nbins + 1]``
+    have the input's dtype (floating point only); not differentiable.
+    """
+    x = _t(input)
+    if x.dtype.kind != "f":
+        from tinytrain.dtypes import torch_scalar_name
+
+        raise NotImplementedError(f"histogram: floating point input only, got "
+                                  f"{torch_scalar_name(x.dtype)} ({x.dtype}); convert with "
+                                  f".float()")
+    xp = backend.get_array_module(x.data)
+    values = x.data.reshape(-1)
+    if isinstance(bins, Tensor):
+        if range is not None:
+            raise TypeError("histogram(): range= goes with a number of bins, not with a bins "
+                            "tensor (the edges are given)")
+        if bins.ndim != 1 or bins.dtype != x.dtype:
+            raise O.InvalidArgument(f"histogram: a bins tensor must be 1-D of the input's dtype "
+                                    f"{x.dtype}, got shape {bins.shape} and dtype {bins.dtype}")
+        if bins.numel() < 2:
+            raise O.InvalidArgument(f"histogram: bins must be > 0, but got {bins.numel() - 1} "
+                                    f"(a bins tensor holds nbins + 1 edges)")
+        edges = bins.data
+        if bool((edges[1:] < edges[:-1]).any()):
+            raise O.InvalidArgument("histogram: the bin edges must increase monotonically")
+    else:
+        if isinstance(bins, builtins.bool) or not isinstance(bins, int | np.integer):
+            raise TypeError(f"histogram(): argument 'bins' must be int or Tensor, not "
+                            f"{type(bins).__name__}")
+        if bins < 1:
+            raise O.InvalidArgument(f"torch.histogram(): bins must be > 0, but got {bins} for "
+                                    f"dimension 0")
+        if range is not None:
+            lo, hi = (builtins.float(v) for v in range)
+        elif values.size:
+            lo, hi = builtins.float(values.min()), builtins.float(values.max())
+        else:
+            lo, hi = 0.0, 1.0
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            raise O.InvalidArgument(f"histogram: range [{lo:g}, {hi:g}] is not finite")
+        if lo > hi:
+            raise O.InvalidArgument(f"histogram: min should not exceed max, but got min {lo:g} "
+                                    f"max {hi:g}")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        edges = _linspace_as_torch(lo, hi, int(bins) + 1, x.dtype, xp)
+    nbins = edges.shape[0] - 1
+    if weight is not None:
+        if not isinstance(weight, Tensor) or weight.shape != x.shape or weight.dtype != x.dtype:
+            raise O.InvalidArgument(
+                f"histogram: weight must be a tensor of the input's shape {x.shape} and dtype "
+                f"{x.dtype}, got {getattr(weight, 'shape', type(weight).__name__)} and "
+                f"{getattr(weight, 'dtype', '-')}")
+    index = xp.searchsorted(edges, values, side="right") - 1
+    index[values == edges[-1]] = nbins - 1  # (the last edge belongs to the last bin)
+    inside = (index >= 0) & (index < nbins)
+    counted = None if weight is None else weight.data.reshape(-1)[inside]
+    hist = xp.bincount(index[inside], weights=counted, minlength=nbins).astype(x.dtype)
+    if density:
+        hist = hist / (hist.sum() * (edges[1:] - edges[:-1]))
+    return HistogramResult(Tensor(hist.astype(x.dtype)), Tensor(xp.array(edges, copy=True)))
+
+
+def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0  # noqa: A002
+             ) -> Tensor:
+    """How often each value ``0 .. max(input)`` occurs in the non-negative integers
+    ``input [N]``, as ``torch.bincount``: ``[max(max(input) + 1, minlength)]``, int64; with
+    ``weights [N]`` the sum of their values instead of counts (float32 for float32 weights,
+    else float64, as PyTorch). Not differentiable."""
+    x = _t(input)
+    if x.dtype.kind not in "iu":
+        from tinytrain.dtypes import torch_scalar_name
+
+        raise NotImplementedError(f"bincount: integer input only, got "
+                                  f"{torch_scalar_name(x.dtype)} ({x.dtype})")
+    if isinstance(minlength, builtins.bool) or not isinstance(minlength, int | np.integer):
+        raise TypeError(f"bincount(): argument 'minlength' must be int, not "
+                        f"{type(minlength).__name__}")
+    if minlength < 0:
+        raise O.InvalidArgument("minlength should be >= 0")
+    if x.ndim != 1 or (x.numel() and int(x.data.min()) < 0):
+        raise O.InvalidArgument("bincount only supports 1-d non-negative integral inputs.")
+    xp = backend.get_array_module(x.data)
+    if weights is None:
+        return Tensor(xp.bincount(x.data, minlength=int(minlength)).astype(np.int64))
+    w = _t(weights)
+    if w.shape != x.shape:
+        raise O.InvalidArgument("weights should be 1-d and have the same length as input")
+    dtype = np.float32 if w.dtype == np.float32 else np.float64
+    return Tensor(xp.bincount(x.data, weights=w.data.astype(np.float64),
+                              minlength=int(minlength)).astype(dtype))
+
+
 def unique(input: Any, sorted: bool = True, return_inverse: bool = False,  # noqa: A002
            return_counts: bool = False, dim: int | None = None) -> Any:
     return _t(input).unique(sorted, return_inverse, return_counts, dim)
@@ -598,3 +713,4 @@ __all__ = [
     "take", "tanh", "tile", "topk", "transpose", "tril", "triu", "true_divide", "trunc",
     "unbind", "unique", "unsqueeze", "var", "where",
 ]
+__all__ += ["bincount", "histogram"]

@@ -339,7 +339,11 @@ class Tensor:
 
     @property
     def mT(self) -> Tensor:  # noqa: N802
-        """The last two dims swapped (a batch of matrices transposed), as PyTorch's."""
+        """The last two dims swapped (a batch of matrices transposed), as PyTorch's; fewer
+        than two dims is an error (PyTorch's message; its 0-d identity is deprecated)."""
+        if self.ndim < 2:
+            raise ShapeError(f"tensor.mT is only supported on matrices or batches of matrices. "
+                             f"Got {self.ndim}-D tensor.")
         return self.transpose(-2, -1)
 
     def __len__(self) -> int:
@@ -3159,6 +3163,9 @@ def randint(low: int = 0, high: int | None = None, size: Sequence[int] = (),
         low, high, size = 0, low, high
     elif high is None:
         low, high = 0, low
+    if not isinstance(size, tuple | list):  # (randint(0, 5, 3): PyTorch's TypeError)
+        raise TypeError(f"randint(): argument 'size' must be tuple of ints, not "
+                        f"{type(size).__name__}")
     for name, bound in (("low", low), ("high", high)):
         if isinstance(bound, builtins.bool) or not isinstance(bound, numbers.Integral):
             raise TypeError(f"randint: {name} must be an integer, got {bound!r}")
@@ -3179,6 +3186,11 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False,  # n
     ``[N, C]`` for one draw per row; non-negative, normalised here), from ``generator``
     (default: the global stream): int64 ``[num_samples]`` or ``[N, num_samples]``."""
     rng = numpy_generator(generator, "multinomial")
+    if input.dtype.kind != "f":  # (PyTorch's refusal of integer and bool weights)
+        from tinytrain.dtypes import torch_scalar_name
+
+        raise DTypeError(f"multinomial only supports floating-point dtypes for input, got: "
+                         f"{torch_scalar_name(input.dtype)}")
     weights = np.asarray(input.numpy(), dtype=np.float64)
     if weights.ndim not in (1, 2) or not weights.shape[-1]:
         raise ShapeError(f"multinomial: prob_dist must be 1 or 2 dim with a category, got "

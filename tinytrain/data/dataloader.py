@@ -167,34 +167,47 @@ class TensorDataset(Dataset):
 class Subset(Dataset):
     """The samples ``indices`` of ``dataset``, renumbered ``0 .. len(indices) - 1``.
 
-    Keeps the fast path: ``get_batch`` maps the indices and calls ``dataset.get_batch`` when the
-    dataset has it.
+    ``subset.indices`` is the sequence given, as PyTorch's (a list stays a list); setting it
+    again is allowed. Keeps the fast path: ``get_batch`` maps the indices (through a private
+    int64 copy, ``_index_array``, made when ``indices`` is set: change the indices by setting
+    ``subset.indices``, not by editing the list in place) and calls ``dataset.get_batch`` when
+    the dataset has it.
     """
 
     def __init__(self, dataset: Any, indices: Sequence[int] | np.ndarray) -> None:
         self.dataset = dataset
-        indices = np.asarray(indices)
-        if indices.size and (indices.ndim != 1 or indices.dtype.kind not in "iu"):
+        self.indices = indices
+
+    @property
+    def indices(self) -> Sequence[int] | np.ndarray:
+        return self._indices
+
+    @indices.setter
+    def indices(self, indices: Sequence[int] | np.ndarray) -> None:
+        array = np.asarray(indices)
+        if array.size and (array.ndim != 1 or array.dtype.kind not in "iu"):
             raise TypeError(f"Subset: indices must be a 1-D sequence of integers, got dtype "
-                            f"{indices.dtype} and shape {indices.shape}")
-        self.indices = indices.astype(np.int64).reshape(-1)
-        n = len(dataset)
-        if self.indices.size and (self.indices.min() < -n or self.indices.max() >= n):
+                            f"{array.dtype} and shape {array.shape}")
+        array = array.astype(np.int64).reshape(-1)
+        n = len(self.dataset)
+        if array.size and (array.min() < -n or array.max() >= n):
             raise IndexError(f"Subset: indices out of range for a dataset of {n} samples")
+        self._indices, self._index_array = indices, array
 
     def __len__(self) -> int:
-        return len(self.indices)
+        return len(self._index_array)
 
     def __getitem__(self, index: int | list[int]) -> Any:
         """Sample ``index`` of the subset; a list of indices is passed on to the dataset as
         one list of its own indices, as PyTorch's ``Subset`` does."""
+        array = self._index_array
         if isinstance(index, list):
-            return self.dataset[[int(self.indices[sample_index(i, len(self), "Subset")])
+            return self.dataset[[int(array[sample_index(i, len(self), "Subset")])
                                  for i in index]]
-        return self.dataset[int(self.indices[sample_index(index, len(self), "Subset")])]
+        return self.dataset[int(array[sample_index(index, len(self), "Subset")])]
 
     def get_batch(self, indices: np.ndarray) -> tuple[np.ndarray, ...] | np.ndarray:
-        inner = self.indices[np.asarray(indices)]
+        inner = self._index_array[np.asarray(indices)]
         if hasattr(self.dataset, "get_batch"):
             return self.dataset.get_batch(inner)
         return collate([self.dataset[int(i)] for i in inner], inner)
@@ -221,7 +234,8 @@ def random_split(dataset: Any, lengths: Sequence[float], generator: Any = None, 
     each gets ``floor(n * fraction)`` and the rest is dealt out one by one, as PyTorch
     does). The permutation is drawn from ``generator`` (a :class:`tinytrain.Generator`, as
     PyTorch's ``generator=``), or made from tinytrain's ``seed`` (the same split for the
-    same seed), or else drawn from the global stream (``tt.manual_seed``).
+    same seed), or else drawn from the global stream (``tt.manual_seed``). Each Subset's
+    ``indices`` is a list of ints, as PyTorch's (``a.indices + b.indices`` joins them).
     """
     n = len(dataset)
     if all(0 <= k <= 1 for k in lengths) and math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
@@ -233,7 +247,7 @@ def random_split(dataset: Any, lengths: Sequence[float], generator: Any = None, 
         raise ValueError(f"random_split: lengths {list(lengths)} do not sum to len(dataset) = {n}")
     perm = RandomSampler(range(n), generator=generator, seed=seed).indices()
     bounds = np.cumsum([0, *lengths])
-    return [Subset(dataset, perm[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    return [Subset(dataset, perm[a:b].tolist()) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def collate(
@@ -455,10 +469,16 @@ class DataLoader:
             from then on each epoch copies only its order (int64 ``[n]``) and each batch is
             one gather on the GPU. Batches are then on the GPU. Default: the CPU, as
             stacked by the dataset. Not together with ``collate_fn``.
-        num_workers, persistent_workers, pin_memory: accepted so that PyTorch scripts run
-            unchanged, validated as PyTorch does, and otherwise without effect: batches are
-            always made in the main process (the in-memory fast path is faster than worker
-            processes would be; bench/dataloader.py), and CPU memory is not pinned.
+        num_workers, persistent_workers, pin_memory, worker_init_fn, prefetch_factor:
+            accepted so that PyTorch scripts run unchanged, validated as PyTorch does, and
+            otherwise without effect: batches are always made in the main process (the
+            in-memory fast path is faster than worker processes would be;
+            bench/dataloader.py), and CPU memory is not pinned. So ``worker_init_fn`` is
+            never called, whatever ``num_workers`` says (PyTorch calls it once in each worker
+            process, and not at all with ``num_workers=0``): seed or set up the main process
+            yourself. ``prefetch_factor`` is PyTorch's: None with ``num_workers=0`` (a value
+            there is a ValueError), 2 by default with workers; kept as
+            ``loader.prefetch_factor``, as ``worker_init_fn`` is kept.
 
     Each ``iter(loader)`` is one epoch and yields ``len(loader)`` batches: a tuple of Tensors,
     one per field, each ``[B, *sample_shape]`` (MNIST: ``x`` float32 ``[B, 1, 28, 28]``, ``y``
@@ -486,6 +506,8 @@ class DataLoader:
         pin_memory: bool = False,
         persistent_workers: bool = False,
         generator: Any = None,
+        worker_init_fn: Callable[[int], None] | None = None,
+        prefetch_factor: int | None = None,
         **unsupported: Any,
     ) -> None:
         if batch_size is None:  # PyTorch's automatic batching off: one sample at a time
@@ -514,6 +536,14 @@ class DataLoader:
                 num_workers < 0:
             raise ValueError(f"num_workers option should be a non-negative integer, got "
                              f"{num_workers!r}; use num_workers=0 to disable multiprocessing")
+        if num_workers == 0 and prefetch_factor is not None:  # (PyTorch's checks and text)
+            raise ValueError("prefetch_factor option could only be specified in "
+                             "multiprocessing.let num_workers > 0 to enable multiprocessing, "
+                             "otherwise set prefetch_factor to None.")
+        if num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
+        elif prefetch_factor is not None and prefetch_factor < 0:
+            raise ValueError("prefetch_factor option should be non-negative")
         if persistent_workers and num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")
         if seed is not None:
@@ -552,6 +582,7 @@ class DataLoader:
         self.collate_fn = collate_fn
         self.num_workers, self.pin_memory = int(num_workers), bool(pin_memory)
         self.persistent_workers = bool(persistent_workers)
+        self.worker_init_fn, self.prefetch_factor = worker_init_fn, prefetch_factor
         if sampler is None and not stream:
             sampler = (RandomSampler(dataset, generator=generator, seed=seed) if shuffle
                        else SequentialSampler(dataset))
@@ -662,9 +693,8 @@ class DataLoader:
 
 _MAIN_PROCESS = "tinytrain's DataLoader makes batches in the calling process (num_workers=0)"
 _UNSUPPORTED = {
-    "timeout": _MAIN_PROCESS, "worker_init_fn": _MAIN_PROCESS, "prefetch_factor": _MAIN_PROCESS,
-    "multiprocessing_context": _MAIN_PROCESS, "pin_memory_device": _MAIN_PROCESS,
-    "in_order": _MAIN_PROCESS,
+    "timeout": _MAIN_PROCESS, "multiprocessing_context": _MAIN_PROCESS,
+    "pin_memory_device": _MAIN_PROCESS, "in_order": _MAIN_PROCESS,
 }
 
 

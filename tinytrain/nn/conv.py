@@ -8,8 +8,11 @@ before any work, and passes it to forward and (through ``ctx``) to backward.
 
 Shapes follow PyTorch: input ``[N, C, H, W]`` (or an unbatched ``[C, H, W]``), conv weight
 ``[Cout, Cin, Kh, Kw]``, transposed-conv weight ``[Cin, Cout, Kh, Kw]``, bias ``[Cout]``.
-``kernel_size``, ``stride`` and ``padding`` take an int or an ``(h, w)`` pair. Convolutions
-have no ``dilation``/``groups`` (other than 1). Pooling has all of PyTorch's options: the
+``kernel_size``, ``stride``, ``padding`` and ``dilation`` take an int or an ``(h, w)`` pair.
+A convolution's ``groups`` and ``dilation`` are composed at the Tensor level (im2col by
+``F.unfold`` and a batched matmul: ``_grouped_dilated_conv2d``), so autograd needs nothing
+new; the default ``groups=1, dilation=1`` runs the kernels directly. Transposed convolutions have no
+``dilation``/``groups`` (other than 1). Pooling has all of PyTorch's options: the
 usual windows run the pooling kernels, the others (``ceil_mode``, ``dilation``,
 ``return_indices``, ``divisor_override``, adaptive max pooling, unpooling) the general path
 of :mod:`tinytrain.nn.pooling`.
@@ -34,6 +37,7 @@ from tinytrain.backend import get_array_module
 from tinytrain.dtypes import DTypeError
 from tinytrain.kernels.shapes import Conv2dMeta, IntOrPair, Pool2dMeta, pair
 from tinytrain.nn import init, pooling
+from tinytrain.nn.fold import unfold
 from tinytrain.nn.module import Module, Parameter, factory_tensor
 from tinytrain.tensor import IndexRangeError, InvalidArgument, ShapeError, Tensor, check_same_dtype
 
@@ -128,17 +132,22 @@ def conv2d(
     weight: Tensor,
     bias: Tensor | None = None,
     stride: IntOrPair = 1,
-    padding: IntOrPair = 0,
+    padding: IntOrPair | str = 0,
+    dilation: IntOrPair = 1,
+    groups: int = 1,
     *,
     b: Tensor | None = None,
 ) -> Tensor:
     """2-D convolution (cross-correlation), as ``torch.nn.functional.conv2d``.
 
-    ``x [N, Cin, H, W]``, ``weight [Cout, Cin, Kh, Kw]``, ``bias [Cout]`` or None
-    -> ``[N, Cout, Ho, Wo]`` with ``Ho = (H + 2*ph - Kh) // sh + 1`` (same for W).
-    ``b=`` is another name for ``bias`` (the design document's). ``stride`` and ``padding``
-    are an int or an ``(h, w)`` pair. Raises a ValueError naming the sizes when the shapes
-    do not fit together.
+    ``x [N, Cin, H, W]``, ``weight [Cout, Cin / groups, Kh, Kw]``, ``bias [Cout]`` or None
+    -> ``[N, Cout, Ho, Wo]`` with ``Ho = (H + 2*ph - dh*(Kh - 1) - 1) // sh + 1`` (same for
+    W). ``b=`` is another name for ``bias`` (the design document's). ``stride``, ``padding``
+    and ``dilation`` are an int or an ``(h, w)`` pair; ``padding`` may also be ``"valid"``
+    (0) or ``"same"`` (stride 1: the output keeps the input's size). ``groups`` splits the
+    channels into that many independent convolutions (``groups = Cin`` is a depthwise
+    convolution). Raises a ShapeError (a RuntimeError) naming the sizes when the shapes do not
+    fit together.
     """
     if b is not None:
         if bias is not None:
@@ -146,12 +155,14 @@ def conv2d(
         bias = b
     if isinstance(padding, str):
         pads = _padding_from_string(padding, stride, _shape(weight, "conv2d", "weight"),
-                                    "conv2d", RuntimeError)
+                                    "conv2d", RuntimeError, dilation)
         padding = pads[2], pads[0]  # (top, left); an even kernel's extra goes right/bottom:
         if pads[1] != pads[0] or pads[3] != pads[2]:
             from tinytrain.nn.functional import pad  # (functional imports this module)
 
             x = pad(x, (0, pads[1] - pads[0], 0, pads[3] - pads[2]))
+    if dilation != 1 or groups != 1:  # (compositions of the plain convolution below)
+        return _grouped_dilated_conv2d(x, weight, bias, stride, padding, dilation, groups)
     if _unbatched(x):
         return conv2d(x.unsqueeze(0), weight, bias, stride, padding).squeeze(0)
     meta = _checked(Conv2dMeta, _shape(x, "conv2d"), _shape(weight, "conv2d", "weight"), stride,
@@ -160,15 +171,71 @@ def conv2d(
     return Conv2dFunction.apply(x, weight, bias, meta)
 
 
+def _dilation_pair(dilation: Any, name: str, error: type[Exception]) -> tuple[int, int]:
+    """``dilation`` as ``(dh, dw)``, each at least 1 (PyTorch's message otherwise)."""
+    try:
+        dh, dw = pair(dilation, "dilation", name)
+    except ValueError as exc:
+        raise error(str(exc)) from None
+    if dh < 1 or dw < 1:
+        raise error(f"dilation should be greater than zero, but got {[dh, dw]}")
+    return dh, dw
+
+
+def _grouped_dilated_conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: IntOrPair,
+                            padding: IntOrPair, dilation: IntOrPair, groups: int) -> Tensor:
+    """``conv2d`` with ``dilation`` and ``groups``: im2col and a matrix product, in Tensor ops.
+
+    ``F.unfold`` gathers every window of the input (its taps ``dilation`` apart) into a
+    column: ``cols [N, Cin*Kh*Kw, Ho*Wo]``. With ``G`` groups of ``Cg = Cin / G`` input and
+    ``Og = Cout / G`` output channels, the rows of group ``g`` are ``cols[:, g]`` once
+    reshaped to ``[N, G, Cg*Kh*Kw, Ho*Wo]``, and its outputs are its weights ``[Og,
+    Cg*Kh*Kw]`` times them: one batched matmul ``[G, Og, K] @ [N, G, K, L]`` for all groups
+    (a depthwise convolution is ``Og = Cg = 1``). Chapter 4's im2col + GEMM, with autograd
+    (unfold's and matmul's backward) giving the gradients; no zeros are multiplied.
+    """
+    if not isinstance(groups, int | np.integer) or isinstance(groups, bool):
+        raise TypeError(f"conv2d(): argument 'groups' must be int, not {type(groups).__name__}")
+    if groups < 1:
+        raise ShapeError("non-positive groups is not supported")
+    dh, dw = _dilation_pair(dilation, "conv2d", ShapeError)
+    if _unbatched(x):
+        return _grouped_dilated_conv2d(x.unsqueeze(0), weight, bias, stride, padding,
+                                       (dh, dw), groups).squeeze(0)
+    x_shape, w_shape = _shape(x, "conv2d"), _shape(weight, "conv2d", "weight")
+    if len(w_shape) == 4 and len(x_shape) == 4:
+        if w_shape[0] % groups:
+            raise ShapeError(f"Given groups={groups}, expected weight to be divisible by "
+                             f"{groups} at dimension 0, but got weight of size {list(w_shape)} "
+                             f"instead")
+        if x_shape[1] != w_shape[1] * groups:
+            raise ShapeError(f"Given groups={groups}, weight of size {list(w_shape)}, expected "
+                             f"input{list(x_shape)} to have {w_shape[1] * groups} channels, but "
+                             f"got {x_shape[1]} channels instead")
+        kh, kw = w_shape[2:]  # (validated as the plain convolution of the dilated kernel:)
+        w_shape = (w_shape[0], x_shape[1], dh * (kh - 1) + 1, dw * (kw - 1) + 1)
+    meta = _checked(Conv2dMeta, x_shape, w_shape, stride, padding,
+                    None if bias is None else _shape(bias, "conv2d", "bias"))
+    check_same_dtype("conv2d", x, weight, bias)
+    out_c, in_g, kh, kw = weight.shape
+    cols = unfold(x, (kh, kw), (dh, dw), (meta.pad_h, meta.pad_w),
+                  (meta.stride_h, meta.stride_w))
+    k = in_g * kh * kw
+    y = (weight.reshape(groups, out_c // groups, k)
+         @ cols.reshape(meta.batch, groups, k, meta.patches)).reshape(meta.output_shape)
+    return y if bias is None else y + bias.reshape(1, out_c, 1, 1)
+
+
 _PADDING_STRINGS = ("same", "valid")
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
 def _padding_from_string(padding: str, stride: IntOrPair, weight_shape: tuple[int, ...],
-                         name: str, error: type[Exception]) -> tuple[int, int, int, int]:
+                         name: str, error: type[Exception], dilation: IntOrPair = 1
+                         ) -> tuple[int, int, int, int]:
     """``"valid"`` (no padding) or ``"same"`` (the output keeps the input's size; stride 1
-    only) as ``(left, right, top, bottom)``: ``k - 1`` in all, the odd one on the right and
-    bottom, as PyTorch pads."""
+    only) as ``(left, right, top, bottom)``: ``dilation * (k - 1)`` in all, the odd one on
+    the right and bottom, as PyTorch pads."""
     if padding not in _PADDING_STRINGS:
         raise error(f"{name}: Invalid padding string {padding!r}, should be one of "
                     f"{set(_PADDING_STRINGS)}")
@@ -176,8 +243,9 @@ def _padding_from_string(padding: str, stride: IntOrPair, weight_shape: tuple[in
         return 0, 0, 0, 0
     if pair(stride, "stride", name) != (1, 1):
         raise error("padding='same' is not supported for strided convolutions")
-    (top, bottom), (left, right) = (((k - 1) // 2, k - 1 - (k - 1) // 2)
-                                    for k in weight_shape[-2:])
+    (top, bottom), (left, right) = ((d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2)
+                                    for k, d in zip(weight_shape[-2:],
+                                                    _dilation_pair(dilation, name, error)))
     return left, right, top, bottom
 
 
@@ -194,14 +262,17 @@ def _draw_conv_parameters(layer: Module) -> None:
 
 
 class Conv2d(Module):
-    """A convolution layer: ``weight [out, in, Kh, Kw]`` and ``bias [out]``.
+    """A convolution layer: ``weight [out, in / groups, Kh, Kw]`` and ``bias [out]``.
 
     PyTorch's initialisation: ``kaiming_uniform_(weight, a=sqrt(5))``, that is
-    U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with ``fan_in = in * Kh * Kw``, and the
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with ``fan_in = in / groups * Kh * Kw``, and the
     bias from the same range.
 
     ``padding`` is an int, an ``(h, w)`` pair, ``"valid"`` (0) or ``"same"`` (stride 1: the
     output keeps the input's size; an even kernel's odd padding goes right and bottom).
+    ``dilation`` spaces the kernel's taps (an int or an ``(h, w)`` pair); ``groups`` splits
+    the channels into independent convolutions (``groups = in = out`` is depthwise); see
+    ``conv2d`` for how both are computed.
     ``padding_mode`` is what the padding holds: ``"zeros"``, or the input's ``"reflect"``ion,
     its ``"replicate"``d edge or its ``"circular"`` wrap-around (these pad with ``F.pad``
     first, as PyTorch does).
@@ -214,8 +285,9 @@ class Conv2d(Module):
         kernel_size: IntOrPair,
         stride: IntOrPair = 1,
         padding: IntOrPair | str = 0,
+        dilation: IntOrPair = 1,
+        groups: int = 1,
         bias: bool = True,
-        *,
         padding_mode: str = "zeros",
         device: Any = None,
         dtype: Any = None,
@@ -226,9 +298,16 @@ class Conv2d(Module):
                 f"Conv2d: channels must be positive, got in_channels={in_channels}, "
                 f"out_channels={out_channels}"
             )
-        self.in_channels, self.out_channels = in_channels, out_channels
+        if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups:
+            raise ValueError("out_channels must be divisible by groups")
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size = pair(kernel_size, "kernel_size", "Conv2d")
         self.stride = pair(stride, "stride", "Conv2d")
+        self.dilation = _dilation_pair(dilation, "Conv2d", ValueError)
         if min(self.kernel_size) < 1:
             raise ValueError(f"Conv2d: kernel_size must be positive, got {self.kernel_size}")
         if padding_mode not in _PADDING_MODES:
@@ -237,14 +316,15 @@ class Conv2d(Module):
         self.padding_mode = padding_mode
         if isinstance(padding, str):  # (kept as the string, as PyTorch's attribute)
             self._pads = _padding_from_string(padding, stride, self.kernel_size, "Conv2d",
-                                              ValueError)
+                                              ValueError, self.dilation)
             self.padding: Any = padding
         else:
             self.padding = pair(padding, "padding", "Conv2d")
             (ph, pw) = self.padding
             self._pads = (pw, pw, ph, ph)
         self.weight = Parameter(factory_tensor(
-            "Conv2d", (out_channels, in_channels, *self.kernel_size), device=device, dtype=dtype))
+            "Conv2d", (out_channels, in_channels // groups, *self.kernel_size), device=device,
+            dtype=dtype))
         if bias:
             self.bias = Parameter(factory_tensor("Conv2d", (out_channels,), device=device,
                                                  dtype=dtype))
@@ -257,20 +337,27 @@ class Conv2d(Module):
         _draw_conv_parameters(self)
 
     def forward(self, x: Tensor) -> Tensor:
+        # (the defaults passed as 1, so that a default layer takes conv2d's plain path)
+        dilation = 1 if self.dilation == (1, 1) else self.dilation
         if self.padding_mode == "zeros":
-            return conv2d(x, self.weight, self.bias, self.stride, self.padding)
+            return conv2d(x, self.weight, self.bias, self.stride, self.padding, dilation,
+                          self.groups)
         from tinytrain.nn.functional import pad  # (functional imports this module)
 
         return conv2d(pad(x, self._pads, self.padding_mode), self.weight, self.bias,
-                      self.stride, 0)
+                      self.stride, 0, dilation, self.groups)
 
     def extra_repr(self) -> str:
-        """PyTorch's text: padding only when not zero, ``bias=False`` only without one,
-        ``padding_mode`` only when not zeros."""
+        """PyTorch's text: padding only when not zero, dilation only when not 1, groups only
+        when not 1, ``bias=False`` only without one, ``padding_mode`` only when not zeros."""
         text = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
                 f"stride={self.stride}")
         if any(self.padding):  # (a string, "same" or "valid", is shown as it is)
             text += f", padding={self.padding}"
+        if self.dilation != (1, 1):
+            text += f", dilation={self.dilation}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
         text += ", bias=False" if self.bias is None else ""
         return text + (f", padding_mode={self.padding_mode}"
                        if self.padding_mode != "zeros" else "")

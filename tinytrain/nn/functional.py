@@ -13,7 +13,7 @@ from tinytrain import _numpy_names, backend
 from tinytrain._missing import module_getattr as _module_getattr
 from tinytrain.autograd import no_grad
 from tinytrain.autograd import ops as O
-from tinytrain.dtypes import DTypeError, int64
+from tinytrain.dtypes import DTypeError, int64, torch_scalar_name
 from tinytrain.nn.conv import (
     adaptive_avg_pool2d,
     adaptive_max_pool2d,
@@ -332,6 +332,9 @@ def _class_targets(name: str, scores: Tensor, targets: Any, reduction: str,
         )
     if t.dtype.kind not in "iu":
         raise DTypeError(f"{name}: targets must be integer class indices, not {t.dtype}")
+    if t.dtype not in (np.int64, np.uint8):  # (PyTorch's rule and text: int32 is refused)
+        raise DTypeError(f"expected target dtype to be Long or Byte, but got "
+                         f"{torch_scalar_name(t.dtype)}")
     if t.size and (on_host or not checked_by_kernel):
         kept = t if ignore_index is None else t[t != ignore_index]
         lo, hi = (int(kept.min()), int(kept.max())) if kept.size else (0, 0)

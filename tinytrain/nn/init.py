@@ -73,21 +73,28 @@ def ones_(t: Tensor) -> Tensor:
 
 
 def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
-    """PyTorch's recommended gain for an activation: 1 for linear/conv/sigmoid, 5/3 for
-    tanh, sqrt(2) for relu, sqrt(2 / (1 + slope^2)) for leaky_relu (slope 0.01 by default),
-    3/4 for selu."""
-    if nonlinearity in ("linear", "conv1d", "conv2d", "conv3d", "sigmoid", "identity"):
+    """PyTorch's recommended gain for an activation: 1 for linear, (transposed) convolutions
+    and sigmoid, 5/3 for tanh, sqrt(2) for relu, sqrt(2 / (1 + slope^2)) for leaky_relu
+    (``param``, the slope: 0.01 by default; an int or float, else a ValueError), 3/4 for
+    selu. tinytrain also takes ``"identity"`` (1)."""
+    if nonlinearity in ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+                        "conv_transpose2d", "conv_transpose3d", "sigmoid", "identity"):
         return 1.0
     if nonlinearity == "tanh":
         return 5.0 / 3
     if nonlinearity == "relu":
         return math.sqrt(2.0)
     if nonlinearity == "leaky_relu":
-        slope = 0.01 if param is None else param
+        if param is None:
+            slope = 0.01
+        elif isinstance(param, int | float) and not isinstance(param, bool):
+            slope = param
+        else:  # (True would be a slope of 1; PyTorch's check and text)
+            raise ValueError(f"negative_slope {param} not a valid number")
         return math.sqrt(2.0 / (1 + slope**2))
     if nonlinearity == "selu":
         return 3.0 / 4
-    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+    raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
 
 
 def _gain_and_fan(t: Tensor, a: float, mode: str, nonlinearity: str) -> tuple[float, int]:

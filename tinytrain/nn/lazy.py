@@ -107,15 +107,20 @@ class LazyConv2d(LazyModuleMixin, Conv2d):
     size_name = "in_channels"
 
     def __init__(self, out_channels: int, kernel_size: IntOrPair, stride: IntOrPair = 1,
-                 padding: IntOrPair | str = 0, bias: bool = True, *, padding_mode: str = "zeros",
-                 device: Any = None, dtype: Any = None) -> None:
-        super().__init__(1, out_channels, kernel_size, stride, padding, bias,
-                         padding_mode=padding_mode, device=device, dtype=dtype)
+                 padding: IntOrPair | str = 0, dilation: IntOrPair = 1, groups: int = 1,
+                 bias: bool = True, padding_mode: str = "zeros", device: Any = None,
+                 dtype: Any = None) -> None:
+        # (in_channels = groups until the first input: divisible by groups, as it must be)
+        super().__init__(groups if isinstance(groups, int) else 1, out_channels, kernel_size,
+                         stride, padding, dilation, groups, bias, padding_mode, device, dtype)
         self._make_lazy()
 
     def initialize_parameters(self, x: Tensor) -> None:
         self.in_channels = _input(self, x, (3, 4), "[N, C, H, W] or [C, H, W]").shape[-3]
-        for p, shape in ((self.weight, (self.out_channels, self.in_channels, *self.kernel_size)),
+        if self.in_channels % self.groups:
+            raise ValueError("in_channels must be divisible by groups")
+        for p, shape in ((self.weight, (self.out_channels, self.in_channels // self.groups,
+                                        *self.kernel_size)),
                          (self.bias, (self.out_channels,))):
             if isinstance(p, UninitializedTensorMixin):
                 p.materialize(shape)
