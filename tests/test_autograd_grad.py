@@ -64,9 +64,8 @@ def test_grad_with_grad_outputs_and_several_outputs_matches_torch(device):
           torch.autograd.grad(ty, tx, torch.tensor(2.0, dtype=torch.float64),
                               retain_graph=True))
     ours = tt.autograd.grad(y, {"x": x, "w": w}, retain_graph=True)
-    theirs = torch.autograd.grad(ty, {"x": tx, "w": tw}, retain_graph=True)
-    assert list(ours) == list(theirs) == ["x", "w"]
-    close(list(ours.values()), list(theirs.values()))
+    assert list(ours) == ["x", "w"]  # (a dict of inputs is PyTorch 2.13's: compared as a list)
+    close(list(ours.values()), torch.autograd.grad(ty, [tx, tw], retain_graph=True))
     close(tt.autograd.grad(y, [x, x]), torch.autograd.grad(ty, [tx, tx]))
 
 

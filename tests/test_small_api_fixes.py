@@ -24,6 +24,23 @@ def test_subset_indices_are_the_sequence_given():
     assert len(sub) == 2 and int(sub[0][0]) == 5
 
 
+def test_subset_indices_edited_in_place_are_used_as_torch():
+    """PyTorch reads ``indices`` at every use: an edit in place changes the samples, the
+    length and the loader's batches (a copy made when set would go stale silently)."""
+    for indices in ([3, 1, 7], np.array([3, 1, 7])):
+        results = []
+        for lib, d in ((tt, data), (torch, torch_data)):
+            ds = d.TensorDataset(lib.arange(20))
+            sub = d.Subset(ds, indices.copy())
+            sub.indices[0] = 9
+            if isinstance(sub.indices, list):
+                sub.indices.append(5)
+            batches = [b[0].tolist() for b in d.DataLoader(sub, batch_size=3)]
+            results.append((len(sub), int(sub[0][0]), batches))
+        assert results[0] == results[1]
+        assert results[0][1] == 9
+
+
 def test_random_split_gives_lists_of_ints():
     ds = data.TensorDataset(tt.arange(10))
     a, b = data.random_split(ds, [7, 3], generator=tt.Generator().manual_seed(0))

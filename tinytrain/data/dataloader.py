@@ -167,10 +167,10 @@ class TensorDataset(Dataset):
 class Subset(Dataset):
     """The samples ``indices`` of ``dataset``, renumbered ``0 .. len(indices) - 1``.
 
-    ``subset.indices`` is the sequence given, as PyTorch's (a list stays a list); setting it
-    again is allowed. Keeps the fast path: ``get_batch`` maps the indices (through a private
-    int64 copy, ``_index_array``, made when ``indices`` is set: change the indices by setting
-    ``subset.indices``, not by editing the list in place) and calls ``dataset.get_batch`` when
+    ``subset.indices`` is the sequence given, as PyTorch's (a list stays a list), read at
+    every use: editing it in place, or setting it again, changes the subset. ``get_batch``
+    maps a batch's indices through it (an array by fancy indexing, another sequence one
+    lookup per sample, as PyTorch's ``__getitems__``) and calls ``dataset.get_batch`` when
     the dataset has it.
     """
 
@@ -188,26 +188,29 @@ class Subset(Dataset):
         if array.size and (array.ndim != 1 or array.dtype.kind not in "iu"):
             raise TypeError(f"Subset: indices must be a 1-D sequence of integers, got dtype "
                             f"{array.dtype} and shape {array.shape}")
-        array = array.astype(np.int64).reshape(-1)
         n = len(self.dataset)
         if array.size and (array.min() < -n or array.max() >= n):
             raise IndexError(f"Subset: indices out of range for a dataset of {n} samples")
-        self._indices, self._index_array = indices, array
+        self._indices = indices
 
     def __len__(self) -> int:
-        return len(self._index_array)
+        return len(self._indices)
 
     def __getitem__(self, index: int | list[int]) -> Any:
         """Sample ``index`` of the subset; a list of indices is passed on to the dataset as
         one list of its own indices, as PyTorch's ``Subset`` does."""
-        array = self._index_array
         if isinstance(index, list):
-            return self.dataset[[int(array[sample_index(i, len(self), "Subset")])
+            return self.dataset[[int(self._indices[sample_index(i, len(self), "Subset")])
                                  for i in index]]
-        return self.dataset[int(array[sample_index(index, len(self), "Subset")])]
+        return self.dataset[int(self._indices[sample_index(index, len(self), "Subset")])]
 
     def get_batch(self, indices: np.ndarray) -> tuple[np.ndarray, ...] | np.ndarray:
-        inner = self._index_array[np.asarray(indices)]
+        own = self._indices
+        if isinstance(own, np.ndarray):
+            inner = own.astype(np.int64, copy=False)[np.asarray(indices)]
+        else:
+            inner = np.fromiter((own[i] for i in np.asarray(indices).tolist()), np.int64,
+                                len(indices))
         if hasattr(self.dataset, "get_batch"):
             return self.dataset.get_batch(inner)
         return collate([self.dataset[int(i)] for i in inner], inner)
