@@ -197,3 +197,10 @@ def test_bincount_as_torch():
         for lib in (tt, torch):
             with pytest.raises(error, match=message):
                 call(lib)
+
+
+def test_get_device_as_torch(device):
+    """-1 on the CPU, the GPU's index on a GPU."""
+    expected = torch.ones(1).get_device() if device == "cpu" else 0
+    assert tt.ones(2, device=device).get_device() == expected
+    assert tt.ones(2, device=device)[:1].get_device() == expected

@@ -112,7 +112,7 @@ det diagflat diagonal_scatter digamma digamma_
 dim_order dist divide_ dsplit eig eq_ erf erf_ erfc erfc_ erfinv erfinv_ exp2 exp2_ expm1_
 exponential_ fill_diagonal_ fix fix_ fliplr flipud float_power float_power_ floor_divide
 floor_divide_ fmax fmin frac frac_ frexp gcd gcd_ ge_ geometric_ geqrf ger
-get_device grad_dtype greater_ greater_equal_ gt_ hardshrink hash_tensor heaviside
+grad_dtype greater_ greater_equal_ gt_ hardshrink hash_tensor heaviside
 heaviside_ histogram hsplit hypot hypot_ i0 i0_ igamma igamma_ igammac igammac_ imag
 index index_copy index_copy_ index_fill index_fill_ index_put
 index_put_ index_reduce index_reduce_ indices inner int_repr inverse ipu is_coalesced

@@ -301,6 +301,10 @@ class Tensor:
     def device(self) -> backend.Device:
         return backend.device_of(self._data)
 
+    def get_device(self) -> int:
+        """-1 for a tensor on the CPU, else its GPU's index (as PyTorch's)."""
+        return getattr(getattr(self._data, "device", None), "id", -1)
+
     @property
     def ndim(self) -> int:
         return self._data.ndim
