@@ -631,9 +631,14 @@ def _row_major(out: Any) -> Any:
 
 
 def _root(array: Any) -> Any:
-    """The object that owns an array's memory (follows ``.base`` of NumPy/CuPy views)."""
+    """The object that owns an array's memory (follows ``.base`` of NumPy/CuPy views). For
+    CuPy, the allocation itself: its ``as_strided`` views (``unfold``, ``diagonal``) are
+    made from a memory pointer and have no ``.base``."""
     while (base := getattr(array, "base", None)) is not None:
         array = base
+    if not isinstance(array, np.ndarray):
+        memory = getattr(getattr(array, "data", None), "mem", None)
+        return array if memory is None else memory
     return array
 
 
