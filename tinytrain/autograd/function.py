@@ -424,7 +424,8 @@ class Function:
             raise
         if cls._user and isinstance(out, tuple | list):
             raise TypeError(_several_outputs(cls, out, "array"))
-        shared = getattr(out, "base", None) is not None or any(r is out for r in raw)
+        shared = (getattr(out, "base", None) is not None or any(r is out for r in raw)
+                  or _pointer_view(out, raw))
         if cls.row_major and not getattr(out, "flags", _ROW_MAJOR).c_contiguous and (
                 not shared or not any(_root(r) is _root(out) for r in raw)):
             out = _row_major(out)  # a new array, not a view of an input
@@ -640,6 +641,15 @@ def _root(array: Any) -> Any:
         memory = getattr(getattr(array, "data", None), "mem", None)
         return array if memory is None else memory
     return array
+
+
+def _pointer_view(out: Any, raw: list) -> bool:
+    """Is ``out`` a CuPy array made from an input's memory pointer (CuPy's ``as_strided``,
+    behind ``unfold`` and ``diagonal``: a view without ``.base``)?"""
+    if isinstance(out, np.ndarray):
+        return False
+    memory = getattr(getattr(out, "data", None), "mem", None)
+    return memory is not None and any(_root(r) is memory for r in raw)
 
 
 def _share_version_if_view(output: Tensor, out: Any, inputs: tuple, raw: tuple) -> None:
