@@ -352,6 +352,7 @@ class Function:
     _ctx_style: bool = False  # PyTorch's forward(ctx, *inputs) (module docstring); per class
     _user: bool = False  # defined outside tinytrain: its backward's gradients are checked
     row_major: bool = False  # a new layout (not elementwise): the result made row-major
+    as_strided_view: bool = False  # the result views input 0 via as_strided (CuPy: no .base)
     _forward_signature: inspect.Signature | None = None
     _fills_defaults: bool = False  # a user's setup_context style with defaults in forward
 
@@ -425,13 +426,13 @@ class Function:
         if cls._user and isinstance(out, tuple | list):
             raise TypeError(_several_outputs(cls, out, "array"))
         shared = (getattr(out, "base", None) is not None or any(r is out for r in raw)
-                  or _pointer_view(out, raw))
+                  or (cls.as_strided_view and not isinstance(out, np.ndarray)))
         if cls.row_major and not getattr(out, "flags", _ROW_MAJOR).c_contiguous and (
                 not shared or not any(_root(r) is _root(out) for r in raw)):
             out = _row_major(out)  # a new array, not a view of an input
         output = Tensor(out)
         if shared:
-            _share_version_if_view(output, out, inputs, raw)
+            _share_version_if_view(output, out, inputs, raw, cls.as_strided_view)
             if output._base is not None:  # a view: how to make its node again (_refresh_view)
                 if is_grad_enabled():
                     output._view_replay = (cls, inputs, input_shapes(inputs))
@@ -632,31 +633,20 @@ def _row_major(out: Any) -> Any:
 
 
 def _root(array: Any) -> Any:
-    """The object that owns an array's memory (follows ``.base`` of NumPy/CuPy views). For
-    CuPy, the allocation itself: its ``as_strided`` views (``unfold``, ``diagonal``) are
-    made from a memory pointer and have no ``.base``."""
+    """The object that owns an array's memory (follows ``.base`` of NumPy/CuPy views)."""
     while (base := getattr(array, "base", None)) is not None:
         array = base
-    if not isinstance(array, np.ndarray):
-        memory = getattr(getattr(array, "data", None), "mem", None)
-        return array if memory is None else memory
     return array
 
 
-def _pointer_view(out: Any, raw: list) -> bool:
-    """Is ``out`` a CuPy array made from an input's memory pointer (CuPy's ``as_strided``,
-    behind ``unfold`` and ``diagonal``: a view without ``.base``)?"""
-    if isinstance(out, np.ndarray):
-        return False
-    memory = getattr(getattr(out, "data", None), "mem", None)
-    return memory is not None and any(_root(r) is memory for r in raw)
-
-
-def _share_version_if_view(output: Tensor, out: Any, inputs: tuple, raw: tuple) -> None:
-    """If ``out`` is (a view of) an input's memory, the output shares that input's counter."""
+def _share_version_if_view(output: Tensor, out: Any, inputs: tuple, raw: tuple,
+                           strided: bool = False) -> None:
+    """If ``out`` is (a view of) an input's memory, the output shares that input's counter.
+    (``strided``: a view of the first input's memory by construction, which CuPy's
+    ``as_strided`` makes without ``.base``.)"""
     root = _root(out)
     for x, r in zip(inputs, raw):
-        if isinstance(x, Tensor) and (r is out or _root(r) is root):
+        if isinstance(x, Tensor) and (strided or r is out or _root(r) is root):
             output._version_counter = x._version_counter
             output._base = x if x._base is None else x._base
             return

@@ -1545,6 +1545,8 @@ class Unfold(Function):
     every ``step``, as a view ``[..., n_windows, ..., size]`` (the window last). Backward adds
     each window's gradient back where it came from (overlapping windows sum)."""
 
+    as_strided_view = True
+
     @staticmethod
     def forward(a, axis, size, step):
         n = (a.shape[axis] - size) // step + 1
@@ -1572,6 +1574,8 @@ class Diagonal(Function):
     ``dim2`` planes, as a view with the diagonal as the last dimension (NumPy's own
     ``diagonal`` is read-only; this one writes through, as PyTorch's). Backward puts the
     gradient on the diagonal of zeros."""
+
+    as_strided_view = True
 
     @staticmethod
     def forward(a, offset, dim1, dim2):
