@@ -728,6 +728,8 @@ class Tensor:
         a, b = self._promote(other, float_result)
         if b is NotImplemented:
             return NotImplemented
+        if (op is O.Mul or op is O.Div) and a._data.dtype == float16 and _is_scalar_operand(other):
+            return a._binary_opmath(op, other, reverse)
         if reverse:
             a, b = b, a
         try:
@@ -735,6 +737,19 @@ class Tensor:
         except ValueError:
             O.broadcast_shapes(op.__name__.lower(), _shape_of(a), _shape_of(b))  # names both
             raise
+
+    def _binary_opmath(self, op: type[Function], scalar: Any, reverse: bool) -> Tensor:
+        """A float16 tensor times or divided by a number (or a 0-d tensor): computed in
+        float32 and rounded to float16 once, as PyTorch's "opmath" does; the number is not
+        rounded to float16 first (``x / 65536`` would divide by inf, ``x * 1e-7`` be 19% off).
+        PyTorch's add and sub round the number to float16 first, so they do not come here;
+        its ``number / x`` is ``x.reciprocal() * number``."""
+        if reverse and op is O.Div:
+            recip = O.Div.apply(scalar_array(1, float16), self)
+            return recip._binary_opmath(O.Mul, scalar, False)
+        b = scalar._cast(float32) if isinstance(scalar, Tensor) else scalar_array(scalar, float32)
+        a = self._cast(float32)
+        return (op.apply(b, a) if reverse else op.apply(a, b))._cast(float16)
 
     def __add__(self, o: Any) -> Tensor:
         return self._binary(O.Add, o)
@@ -809,6 +824,8 @@ class Tensor:
             return (self.to(dtype=uint8) ** p).to(dtype=bool_)
         if a.dtype.kind in "iu" and isinstance(p, numbers.Real) and p < 0:
             raise RuntimeError("Integers to negative integer powers are not allowed.")
+        if a.dtype == float16 and isinstance(p, numbers.Real):  # as PyTorch: 1e10 is refused
+            scalar_in(p, float16, "pow")  # (not made inf) for a float16 base
         return _named("pow", O.Pow.apply, a, b)
 
     def __rpow__(self, base: Any) -> Tensor:
@@ -2550,6 +2567,12 @@ class _To(Function):
     @staticmethod
     def backward(ctx, g):
         return backend.to_device(g, ctx.device).astype(ctx.dtype, copy=False), None, None
+
+
+def _is_scalar_operand(x: Any) -> bool:
+    """A number or a 0-d tensor: the operand PyTorch keeps in float32 when the other is a
+    float16 tensor (its "CPU scalar")."""
+    return x.ndim == 0 if isinstance(x, Tensor) else isinstance(x, numbers.Real | np.generic)
 
 
 def _shape_of(x: Any) -> tuple[int, ...]:
