@@ -569,3 +569,25 @@ def test_float16_scalar_gradient_and_pow_overflow(device):
     with pytest.raises(RuntimeError, match="without overflow"):
         x.detach().pow(65536.0)
     np.testing.assert_array_equal((x.detach() ** 65504.0).numpy(), [np.inf])
+
+
+INT_NEGATIVE_POWERS = {  # integer base, integer tensor exponent (a number exponent raises)
+    "tensor": ([2, 1, -1, 3, -2, 0, -1], [-1, -2, -3, 0, -1, -1, -2], "int64"),
+    "0d_exponent": ([2, 1, -1], -3, "int64"),
+    "int8": ([2, 1, -1, -1], [-1, -2, -3, 4], "int8"),
+    "0d_base": (-1, [-1, -2, 3], "int64"),
+}
+
+
+@pytest.mark.parametrize("case", list(INT_NEGATIVE_POWERS))
+def test_integer_to_negative_integer_power(device, case):
+    base, exponent, dtype = INT_NEGATIVE_POWERS[case]
+    tdt = getattr(torch, dtype)
+    expected = torch.tensor(base, dtype=tdt) ** torch.tensor(exponent, dtype=tdt)
+    a, b = (tt.tensor(v, dtype=dtype, device=device) for v in (base, exponent))
+    assert (a ** b).dtype == np.dtype(dtype)
+    np.testing.assert_array_equal((a ** b).numpy(), expected.numpy())
+    if a.shape == tuple(expected.shape):  # the in-place form too
+        np.testing.assert_array_equal(a.clone().pow_(b).numpy(), expected.numpy())
+    with pytest.raises(RuntimeError, match="Integers to negative integer powers"):
+        a ** -1  # a number exponent: PyTorch refuses
