@@ -798,3 +798,31 @@ def test_alpha_and_a_number_first_compute_in_the_result_dtype_like_torch(case):
     got, ref = case(tt), case(torch)
     assert str(got.dtype) == str(ref.dtype).replace("torch.", "")
     np.testing.assert_array_equal(np.asarray(got.tolist()), np.asarray(ref.tolist()))
+
+
+def _same_as_torch(case):
+    """``case(lib)`` with tinytrain and with torch: the same values and dtypes (tuples too)."""
+    got, ref = case(tt), case(torch)
+    if isinstance(ref, tuple | list):
+        assert isinstance(got, tuple | list) and len(got) == len(ref), (got, ref)
+        for g, r in zip(got, ref):
+            _same_as_torch(lambda L, g=g, r=r: g if L is tt else r)
+        return
+    assert str(got.dtype) == str(ref.dtype).replace("torch.", ""), (got, ref)
+    assert tuple(got.shape) == tuple(ref.shape), (got, ref)
+    np.testing.assert_array_equal(np.asarray(got.tolist()), np.asarray(ref.tolist()))
+
+
+@pytest.mark.parametrize("case", [
+    lambda L: L.tensor([3.0, -7.0]).div_(2, rounding_mode="floor"),
+    lambda L: L.tensor([3, -7]).div_(2, rounding_mode="trunc"),
+    lambda L: L.tensor([3, -7]).div_(L.tensor([2, 2]), rounding_mode="floor"),
+    lambda L: L.cumsum(L.tensor([1, 2], dtype=L.int8), 0, dtype=L.float32),
+    lambda L: L.cumsum(L.tensor([100, 100], dtype=L.int8), dim=0, dtype=L.int16),
+    lambda L: L.arange(6.0).reshape(2, 3).norm(None),
+    lambda L: L.arange(6.0).reshape(2, 3).norm(p=None, dim=1),
+    lambda L: L.norm(L.arange(6.0).reshape(2, 3), None, dim=0, keepdim=True),
+], ids=["div_floor", "div_trunc_int", "div_tensor_floor", "cumsum_dtype", "cumsum_int16",
+        "norm_none", "norm_none_dim", "fn_norm_none"])
+def test_keyword_forms_of_pytorch_ops(case):
+    _same_as_torch(case)

@@ -1152,8 +1152,8 @@ class Tensor:
     def mul_(self, other: Any) -> Tensor:
         return self._inplace("mul_", lambda s: s * other, other)
 
-    def div_(self, other: Any) -> Tensor:
-        return self._inplace("div_", lambda s: s / other, other)
+    def div_(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+        return self._inplace("div_", lambda s: s.div(other, rounding_mode=rounding_mode), other)
 
     def pow_(self, exponent: Any) -> Tensor:
         return self._inplace("pow_", lambda s: s ** exponent, exponent)
@@ -2099,11 +2099,11 @@ class Tensor:
 
     @_accumulates_in_float32
     def norm(self, p: Any = "fro", dim: Any = None, keepdim: bool = False) -> Tensor:
-        """The ``p``-norm over ``dim`` (all entries if None): 2 / ``"fro"`` (default), 1,
-        ``inf``, ``-inf``, 0 (count of non-zeros) or any other number."""
+        """The ``p``-norm over ``dim`` (all entries if None): 2 / ``"fro"`` / None (default),
+        1, ``inf``, ``-inf``, 0 (count of non-zeros) or any other number."""
         x = self if self.dtype.kind == "f" else self._cast(get_default_dtype())
         axes = x._reduction_axes(dim)
-        if p in ("fro", 2):
+        if p is None or p in ("fro", 2):
             return O.Norm.apply(x, 2, axes, keepdim)
         if p == 1:
             return x.abs().sum(axes, keepdim)
