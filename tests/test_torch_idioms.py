@@ -826,3 +826,17 @@ def _same_as_torch(case):
         "norm_none", "norm_none_dim", "fn_norm_none"])
 def test_keyword_forms_of_pytorch_ops(case):
     _same_as_torch(case)
+
+
+@pytest.mark.parametrize("case", [
+    lambda L: L.zeros(3).scatter(0, L.tensor([0, 0, 2]), L.tensor([1.0, 2.0, 4.0]), reduce="add"),
+    lambda L: L.ones(2, 3).scatter(1, L.tensor([[0, 0]]), 1.5, reduce="add"),
+    lambda L: L.ones(3).scatter_(0, L.tensor([0, 0]), 2.0, reduce="add"),
+    lambda L: L.scatter(L.zeros(3, dtype=L.int64), 0, L.tensor([1, 1]), L.tensor([5, 6]),
+                        reduce="add"),
+], ids=["tensor_src", "value", "inplace", "function_int"])
+@pytest.mark.filterwarnings("ignore:The reduce argument")
+def test_scatter_with_reduce_add_like_torch(case):
+    _same_as_torch(case)
+    with pytest.raises(RuntimeError, match="either add or multiply"):
+        tt.zeros(3).scatter(0, tt.tensor([0]), 1.0, reduce="sum")

@@ -448,8 +448,8 @@ def index_select(input: Any, dim: int, index: Any) -> Tensor:  # noqa: A002
 
 
 def scatter(input: Any, dim: int, index: Any, src: Any = None,  # noqa: A002
-            value: Any = None) -> Tensor:
-    return _t(input).scatter(dim, index, src, value)
+            value: Any = None, *, reduce: str | None = None) -> Tensor:
+    return _t(input).scatter(dim, index, src, value, reduce=reduce)
 
 
 def masked_fill(input: Any, mask: Any, value: Any) -> Tensor:  # noqa: A002

@@ -1769,17 +1769,35 @@ class Tensor:
         self._check_index_range("index_select", idx, axis)
         return self[(slice(None),) * axis + (idx.reshape(-1),)]
 
-    def scatter(self, dim: int, index: Tensor, src: Any = None, value: Any = None) -> Tensor:
+    def scatter(self, dim: int, index: Tensor, src: Any = None, value: Any = None, *,
+                reduce: str | None = None) -> Tensor:
         """A copy with ``src[i][j]`` (or the number ``value``) written at
-        ``[i][index[i][j]]`` for ``dim=1`` (likewise for any dim)."""
+        ``[i][index[i][j]]`` for ``dim=1`` (likewise for any dim). ``reduce="add"`` adds
+        them instead (:meth:`scatter_add`); PyTorch's ``"multiply"`` is not supported."""
         if src is None:
             src = value
         if src is None:
             raise TypeError("scatter() needs src (a tensor) or value (a number)")
+        if reduce is not None:
+            if reduce not in ("add", "multiply"):
+                raise InvalidArgument("reduce argument must be either add or multiply.")
+            if reduce == "multiply":
+                raise NotImplementedError("scatter(reduce='multiply') is not supported in "
+                                          "tinytrain; reduce='add' is (scatter_add)")
+            if isinstance(src, Tensor):
+                warnings.warn("The reduce argument of torch.scatter with Tensor src is "
+                              "deprecated and will be removed in a future PyTorch release. Use "
+                              "scatter_add instead.", UserWarning, stacklevel=2)
+            else:  # a number: added at every index
+                src = full(self._index_array("scatter", index).shape, src, dtype=self.dtype,
+                           device=self.device)
+            return self.scatter_add(dim, index, src)
         return O.Scatter.apply(self, *self._scatter_args("scatter", dim, index, src))
 
-    def scatter_(self, dim: int, index: Tensor, src: Any = None, value: Any = None) -> Tensor:
-        return self._inplace("scatter_", lambda s: s.scatter(dim, index, src, value), src)
+    def scatter_(self, dim: int, index: Tensor, src: Any = None, value: Any = None, *,
+                 reduce: str | None = None) -> Tensor:
+        return self._inplace("scatter_", lambda s: s.scatter(dim, index, src, value,
+                                                             reduce=reduce), src)
 
     def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
         """A copy with ``src[i][j]`` added at ``[i][index[i][j]]`` for ``dim=1`` (likewise for
