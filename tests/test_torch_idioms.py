@@ -840,3 +840,23 @@ def test_scatter_with_reduce_add_like_torch(case):
     _same_as_torch(case)
     with pytest.raises(RuntimeError, match="either add or multiply"):
         tt.zeros(3).scatter(0, tt.tensor([0]), 1.0, reduce="sum")
+
+
+@pytest.mark.parametrize("case", [
+    lambda L: L.tensor(3.0).flip(0),
+    lambda L: L.tensor(3.0).flip(-1),
+    lambda L: L.tensor(3.0).nonzero(as_tuple=True),
+    lambda L: L.tensor(0.0).nonzero(as_tuple=True),
+    lambda L: L.tensor(3.0).gather(0, L.tensor(0)),
+    lambda L: L.tensor(3.0).gather(-1, L.tensor([0, 0])),
+    lambda L: L.tensor(3.0).scatter(0, L.tensor(0), L.tensor(5.0)),
+    lambda L: L.tensor(3.0).scatter_(0, L.tensor(0), 7.0),
+    lambda L: L.tensor(3.0).scatter_add(0, L.tensor(0), L.tensor(5.0)),
+], ids=["flip", "flip_-1", "nonzero_tuple", "nonzero_tuple_zero", "gather", "gather_1d_index",
+        "scatter", "scatter_value", "scatter_add"])
+def test_zero_dim_tensor_acts_as_one_element_along_dim_0_like_torch(case):
+    _same_as_torch(case)
+    with pytest.raises(IndexError):
+        tt.tensor(3.0).gather(1, tt.tensor(0))
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        tt.tensor(3.0).gather(0, tt.tensor(1))

@@ -1567,8 +1567,8 @@ class Tensor:
 
     def flip(self, *dims: int | Sequence[int]) -> Tensor:
         """A copy with the order of ``dims`` reversed."""
-        axes = O._normalize_axis(_shape_arg(dims), self.ndim)
-        return O.Flip.apply(self, axes)
+        axes = O._normalize_axis(_shape_arg(dims), self.ndim)  # (0-d: dim 0 or -1, as torch)
+        return O.Flip.apply(self, axes if self.ndim else ())
 
     def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None
              ) -> Tensor:
@@ -1739,6 +1739,19 @@ class Tensor:
             raise DTypeError(f"{name}(): Expected dtype int64 for index, got {idx.dtype}")
         return backend.to_device(idx, self.device)
 
+    def _one_element(self, op: Callable, dim: Any, index: Any, *src: Any, **kw: Any) -> Tensor:
+        """``op`` (gather, scatter, scatter_add) on this 0-d tensor, which PyTorch treats as
+        one of shape (1,) along dim 0 or -1: 0-d index and src become 1-D, and the result
+        takes the shape of a gather's index, or stays 0-d."""
+        O._normalize_axis(dim, 0)  # 0 or -1, else an IndexError
+
+        def as_1d(t: Any) -> Any:
+            return t.reshape(1) if isinstance(t, Tensor) and t.ndim == 0 else t
+
+        index = Tensor(self._index_array(op.__name__, index))
+        out = op(self.reshape(1), 0, as_1d(index), *map(as_1d, src), **kw)
+        return out.reshape(index.shape if op is Tensor.gather else ())
+
     def _check_index_range(self, name: str, idx: Any, axis: int) -> None:
         n = self.shape[axis]
         if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
@@ -1749,6 +1762,8 @@ class Tensor:
     def gather(self, dim: int, index: Tensor) -> Tensor:
         """``out[i][j] = self[i][index[i][j]]`` for ``dim=1`` (likewise for any dim): ``out``
         has ``index``'s shape, which may be smaller than self's except along ``dim``."""
+        if self.ndim == 0:
+            return self._one_element(Tensor.gather, dim, index)
         axis = self._dim("gather", dim)
         idx = self._index_array("gather", index)
         if idx.ndim != self.ndim or builtins.any(
@@ -1778,6 +1793,8 @@ class Tensor:
             src = value
         if src is None:
             raise TypeError("scatter() needs src (a tensor) or value (a number)")
+        if self.ndim == 0:
+            return self._one_element(Tensor.scatter, dim, index, src, reduce=reduce)
         if reduce is not None:
             if reduce not in ("add", "multiply"):
                 raise InvalidArgument("reduce argument must be either add or multiply.")
@@ -1804,6 +1821,8 @@ class Tensor:
         any dim); repeated indices add up. ``src`` is a tensor at least of ``index``'s shape."""
         if not isinstance(src, Tensor):
             raise TypeError(f"scatter_add(): src must be a Tensor, got {type(src).__name__}")
+        if self.ndim == 0:
+            return self._one_element(Tensor.scatter_add, dim, index, src)
         return O.ScatterAdd.apply(self, *self._scatter_args("scatter_add", dim, index, src))
 
     def scatter_add_(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
@@ -1973,8 +1992,9 @@ class Tensor:
         """Indices of the non-zero entries: int64 ``[count, ndim]``, or one 1-D tensor per
         dimension with ``as_tuple=True`` (what ``t[mask]`` indexes with)."""
         xp = backend.get_array_module(self._data)
-        if as_tuple:
-            return tuple(Tensor(i.astype(int64, copy=False)) for i in xp.nonzero(self._data))
+        if as_tuple:  # (a 0-d tensor as one of shape (1,), as PyTorch)
+            data = self._data if self.ndim else self._data.reshape(1)
+            return tuple(Tensor(i.astype(int64, copy=False)) for i in xp.nonzero(data))
         return Tensor(xp.argwhere(self._data).astype(int64, copy=False))
 
     def unique(self, sorted: bool = True, return_inverse: bool = False,  # noqa: A002
