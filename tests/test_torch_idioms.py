@@ -860,3 +860,32 @@ def test_zero_dim_tensor_acts_as_one_element_along_dim_0_like_torch(case):
         tt.tensor(3.0).gather(1, tt.tensor(0))
     with pytest.raises(RuntimeError, match="out of bounds"):
         tt.tensor(3.0).gather(0, tt.tensor(1))
+
+
+@pytest.mark.parametrize("case", [
+    lambda L: L.tensor([float("nan"), 1.0, -2.0, 0.0]).sign(),
+    lambda L: L.tensor([float("nan")], dtype=L.float16).sign(),
+    lambda L: L.tensor([[1, 0], [2, 3]], dtype=L.uint8).all(),
+    lambda L: L.tensor([[1, 0], [2, 3]], dtype=L.uint8).any(1, keepdim=True),
+    lambda L: L.all(L.tensor([[1, 0], [2, 3]], dtype=L.uint8), 0),
+    lambda L: L.arange(2.5, dtype=L.int64),
+    lambda L: L.arange(0.5, 3.7, dtype=L.int64),
+    lambda L: L.arange(-2.7, 5.2, 1.5, dtype=L.int64),
+    lambda L: L.arange(-2, 5, 1.5, dtype=L.int32),
+    lambda L: L.arange(-2.7, 5.2, 1.5, dtype=L.uint8),
+    lambda L: L.arange(0.5, 3.7, 0.9, dtype=L.int16),
+    lambda L: L.linspace(2.5, 10, 7, dtype=L.int64),
+    lambda L: L.linspace(10, 2.5, 4, dtype=L.int64),
+], ids=["sign_nan", "sign_nan_f16", "all_uint8", "any_uint8_dim", "fn_all_uint8",
+        "arange_end", "arange_start_end", "arange_step", "arange_int32", "arange_uint8",
+        "arange_int16_step_below_1", "linspace", "linspace_down"])
+def test_sign_any_all_and_integer_ranges_like_torch(case):
+    _same_as_torch(case)
+
+
+def test_arange_int64_truncates_the_step_like_torch():
+    torch.arange(0, 5, 1.5, dtype=torch.int64)  # (1.5 truncates to 1: accepted)
+    with pytest.raises(RuntimeError, match="step must be nonzero"):
+        torch.arange(-2, 5, 0.3, dtype=torch.int64)
+    with pytest.raises(RuntimeError, match="step"):
+        tt.arange(-2, 5, 0.3, dtype=tt.int64)

@@ -994,12 +994,16 @@ class Tensor:
         """True where any element over ``dim`` (all dims if None; none for ``()``, as
         PyTorch's any/all) is non-zero."""
         axes = () if isinstance(dim, tuple | list) and not dim else self._reduction_axes(dim)
-        return Tensor(self._data.any(axis=axes, keepdims=keepdim))
+        return self._truth(self._data.any(axis=axes, keepdims=keepdim))
 
     def all(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         """True where every element over ``dim`` (all dims if None; none for ``()``)."""
         axes = () if isinstance(dim, tuple | list) and not dim else self._reduction_axes(dim)
-        return Tensor(self._data.all(axis=axes, keepdims=keepdim))
+        return self._truth(self._data.all(axis=axes, keepdims=keepdim))
+
+    def _truth(self, result: Any) -> Tensor:
+        """any/all's bool result; of a uint8 tensor, uint8 0 or 1, as PyTorch's."""
+        return Tensor(result.astype(uint8) if self.dtype == uint8 else result)
 
     # ------------------------------------------------------------ in-place ops
 
@@ -3209,12 +3213,22 @@ def eye(n: int, m: int | None = None, dtype: Any = None, device: Any = None,
 
 def linspace(start: float, end: float, steps: int, dtype: Any = None,
              device: Any = None, requires_grad: bool = False) -> Tensor:
-    """``steps`` evenly spaced values from ``start`` to ``end``, both included."""
+    """``steps`` evenly spaced values from ``start`` to ``end``, both included. For an
+    integer ``dtype``, as PyTorch: ``start`` and ``end`` are truncated to integers first,
+    the first half of the values counts up from ``start`` and the second half down from
+    ``end`` (in float64), and each is truncated (``linspace(2.5, 10, 7)``: 2, 3, 4, 6, ...)."""
     if isinstance(steps, builtins.bool) or not isinstance(steps, numbers.Integral) or steps < 0:
         raise InvalidArgument(f"linspace: steps must be a non-negative integer, got {steps!r}")
     xp = backend.array_module(_device(device))
-    return Tensor(xp.linspace(start, end, steps).astype(_default(dtype)),
-                  requires_grad=requires_grad)
+    dtype = np.dtype(_default(dtype))
+    if dtype.kind not in "iu":
+        return Tensor(xp.linspace(start, end, steps).astype(dtype), requires_grad=requires_grad)
+    start, end = int(start), int(end)
+    step = (end - start) / builtins.max(steps - 1, 1)
+    i = xp.arange(steps)
+    values = xp.where(i < builtins.max(steps // 2, 1), start + step * i,  # (1 step: start)
+                      end - step * (steps - 1 - i))
+    return Tensor(values.astype(dtype), requires_grad=requires_grad)
 
 
 def randint(low: int = 0, high: int | None = None, size: Sequence[int] = (),
@@ -3286,13 +3300,24 @@ def randperm(n: int, dtype: Any = int64, device: Any = None, generator: Any = No
 
 def arange(start: float, end: float | None = None, step: float = 1, dtype: Any = None,
            device: Any = None, requires_grad: bool = False) -> Tensor:
+    """Values from ``start`` (default 0) up to ``end`` (excluded) by ``step``. For an integer
+    ``dtype``, as PyTorch: the values count from ``start`` by ``step`` truncated to integers;
+    for int64 ``end`` is truncated too (``arange(2.5, dtype=int64)`` is ``[0, 1]``, and a step
+    of 0.3 is 0: an error), for other integer dtypes the count is that of the numbers given
+    (``arange(2.5, dtype=int32)`` is ``[0, 1, 2]``)."""
     if end is None:
         start, end = 0, start
+    integer = dtype is not None and np.dtype(_default(dtype)).kind in "iu"
+    if integer and np.dtype(dtype) == int64:
+        start, end, step = int(start), int(end), int(step)
     if step == 0 or (end - start) * step < 0:
         raise InvalidArgument(f"arange: start {start}, end {end} and step {step} are "
                               "inconsistent (step must be non-zero and point from start to end)")
     xp = backend.array_module(_device(device))
-    arr = xp.arange(start, end, step)
+    if integer:
+        arr = int(start) + int(step) * xp.arange(math.ceil((end - start) / step))
+    else:
+        arr = xp.arange(start, end, step)
     if dtype is None:
         dtype = int64 if arr.dtype.kind in "iu" else get_default_dtype()
     return Tensor(arr.astype(dtype), requires_grad=requires_grad)

@@ -1326,7 +1326,11 @@ class Rounding(Function):
 
     @staticmethod
     def forward(a, name):
-        return getattr(get_array_module(a), name)(a)
+        xp = get_array_module(a)
+        out = getattr(xp, name)(a)
+        if name == "sign" and a.dtype.kind == "f":
+            out[xp.isnan(a)] = 0  # PyTorch's sign(nan) is 0
+        return out
 
     @staticmethod
     def backward(ctx, g):
