@@ -531,3 +531,63 @@ def test_integer_tensor_with_python_int_keeps_dtype(device, dtype):
     for y, expected in ((x + 1, [2, 3, 4]), (2 * x, [2, 4, 6]), (x - 1, [0, 1, 2])):
         assert y.dtype == np.dtype(dtype)
         np.testing.assert_array_equal(y.numpy(), expected)
+
+
+FP16_SCALAR_OPS = {  # float16 times / divided by a number: computed in float32, rounded once
+    "div_65536": lambda L, x: x / 65536,
+    "mul_1e-7": lambda L, x: x * 1e-7,
+    "rmul_1e-7": lambda L, x: 1e-7 * x,
+    "rdiv_70000": lambda L, x: 70000.0 / x,
+    "div_0d": lambda L, x: x / L.tensor(65536.0),
+    "mul_0d_int": lambda L, x: x * L.tensor(70000),
+    "mul_": lambda L, x: x.clone().mul_(65536.0),
+    "div_": lambda L, x: x.clone().div_(1e7),
+    "add_rounds_first": lambda L, x: x + 70000.0,  # PyTorch rounds the number here (inf)
+    "0d_first_rounds": lambda L, x: L.tensor(70000.0) / x,
+}
+
+
+@pytest.mark.parametrize("op", list(FP16_SCALAR_OPS))
+def test_float16_with_a_number_computes_in_float32(device, op):
+    values = [1.5, -3.0, 0.29, -0.29, 1e-3, -60000.0, 2.0]
+    fn = FP16_SCALAR_OPS[op]
+    expected = fn(torch, torch.tensor(values, dtype=torch.float16))
+    actual = fn(tt, tt.tensor(values, dtype=tt.float16, device=device))
+    assert actual.dtype == tt.float16
+    np.testing.assert_array_equal(actual.numpy(), expected.numpy())
+
+
+def test_float16_scalar_gradient_and_pow_overflow(device):
+    x = tt.tensor([1.5], dtype=tt.float16, device=device, requires_grad=True)
+    (x / 65536).sum().backward()
+    tx = torch.tensor([1.5], dtype=torch.float16, requires_grad=True)
+    (tx / 65536).sum().backward()
+    assert x.grad.dtype == tt.float16
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+    with pytest.raises(RuntimeError, match="cannot be converted to type float16 without overflow"):
+        x.detach() ** 1e10
+    with pytest.raises(RuntimeError, match="without overflow"):
+        x.detach().pow(65536.0)
+    np.testing.assert_array_equal((x.detach() ** 65504.0).numpy(), [np.inf])
+
+
+INT_NEGATIVE_POWERS = {  # integer base, integer tensor exponent (a number exponent raises)
+    "tensor": ([2, 1, -1, 3, -2, 0, -1], [-1, -2, -3, 0, -1, -1, -2], "int64"),
+    "0d_exponent": ([2, 1, -1], -3, "int64"),
+    "int8": ([2, 1, -1, -1], [-1, -2, -3, 4], "int8"),
+    "0d_base": (-1, [-1, -2, 3], "int64"),
+}
+
+
+@pytest.mark.parametrize("case", list(INT_NEGATIVE_POWERS))
+def test_integer_to_negative_integer_power(device, case):
+    base, exponent, dtype = INT_NEGATIVE_POWERS[case]
+    tdt = getattr(torch, dtype)
+    expected = torch.tensor(base, dtype=tdt) ** torch.tensor(exponent, dtype=tdt)
+    a, b = (tt.tensor(v, dtype=dtype, device=device) for v in (base, exponent))
+    assert (a ** b).dtype == np.dtype(dtype)
+    np.testing.assert_array_equal((a ** b).numpy(), expected.numpy())
+    if a.shape == tuple(expected.shape):  # the in-place form too
+        np.testing.assert_array_equal(a.clone().pow_(b).numpy(), expected.numpy())
+    with pytest.raises(RuntimeError, match="Integers to negative integer powers"):
+        a ** -1  # a number exponent: PyTorch refuses

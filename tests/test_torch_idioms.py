@@ -798,3 +798,94 @@ def test_alpha_and_a_number_first_compute_in_the_result_dtype_like_torch(case):
     got, ref = case(tt), case(torch)
     assert str(got.dtype) == str(ref.dtype).replace("torch.", "")
     np.testing.assert_array_equal(np.asarray(got.tolist()), np.asarray(ref.tolist()))
+
+
+def _same_as_torch(case):
+    """``case(lib)`` with tinytrain and with torch: the same values and dtypes (tuples too)."""
+    got, ref = case(tt), case(torch)
+    if isinstance(ref, tuple | list):
+        assert isinstance(got, tuple | list) and len(got) == len(ref), (got, ref)
+        for g, r in zip(got, ref):
+            _same_as_torch(lambda L, g=g, r=r: g if L is tt else r)
+        return
+    assert str(got.dtype) == str(ref.dtype).replace("torch.", ""), (got, ref)
+    assert tuple(got.shape) == tuple(ref.shape), (got, ref)
+    np.testing.assert_array_equal(np.asarray(got.tolist()), np.asarray(ref.tolist()))
+
+
+@pytest.mark.parametrize("case", [
+    lambda L: L.tensor([3.0, -7.0]).div_(2, rounding_mode="floor"),
+    lambda L: L.tensor([3, -7]).div_(2, rounding_mode="trunc"),
+    lambda L: L.tensor([3, -7]).div_(L.tensor([2, 2]), rounding_mode="floor"),
+    lambda L: L.cumsum(L.tensor([1, 2], dtype=L.int8), 0, dtype=L.float32),
+    lambda L: L.cumsum(L.tensor([100, 100], dtype=L.int8), dim=0, dtype=L.int16),
+    lambda L: L.arange(6.0).reshape(2, 3).norm(None),
+    lambda L: L.arange(6.0).reshape(2, 3).norm(p=None, dim=1),
+    lambda L: L.norm(L.arange(6.0).reshape(2, 3), None, dim=0, keepdim=True),
+], ids=["div_floor", "div_trunc_int", "div_tensor_floor", "cumsum_dtype", "cumsum_int16",
+        "norm_none", "norm_none_dim", "fn_norm_none"])
+def test_keyword_forms_of_pytorch_ops(case):
+    _same_as_torch(case)
+
+
+@pytest.mark.parametrize("case", [
+    lambda L: L.zeros(3).scatter(0, L.tensor([0, 0, 2]), L.tensor([1.0, 2.0, 4.0]), reduce="add"),
+    lambda L: L.ones(2, 3).scatter(1, L.tensor([[0, 0]]), 1.5, reduce="add"),
+    lambda L: L.ones(3).scatter_(0, L.tensor([0, 0]), 2.0, reduce="add"),
+    lambda L: L.scatter(L.zeros(3, dtype=L.int64), 0, L.tensor([1, 1]), L.tensor([5, 6]),
+                        reduce="add"),
+], ids=["tensor_src", "value", "inplace", "function_int"])
+@pytest.mark.filterwarnings("ignore:The reduce argument")
+def test_scatter_with_reduce_add_like_torch(case):
+    _same_as_torch(case)
+    with pytest.raises(RuntimeError, match="either add or multiply"):
+        tt.zeros(3).scatter(0, tt.tensor([0]), 1.0, reduce="sum")
+
+
+@pytest.mark.parametrize("case", [
+    lambda L: L.tensor(3.0).flip(0),
+    lambda L: L.tensor(3.0).flip(-1),
+    lambda L: L.tensor(3.0).nonzero(as_tuple=True),
+    lambda L: L.tensor(0.0).nonzero(as_tuple=True),
+    lambda L: L.tensor(3.0).gather(0, L.tensor(0)),
+    lambda L: L.tensor(3.0).gather(-1, L.tensor([0, 0])),
+    lambda L: L.tensor(3.0).scatter(0, L.tensor(0), L.tensor(5.0)),
+    lambda L: L.tensor(3.0).scatter_(0, L.tensor(0), 7.0),
+    lambda L: L.tensor(3.0).scatter_add(0, L.tensor(0), L.tensor(5.0)),
+], ids=["flip", "flip_-1", "nonzero_tuple", "nonzero_tuple_zero", "gather", "gather_1d_index",
+        "scatter", "scatter_value", "scatter_add"])
+def test_zero_dim_tensor_acts_as_one_element_along_dim_0_like_torch(case):
+    _same_as_torch(case)
+    with pytest.raises(IndexError):
+        tt.tensor(3.0).gather(1, tt.tensor(0))
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        tt.tensor(3.0).gather(0, tt.tensor(1))
+
+
+@pytest.mark.parametrize("case", [
+    lambda L: L.tensor([float("nan"), 1.0, -2.0, 0.0]).sign(),
+    lambda L: L.tensor([float("nan")], dtype=L.float16).sign(),
+    lambda L: L.tensor([[1, 0], [2, 3]], dtype=L.uint8).all(),
+    lambda L: L.tensor([[1, 0], [2, 3]], dtype=L.uint8).any(1, keepdim=True),
+    lambda L: L.all(L.tensor([[1, 0], [2, 3]], dtype=L.uint8), 0),
+    lambda L: L.arange(2.5, dtype=L.int64),
+    lambda L: L.arange(0.5, 3.7, dtype=L.int64),
+    lambda L: L.arange(-2.7, 5.2, 1.5, dtype=L.int64),
+    lambda L: L.arange(-2, 5, 1.5, dtype=L.int32),
+    lambda L: L.arange(-2.7, 5.2, 1.5, dtype=L.uint8),
+    lambda L: L.arange(0.5, 3.7, 0.9, dtype=L.int16),
+    lambda L: L.linspace(2.5, 10, 7, dtype=L.int64),
+    lambda L: L.linspace(10, 2.5, 4, dtype=L.int64),
+], ids=["sign_nan", "sign_nan_f16", "all_uint8", "any_uint8_dim", "fn_all_uint8",
+        "arange_end", "arange_start_end", "arange_step", "arange_int32", "arange_uint8",
+        "arange_int16_step_below_1", "linspace", "linspace_down"])
+def test_sign_any_all_and_integer_ranges_like_torch(case):
+    _same_as_torch(case)
+
+
+def test_arange_int64_truncates_the_step_like_torch():
+    torch.arange(0, 5, 1.5, dtype=torch.int64)  # (1.5 truncates to 1: accepted)
+    with pytest.raises(ValueError, match="step must be nonzero"):
+        torch.arange(-2, 5, 0.3, dtype=torch.int64)
+    with pytest.raises(ValueError, match="step"):
+        tt.arange(-2, 5, 0.3, dtype=tt.int64)

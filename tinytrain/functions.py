@@ -397,8 +397,9 @@ def round(input: Any, decimals: int = 0) -> Tensor:  # noqa: A001, A002
     return _t(input).round(decimals)
 
 
-def cumsum(input: Any, dim: int, *, out: Tensor | None = None) -> Tensor:  # noqa: A002
-    return _out(_t(input).cumsum(dim), out, "cumsum")
+def cumsum(input: Any, dim: int, *, dtype: Any = None,  # noqa: A002
+           out: Tensor | None = None) -> Tensor:
+    return _out(_t(input).cumsum(dim, dtype=dtype), out, "cumsum")
 
 
 def std(input: Any, dim: Any = None, unbiased: bool | None = None,  # noqa: A002
@@ -447,8 +448,8 @@ def index_select(input: Any, dim: int, index: Any) -> Tensor:  # noqa: A002
 
 
 def scatter(input: Any, dim: int, index: Any, src: Any = None,  # noqa: A002
-            value: Any = None) -> Tensor:
-    return _t(input).scatter(dim, index, src, value)
+            value: Any = None, *, reduce: str | None = None) -> Tensor:
+    return _t(input).scatter(dim, index, src, value, reduce=reduce)
 
 
 def masked_fill(input: Any, mask: Any, value: Any) -> Tensor:  # noqa: A002

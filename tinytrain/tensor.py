@@ -728,6 +728,8 @@ class Tensor:
         a, b = self._promote(other, float_result)
         if b is NotImplemented:
             return NotImplemented
+        if (op is O.Mul or op is O.Div) and a._data.dtype == float16 and _is_scalar_operand(other):
+            return a._binary_opmath(op, other, reverse)
         if reverse:
             a, b = b, a
         try:
@@ -735,6 +737,19 @@ class Tensor:
         except ValueError:
             O.broadcast_shapes(op.__name__.lower(), _shape_of(a), _shape_of(b))  # names both
             raise
+
+    def _binary_opmath(self, op: type[Function], scalar: Any, reverse: bool) -> Tensor:
+        """A float16 tensor times or divided by a number (or a 0-d tensor): computed in
+        float32 and rounded to float16 once, as PyTorch's "opmath" does; the number is not
+        rounded to float16 first (``x / 65536`` would divide by inf, ``x * 1e-7`` be 19% off).
+        PyTorch's add and sub round the number to float16 first, so they do not come here;
+        its ``number / x`` is ``x.reciprocal() * number``."""
+        if reverse and op is O.Div:
+            recip = O.Div.apply(scalar_array(1, float16), self)
+            return recip._binary_opmath(O.Mul, scalar, False)
+        b = scalar._cast(float32) if isinstance(scalar, Tensor) else scalar_array(scalar, float32)
+        a = self._cast(float32)
+        return (op.apply(b, a) if reverse else op.apply(a, b))._cast(float16)
 
     def __add__(self, o: Any) -> Tensor:
         return self._binary(O.Add, o)
@@ -809,6 +824,8 @@ class Tensor:
             return (self.to(dtype=uint8) ** p).to(dtype=bool_)
         if a.dtype.kind in "iu" and isinstance(p, numbers.Real) and p < 0:
             raise RuntimeError("Integers to negative integer powers are not allowed.")
+        if a.dtype == float16 and isinstance(p, numbers.Real):  # as PyTorch: 1e10 is refused
+            scalar_in(p, float16, "pow")  # (not made inf) for a float16 base
         return _named("pow", O.Pow.apply, a, b)
 
     def __rpow__(self, base: Any) -> Tensor:
@@ -977,12 +994,16 @@ class Tensor:
         """True where any element over ``dim`` (all dims if None; none for ``()``, as
         PyTorch's any/all) is non-zero."""
         axes = () if isinstance(dim, tuple | list) and not dim else self._reduction_axes(dim)
-        return Tensor(self._data.any(axis=axes, keepdims=keepdim))
+        return self._truth(self._data.any(axis=axes, keepdims=keepdim))
 
     def all(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         """True where every element over ``dim`` (all dims if None; none for ``()``)."""
         axes = () if isinstance(dim, tuple | list) and not dim else self._reduction_axes(dim)
-        return Tensor(self._data.all(axis=axes, keepdims=keepdim))
+        return self._truth(self._data.all(axis=axes, keepdims=keepdim))
+
+    def _truth(self, result: Any) -> Tensor:
+        """any/all's bool result; of a uint8 tensor, uint8 0 or 1, as PyTorch's."""
+        return Tensor(result.astype(uint8) if self.dtype == uint8 else result)
 
     # ------------------------------------------------------------ in-place ops
 
@@ -1135,8 +1156,8 @@ class Tensor:
     def mul_(self, other: Any) -> Tensor:
         return self._inplace("mul_", lambda s: s * other, other)
 
-    def div_(self, other: Any) -> Tensor:
-        return self._inplace("div_", lambda s: s / other, other)
+    def div_(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+        return self._inplace("div_", lambda s: s.div(other, rounding_mode=rounding_mode), other)
 
     def pow_(self, exponent: Any) -> Tensor:
         return self._inplace("pow_", lambda s: s ** exponent, exponent)
@@ -1550,8 +1571,8 @@ class Tensor:
 
     def flip(self, *dims: int | Sequence[int]) -> Tensor:
         """A copy with the order of ``dims`` reversed."""
-        axes = O._normalize_axis(_shape_arg(dims), self.ndim)
-        return O.Flip.apply(self, axes)
+        axes = O._normalize_axis(_shape_arg(dims), self.ndim)  # (0-d: dim 0 or -1, as torch)
+        return O.Flip.apply(self, axes if self.ndim else ())
 
     def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None
              ) -> Tensor:
@@ -1722,6 +1743,19 @@ class Tensor:
             raise DTypeError(f"{name}(): Expected dtype int64 for index, got {idx.dtype}")
         return backend.to_device(idx, self.device)
 
+    def _one_element(self, op: Callable, dim: Any, index: Any, *src: Any, **kw: Any) -> Tensor:
+        """``op`` (gather, scatter, scatter_add) on this 0-d tensor, which PyTorch treats as
+        one of shape (1,) along dim 0 or -1: 0-d index and src become 1-D, and the result
+        takes the shape of a gather's index, or stays 0-d."""
+        O._normalize_axis(dim, 0)  # 0 or -1, else an IndexError
+
+        def as_1d(t: Any) -> Any:
+            return t.reshape(1) if isinstance(t, Tensor) and t.ndim == 0 else t
+
+        index = Tensor(self._index_array(op.__name__, index))
+        out = op(self.reshape(1), 0, as_1d(index), *map(as_1d, src), **kw)
+        return out.reshape(index.shape if op is Tensor.gather else ())
+
     def _check_index_range(self, name: str, idx: Any, axis: int) -> None:
         n = self.shape[axis]
         if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
@@ -1732,6 +1766,8 @@ class Tensor:
     def gather(self, dim: int, index: Tensor) -> Tensor:
         """``out[i][j] = self[i][index[i][j]]`` for ``dim=1`` (likewise for any dim): ``out``
         has ``index``'s shape, which may be smaller than self's except along ``dim``."""
+        if self.ndim == 0:
+            return self._one_element(Tensor.gather, dim, index)
         axis = self._dim("gather", dim)
         idx = self._index_array("gather", index)
         if idx.ndim != self.ndim or builtins.any(
@@ -1752,23 +1788,45 @@ class Tensor:
         self._check_index_range("index_select", idx, axis)
         return self[(slice(None),) * axis + (idx.reshape(-1),)]
 
-    def scatter(self, dim: int, index: Tensor, src: Any = None, value: Any = None) -> Tensor:
+    def scatter(self, dim: int, index: Tensor, src: Any = None, value: Any = None, *,
+                reduce: str | None = None) -> Tensor:
         """A copy with ``src[i][j]`` (or the number ``value``) written at
-        ``[i][index[i][j]]`` for ``dim=1`` (likewise for any dim)."""
+        ``[i][index[i][j]]`` for ``dim=1`` (likewise for any dim). ``reduce="add"`` adds
+        them instead (:meth:`scatter_add`); PyTorch's ``"multiply"`` is not supported."""
         if src is None:
             src = value
         if src is None:
             raise TypeError("scatter() needs src (a tensor) or value (a number)")
+        if self.ndim == 0:
+            return self._one_element(Tensor.scatter, dim, index, src, reduce=reduce)
+        if reduce is not None:
+            if reduce not in ("add", "multiply"):
+                raise InvalidArgument("reduce argument must be either add or multiply.")
+            if reduce == "multiply":
+                raise NotImplementedError("scatter(reduce='multiply') is not supported in "
+                                          "tinytrain; reduce='add' is (scatter_add)")
+            if isinstance(src, Tensor):
+                warnings.warn("The reduce argument of torch.scatter with Tensor src is "
+                              "deprecated and will be removed in a future PyTorch release. Use "
+                              "scatter_add instead.", UserWarning, stacklevel=2)
+            else:  # a number: added at every index
+                src = full(self._index_array("scatter", index).shape, src, dtype=self.dtype,
+                           device=self.device)
+            return self.scatter_add(dim, index, src)
         return O.Scatter.apply(self, *self._scatter_args("scatter", dim, index, src))
 
-    def scatter_(self, dim: int, index: Tensor, src: Any = None, value: Any = None) -> Tensor:
-        return self._inplace("scatter_", lambda s: s.scatter(dim, index, src, value), src)
+    def scatter_(self, dim: int, index: Tensor, src: Any = None, value: Any = None, *,
+                 reduce: str | None = None) -> Tensor:
+        return self._inplace("scatter_", lambda s: s.scatter(dim, index, src, value,
+                                                             reduce=reduce), src)
 
     def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
         """A copy with ``src[i][j]`` added at ``[i][index[i][j]]`` for ``dim=1`` (likewise for
         any dim); repeated indices add up. ``src`` is a tensor at least of ``index``'s shape."""
         if not isinstance(src, Tensor):
             raise TypeError(f"scatter_add(): src must be a Tensor, got {type(src).__name__}")
+        if self.ndim == 0:
+            return self._one_element(Tensor.scatter_add, dim, index, src)
         return O.ScatterAdd.apply(self, *self._scatter_args("scatter_add", dim, index, src))
 
     def scatter_add_(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
@@ -1938,8 +1996,9 @@ class Tensor:
         """Indices of the non-zero entries: int64 ``[count, ndim]``, or one 1-D tensor per
         dimension with ``as_tuple=True`` (what ``t[mask]`` indexes with)."""
         xp = backend.get_array_module(self._data)
-        if as_tuple:
-            return tuple(Tensor(i.astype(int64, copy=False)) for i in xp.nonzero(self._data))
+        if as_tuple:  # (a 0-d tensor as one of shape (1,), as PyTorch)
+            data = self._data if self.ndim else self._data.reshape(1)
+            return tuple(Tensor(i.astype(int64, copy=False)) for i in xp.nonzero(data))
         return Tensor(xp.argwhere(self._data).astype(int64, copy=False))
 
     def unique(self, sorted: bool = True, return_inverse: bool = False,  # noqa: A002
@@ -2082,11 +2141,11 @@ class Tensor:
 
     @_accumulates_in_float32
     def norm(self, p: Any = "fro", dim: Any = None, keepdim: bool = False) -> Tensor:
-        """The ``p``-norm over ``dim`` (all entries if None): 2 / ``"fro"`` (default), 1,
-        ``inf``, ``-inf``, 0 (count of non-zeros) or any other number."""
+        """The ``p``-norm over ``dim`` (all entries if None): 2 / ``"fro"`` / None (default),
+        1, ``inf``, ``-inf``, 0 (count of non-zeros) or any other number."""
         x = self if self.dtype.kind == "f" else self._cast(get_default_dtype())
         axes = x._reduction_axes(dim)
-        if p in ("fro", 2):
+        if p is None or p in ("fro", 2):
             return O.Norm.apply(x, 2, axes, keepdim)
         if p == 1:
             return x.abs().sum(axes, keepdim)
@@ -2550,6 +2609,12 @@ class _To(Function):
     @staticmethod
     def backward(ctx, g):
         return backend.to_device(g, ctx.device).astype(ctx.dtype, copy=False), None, None
+
+
+def _is_scalar_operand(x: Any) -> bool:
+    """A number or a 0-d tensor: the operand PyTorch keeps in float32 when the other is a
+    float16 tensor (its "CPU scalar")."""
+    return x.ndim == 0 if isinstance(x, Tensor) else isinstance(x, numbers.Real | np.generic)
 
 
 def _shape_of(x: Any) -> tuple[int, ...]:
@@ -3148,12 +3213,22 @@ def eye(n: int, m: int | None = None, dtype: Any = None, device: Any = None,
 
 def linspace(start: float, end: float, steps: int, dtype: Any = None,
              device: Any = None, requires_grad: bool = False) -> Tensor:
-    """``steps`` evenly spaced values from ``start`` to ``end``, both included."""
+    """``steps`` evenly spaced values from ``start`` to ``end``, both included. For an
+    integer ``dtype``, as PyTorch: ``start`` and ``end`` are truncated to integers first,
+    the first half of the values counts up from ``start`` and the second half down from
+    ``end`` (in float64), and each is truncated (``linspace(2.5, 10, 7)``: 2, 3, 4, 6, ...)."""
     if isinstance(steps, builtins.bool) or not isinstance(steps, numbers.Integral) or steps < 0:
         raise InvalidArgument(f"linspace: steps must be a non-negative integer, got {steps!r}")
     xp = backend.array_module(_device(device))
-    return Tensor(xp.linspace(start, end, steps).astype(_default(dtype)),
-                  requires_grad=requires_grad)
+    dtype = np.dtype(_default(dtype))
+    if dtype.kind not in "iu":
+        return Tensor(xp.linspace(start, end, steps).astype(dtype), requires_grad=requires_grad)
+    start, end = int(start), int(end)
+    step = (end - start) / builtins.max(steps - 1, 1)
+    i = xp.arange(steps)
+    values = xp.where(i < builtins.max(steps // 2, 1), start + step * i,  # (1 step: start)
+                      end - step * (steps - 1 - i))
+    return Tensor(values.astype(dtype), requires_grad=requires_grad)
 
 
 def randint(low: int = 0, high: int | None = None, size: Sequence[int] = (),
@@ -3225,13 +3300,24 @@ def randperm(n: int, dtype: Any = int64, device: Any = None, generator: Any = No
 
 def arange(start: float, end: float | None = None, step: float = 1, dtype: Any = None,
            device: Any = None, requires_grad: bool = False) -> Tensor:
+    """Values from ``start`` (default 0) up to ``end`` (excluded) by ``step``. For an integer
+    ``dtype``, as PyTorch: the values count from ``start`` by ``step`` truncated to integers;
+    for int64 ``end`` is truncated too (``arange(2.5, dtype=int64)`` is ``[0, 1]``, and a step
+    of 0.3 is 0: an error), for other integer dtypes the count is that of the numbers given
+    (``arange(2.5, dtype=int32)`` is ``[0, 1, 2]``)."""
     if end is None:
         start, end = 0, start
+    integer = dtype is not None and np.dtype(_default(dtype)).kind in "iu"
+    if integer and np.dtype(dtype) == int64:
+        start, end, step = int(start), int(end), int(step)
     if step == 0 or (end - start) * step < 0:
         raise InvalidArgument(f"arange: start {start}, end {end} and step {step} are "
                               "inconsistent (step must be non-zero and point from start to end)")
     xp = backend.array_module(_device(device))
-    arr = xp.arange(start, end, step)
+    if integer:
+        arr = int(start) + int(step) * xp.arange(math.ceil((end - start) / step))
+    else:
+        arr = xp.arange(start, end, step)
     if dtype is None:
         dtype = int64 if arr.dtype.kind in "iu" else get_default_dtype()
     return Tensor(arr.astype(dtype), requires_grad=requires_grad)

@@ -172,6 +172,8 @@ class Pow(Function):
 
     @staticmethod
     def forward(a, b):
+        if b.dtype.kind == "i":  # (b: an array or a NumPy scalar, of a's dtype)
+            return _int_pow(a, b)
         return a ** b
 
     @staticmethod
@@ -195,6 +197,20 @@ class Pow(Function):
                 gb = xp.where((a == 0) & (b >= 0), 0, g * out * xp.log(a))
                 gb = unbroadcast(gb.astype(g.dtype, copy=False), b.shape)
         return ga, gb
+
+
+def _int_pow(a: Any, b: Any) -> Any:
+    """``a ** b`` of signed integers as PyTorch: a negative exponent gives 1 for a base of 1,
+    1 or -1 for a base of -1 (by the exponent's parity) and 0 for any other base (0 too),
+    where NumPy raises "Integers to negative integer powers are not allowed"."""
+    xp = get_array_module(b if isinstance(a, np.generic) else a)  # (one may be a scalar)
+    negative = b < 0
+    if not negative.any():
+        return a ** b
+    power = a ** xp.where(negative, 0, b)  # (the exponent 0 where the answer is below)
+    odd_sign = 1 - 2 * (b & 1)  # -1 ** b: -1 for an odd b, 1 for an even one
+    small = xp.where(a == 1, 1, xp.where(a == -1, odd_sign, 0))
+    return xp.where(negative, small, power).astype(power.dtype, copy=False)
 
 
 def _module_and_floats(a: Any, b: Any) -> tuple[Any, bool]:
@@ -1310,7 +1326,11 @@ class Rounding(Function):
 
     @staticmethod
     def forward(a, name):
-        return getattr(get_array_module(a), name)(a)
+        xp = get_array_module(a)
+        out = getattr(xp, name)(a)
+        if name == "sign" and a.dtype.kind == "f":
+            out[xp.isnan(a)] = 0  # PyTorch's sign(nan) is 0
+        return out
 
     @staticmethod
     def backward(ctx, g):
