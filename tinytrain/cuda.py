@@ -160,7 +160,8 @@ def reset_peak_memory_stats(device: Any = None) -> None:
 
 def empty_cache() -> None:
     """Give the GPU memory that CuPy's pools hold but no array uses back to the driver
-    (``memory_reserved`` drops to ``memory_allocated``). Does nothing without a GPU."""
+    (``memory_reserved`` drops towards ``memory_allocated``: a block of which arrays still
+    use a part stays held, as in PyTorch). Does nothing without a GPU."""
     if is_available():
         cp = backend.cupy_module()
         cp.get_default_memory_pool().free_all_blocks()

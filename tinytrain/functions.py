@@ -19,8 +19,8 @@ import numpy as np
 from tinytrain import _numpy_names, backend
 from tinytrain.autograd import is_grad_enabled, no_grad
 from tinytrain.autograd import ops as O
-from tinytrain.dtypes import DTypeError, can_cast, result_type
-from tinytrain.tensor import Tensor, where
+from tinytrain.dtypes import DTypeError, can_cast, result_type, torch_scalar_name
+from tinytrain.tensor import Tensor, _linspace_halves, where
 
 
 def _t(x: Any) -> Tensor:
@@ -481,15 +481,6 @@ def histc(input: Any, bins: int = 100, min: float = 0, max: float = 0, *,  # noq
 HistogramResult = namedtuple("histogram", ["hist", "bin_edges"])
 
 
-def _linspace_as_torch(start: float, end: float, steps: int, dtype: Any, xp: Any) -> Any:
-    """PyTorch's linspace in ``dtype``'s arithmetic: the first half counted up from
-    ``start``, the second down from ``end`` (so both ends are exact)."""
-    lo, hi = dtype.type(start), dtype.type(end)
-    step = (hi - lo) / dtype.type(steps - 1)
-    i = xp.arange(steps, dtype=dtype)
-    return xp.where(i < steps // 2, lo + step * i, hi - step * (steps - 1 - i)).astype(dtype)
-
-
 def histogram(input: Tensor, bins: int | Tensor, *, range: Sequence[float] | None = None,  # noqa: A001, A002
               weight: Tensor | None = None, density: bool = False) -> HistogramResult:
     """A histogram of ``input``'s values, as ``torch.histogram``: ``(hist, bin_edges)``.
@@ -504,8 +495,6 @@ def histogram(input: Tensor, bins: int | Tensor, *, range: Sequence[float] | Non
     """
     x = _t(input)
     if x.dtype.kind != "f":
-        from tinytrain.dtypes import torch_scalar_name
-
         raise NotImplementedError(f"histogram: floating point input only, got "
                                   f"{torch_scalar_name(x.dtype)} ({x.dtype}); convert with "
                                   f".float()")
@@ -544,7 +533,7 @@ def histogram(input: Tensor, bins: int | Tensor, *, range: Sequence[float] | Non
                                     f"max {hi:g}")
         if lo == hi:
             lo, hi = lo - 0.5, hi + 0.5
-        edges = _linspace_as_torch(lo, hi, int(bins) + 1, x.dtype, xp)
+        edges = _linspace_halves(lo, hi, int(bins) + 1, x.dtype, xp)
     nbins = edges.shape[0] - 1
     if weight is not None:
         if not isinstance(weight, Tensor) or weight.shape != x.shape or weight.dtype != x.dtype:
@@ -559,7 +548,7 @@ def histogram(input: Tensor, bins: int | Tensor, *, range: Sequence[float] | Non
     hist = xp.bincount(index[inside], weights=counted, minlength=nbins).astype(x.dtype)
     if density:
         hist = hist / (hist.sum() * (edges[1:] - edges[:-1]))
-    return HistogramResult(Tensor(hist.astype(x.dtype)), Tensor(xp.array(edges, copy=True)))
+    return HistogramResult(Tensor(hist), Tensor(xp.array(edges, copy=True)))
 
 
 def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0  # noqa: A002
@@ -570,8 +559,6 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0  #
     else float64, as PyTorch). Not differentiable."""
     x = _t(input)
     if x.dtype.kind not in "iu":
-        from tinytrain.dtypes import torch_scalar_name
-
         raise NotImplementedError(f"bincount: integer input only, got "
                                   f"{torch_scalar_name(x.dtype)} ({x.dtype})")
     if isinstance(minlength, builtins.bool) or not isinstance(minlength, int | np.integer):

@@ -65,6 +65,7 @@ from tinytrain.dtypes import (
     result_type,
     scalar_array,
     scalar_in,
+    torch_scalar_name,
     uint8,
 )
 from tinytrain.printing import set_printoptions
@@ -103,8 +104,7 @@ def _int_dim_arg(fn: str, name: str, value: Any) -> None:
 
 def _int_dim(fn: str, dim: Any) -> None:
     """PyTorch's TypeError for a ``dim`` that must be one int (not a tuple or list)."""
-    if isinstance(dim, builtins.bool) or not isinstance(dim, numbers.Integral):
-        raise TypeError(f"{fn}(): argument 'dim' must be int, not {type(dim).__name__}")
+    _int_dim_arg(fn, "dim", dim)
 
 
 class _Rearranged(NamedTuple):
@@ -1115,7 +1115,8 @@ class Tensor:
             return None
         flat = where.reshape(-1)
         order = np.argsort(flat, kind="stable")
-        if np.any(flat[order][1:] == flat[order][:-1]):  # repeats (expand)
+        ranked = flat[order]
+        if np.any(ranked[1:] == ranked[:-1]):  # repeats (expand)
             return None
         if flat.size == parent.numel():
             return _Rearranged(parent, Tensor(backend.to_device(order, self.device)))
@@ -3223,12 +3224,18 @@ def linspace(start: float, end: float, steps: int, dtype: Any = None,
     dtype = np.dtype(_default(dtype))
     if dtype.kind not in "iu":
         return Tensor(xp.linspace(start, end, steps).astype(dtype), requires_grad=requires_grad)
-    start, end = int(start), int(end)
-    step = (end - start) / builtins.max(steps - 1, 1)
-    i = xp.arange(steps)
-    values = xp.where(i < builtins.max(steps // 2, 1), start + step * i,  # (1 step: start)
-                      end - step * (steps - 1 - i))
+    values = _linspace_halves(int(start), int(end), steps, np.dtype(float64), xp)
     return Tensor(values.astype(dtype), requires_grad=requires_grad)
+
+
+def _linspace_halves(start: float, end: float, steps: int, dtype: np.dtype, xp: Any) -> Any:
+    """PyTorch's linspace in ``dtype``'s arithmetic: the first half counted up from
+    ``start``, the second down from ``end`` (so both ends are exact; one step: ``start``)."""
+    lo, hi = dtype.type(start), dtype.type(end)
+    step = (hi - lo) / dtype.type(builtins.max(steps - 1, 1))
+    i = xp.arange(steps, dtype=dtype)
+    return xp.where(i < builtins.max(steps // 2, 1), lo + step * i,
+                    hi - step * (steps - 1 - i)).astype(dtype)
 
 
 def randint(low: int = 0, high: int | None = None, size: Sequence[int] = (),
@@ -3266,8 +3273,6 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False,  # n
     (default: the global stream): int64 ``[num_samples]`` or ``[N, num_samples]``."""
     rng = numpy_generator(generator, "multinomial")
     if input.dtype.kind != "f":  # (PyTorch's refusal of integer and bool weights)
-        from tinytrain.dtypes import torch_scalar_name
-
         raise DTypeError(f"multinomial only supports floating-point dtypes for input, got: "
                          f"{torch_scalar_name(input.dtype)}")
     weights = np.asarray(input.numpy(), dtype=np.float64)
