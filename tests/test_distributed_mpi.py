@@ -466,6 +466,36 @@ def test_pytorch_spellings_on_a_group_of_one():
            in r.stdout, r.stdout  # PyTorch's message
 
 
+@pytest.mark.cuda
+def test_the_nccl_backend_on_a_group_of_one_with_and_without_device_id():
+    """The nccl backend starts on one GPU with device_id left out (it raised
+    UnboundLocalError), with device_id naming this rank's GPU, and refuses another GPU;
+    all_reduce and one DDP step run on the GPU."""
+    _mpiexec()  # skip without MPI
+    if not tt.cuda_is_available():
+        pytest.skip("the nccl backend needs CuPy and a GPU")
+    code = ("import tinytrain as tt, tinytrain.distributed as dist\n"
+            "for device_id in (None, 'cuda:0', 0, tt.device('cuda')):\n"
+            "    dist.init_process_group('nccl', device_id=device_id)\n"
+            "    x = tt.ones(3, device='cuda')\n"
+            "    dist.all_reduce(x)\n"
+            "    assert x.device == 'cuda' and x.tolist() == [1.0, 1.0, 1.0], x\n"
+            "    model = tt.nn.Linear(4, 2).to('cuda')\n"
+            "    ddp = dist.DistributedDataParallel(model)\n"
+            "    ddp(tt.ones(5, 4, device='cuda')).sum().backward()\n"
+            "    assert model.weight.grad.tolist() == [[5.0] * 4] * 2\n"
+            "    dist.destroy_process_group()\n"
+            "try:\n"
+            "    dist.init_process_group('nccl', device_id='cpu')\n"
+            "except ValueError as e:\n"
+            "    print('refused:', e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=_env(), cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "refused: init_process_group: device_id='cpu' on rank 0 of 1: the nccl backend " \
+           "runs this rank on GPU 0 (cuda:0)" in r.stdout, r.stdout
+
+
 def test_pytorchs_group_names_and_rank_helpers_as_torch_on_a_group_of_one():
     """HPC scripts pass group=dist.group.WORLD (it raised "'function' object has no attribute
     'WORLD'") and call get_global_rank, get_process_group_ranks, get_node_local_rank,

@@ -270,7 +270,7 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
     g = _rendezvous_waiting_for_every_rank(backend, float(seconds))
     try:
         _refuse_a_lone_process(g, world_size, rank)
-        if g.device == "cuda":
+        if g.device == "cuda" and device_id is not None:
             mine = current_device()
             if device_kind != "cuda" or device_index not in (None, mine):
                 raise ValueError(f"init_process_group: device_id={device_id!r} on rank "
