@@ -687,7 +687,13 @@ if GROUP:
 #   on a communicator of their own, so they are never matched with a bucket's all-reduce,
 #   and compare how many collectives each rank has started: under NCCL a rank one batch
 #   ahead still has its last bucket queued on the GPU, which NCCL would pair with the
-#   other rank's `all_reduce` of a metric.
+#   other rank's `all_reduce` of a metric;
+# * when the group is left (`destroy_process_group()`, or the end of the program), the
+#   "leaving" notices carry each rank's count of collectives, and every rank compares them:
+#   different counts raise `UnevenCollectives`, naming each rank's count and the likely
+#   causes. A collective that one rank made and another never matched can otherwise
+#   *complete*: an MPI broadcast from rank 0 returns as soon as its data is sent, so rank 0
+#   goes on alone and both ranks end with exit code 0 and different weights or buffers.
 #
 # ## 6. Other classic bugs
 #
@@ -706,6 +712,15 @@ if GROUP:
         print(str(exc)[:160], "...")
 
 # %% [markdown]
+# **Evaluating with the wrapper on rank 0 only.** `if rank == 0: ddp.eval(); ddp(x_val)`
+# looks harmless, but a DDP forward of a model with buffers (BatchNorm's running statistics)
+# first broadcasts rank 0's buffers to every rank, as PyTorch's does: a collective that
+# rank 0 alone makes. Rank 0's send completes, rank 1 never receives, and nothing fails
+# until the counts are compared when the group is left, where every rank raises
+# `UnevenCollectives` and names this cause. To evaluate on one rank, call the wrapped
+# model itself, `ddp.module(x_val)`, which makes no collective; or evaluate on every rank,
+# each on its shard, and add the counts (below).
+#
 # **Forgetting `set_epoch`.** `DistributedSampler` shuffles from `(seed, epoch)`, and the
 # epoch comes from the training loop, which all ranks share (each rank must draw the *same*
 # permutation, or the shards overlap). Without `sampler.set_epoch(epoch)` every epoch visits
@@ -885,7 +900,8 @@ if GROUP:
 #   forward, `model.forward`) would make ranks diverge silently; DDP raises instead. Unused
 #   parameters, different models and diverged weights are errors too, never hangs; a rank
 #   that leaves early makes a peer waiting in an MPI collective raise `PeerLeft`, naming it,
-#   within seconds, not after the 30-minute timeout.
+#   within seconds, not after the 30-minute timeout; ranks that made different numbers of
+#   collectives (a wrapper's forward on rank 0 only) are named when the group is left.
 # * Evaluation reduces counts, not accuracies; rank 0 alone writes.
 #
 # The package modules of this chapter:
