@@ -929,7 +929,9 @@ print("two backwards without zero_grad give twice the gradient")
 
 # %% [markdown]
 # Without `retain_graph=True`, each node frees its saved arrays as soon as it has run. A
-# second backward through the same graph would silently use nothing — so it fails loudly:
+# second backward through a node that needs them would silently use nothing — so it fails
+# loudly. (A node that saved no array, a sum or a reshape, has lost nothing and runs again,
+# as in PyTorch.)
 
 # %%
 w = tt.tensor([1.0, 2.0], requires_grad=True)

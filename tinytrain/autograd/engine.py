@@ -5,8 +5,9 @@
 2. Start with the root's gradient. A node runs once all of its dependencies
    have delivered their gradient (summed in a buffer), so a node used twice
    (a diamond) runs once, with the sum. This is Kahn's algorithm.
-3. Unless ``retain_graph`` is set, each node frees what it saved once it ran,
-   so a second backward through the same graph raises a clear error.
+3. Unless ``retain_graph`` is set, each node frees the arrays it saved once it ran,
+   so a second backward through a node that needs them raises a clear error (one that
+   kept only shapes and numbers, a sum or a view, runs again, as in PyTorch).
    The engine also tracks which buffered gradients nothing else references (its own sums,
    the outputs of Functions with ``new_grads``, its own seed): a leaf's AccumulateGrad
    keeps those as ``.grad`` instead of copying them.

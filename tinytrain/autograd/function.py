@@ -149,13 +149,31 @@ class Context:
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def free(self) -> None:
-        """Drop what was saved (after a backward without ``retain_graph``)."""
-        self._saved = None
-        self._freed = True
-        self._versions = ()
+        """Drop the arrays kept for backward (after a backward without ``retain_graph``).
+
+        As PyTorch frees its saved tensors and keeps the rest: what only describes the
+        inputs (shapes, numbers, dtypes, slices) stays, so a node that needs no array (a
+        sum, an add, a view) runs again in a second backward, and one that needs an array
+        (a product, an exp) raises the error that says to pass ``retain_graph=True``."""
         keep = ("needs_input_grad", "_saved", "_versions", "_freed")
-        for name in [k for k in vars(self) if k not in keep]:
+        dropped = [k for k, v in vars(self).items() if k not in keep and not _describes(v)]
+        for name in dropped:
             delattr(self, name)
+        if self._saved or dropped:
+            self._saved, self._versions, self._freed = None, (), True
+
+
+#: What a context may keep after a backward: values that describe the inputs, no arrays.
+_DESCRIPTIONS = (type(None), bool, int, float, str, slice, type(Ellipsis), np.dtype, np.generic,
+                 type)
+
+
+def _describes(value: Any, depth: int = 0) -> bool:
+    """True for a value with no array in it (see :meth:`Context.free`)."""
+    if isinstance(value, _DESCRIPTIONS):
+        return True
+    return (depth < 4 and isinstance(value, tuple | list)
+            and all(_describes(v, depth + 1) for v in value))
 
 
 _NOT_A_TENSOR = "not a Tensor"  # Node.input_meta of an input that was a number (or None)
