@@ -145,6 +145,10 @@ CASES = {
     "max / min with dim": (lambda L, x: (x.max(1), L.min(x, 0, keepdim=True)), X),
     "unique": (lambda L, t: L.unique(t.detach(), return_inverse=True, return_counts=True),
                TIES),
+    "unique keeps every NaN (NaN != NaN)": (
+        lambda L, t: (L.unique(t.detach()), t.detach().unique(return_inverse=True,
+                                                                return_counts=True)),
+        np.array([1.0, np.nan, 2.0, np.nan, 1.0], np.float32)),
     "nonzero": (lambda L, x: ((x > 0).nonzero(), L.nonzero(x > 0, as_tuple=True)), X),
     # shapes
     "expand": (lambda L, v: v.expand(3, 5) * 2, V),

@@ -2008,8 +2008,9 @@ class Tensor:
         with ``return_inverse`` / ``return_counts`` also where each entry went and how often
         each value occurs. Not differentiable."""
         xp = backend.get_array_module(self._data)
+        nans = {} if dim is not None else {"equal_nan": False}  # NaN != NaN, as PyTorch's
         out = xp.unique(self._data, return_inverse=return_inverse,
-                        return_counts=return_counts, axis=dim)
+                        return_counts=return_counts, axis=dim, **nans)
         if not isinstance(out, tuple):
             return Tensor(out)
         parts = [Tensor(out[0])]
