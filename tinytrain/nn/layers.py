@@ -729,3 +729,88 @@ class TripletMarginLoss(_Loss):
     def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
         return F.triplet_margin_loss(anchor, positive, negative, margin=self.margin, p=self.p,
                                      eps=self.eps, swap=self.swap, reduction=self.reduction)
+
+
+class GLU(Module):
+    """``F.glu``: the input's halves ``a, b`` along ``dim``, ``a * sigmoid(b)``."""
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.glu(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Threshold(Module):
+    """``F.threshold``: ``x`` where ``x > threshold``, else ``value``."""
+
+    def __init__(self, threshold: float, value: float, inplace: bool = False) -> None:
+        super().__init__()
+        self.threshold, self.value, self.inplace = threshold, value, inplace
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.threshold(input, self.threshold, self.value, self.inplace)
+
+    def extra_repr(self) -> str:
+        return (f"threshold={self.threshold}, value={self.value}"
+                + (", inplace=True" if self.inplace else ""))
+
+
+class Softshrink(Module):
+    """``F.softshrink``: ``x`` moved ``lambd`` towards 0, and 0 within ``lambd`` of it."""
+
+    def __init__(self, lambd: float = 0.5) -> None:
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.softshrink(input, self.lambd)
+
+    def extra_repr(self) -> str:
+        return str(self.lambd)
+
+
+class Hardshrink(Softshrink):
+    """``F.hardshrink``: ``x`` where ``|x| > lambd``, else 0."""
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.hardshrink(input, self.lambd)
+
+
+class Tanhshrink(Module):
+    """``x - tanh(x)``."""
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.tanhshrink(input)
+
+
+class PixelShuffle(Module):
+    """``F.pixel_shuffle``: ``[*, C r^2, H, W] -> [*, C, H r, W r]``."""
+
+    def __init__(self, upscale_factor: int) -> None:
+        super().__init__()
+        self.upscale_factor = upscale_factor
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.pixel_shuffle(input, self.upscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"upscale_factor={self.upscale_factor}"
+
+
+class PixelUnshuffle(Module):
+    """``F.pixel_unshuffle``: ``[*, C, H r, W r] -> [*, C r^2, H, W]``."""
+
+    def __init__(self, downscale_factor: int) -> None:
+        super().__init__()
+        self.downscale_factor = downscale_factor
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.pixel_unshuffle(input, self.downscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"downscale_factor={self.downscale_factor}"

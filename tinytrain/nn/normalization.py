@@ -1,4 +1,4 @@
-"""Normalisation layers: BatchNorm1d / BatchNorm2d, LayerNorm and GroupNorm.
+"""Normalisation layers: BatchNorm1d / BatchNorm2d, LayerNorm, GroupNorm and RMSNorm.
 
 All are built from tensor ops (mean, subtract, divide by the square root of the variance
 plus ``eps``), so autograd differentiates them like any other expression; the functional
@@ -177,3 +177,32 @@ class GroupNorm(_AffineNorm):
     def extra_repr(self) -> str:
         return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, "
                 f"affine={self.affine}, bias={self.bias is not None}")
+
+
+class RMSNorm(Module):
+    """Root-mean-square normalisation of each sample over its last dims ``normalized_shape``
+    (``F.rms_norm``), then a scale by ``weight`` (ones at first; no bias). ``eps=None``: the
+    machine epsilon of the input's dtype, as in PyTorch."""
+
+    def __init__(self, normalized_shape: Any, eps: float | None = None,
+                 elementwise_affine: bool = True, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(
+            normalized_shape)
+        self.normalized_shape, self.eps = shape, eps
+        self.elementwise_affine = elementwise_affine
+        self.register_parameter("weight", None)  # (no bias at all, as PyTorch's)
+        if elementwise_affine:
+            self.weight = Parameter(factory_tensor("RMSNorm", shape, 1, device, dtype))
+
+    def reset_parameters(self) -> None:
+        """Weight ones again (as at construction)."""
+        if self.weight is not None:
+            init.ones_(self.weight)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
