@@ -48,16 +48,18 @@ __all__ = [
     "adaptive_avg_pool2d", "adaptive_max_pool2d", "adaptive_max_pool2d_with_indices", "avg_pool1d",
     "avg_pool2d", "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits", "celu",
     "celu_", "conv1d", "conv2d", "conv_transpose2d", "cosine_embedding_loss", "cosine_similarity",
-    "cross_entropy", "dropout", "dropout2d", "elu", "elu_", "embedding", "fold", "gelu", "glu",
-    "group_norm", "gumbel_softmax", "hardshrink", "hardsigmoid", "hardswish", "hardtanh",
-    "hardtanh_", "hinge_embedding_loss", "huber_loss", "interpolate", "kl_div", "l1_loss",
-    "layer_norm", "leaky_relu", "leaky_relu_", "linear", "log_softmax", "logsigmoid",
-    "margin_ranking_loss", "max_pool1d", "max_pool1d_with_indices", "max_pool2d",
-    "max_pool2d_with_indices", "max_unpool2d", "mish", "mse_loss", "nll_loss", "normalize",
-    "one_hot", "pad", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu", "relu",
+    "cross_entropy", "dropout", "dropout2d", "elu", "elu_", "embedding", "fold",
+    "gaussian_nll_loss", "gelu", "glu", "group_norm", "gumbel_softmax", "hardshrink",
+    "hardsigmoid", "hardswish", "hardtanh", "hardtanh_", "hinge_embedding_loss", "huber_loss",
+    "interpolate", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "leaky_relu_", "linear",
+    "log_softmax", "logsigmoid", "margin_ranking_loss", "max_pool1d", "max_pool1d_with_indices",
+    "max_pool2d", "max_pool2d_with_indices", "max_unpool2d", "mish", "mse_loss",
+    "multi_margin_loss", "multilabel_soft_margin_loss", "nll_loss", "normalize", "one_hot", "pad",
+    "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "poisson_nll_loss", "prelu", "relu",
     "relu6", "relu_", "rms_norm", "scaled_dot_product_attention", "selu", "selu_", "sigmoid",
-    "silu", "smooth_l1_loss", "softmax", "softmin", "softplus", "softshrink", "softsign", "tanh",
-    "tanhshrink", "threshold", "threshold_", "triplet_margin_loss", "unfold",
+    "silu", "smooth_l1_loss", "soft_margin_loss", "softmax", "softmin", "softplus", "softshrink",
+    "softsign", "tanh", "tanhshrink", "threshold", "threshold_", "triplet_margin_loss",
+    "triplet_margin_with_distance_loss", "unfold",
 ]
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -1258,6 +1260,175 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:  # noqa: A0
     x = input.reshape(*batch, c, h // r, r, w // r, r)
     x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
     return x.reshape(*batch, c * r * r, h // r, w // r)
+
+
+# --------------------------------------------------------------------------- more losses
+
+
+def _reduction_checked(name: str, reduction: str) -> None:
+    """PyTorch's early check (before any other argument's) of ``reduction``."""
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{name}: unknown reduction {reduction!r}; use one of {_REDUCTIONS}")
+
+
+def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True,  # noqa: A002
+                     full: bool = False, size_average: bool | None = None, eps: float = 1e-8,
+                     reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of ``target`` counts under a Poisson distribution of rate
+    ``exp(input)`` (``log_input=True``: per element ``exp(input) - target * input``) or
+    ``input`` itself (``input - target * log(input + eps)``). ``full`` adds Stirling's
+    approximation of ``log(target!)``, ``target log(target) - target + log(2 pi target) / 2``,
+    where ``target > 1``. ``input`` and ``target`` broadcast."""
+    name = "poisson_nll_loss"
+    reduction = _legacy_reduction(name, size_average, reduce, reduction)
+    _reduction_checked(name, reduction)
+    _tensor_args(name, input=input, target=target)
+    if log_input:
+        loss = input.exp() - target * input
+    else:
+        loss = input - target * (input + eps).log()
+    if full:
+        big = target > 1
+        t = where(big, target, 1.0)  # (log of 1 where unused: no NaN in the gradient)
+        stirling = t * t.log() - t + 0.5 * (2 * math.pi * t).log()
+        loss = loss + where(big, stirling, 0.0)
+    return _reduce(loss, reduction, name)
+
+
+def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float,  # noqa: A002
+                      full: bool = False, eps: float = 1e-6, reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of ``target`` under normal distributions of mean ``input`` and
+    variance ``var``: per element ``(log(var) + (input - target)^2 / var) / 2`` (plus
+    ``log(2 pi) / 2`` with ``full``). ``var`` has the input's shape, or one dimension of size
+    1 where the input's differs (or lacks the input's last dimension), or is a number;
+    it is clamped to at least ``eps`` without gradient, as in PyTorch; a negative entry is
+    refused."""
+    name = "gaussian_nll_loss"
+    _tensor_args(name, input=input, target=target)
+    if not isinstance(var, Tensor):
+        if isinstance(var, bool) or not isinstance(var, int | float):
+            raise TypeError(f"{name}(): argument 'var' must be a Tensor or a float, not "
+                            f"{type(var).__name__}")
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
+        var = input.new_full(input.shape, float(var)).detach()
+    elif var.numel() and bool((var.data < 0).any()):
+        raise ValueError("var has negative entry/entries")
+    if var.shape != input.shape:
+        if input.shape[:-1] == var.shape:
+            var = var.unsqueeze(-1)
+        elif not (input.ndim == var.ndim and sum(v for i, v in zip(input.shape, var.shape)
+                                                 if i != v) == 1):
+            raise ShapeError(f"{name}: var is of incorrect size: var of shape {list(var.shape)} "
+                             f"for input of shape {list(input.shape)} (it must be the input's "
+                             f"shape, or have one dimension of size 1 where the input's "
+                             f"differs, or lack the input's last dimension)")
+    _reduction_checked(name, reduction)
+    var = var.clone()
+    with no_grad():
+        var.clamp_(min=eps)
+    loss = 0.5 * (var.log() + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction, name)
+
+
+def soft_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = None,  # noqa: A002
+                     reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """The two-class logistic loss of ``target`` labels 1 / -1 under scores ``input``: per
+    element ``log(1 + exp(-target * input))`` (PyTorch's formula: it overflows to inf for
+    ``-target * input`` above ~709 in float64, ~88 in float32, as PyTorch's)."""
+    name = "soft_margin_loss"
+    reduction = _legacy_reduction(name, size_average, reduce, reduction)
+    _tensor_args(name, input=input, target=target)
+    return _reduce((-target * input).exp().log1p(), reduction, name)
+
+
+def multilabel_soft_margin_loss(input: Tensor, target: Tensor,  # noqa: A002
+                                weight: Tensor | None = None, size_average: bool | None = None,
+                                reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """Multi-label one-versus-all logistic loss: ``input [N, C]`` scores, ``target [N, C]``
+    labels 0 / 1; per sample the mean over classes of ``-(y log sigmoid(x) + (1 - y)
+    log sigmoid(-x))`` (each class's term times ``weight [C]``): ``[N]`` with
+    ``reduction="none"``."""
+    name = "multilabel_soft_margin_loss"
+    reduction = _legacy_reduction(name, size_average, reduce, reduction)
+    _tensor_args(name, input=input, target=target)
+    _floating(name, input)
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * _as_operand(weight, input, name)
+    c = input.shape[-1] if input.ndim else 1
+    loss = loss.sum(-1) / c if loss.ndim else loss / c
+    return _reduce(loss, reduction, name)
+
+
+def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0,  # noqa: A002
+                      weight: Tensor | None = None, size_average: bool | None = None,
+                      reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """The multi-class hinge loss: ``input [N, C]`` scores (or ``[C]``), ``target [N]`` classes
+    (int64); per sample ``sum_{j != y} max(0, margin - x[y] + x[j])^p / C``, each term
+    times ``weight[y]``. ``p`` is 1 or 2. The gradient flows where a term is positive."""
+    name = "multi_margin_loss"
+    reduction = _legacy_reduction(name, size_average, reduce, reduction)
+    if p not in (1, 2):
+        raise ValueError("only p == 1 and p == 2 supported")
+    if weight is not None and weight.ndim != 1:
+        raise ValueError("weight must be one-dimensional")
+    _reduction_checked(name, reduction)
+    _tensor_args(name, input=input, target=target)
+    _floating(name, input)
+    if input.ndim not in (1, 2) or (input.ndim == 2 and input.shape[1] == 0) or (
+            input.ndim == 1 and input.shape[0] == 0):
+        raise ShapeError(f"Expected non-empty vector or matrix with optional 0-dim batch size, "
+                         f"but got: {list(input.shape)}")
+    rows = input.reshape(1, -1) if input.ndim == 1 else input
+    n, c = rows.shape
+    if target.numel() != n or target.ndim > 1:
+        raise ShapeError(f"{name}: target tensor should be 1-D with size equal to the number "
+                         f"of input samples (batch size). Expected target size [{n}], but got "
+                         f"{list(target.shape)}. Input has shape {list(input.shape)}.")
+    if target.dtype != np.int64:
+        raise DTypeError(f"expected scalar type Long but found "
+                         f"{torch_scalar_name(target.dtype)}")
+    t = target.data.reshape(n)
+    if t.size and (int(t.min()) < 0 or int(t.max()) >= c):
+        raise IndexRangeError(f"{name}: target out of range: classes must lie in [0, {c}), "
+                              f"got values from {int(t.min())} to {int(t.max())}")
+    if weight is not None and weight.numel() != c:
+        raise ShapeError(f"inconsistent weight size, expected {c} but got {list(weight.shape)}")
+    xp = backend.get_array_module(t)
+    idx = Tensor(t.reshape(n, 1))
+    z = margin - rows.gather(1, idx) + rows
+    other = Tensor(xp.arange(c) != t.reshape(n, 1))  # (j != y)
+    h = where(other & (z > 0), z, 0.0)
+    h = h * h if p == 2 else h
+    if weight is not None:
+        h = h * weight.to(dtype=rows.dtype)[idx]
+    loss = h.sum(1) / c
+    return _reduce(loss if input.ndim == 2 else loss.reshape(()), reduction, name)
+
+
+def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *,
+                                      distance_function: Any = None, margin: float = 1.0,
+                                      swap: bool = False, reduction: str = "mean") -> Tensor:
+    """:func:`triplet_margin_loss` with any distance: ``max(0, margin + d(anchor, positive) -
+    d(anchor, negative))``, ``d = distance_function`` (a callable of two tensors; default
+    :func:`pairwise_distance`). ``swap`` as in :func:`triplet_margin_loss`."""
+    name = "triplet_margin_with_distance_loss"
+    _reduction_checked(name, reduction)
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    _tensor_args(name, anchor=anchor, positive=positive, negative=negative)
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise ShapeError(f"The anchor, positive, and negative tensors are expected to have the "
+                         f"same number of dimensions, but got: anchor {anchor.ndim}D, positive "
+                         f"{positive.ndim}D, and negative {negative.ndim}D inputs")
+    d = pairwise_distance if distance_function is None else distance_function
+    d_pos, d_neg = d(anchor, positive), d(anchor, negative)
+    if swap:
+        d_neg = d_neg.minimum(d(positive, negative))
+    return _reduce((margin + d_pos - d_neg).clamp(min=0), reduction, name)
 
 
 # --------------------------------------------------------------------------- attention
