@@ -1139,14 +1139,20 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:  # noqa: A002
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, 0 between (gradient 1
     outside, 0 inside; a NaN stays NaN with gradient 0, as in PyTorch). ``lambd >= 0``."""
     _lambd("softshrink", input, lambd, True)
-    return where(input > lambd, input - lambd, where(input < -lambd, input + lambd, input * 0))
+    return where(input > lambd, input - lambd, where(input < -lambd, input + lambd,
+                                                     _nan_or_zero(input)))
 
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:  # noqa: A002
     """``x`` where ``|x| > lambd``, else 0 (gradient 1 and 0; a NaN stays NaN with gradient
     0, as in PyTorch)."""
     _lambd("hardshrink", input, lambd, False)
-    return where((input > lambd) | (input < -lambd), input, input * 0)
+    return where((input > lambd) | (input < -lambd), input, _nan_or_zero(input))
+
+
+def _nan_or_zero(x: Tensor) -> Tensor:
+    """0, or NaN where ``x`` is NaN, with no gradient (the shrinks' middle piece)."""
+    return where(x.isnan(), x.detach(), 0.0)
 
 
 def tanhshrink(input: Tensor) -> Tensor:  # noqa: A002
@@ -1278,7 +1284,8 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True,  # n
     ``exp(input)`` (``log_input=True``: per element ``exp(input) - target * input``) or
     ``input`` itself (``input - target * log(input + eps)``). ``full`` adds Stirling's
     approximation of ``log(target!)``, ``target log(target) - target + log(2 pi target) / 2``,
-    where ``target > 1``. ``input`` and ``target`` broadcast."""
+    where ``target > 1``. ``input`` and ``target`` broadcast. The target's gradient (should it
+    need one) is PyTorch's, but finite where the target is 0 (PyTorch's is NaN there)."""
     name = "poisson_nll_loss"
     reduction = _legacy_reduction(name, size_average, reduce, reduction)
     _reduction_checked(name, reduction)
