@@ -552,6 +552,79 @@ def test_gumbel_softmax(device):
     assert F.gumbel_softmax(tt.ones(2, 3, device=device), dim=0).shape == (2, 3)
 
 
+# --------------------------------------------------------------------------- instance norm
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_instance_norm_functional(device, dtype):
+    x, w, b = normal(2, 3, 5, 4), normal(3), normal(3)
+    both(device, dtype, lambda L, x, w, b: L.nn.functional.instance_norm(x, weight=w, bias=b),
+         x, w, b)
+    both(device, dtype, lambda L, x: L.nn.functional.instance_norm(x, eps=0.1), x[:, :, 0])
+    mean, var = normal(3), np.abs(normal(3)) + 0.5
+    ours = [tt.tensor(a.astype(dtype), device=device) for a in (mean, var)]
+    theirs = [torch.tensor(a.astype(dtype)) for a in (mean, var)]
+    both(device, dtype, lambda L, x: L.nn.functional.instance_norm(
+        x, *(ours if L is tt else theirs), momentum=0.3), x)
+    for a, t in zip(ours, theirs):  # (updated in place, with the per-sample average)
+        np.testing.assert_allclose(a.numpy(), t.numpy(), **TOL[dtype])
+    both(device, dtype, lambda L, x: L.nn.functional.instance_norm(
+        x, *(ours if L is tt else theirs), use_input_stats=False), x)
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(affine=True),
+                                    dict(track_running_stats=True),
+                                    dict(affine=True, track_running_stats=True, momentum=0.3),
+                                    dict(track_running_stats=True, momentum=None),
+                                    dict(affine=True, bias=False)], ids=str)
+def test_instance_norm_modules(device, kwargs):
+    ours = nn.InstanceNorm2d(3, dtype=tt.float64, **kwargs)
+    theirs = torch.nn.InstanceNorm2d(3, dtype=torch.float64, **kwargs)
+    assert repr(ours) == repr(theirs)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    if theirs.weight is not None:
+        with torch.no_grad():
+            theirs.weight.uniform_()
+    ours = _copy_parameters(ours, theirs, device)
+    for step in (1, 2):  # training: batch statistics, and the running ones updated
+        x_ours, x_theirs = leaves(device, np.float64, normal(2, 3, 5, 4) * step)
+        pairs = [(x_ours[0], x_theirs[0])]
+        if ours.weight is not None:
+            ours.weight.grad, theirs.weight.grad = None, None
+            pairs.append((ours.weight, theirs.weight))
+        check(ours(x_ours[0]), theirs(x_theirs[0]), np.float64, pairs)
+        for name, buffer in theirs.named_buffers():
+            np.testing.assert_allclose(getattr(ours, name).numpy(), buffer.numpy(),
+                                       **TOL[np.float64])
+    ours.eval()
+    theirs.eval()
+    x = normal(2, 3, 5, 4)
+    np.testing.assert_allclose(ours(tt.tensor(x, device=device)).detach().numpy(),
+                               theirs(torch.tensor(x)).detach().numpy(), **TOL[np.float64])
+
+
+def test_instance_norm_unbatched_and_errors(device):
+    for ours, theirs, x in ((nn.InstanceNorm1d(3), torch.nn.InstanceNorm1d(3), normal(3, 6)),
+                            (nn.InstanceNorm3d(3), torch.nn.InstanceNorm3d(3),
+                             normal(3, 2, 3, 4))):
+        np.testing.assert_allclose(ours(tt.tensor(x, device=device)).numpy(),
+                                   theirs(torch.tensor(x)).numpy(), **TOL[np.float64])
+    with pytest.warns(UserWarning, match="input's size at dim=1 does not match num_features"):
+        nn.InstanceNorm1d(4)(tt.ones(2, 3, 5, device=device))
+    for fn, error in ((lambda L: L.nn.InstanceNorm2d(3)(L.ones(3, 5)), ValueError),
+                      (lambda L: L.nn.InstanceNorm1d(4, affine=True)(L.ones(2, 3, 5)),
+                       ValueError),
+                      (lambda L: L.nn.functional.instance_norm(L.ones(2, 3, 4),
+                                                               use_input_stats=False),
+                       RuntimeError)):
+        message = torch_error(fn)
+        with pytest.raises(error) as info:
+            fn(tt)
+        assert message in str(info.value)
+    with pytest.raises(ValueError, match="Expected more than 1 spatial element when training"):
+        F.instance_norm(tt.ones(2, 3, 1, device=device))
+    assert not isinstance(nn.InstanceNorm2d(3), nn.BatchNorm2d)
+
+
 # --------------------------------------------------------------------------- losses
 
 def _loss_inputs(name):
@@ -729,13 +802,14 @@ def test_the_new_names_are_offered_and_no_longer_placeholders():
     for name in ("Conv1d", "MaxPool1d", "AvgPool1d", "GLU", "RMSNorm", "PixelShuffle",
                  "PixelUnshuffle", "Threshold", "Softshrink", "Hardshrink", "Tanhshrink",
                  "PoissonNLLLoss", "GaussianNLLLoss", "SoftMarginLoss", "MultiMarginLoss",
-                 "MultiLabelSoftMarginLoss", "TripletMarginWithDistanceLoss"):
+                 "MultiLabelSoftMarginLoss", "TripletMarginWithDistanceLoss", "InstanceNorm1d",
+                 "InstanceNorm2d", "InstanceNorm3d"):
         assert name in nn.__all__ and getattr(nn, name).__module__.startswith("tinytrain.nn.")
     for name in ("scaled_dot_product_attention", "conv1d", "max_pool1d", "avg_pool1d", "glu",
                  "rms_norm", "pixel_shuffle", "pixel_unshuffle", "threshold", "threshold_",
                  "relu_", "elu_", "leaky_relu_", "hardtanh_", "softshrink", "hardshrink",
                  "tanhshrink", "gumbel_softmax", "poisson_nll_loss", "gaussian_nll_loss",
                  "soft_margin_loss", "multilabel_soft_margin_loss", "multi_margin_loss",
-                 "triplet_margin_with_distance_loss"):
+                 "triplet_margin_with_distance_loss", "instance_norm"):
         assert name in F.__all__ and callable(getattr(F, name))
     nn.Conv1d(2, 3, 3)  # (a real layer now, not the placeholder that refused to be made)

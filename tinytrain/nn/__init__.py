@@ -79,7 +79,16 @@ from tinytrain.nn.layers import (
 )
 from tinytrain.nn.lazy import LazyBatchNorm1d, LazyBatchNorm2d, LazyConv2d, LazyLinear
 from tinytrain.nn.module import Module, Parameter, UninitializedBuffer, UninitializedParameter
-from tinytrain.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
+from tinytrain.nn.normalization import (
+    BatchNorm1d,
+    BatchNorm2d,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+    LayerNorm,
+    RMSNorm,
+)
 from tinytrain.nn.padding import (
     CircularPad1d,
     CircularPad2d,
@@ -105,7 +114,7 @@ __all__ = [
     "BatchNorm2d", "Conv1d", "GLU", "Hardshrink", "MaxPool1d", "PixelShuffle", "PixelUnshuffle",
     "RMSNorm", "Softshrink", "Tanhshrink", "Threshold", "GaussianNLLLoss",
     "MultiLabelSoftMarginLoss", "MultiMarginLoss", "PoissonNLLLoss", "SoftMarginLoss",
-    "TripletMarginWithDistanceLoss",
+    "TripletMarginWithDistanceLoss", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
     "BCELoss",
     "CosineEmbeddingLoss", "HingeEmbeddingLoss", "MarginRankingLoss", "TripletMarginLoss",
     "BCEWithLogitsLoss", "CELU", "Conv2d", "ConvTranspose2d", "CosineSimilarity",
@@ -135,7 +144,8 @@ _CONV = ("tinytrain has 2-D convolution and pooling (Conv2d, ConvTranspose2d, Ma
 _RNN = ("tinytrain has no recurrent or attention layers; build them from nn.Linear, "
         "F.scaled_dot_product_attention and tensor ops (e.g. an RNN cell: h = (x @ W_x + "
         "h @ W_h + b).tanh())")
-_NORM = "tinytrain has BatchNorm1d/2d, SyncBatchNorm, LayerNorm, GroupNorm and RMSNorm"
+_NORM = ("tinytrain has BatchNorm1d/2d, SyncBatchNorm, LayerNorm, GroupNorm, RMSNorm and "
+         "InstanceNorm1d/2d/3d")
 _DROPOUT = "tinytrain has Dropout and Dropout2d"
 #: PyTorch's layers that client code names (``isinstance(m, (nn.Conv1d, nn.Conv2d,
 #: nn.Conv3d))`` in an initialisation loop) and tinytrain does not implement: real Module
@@ -145,8 +155,7 @@ _NOT_IMPLEMENTED = {
                      "LazyConv3d", "MaxPool3d", "AvgPool3d",
                      "AdaptiveAvgPool1d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
                      "AdaptiveMaxPool3d"], _CONV),
-    **dict.fromkeys(["BatchNorm3d", "LazyBatchNorm3d", "InstanceNorm1d", "InstanceNorm2d",
-                     "InstanceNorm3d", "LocalResponseNorm"], _NORM),
+    **dict.fromkeys(["BatchNorm3d", "LazyBatchNorm3d", "LocalResponseNorm"], _NORM),
     **dict.fromkeys(["Dropout1d", "Dropout3d", "AlphaDropout"], _DROPOUT),
     **dict.fromkeys(["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
                      "MultiheadAttention", "Transformer", "TransformerEncoder",

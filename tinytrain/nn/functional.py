@@ -51,15 +51,15 @@ __all__ = [
     "cross_entropy", "dropout", "dropout2d", "elu", "elu_", "embedding", "fold",
     "gaussian_nll_loss", "gelu", "glu", "group_norm", "gumbel_softmax", "hardshrink",
     "hardsigmoid", "hardswish", "hardtanh", "hardtanh_", "hinge_embedding_loss", "huber_loss",
-    "interpolate", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "leaky_relu_", "linear",
-    "log_softmax", "logsigmoid", "margin_ranking_loss", "max_pool1d", "max_pool1d_with_indices",
-    "max_pool2d", "max_pool2d_with_indices", "max_unpool2d", "mish", "mse_loss",
-    "multi_margin_loss", "multilabel_soft_margin_loss", "nll_loss", "normalize", "one_hot", "pad",
-    "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "poisson_nll_loss", "prelu", "relu",
-    "relu6", "relu_", "rms_norm", "scaled_dot_product_attention", "selu", "selu_", "sigmoid",
-    "silu", "smooth_l1_loss", "soft_margin_loss", "softmax", "softmin", "softplus", "softshrink",
-    "softsign", "tanh", "tanhshrink", "threshold", "threshold_", "triplet_margin_loss",
-    "triplet_margin_with_distance_loss", "unfold",
+    "instance_norm", "interpolate", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "leaky_relu_",
+    "linear", "log_softmax", "logsigmoid", "margin_ranking_loss", "max_pool1d",
+    "max_pool1d_with_indices", "max_pool2d", "max_pool2d_with_indices", "max_unpool2d", "mish",
+    "mse_loss", "multi_margin_loss", "multilabel_soft_margin_loss", "nll_loss", "normalize",
+    "one_hot", "pad", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "poisson_nll_loss",
+    "prelu", "relu", "relu6", "relu_", "rms_norm", "scaled_dot_product_attention", "selu", "selu_",
+    "sigmoid", "silu", "smooth_l1_loss", "soft_margin_loss", "softmax", "softmin", "softplus",
+    "softshrink", "softsign", "tanh", "tanhshrink", "threshold", "threshold_",
+    "triplet_margin_loss", "triplet_margin_with_distance_loss", "unfold",
 ]
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -1068,6 +1068,52 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         centered = input - running_mean.reshape(shape)
         var = running_var.reshape(shape)
     out = centered / (var + eps).sqrt()
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    return _as_input(out + bias.reshape(shape) if bias is not None else out, input)
+
+
+def instance_norm(input: Tensor, running_mean: Tensor | None = None,  # noqa: A002
+                  running_var: Tensor | None = None, weight: Tensor | None = None,
+                  bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalise each sample's each channel of ``input [N, C, *]`` over its positions
+    ``*`` (mean 0, biased variance 1), then scale by ``weight [C]`` and shift by ``bias
+    [C]``: :func:`batch_norm` of ``[1, N*C, *]``, as PyTorch computes it.
+
+    ``use_input_stats=False`` normalises with ``running_mean`` / ``running_var`` instead.
+    With ``use_input_stats`` and running statistics given, they are updated in place with
+    the batch's per-sample statistics averaged over the samples, ``running = (1 - momentum)
+    running + momentum mean_n(stat)`` (the variance unbiased), as in PyTorch.
+    """
+    _tensor_args("instance_norm", input=input)
+    if input.ndim < 2:
+        raise ShapeError(f"instance_norm: expected input [N, C, *], got shape {input.shape}")
+    n, c = input.shape[:2]
+    if use_input_stats and math.prod(input.shape[2:]) <= 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size "
+                         f"{list(input.shape)}")
+    if not use_input_stats and (running_mean is None or running_var is None):
+        raise ShapeError("Expected running_mean and running_var to be defined when "
+                         "use_input_stats is false")
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if t is not None and t.numel() != c:
+            raise ShapeError(f"instance_norm: {name} should contain {c} elements (one per "
+                             f"channel of input {list(input.shape)}), not shape "
+                             f"{list(t.shape)}")
+    _same_precision("instance_norm", input, weight, bias)
+    stats = [None if t is None else t.detach().reshape(c).repeat(n)
+             for t in (running_mean, running_var)]  # (one copy per sample, as PyTorch's)
+    flat = input.reshape(1, n * c, *input.shape[2:])
+    out = batch_norm(flat, stats[0], stats[1], None, None, use_input_stats, momentum,
+                     eps).reshape(input.shape)
+    if use_input_stats:
+        with no_grad():
+            for t, new in zip((running_mean, running_var), stats):
+                if t is not None:
+                    t.copy_(new.reshape(n, c).mean(0).reshape(t.shape))
+    shape = (1, c) + (1,) * (input.ndim - 2)
     if weight is not None:
         out = out * weight.reshape(shape)
     return _as_input(out + bias.reshape(shape) if bias is not None else out, input)
