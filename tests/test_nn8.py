@@ -625,6 +625,94 @@ def test_instance_norm_unbatched_and_errors(device):
     assert not isinstance(nn.InstanceNorm2d(3), nn.BatchNorm2d)
 
 
+# --------------------------------------------------------------------------- spatial transformer
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("size", [(2, 3, 4, 5), (2, 1, 1, 5), (2, 3, 6, 1)], ids=str)
+def test_affine_grid(device, dtype, align_corners, size):
+    with warnings.catch_warnings():  # (both warn about unit-size grids with align_corners)
+        warnings.simplefilter("ignore")
+        both(device, dtype, lambda L, theta: L.nn.functional.affine_grid(
+            theta, size, align_corners=align_corners), normal(2, 2, 3))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_grid_sample(device, dtype, mode, padding_mode, align_corners):
+    """Points inside, on the edges and corners, and far outside (several reflections)."""
+    grid = RNG.uniform(-1.6, 1.6, (2, 4, 7, 2))
+    grid[0, 0, :4] = [[-1, -1], [1, 1], [3.5, -2.7], [-3.2, 0.3]]
+    both(device, dtype, lambda L, x, grid: L.nn.functional.grid_sample(
+        x, grid, mode, padding_mode, align_corners), normal(2, 3, 5, 6), grid)
+
+
+def test_grid_sample_nearest_gives_the_grid_a_zero_gradient(device):
+    grid = tt.tensor(RNG.uniform(-1, 1, (1, 2, 3, 2)), device=device, requires_grad=True)
+    F.grid_sample(tt.tensor(normal(1, 2, 3, 3), device=device), grid, "nearest",
+                  align_corners=False).sum().backward()
+    assert grid.grad is not None and not grid.grad.numpy().any()
+
+
+def test_a_spatial_transformer_step_matches_torch(device):
+    """The tutorial's transform: theta from a localisation layer, the grid, the sample; the
+    gradients of the input, the layer's weight (through theta) and its bias."""
+    torch.manual_seed(0)
+    theirs = torch.nn.Linear(12, 6, dtype=torch.float64)
+    ours = _copy_parameters(nn.Linear(12, 6, dtype=tt.float64), theirs, device)
+
+    def stn(L, x, fc):
+        theta = fc(x.reshape(x.shape[0], -1)[:, :12]).reshape(-1, 2, 3)
+        grid = L.nn.functional.affine_grid(theta, list(x.shape), align_corners=False)
+        return L.nn.functional.grid_sample(x, grid, align_corners=False)
+
+    x_ours, x_theirs = leaves(device, np.float64, normal(2, 1, 6, 5))
+    check(stn(tt, x_ours[0], ours), stn(torch, x_theirs[0], theirs), np.float64,
+          [(x_ours[0], x_theirs[0]), (ours.weight, theirs.weight), (ours.bias, theirs.bias)])
+
+
+def test_affine_grid_and_grid_sample_warn_and_refuse_as_torch(device):
+    theta, x = tt.zeros(1, 2, 3, device=device), tt.zeros(1, 1, 3, 3, device=device)
+    grid = tt.zeros(1, 2, 2, 2, device=device)
+    with pytest.warns(UserWarning, match="changed to align_corners=False since 1.3.0"):
+        F.affine_grid(theta, (1, 1, 2, 2))
+    with pytest.warns(UserWarning, match="changed to align_corners=False since 1.3.0"):
+        F.grid_sample(x, grid)
+    for fn, error in (
+            (lambda L: L.nn.functional.affine_grid(L.zeros(1, 2, 3, dtype=L.int64),
+                                                   (1, 1, 2, 2), False), ValueError),
+            (lambda L: L.nn.functional.affine_grid(L.zeros(1, 3, 3), (1, 1, 2, 2), False),
+             ValueError),
+            (lambda L: L.nn.functional.affine_grid(L.zeros(1, 2, 3), (1, 2, 2), False),
+             NotImplementedError),
+            (lambda L: L.nn.functional.affine_grid(L.zeros(1, 2, 3), (1, 1, 0, 2), False),
+             ValueError),
+            (lambda L: L.nn.functional.grid_sample(L.zeros(1, 1, 3, 3), L.zeros(1, 2, 2, 2),
+                                                   "cubic", align_corners=False), ValueError),
+            (lambda L: L.nn.functional.grid_sample(L.zeros(1, 1, 3, 3), L.zeros(1, 2, 2, 2),
+                                                   padding_mode="wrap", align_corners=False),
+             ValueError),
+            (lambda L: L.nn.functional.grid_sample(L.zeros(1, 1, 3, 3), L.zeros(1, 2, 2, 3),
+                                                   align_corners=False), RuntimeError),
+            (lambda L: L.nn.functional.grid_sample(L.zeros(1, 1, 3, 3), L.zeros(2, 2, 2, 2),
+                                                   align_corners=False), RuntimeError)):
+        message = torch_error(fn)
+        with pytest.raises(error) as info:
+            fn(tt)
+        # (the sizes printed in their own spelling: torch.Size([...]) or [...])
+        assert message.split(" but ")[0].split(" Got ")[0].removesuffix(",") in str(info.value)
+    with pytest.raises(NotImplementedError, match="bicubic"):
+        F.grid_sample(x, grid, "bicubic", align_corners=False)
+    with pytest.raises(NotImplementedError, match="2-D"):
+        F.grid_sample(tt.zeros(1, 1, 2, 2, 2, device=device), tt.zeros(1, 1, 1, 1, 3,
+                                                                       device=device),
+                      align_corners=False)
+    with pytest.raises(TypeError, match="same floating point dtype"):
+        F.grid_sample(x, grid.to(dtype=tt.float64), align_corners=False)
+
+
 # --------------------------------------------------------------------------- losses
 
 def _loss_inputs(name):
@@ -810,6 +898,7 @@ def test_the_new_names_are_offered_and_no_longer_placeholders():
                  "relu_", "elu_", "leaky_relu_", "hardtanh_", "softshrink", "hardshrink",
                  "tanhshrink", "gumbel_softmax", "poisson_nll_loss", "gaussian_nll_loss",
                  "soft_margin_loss", "multilabel_soft_margin_loss", "multi_margin_loss",
-                 "triplet_margin_with_distance_loss", "instance_norm"):
+                 "triplet_margin_with_distance_loss", "instance_norm", "affine_grid",
+                 "grid_sample"):
         assert name in F.__all__ and callable(getattr(F, name))
     nn.Conv1d(2, 3, 3)  # (a real layer now, not the placeholder that refused to be made)

@@ -31,6 +31,7 @@ from tinytrain.nn.conv import (
 )
 from tinytrain.nn.fold import fold, unfold
 from tinytrain.nn.upsampling import interpolate
+from tinytrain.nn.vision import affine_grid, grid_sample
 from tinytrain.random import default_generator
 from tinytrain.tensor import (
     IndexRangeError,
@@ -45,21 +46,22 @@ from tinytrain.tensor import (
 )
 
 __all__ = [
-    "adaptive_avg_pool2d", "adaptive_max_pool2d", "adaptive_max_pool2d_with_indices", "avg_pool1d",
-    "avg_pool2d", "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits", "celu",
-    "celu_", "conv1d", "conv2d", "conv_transpose2d", "cosine_embedding_loss", "cosine_similarity",
-    "cross_entropy", "dropout", "dropout2d", "elu", "elu_", "embedding", "fold",
-    "gaussian_nll_loss", "gelu", "glu", "group_norm", "gumbel_softmax", "hardshrink",
-    "hardsigmoid", "hardswish", "hardtanh", "hardtanh_", "hinge_embedding_loss", "huber_loss",
-    "instance_norm", "interpolate", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "leaky_relu_",
-    "linear", "log_softmax", "logsigmoid", "margin_ranking_loss", "max_pool1d",
-    "max_pool1d_with_indices", "max_pool2d", "max_pool2d_with_indices", "max_unpool2d", "mish",
-    "mse_loss", "multi_margin_loss", "multilabel_soft_margin_loss", "nll_loss", "normalize",
-    "one_hot", "pad", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "poisson_nll_loss",
-    "prelu", "relu", "relu6", "relu_", "rms_norm", "scaled_dot_product_attention", "selu", "selu_",
-    "sigmoid", "silu", "smooth_l1_loss", "soft_margin_loss", "softmax", "softmin", "softplus",
-    "softshrink", "softsign", "tanh", "tanhshrink", "threshold", "threshold_",
-    "triplet_margin_loss", "triplet_margin_with_distance_loss", "unfold",
+    "adaptive_avg_pool2d", "adaptive_max_pool2d", "adaptive_max_pool2d_with_indices",
+    "affine_grid", "avg_pool1d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "celu", "celu_", "conv1d", "conv2d", "conv_transpose2d",
+    "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout", "dropout2d", "elu",
+    "elu_", "embedding", "fold", "gaussian_nll_loss", "gelu", "glu", "grid_sample", "group_norm",
+    "gumbel_softmax", "hardshrink", "hardsigmoid", "hardswish", "hardtanh", "hardtanh_",
+    "hinge_embedding_loss", "huber_loss", "instance_norm", "interpolate", "kl_div", "l1_loss",
+    "layer_norm", "leaky_relu", "leaky_relu_", "linear", "log_softmax", "logsigmoid",
+    "margin_ranking_loss", "max_pool1d", "max_pool1d_with_indices", "max_pool2d",
+    "max_pool2d_with_indices", "max_unpool2d", "mish", "mse_loss", "multi_margin_loss",
+    "multilabel_soft_margin_loss", "nll_loss", "normalize", "one_hot", "pad", "pairwise_distance",
+    "pixel_shuffle", "pixel_unshuffle", "poisson_nll_loss", "prelu", "relu", "relu6", "relu_",
+    "rms_norm", "scaled_dot_product_attention", "selu", "selu_", "sigmoid", "silu",
+    "smooth_l1_loss", "soft_margin_loss", "softmax", "softmin", "softplus", "softshrink",
+    "softsign", "tanh", "tanhshrink", "threshold", "threshold_", "triplet_margin_loss",
+    "triplet_margin_with_distance_loss", "unfold",
 ]
 
 _REDUCTIONS = ("mean", "sum", "none")
