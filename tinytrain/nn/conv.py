@@ -17,6 +17,9 @@ usual windows run the pooling kernels, the others (``ceil_mode``, ``dilation``,
 ``return_indices``, ``divisor_override``, adaptive max pooling, unpooling) the general path
 of :mod:`tinytrain.nn.pooling`.
 
+The 1-D layers (``conv1d``, ``max_pool1d``, ``avg_pool1d`` and their modules) check their
+arguments with PyTorch's 1-D messages and run the 2-D path on ``[N, C, 1, L]``.
+
 A transposed convolution needs no kernels of its own: it *is* the input gradient of a
 convolution (the one whose input has the transposed conv's output shape), so its forward
 is that convolution's ``conv2d_backward_input``, its dX that convolution's forward and its
