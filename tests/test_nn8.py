@@ -460,6 +460,23 @@ def test_rms_norm(device, dtype):
          tol=dict(rtol=1e-4, atol=0) if dtype == np.float32 else None)
 
 
+@pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")  # (torch's)
+def test_rms_norm_of_float16_is_computed_in_float32(device):
+    """PyTorch's opmath: 300 squared would overflow float16; and eps=None is float32's."""
+    for scale in (300.0, 1.0, 1e-3):
+        x = (normal(3, 4) * scale).astype(np.float16)
+        w = normal(4).astype(np.float32)
+        ours, theirs = leaves(device, np.float16, x)
+        a = F.rms_norm(ours[0], [4], tt.tensor(w, device=device))
+        b = torch.nn.functional.rms_norm(theirs[0], [4], torch.tensor(w))
+        assert a.dtype == tt.float16
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=2e-3)
+        a.sum().backward()
+        b.sum().backward()
+        np.testing.assert_allclose(ours[0].grad.numpy(), theirs[0].grad.numpy(), rtol=2e-3,
+                                   atol=1e-3)
+
+
 def test_rms_norm_module(device):
     for args, kwargs in (((6,), {}), (([4, 6],), dict(eps=1e-3, elementwise_affine=False))):
         ours, theirs = nn.RMSNorm(*args, **kwargs), torch.nn.RMSNorm(*args, **kwargs)

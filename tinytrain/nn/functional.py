@@ -1253,7 +1253,8 @@ def rms_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
     ``input / sqrt(mean(input^2) + eps) * weight`` (``weight`` of ``normalized_shape``, or
     none). ``eps=None`` is the machine epsilon of the input's dtype
     (``tt.finfo(dtype).eps``), as in PyTorch. No mean is subtracted (unlike
-    :func:`layer_norm`)."""
+    :func:`layer_norm`). float16 inputs are computed in float32 (and ``eps=None`` is then
+    float32's epsilon), as PyTorch's; the result has the input's dtype."""
     _floating("rms_norm", input)
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     k = len(shape)
@@ -1265,11 +1266,15 @@ def rms_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
         raise ShapeError(f"rms_norm: Expected weight to be of same shape as normalized_shape, "
                          f"but got weight of shape {list(weight.shape)} and normalized_shape = "
                          f"{list(shape)}")
+    # float16 is computed in float32 (300 squared overflows float16), as PyTorch's opmath,
+    # eps=None then float32's epsilon; the result has the input's dtype, whatever the weight's
+    x = input.to(dtype=np.float32) if input.dtype == np.float16 else input
     if eps is None:
-        eps = float(np.finfo(input.dtype).eps)
+        eps = float(np.finfo(x.dtype).eps)
     axes = tuple(range(input.ndim - k, input.ndim))
-    out = input * ((input * input).mean(axes, keepdim=True) + eps).rsqrt()
-    return out if weight is None else out * weight
+    out = x * ((x * x).mean(axes, keepdim=True) + eps).rsqrt()
+    out = out if weight is None else out * weight
+    return out if out.dtype == input.dtype else out.to(dtype=input.dtype)
 
 
 def _pixel_args(name: str, x: Tensor, factor: int, what: str) -> None:
