@@ -477,6 +477,33 @@ def test_rms_norm_of_float16_is_computed_in_float32(device):
                                    atol=1e-3)
 
 
+NORMS_FP16 = {
+    "batch_norm": lambda L, x: L.nn.functional.batch_norm(x, None, None, training=True),
+    "layer_norm": lambda L, x: L.nn.functional.layer_norm(x, [8]),
+    "layer_norm(float32 weight)": lambda L, x: L.nn.functional.layer_norm(
+        x, [8], L.linspace(0.5, 2, 8)),
+    "group_norm": lambda L, x: L.nn.functional.group_norm(x, 1),
+    "instance_norm": lambda L, x: L.nn.functional.instance_norm(x),
+}
+
+
+@pytest.mark.parametrize("scale", [300.0, 1e-3])
+@pytest.mark.parametrize("name", NORMS_FP16)
+def test_float16_normalisations_compute_in_float32(device, name, scale):
+    """Values of 300 in float16: their squares overflow it, and a variance of inf normalised
+    every value to 0 (silently); PyTorch computes in float32 and rounds once."""
+    ours, theirs = leaves(device, np.float16, normal(4, 3, 8) * scale)
+    a, b = NORMS_FP16[name](tt, ours[0]), NORMS_FP16[name](torch, theirs[0])
+    assert a.dtype == tt.float16
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=2e-3, atol=2e-3)
+    g = normal(*a.shape).astype(np.float16)
+    a.backward(tt.tensor(g, device=device))
+    b.backward(torch.tensor(g))
+    top = float(np.abs(theirs[0].grad.numpy()).max())
+    np.testing.assert_allclose(ours[0].grad.numpy(), theirs[0].grad.numpy(), rtol=0,
+                               atol=2e-3 * top)
+
+
 def test_rms_norm_module(device):
     for args, kwargs in (((6,), {}), (([4, 6],), dict(eps=1e-3, elementwise_affine=False))):
         ours, theirs = nn.RMSNorm(*args, **kwargs), torch.nn.RMSNorm(*args, **kwargs)

@@ -966,6 +966,13 @@ def _same_precision(name: str, input: Tensor, *params: Tensor | None) -> None:  
     check_same_dtype(name, input, *params)
 
 
+def _opmath(input: Tensor) -> Tensor:  # noqa: A002
+    """A float16 input in float32, where a normalisation computes: PyTorch's "opmath" (the
+    squares of values above 256 overflow float16, and a variance of inf normalises every
+    value to 0); :func:`_as_input` rounds the result to float16 once."""
+    return input.to(dtype=np.float32) if input.dtype == np.float16 else input
+
+
 def _as_input(out: Tensor, input: Tensor) -> Tensor:  # noqa: A002
     """A mixed-precision result in the input's dtype (float16), as PyTorch gives it."""
     return out if out.dtype == input.dtype else out.to(dtype=input.dtype)
@@ -988,8 +995,9 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
                              f"{list(t.shape)}")
     _same_precision("layer_norm", input, weight, bias)
     axes = tuple(range(input.ndim - k, input.ndim))
-    mean = input.mean(axes, keepdim=True)
-    centered = input - mean
+    x = _opmath(input)
+    mean = x.mean(axes, keepdim=True)
+    centered = x - mean
     out = centered / ((centered * centered).mean(axes, keepdim=True) + eps).sqrt()
     if weight is not None:
         out = out * weight
@@ -1051,11 +1059,12 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     if training and count == 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input "
                          f"size {list(input.shape)}")
+    x = _opmath(input)
     if training and count == 0:  # an empty batch: an empty output, no statistics (PyTorch)
-        centered, var = input, input.new_ones(shape)
+        centered, var = x, x.new_ones(shape)
     elif training:
-        mean = input.mean(axes, keepdim=True)
-        centered = input - mean
+        mean = x.mean(axes, keepdim=True)
+        centered = x - mean
         var = (centered * centered).mean(axes, keepdim=True)
         with no_grad():
             if running_mean is not None:
@@ -1067,7 +1076,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         if running_mean is None or running_var is None:
             raise ValueError("batch_norm: running_mean and running_var are needed when not "
                              "training")
-        centered = input - running_mean.reshape(shape)
+        centered = x - running_mean.reshape(shape)
         var = running_var.reshape(shape)
     out = centered / (var + eps).sqrt()
     if weight is not None:
