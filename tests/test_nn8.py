@@ -481,7 +481,7 @@ NORMS_FP16 = {
     "batch_norm": lambda L, x: L.nn.functional.batch_norm(x, None, None, training=True),
     "layer_norm": lambda L, x: L.nn.functional.layer_norm(x, [8]),
     "layer_norm(float32 weight)": lambda L, x: L.nn.functional.layer_norm(
-        x, [8], L.linspace(0.5, 2, 8)),
+        x, [8], L.linspace(0.5, 2, 8, device=x.device)),
     "group_norm": lambda L, x: L.nn.functional.group_norm(x, 1),
     "instance_norm": lambda L, x: L.nn.functional.instance_norm(x),
 }
@@ -799,7 +799,7 @@ LOSSES = {
     "multi_margin_loss": lambda L, x, y, **kw: L.nn.functional.multi_margin_loss(
         x, y, margin=0.7, **kw),
     "multi_margin_loss(p=2, weight)": lambda L, x, y, **kw: L.nn.functional.multi_margin_loss(
-        x, y, p=2, weight=L.linspace(0.5, 2, 4, dtype=x.dtype), **kw),
+        x, y, p=2, weight=L.linspace(0.5, 2, 4, dtype=x.dtype, device=x.device), **kw),
     "triplet_margin_with_distance_loss": lambda L, a, p, n, **kw: L.nn.functional
     .triplet_margin_with_distance_loss(a, p, n, **kw),
     "triplet_margin_with_distance_loss(cosine, swap)": lambda L, a, p, n, **kw: L.nn.functional
