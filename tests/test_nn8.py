@@ -346,6 +346,8 @@ def test_pool1d_modules(device):
         for s, t in zip(a, b):
             np.testing.assert_allclose(s.numpy(), t.numpy(), rtol=1e-12)
     assert nn.AvgPool1d(3).kernel_size == (3,) and nn.MaxPool1d(3).stride == 3
+    assert not isinstance(nn.MaxPool1d(3), nn.MaxPool2d)
+    assert not isinstance(nn.AvgPool1d(3), nn.AvgPool2d)
 
 
 def test_conv1d_module_errors():

@@ -1060,13 +1060,27 @@ class Conv1d(Module):
                        if self.padding_mode != "zeros" else "")
 
 
-class MaxPool1d(MaxPool2d):
+class MaxPool1d(Module):
     """Module form of :func:`max_pool1d` (``return_indices=True``: it returns ``(out,
-    indices)``)."""
+    indices)``). Not a :class:`MaxPool2d` for ``isinstance``, as in PyTorch."""
+
+    def __init__(
+        self, kernel_size: int | tuple[int], stride: int | tuple[int] | None = None,
+        padding: int | tuple[int] = 0, dilation: int | tuple[int] = 1,
+        return_indices: bool = False, ceil_mode: bool = False,
+    ) -> None:
+        super().__init__()
+        # as PyTorch: no stride means the kernel's, and the attribute says so
+        self.kernel_size, self.padding = kernel_size, padding
+        self.stride = kernel_size if stride is None else stride
+        self.dilation, self.ceil_mode = dilation, ceil_mode
+        self.return_indices = return_indices
 
     def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
         return max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation,
                           self.ceil_mode, self.return_indices)
+
+    extra_repr = MaxPool2d.extra_repr
 
 
 class AvgPool1d(Module):
