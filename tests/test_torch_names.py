@@ -213,9 +213,9 @@ def test_clamp_min_and_clamp_max_in_place_and_bmm_method_as_pytorch():
         tt.ones(2, 3).bmm(tt.ones(3, 2))
 
 
-LAYERS_NOT_IMPLEMENTED = ["Conv1d", "Conv3d", "ConvTranspose1d", "ConvTranspose3d",
-                          "BatchNorm3d", "MaxPool1d", "MaxPool3d", "AvgPool1d", "AvgPool3d",
-                          "InstanceNorm1d", "InstanceNorm2d", "LSTM", "GRU", "RNN",
+LAYERS_NOT_IMPLEMENTED = ["Conv3d", "ConvTranspose1d", "ConvTranspose3d",
+                          "BatchNorm3d", "MaxPool3d", "AvgPool3d",
+                          "LocalResponseNorm", "LSTM", "GRU", "RNN",
                           "MultiheadAttention", "TransformerEncoderLayer"]
 
 

@@ -7,9 +7,12 @@ from tinytrain.nn.containers import ModuleDict, ModuleList, ParameterDict, Param
 from tinytrain.nn.conv import (
     AdaptiveAvgPool2d,
     AdaptiveMaxPool2d,
+    AvgPool1d,
     AvgPool2d,
+    Conv1d,
     Conv2d,
     ConvTranspose2d,
+    MaxPool1d,
     MaxPool2d,
     MaxUnpool2d,
 )
@@ -19,6 +22,7 @@ from tinytrain.nn.layers import (
     CELU,
     ELU,
     GELU,
+    GLU,
     SELU,
     BCELoss,
     BCEWithLogitsLoss,
@@ -29,6 +33,8 @@ from tinytrain.nn.layers import (
     Dropout2d,
     Embedding,
     Flatten,
+    GaussianNLLLoss,
+    Hardshrink,
     Hardsigmoid,
     Hardswish,
     Hardtanh,
@@ -44,8 +50,13 @@ from tinytrain.nn.layers import (
     MarginRankingLoss,
     Mish,
     MSELoss,
+    MultiLabelSoftMarginLoss,
+    MultiMarginLoss,
     NLLLoss,
     PairwiseDistance,
+    PixelShuffle,
+    PixelUnshuffle,
+    PoissonNLLLoss,
     PReLU,
     ReLU,
     ReLU6,
@@ -53,17 +64,31 @@ from tinytrain.nn.layers import (
     Sigmoid,
     SiLU,
     SmoothL1Loss,
+    SoftMarginLoss,
     Softmax,
     Softmin,
     Softplus,
+    Softshrink,
     Softsign,
     Tanh,
+    Tanhshrink,
+    Threshold,
     TripletMarginLoss,
+    TripletMarginWithDistanceLoss,
     Unflatten,
 )
 from tinytrain.nn.lazy import LazyBatchNorm1d, LazyBatchNorm2d, LazyConv2d, LazyLinear
 from tinytrain.nn.module import Module, Parameter, UninitializedBuffer, UninitializedParameter
-from tinytrain.nn.normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm
+from tinytrain.nn.normalization import (
+    BatchNorm1d,
+    BatchNorm2d,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+    LayerNorm,
+    RMSNorm,
+)
 from tinytrain.nn.padding import (
     CircularPad1d,
     CircularPad2d,
@@ -85,7 +110,11 @@ from tinytrain.nn.sync_batchnorm import SyncBatchNorm
 from tinytrain.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = [
-    "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d",
+    "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool1d", "AvgPool2d", "BatchNorm1d",
+    "BatchNorm2d", "Conv1d", "GLU", "Hardshrink", "MaxPool1d", "PixelShuffle", "PixelUnshuffle",
+    "RMSNorm", "Softshrink", "Tanhshrink", "Threshold", "GaussianNLLLoss",
+    "MultiLabelSoftMarginLoss", "MultiMarginLoss", "PoissonNLLLoss", "SoftMarginLoss",
+    "TripletMarginWithDistanceLoss", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
     "BCELoss",
     "CosineEmbeddingLoss", "HingeEmbeddingLoss", "MarginRankingLoss", "TripletMarginLoss",
     "BCEWithLogitsLoss", "CELU", "Conv2d", "ConvTranspose2d", "CosineSimilarity",
@@ -109,23 +138,24 @@ __all__ = [
 
 _LAYERS = ("tinytrain.nn has " + ", ".join(n for n in __all__ if n[0].isupper())
            + ", and the submodules functional, init and utils")
-_CONV = ("tinytrain has 2-D convolution and pooling only (Conv2d, ConvTranspose2d, MaxPool2d, "
-         "AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, MaxUnpool2d); reshape to 2-D or "
-         "compute the rest with tensor ops")
-_RNN = ("tinytrain has no recurrent or attention layers; build them from nn.Linear and tensor "
-        "ops (e.g. an RNN cell: h = (x @ W_x + h @ W_h + b).tanh())")
-_NORM = "tinytrain has BatchNorm1d/2d, SyncBatchNorm, LayerNorm and GroupNorm"
+_CONV = ("tinytrain has 2-D convolution and pooling (Conv2d, ConvTranspose2d, MaxPool2d, "
+         "AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, MaxUnpool2d) and Conv1d, MaxPool1d, "
+         "AvgPool1d; reshape to 2-D or compute the rest with tensor ops")
+_RNN = ("tinytrain has no recurrent or attention layers; build them from nn.Linear, "
+        "F.scaled_dot_product_attention and tensor ops (e.g. an RNN cell: h = (x @ W_x + "
+        "h @ W_h + b).tanh())")
+_NORM = ("tinytrain has BatchNorm1d/2d, SyncBatchNorm, LayerNorm, GroupNorm, RMSNorm and "
+         "InstanceNorm1d/2d/3d")
 _DROPOUT = "tinytrain has Dropout and Dropout2d"
 #: PyTorch's layers that client code names (``isinstance(m, (nn.Conv1d, nn.Conv2d,
 #: nn.Conv3d))`` in an initialisation loop) and tinytrain does not implement: real Module
 #: subclasses, so that such checks work, whose constructor raises NotImplementedError.
 _NOT_IMPLEMENTED = {
-    **dict.fromkeys(["Conv1d", "Conv3d", "ConvTranspose1d", "ConvTranspose3d", "LazyConv1d",
-                     "LazyConv3d", "MaxPool1d", "MaxPool3d", "AvgPool1d", "AvgPool3d",
+    **dict.fromkeys(["Conv3d", "ConvTranspose1d", "ConvTranspose3d", "LazyConv1d",
+                     "LazyConv3d", "MaxPool3d", "AvgPool3d",
                      "AdaptiveAvgPool1d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
                      "AdaptiveMaxPool3d"], _CONV),
-    **dict.fromkeys(["BatchNorm3d", "LazyBatchNorm3d", "InstanceNorm1d", "InstanceNorm2d",
-                     "InstanceNorm3d", "LocalResponseNorm"], _NORM),
+    **dict.fromkeys(["BatchNorm3d", "LazyBatchNorm3d", "LocalResponseNorm"], _NORM),
     **dict.fromkeys(["Dropout1d", "Dropout3d", "AlphaDropout"], _DROPOUT),
     **dict.fromkeys(["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
                      "MultiheadAttention", "Transformer", "TransformerEncoder",

@@ -17,6 +17,9 @@ usual windows run the pooling kernels, the others (``ceil_mode``, ``dilation``,
 ``return_indices``, ``divisor_override``, adaptive max pooling, unpooling) the general path
 of :mod:`tinytrain.nn.pooling`.
 
+The 1-D layers (``conv1d``, ``max_pool1d``, ``avg_pool1d`` and their modules) check their
+arguments with PyTorch's 1-D messages and run the 2-D path on ``[N, C, 1, L]``.
+
 A transposed convolution needs no kernels of its own: it *is* the input gradient of a
 convolution (the one whose input has the transposed conv's output shape), so its forward
 is that convolution's ``conv2d_backward_input``, its dX that convolution's forward and its
@@ -44,19 +47,26 @@ from tinytrain.tensor import IndexRangeError, InvalidArgument, ShapeError, Tenso
 __all__ = [
     "AdaptiveAvgPool2d",
     "AdaptiveMaxPool2d",
+    "AvgPool1d",
     "AvgPool2d",
+    "Conv1d",
     "Conv2d",
     "Conv2dFunction",
     "ConvTranspose2d",
     "ConvTranspose2dFunction",
+    "MaxPool1d",
     "MaxPool2d",
     "MaxUnpool2d",
     "adaptive_avg_pool2d",
     "adaptive_max_pool2d",
     "adaptive_max_pool2d_with_indices",
+    "avg_pool1d",
     "avg_pool2d",
+    "conv1d",
     "conv2d",
     "conv_transpose2d",
+    "max_pool1d",
+    "max_pool1d_with_indices",
     "max_pool2d",
     "max_pool2d_with_indices",
     "max_unpool2d",
@@ -788,6 +798,308 @@ class AvgPool2d(Module):
     def forward(self, x: Tensor) -> Tensor:
         return avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                           self.count_include_pad, self.divisor_override)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+# --------------------------------------------------------------------------- 1-D: conv, pools
+#
+# A 1-D convolution or pooling over ``[N, C, L]`` is the 2-D one over ``[N, C, 1, L]`` with a
+# ``1 x K`` kernel: the functions below check their arguments with PyTorch's 1-D messages,
+# then run the 2-D path (its kernels and its autograd) and take the height of 1 off again.
+
+
+def _single(value: Any, name: str, op: str) -> int:
+    """``3`` or ``(3,)`` as ``3``; PyTorch's message for anything else."""
+    if isinstance(value, tuple | list) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, int | np.integer) and not isinstance(value, bool):
+        return int(value)
+    shown = list(value) if isinstance(value, tuple | list) else value
+    raise ShapeError(f"{op}: expected {name} to be a single integer value or a list of 1 values "
+                     f"to match the convolution dimensions, but got {name}={shown}")
+
+
+def conv1d(
+    input: Tensor,  # noqa: A002
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: int | tuple[int] = 1,
+    padding: int | tuple[int] | str = 0,
+    dilation: int | tuple[int] = 1,
+    groups: int = 1,
+) -> Tensor:
+    """1-D convolution (cross-correlation), as ``torch.nn.functional.conv1d``.
+
+    ``input [N, Cin, L]`` (or unbatched ``[Cin, L]``), ``weight [Cout, Cin / groups, K]``,
+    ``bias [Cout]`` -> ``[N, Cout, Lo]``, ``Lo = (L + 2 p - d (K - 1) - 1) // s + 1``.
+    ``padding`` may be ``"valid"`` or ``"same"`` (stride 1). Runs :func:`conv2d` on
+    ``[N, Cin, 1, L]`` with a ``1 x K`` kernel.
+    """
+    x_shape, w_shape = _shape(input, "conv1d"), _shape(weight, "conv1d", "weight")
+    if len(x_shape) not in (2, 3):
+        raise ShapeError(f"Expected 2D (unbatched) or 3D (batched) input to conv1d, but got "
+                         f"input of size: {list(x_shape)}")
+    if len(w_shape) != 3:
+        raise ShapeError(f"conv1d: expected weight [Cout, Cin / groups, K] (3-dimensional), "
+                         f"got weight of size {list(w_shape)}")
+    s = _single(stride, "stride", "conv1d")
+    d = _single(dilation, "dilation", "conv1d")
+    p = padding if isinstance(padding, str) else _single(padding, "padding", "conv1d")
+    if s < 1:
+        raise ShapeError("non-positive stride is not supported")
+    if d < 1:
+        raise ShapeError("dilation should be greater than zero")
+    if not isinstance(p, str) and p < 0:
+        raise ShapeError("negative padding is not supported")
+    if isinstance(groups, int) and not isinstance(groups, bool) and groups >= 1:
+        c = x_shape[-2]
+        if w_shape[0] % groups:
+            raise ShapeError(f"Given groups={groups}, expected weight to be divisible by {groups} "
+                             f"at dimension 0, but got weight of size {list(w_shape)} instead")
+        if c != w_shape[1] * groups:
+            raise ShapeError(f"Given groups={groups}, weight of size {list(w_shape)}, expected "
+                             f"input{list(x_shape)} to have {w_shape[1] * groups} channels, but "
+                             f"got {c} channels instead")
+    if bias is not None and tuple(_shape(bias, "conv1d", "bias")) != (w_shape[0],):
+        raise ShapeError(f"Given weight of size {list(w_shape)}, expected bias to be "
+                         f"1-dimensional with {w_shape[0]} elements, but got bias of size "
+                         f"{list(bias.shape)} instead")
+    span = d * (w_shape[2] - 1) + 1
+    if not isinstance(p, str) and x_shape[-1] + 2 * p < span:
+        raise ShapeError(f"Calculated padded input size per channel: ({x_shape[-1] + 2 * p}). "
+                         f"Kernel size: ({span}). Kernel size can't be greater than actual "
+                         f"input size")
+    check_same_dtype("conv1d", input, weight, bias)
+    y = conv2d(input.unsqueeze(-2), weight.unsqueeze(-2), bias, (1, s),
+               p if isinstance(p, str) else (0, p), 1 if d == 1 else (1, d), groups)
+    return y.squeeze(-2)
+
+
+def _pool1d_args(name: str, x: Any, kernel_size: Any, stride: Any, padding: Any,
+                 dilation: Any) -> tuple[int, int, int, int]:
+    """A 1-D pooling's ``(k, s, p, d)``, checked with PyTorch's messages (``stride=None``
+    or empty: the kernel's)."""
+    shape = _shape(x, name)
+    k = _single(kernel_size, "kernel_size", name)
+    s = k if stride is None or (isinstance(stride, tuple | list) and not stride) else _single(
+        stride, "stride", name)
+    p, d = _single(padding, "padding", name), _single(dilation, "dilation", name)
+    if len(shape) not in (2, 3):
+        if name == "avg_pool1d":
+            raise ShapeError(f"Expected 2 to 3 dimensions, but got {len(shape)}-dimensional "
+                             f"tensor for argument #1 'self' (while checking arguments for "
+                             f"avg_pool1d)")
+        raise ShapeError(f"{name}: Expected 2D or 3D (batch mode) tensor with optional 0 dim "
+                         f"batch size for input, but got:{list(shape)}")
+    for what, v in (("kernel_size", k), ("stride", s), ("dilation", d)):
+        if v < 1:
+            raise ShapeError(f"{name}() {what} must be greater than zero, but got {v}")
+    if p < 0:
+        raise ShapeError(f"{name}() padding must be non-negative, but got {p}")
+    if p > k // 2:
+        raise ShapeError(f"{name}() padding should be at most half of kernel size, but got "
+                         f"padding={p} and kernel_size={k}")
+    return k, s, p, d
+
+
+def _pool1d_out(name: str, x: Tensor, k: int, s: int, p: int, d: int, ceil_mode: bool) -> None:
+    length = x.shape[-1]
+    out = (length + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= length + p:
+        out -= 1
+    if out < 1:
+        raise ShapeError(f"{name}() Invalid computed output size: {out}")
+
+
+def max_pool1d(
+    input: Tensor,  # noqa: A002
+    kernel_size: int | tuple[int],
+    stride: int | tuple[int] | None = None,
+    padding: int | tuple[int] = 0,
+    dilation: int | tuple[int] = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """1-D max pooling, as ``torch.nn.functional.max_pool1d``: ``[N, C, L] -> [N, C, Lo]``
+    (or ``[C, L] -> [C, Lo]``), ``Lo`` as :func:`max_pool2d`'s ``Wo``; ``return_indices``
+    gives int64 positions along ``L``. :func:`max_pool2d` over ``[N, C, 1, L]``."""
+    k, s, p, d = _pool1d_args("max_pool1d", input, kernel_size, stride, padding, dilation)
+    _pool1d_out("max_pool1d", input, k, s, p, d, ceil_mode)
+    result = max_pool2d(input.unsqueeze(-2), (1, k), (1, s), (0, p), (1, d), ceil_mode,
+                        return_indices)
+    if return_indices:
+        out, indices = result
+        return out.squeeze(-2), indices.squeeze(-2)
+    return result.squeeze(-2)
+
+
+def max_pool1d_with_indices(
+    input: Tensor,  # noqa: A002
+    kernel_size: int | tuple[int],
+    stride: int | tuple[int] | None = None,
+    padding: int | tuple[int] = 0,
+    dilation: int | tuple[int] = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = True,
+) -> tuple[Tensor, Tensor]:
+    """:func:`max_pool1d` that returns ``(out, indices)`` (PyTorch's
+    ``F.max_pool1d_with_indices``)."""
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def avg_pool1d(
+    input: Tensor,  # noqa: A002
+    kernel_size: int | tuple[int],
+    stride: int | tuple[int] | None = None,
+    padding: int | tuple[int] = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+) -> Tensor:
+    """1-D average pooling, as ``torch.nn.functional.avg_pool1d``: ``[N, C, L] ->
+    [N, C, Lo]`` (or ``[C, L] -> [C, Lo]``). :func:`avg_pool2d` over ``[N, C, 1, L]``."""
+    k, s, p, d = _pool1d_args("avg_pool1d", input, kernel_size, stride, padding, 1)
+    length = input.shape[-1]
+    out = (length + 2 * p - k + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= length + p:
+        out -= 1
+    if out < 1:
+        c = input.shape[-2]
+        raise ShapeError(f"Given input size: ({c}x1x{length}). Calculated output size: "
+                         f"({c}x1x{out}). Output size is too small")
+    return avg_pool2d(input.unsqueeze(-2), (1, k), (1, s), (0, p), ceil_mode,
+                      count_include_pad).squeeze(-2)
+
+
+class Conv1d(Module):
+    """A 1-D convolution layer: ``weight [out, in / groups, K]`` and ``bias [out]``, drawn as
+    :class:`Conv2d`'s (PyTorch's ``kaiming_uniform_(a=sqrt(5))``, ``fan_in = in / groups *
+    K``). ``kernel_size``, ``stride``, ``padding`` and ``dilation`` are stored as 1-tuples,
+    as PyTorch's; ``padding`` may be ``"valid"`` or ``"same"``, ``padding_mode`` as
+    :class:`Conv2d`'s. Input ``[N, in, L]`` (or ``[in, L]``), see :func:`conv1d`."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple[int],
+        stride: int | tuple[int] = 1,
+        padding: int | tuple[int] | str = 0,
+        dilation: int | tuple[int] = 1,
+        groups: int = 1,
+        bias: bool = True,
+        padding_mode: str = "zeros",
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        if in_channels < 1 or out_channels < 1:
+            raise ValueError(f"Conv1d: channels must be positive, got in_channels={in_channels}, "
+                             f"out_channels={out_channels}")
+        if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups:
+            raise ValueError("out_channels must be divisible by groups")
+        if padding_mode not in _PADDING_MODES:
+            raise ValueError(f"padding_mode must be one of {set(_PADDING_MODES)}, but got "
+                             f"padding_mode={padding_mode!r}")
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size = (_single(kernel_size, "kernel_size", "Conv1d"),)
+        self.stride = (_single(stride, "stride", "Conv1d"),)
+        self.dilation = (_single(dilation, "dilation", "Conv1d"),)
+        if self.kernel_size[0] < 1:
+            raise ValueError(f"Conv1d: kernel_size must be positive, got {self.kernel_size}")
+        self.padding_mode = padding_mode
+        if isinstance(padding, str):
+            left, right, _, _ = _padding_from_string(padding, (1, self.stride[0]),
+                                                     (1, self.kernel_size[0]), "Conv1d",
+                                                     ValueError, (1, self.dilation[0]))
+            self._pads = (left, right)
+            self.padding: Any = padding
+        else:
+            self.padding = (_single(padding, "padding", "Conv1d"),)
+            self._pads = (self.padding[0], self.padding[0])
+        self.weight = Parameter(factory_tensor(
+            "Conv1d", (out_channels, in_channels // groups, self.kernel_size[0]), device=device,
+            dtype=dtype))
+        if bias:
+            self.bias = Parameter(factory_tensor("Conv1d", (out_channels,), device=device,
+                                                 dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw the weight and bias again, as the constructor does (re-initialise a model)."""
+        _draw_conv_parameters(self)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.padding_mode == "zeros":
+            return conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                          self.groups)
+        from tinytrain.nn.functional import pad  # (functional imports this module)
+
+        return conv1d(pad(x, self._pads, self.padding_mode), self.weight, self.bias,
+                      self.stride, 0, self.dilation, self.groups)
+
+    def extra_repr(self) -> str:
+        """PyTorch's text (as :class:`Conv2d`'s, with 1-tuples)."""
+        text = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}")
+        if isinstance(self.padding, str) or any(self.padding):
+            text += f", padding={self.padding}"
+        if self.dilation != (1,):
+            text += f", dilation={self.dilation}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
+        text += ", bias=False" if self.bias is None else ""
+        return text + (f", padding_mode={self.padding_mode}"
+                       if self.padding_mode != "zeros" else "")
+
+
+class MaxPool1d(Module):
+    """Module form of :func:`max_pool1d` (``return_indices=True``: it returns ``(out,
+    indices)``). Not a :class:`MaxPool2d` for ``isinstance``, as in PyTorch."""
+
+    def __init__(
+        self, kernel_size: int | tuple[int], stride: int | tuple[int] | None = None,
+        padding: int | tuple[int] = 0, dilation: int | tuple[int] = 1,
+        return_indices: bool = False, ceil_mode: bool = False,
+    ) -> None:
+        super().__init__()
+        # as PyTorch: no stride means the kernel's, and the attribute says so
+        self.kernel_size, self.padding = kernel_size, padding
+        self.stride = kernel_size if stride is None else stride
+        self.dilation, self.ceil_mode = dilation, ceil_mode
+        self.return_indices = return_indices
+
+    def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
+        return max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                          self.ceil_mode, self.return_indices)
+
+    extra_repr = MaxPool2d.extra_repr
+
+
+class AvgPool1d(Module):
+    """Module form of :func:`avg_pool1d`; ``kernel_size``, ``stride`` and ``padding`` are
+    stored as 1-tuples, as PyTorch's."""
+
+    def __init__(self, kernel_size: int | tuple[int], stride: int | tuple[int] | None = None,
+                 padding: int | tuple[int] = 0, ceil_mode: bool = False,
+                 count_include_pad: bool = True) -> None:
+        super().__init__()
+        self.kernel_size = (_single(kernel_size, "kernel_size", "AvgPool1d"),)
+        self.stride = self.kernel_size if stride is None else (
+            _single(stride, "stride", "AvgPool1d"),)
+        self.padding = (_single(padding, "padding", "AvgPool1d"),)
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+
+    def forward(self, x: Tensor) -> Tensor:
+        return avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                          self.count_include_pad)
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"

@@ -18,15 +18,20 @@ from tinytrain.nn.conv import (
     adaptive_avg_pool2d,
     adaptive_max_pool2d,
     adaptive_max_pool2d_with_indices,
+    avg_pool1d,
     avg_pool2d,
+    conv1d,
     conv2d,
     conv_transpose2d,
+    max_pool1d,
+    max_pool1d_with_indices,
     max_pool2d,
     max_pool2d_with_indices,
     max_unpool2d,
 )
 from tinytrain.nn.fold import fold, unfold
 from tinytrain.nn.upsampling import interpolate
+from tinytrain.nn.vision import affine_grid, grid_sample
 from tinytrain.random import default_generator
 from tinytrain.tensor import (
     IndexRangeError,
@@ -42,16 +47,21 @@ from tinytrain.tensor import (
 
 __all__ = [
     "adaptive_avg_pool2d", "adaptive_max_pool2d", "adaptive_max_pool2d_with_indices",
-    "avg_pool2d", "batch_norm", "binary_cross_entropy",
-    "cosine_embedding_loss", "hinge_embedding_loss", "margin_ranking_loss", "triplet_margin_loss",
-    "binary_cross_entropy_with_logits", "celu", "conv2d", "conv_transpose2d",
-    "cosine_similarity", "cross_entropy", "dropout", "dropout2d", "elu", "embedding", "fold",
-    "gelu", "group_norm", "hardsigmoid", "hardswish", "hardtanh", "huber_loss", "interpolate",
-    "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid",
-    "max_pool2d", "max_pool2d_with_indices", "max_unpool2d", "mish", "mse_loss", "nll_loss",
-    "normalize", "one_hot", "pad",
-    "pairwise_distance", "prelu", "relu", "relu6", "selu", "sigmoid", "silu", "smooth_l1_loss",
-    "softmax", "softmin", "softplus", "softsign", "tanh", "unfold",
+    "affine_grid", "avg_pool1d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "celu", "celu_", "conv1d", "conv2d", "conv_transpose2d",
+    "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout", "dropout2d", "elu",
+    "elu_", "embedding", "fold", "gaussian_nll_loss", "gelu", "glu", "grid_sample", "group_norm",
+    "gumbel_softmax", "hardshrink", "hardsigmoid", "hardswish", "hardtanh", "hardtanh_",
+    "hinge_embedding_loss", "huber_loss", "instance_norm", "interpolate", "kl_div", "l1_loss",
+    "layer_norm", "leaky_relu", "leaky_relu_", "linear", "log_softmax", "logsigmoid",
+    "margin_ranking_loss", "max_pool1d", "max_pool1d_with_indices", "max_pool2d",
+    "max_pool2d_with_indices", "max_unpool2d", "mish", "mse_loss", "multi_margin_loss",
+    "multilabel_soft_margin_loss", "nll_loss", "normalize", "one_hot", "pad", "pairwise_distance",
+    "pixel_shuffle", "pixel_unshuffle", "poisson_nll_loss", "prelu", "relu", "relu6", "relu_",
+    "rms_norm", "scaled_dot_product_attention", "selu", "selu_", "sigmoid", "silu",
+    "smooth_l1_loss", "soft_margin_loss", "softmax", "softmin", "softplus", "softshrink",
+    "softsign", "tanh", "tanhshrink", "threshold", "threshold_", "triplet_margin_loss",
+    "triplet_margin_with_distance_loss", "unfold",
 ]
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -956,6 +966,13 @@ def _same_precision(name: str, input: Tensor, *params: Tensor | None) -> None:  
     check_same_dtype(name, input, *params)
 
 
+def _opmath(input: Tensor) -> Tensor:  # noqa: A002
+    """A float16 input in float32, where a normalisation computes: PyTorch's "opmath" (the
+    squares of values above 256 overflow float16, and a variance of inf normalises every
+    value to 0); :func:`_as_input` rounds the result to float16 once."""
+    return input.to(dtype=np.float32) if input.dtype == np.float16 else input
+
+
 def _as_input(out: Tensor, input: Tensor) -> Tensor:  # noqa: A002
     """A mixed-precision result in the input's dtype (float16), as PyTorch gives it."""
     return out if out.dtype == input.dtype else out.to(dtype=input.dtype)
@@ -978,8 +995,9 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
                              f"{list(t.shape)}")
     _same_precision("layer_norm", input, weight, bias)
     axes = tuple(range(input.ndim - k, input.ndim))
-    mean = input.mean(axes, keepdim=True)
-    centered = input - mean
+    x = _opmath(input)
+    mean = x.mean(axes, keepdim=True)
+    centered = x - mean
     out = centered / ((centered * centered).mean(axes, keepdim=True) + eps).sqrt()
     if weight is not None:
         out = out * weight
@@ -1041,11 +1059,12 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     if training and count == 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input "
                          f"size {list(input.shape)}")
+    x = _opmath(input)
     if training and count == 0:  # an empty batch: an empty output, no statistics (PyTorch)
-        centered, var = input, input.new_ones(shape)
+        centered, var = x, x.new_ones(shape)
     elif training:
-        mean = input.mean(axes, keepdim=True)
-        centered = input - mean
+        mean = x.mean(axes, keepdim=True)
+        centered = x - mean
         var = (centered * centered).mean(axes, keepdim=True)
         with no_grad():
             if running_mean is not None:
@@ -1057,12 +1076,542 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         if running_mean is None or running_var is None:
             raise ValueError("batch_norm: running_mean and running_var are needed when not "
                              "training")
-        centered = input - running_mean.reshape(shape)
+        centered = x - running_mean.reshape(shape)
         var = running_var.reshape(shape)
     out = centered / (var + eps).sqrt()
     if weight is not None:
         out = out * weight.reshape(shape)
     return _as_input(out + bias.reshape(shape) if bias is not None else out, input)
+
+
+def instance_norm(input: Tensor, running_mean: Tensor | None = None,  # noqa: A002
+                  running_var: Tensor | None = None, weight: Tensor | None = None,
+                  bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalise each sample's each channel of ``input [N, C, *]`` over its positions
+    ``*`` (mean 0, biased variance 1), then scale by ``weight [C]`` and shift by ``bias
+    [C]``: :func:`batch_norm` of ``[1, N*C, *]``, as PyTorch computes it.
+
+    ``use_input_stats=False`` normalises with ``running_mean`` / ``running_var`` instead.
+    With ``use_input_stats`` and running statistics given, they are updated in place with
+    the batch's per-sample statistics averaged over the samples, ``running = (1 - momentum)
+    running + momentum mean_n(stat)`` (the variance unbiased), as in PyTorch.
+    """
+    _tensor_args("instance_norm", input=input)
+    if input.ndim < 2:
+        raise ShapeError(f"instance_norm: expected input [N, C, *], got shape {input.shape}")
+    n, c = input.shape[:2]
+    if use_input_stats and math.prod(input.shape[2:]) <= 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size "
+                         f"{list(input.shape)}")
+    if not use_input_stats and (running_mean is None or running_var is None):
+        raise ShapeError("Expected running_mean and running_var to be defined when "
+                         "use_input_stats is false")
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if t is not None and t.numel() != c:
+            raise ShapeError(f"instance_norm: {name} should contain {c} elements (one per "
+                             f"channel of input {list(input.shape)}), not shape "
+                             f"{list(t.shape)}")
+    _same_precision("instance_norm", input, weight, bias)
+    stats = [None if t is None else t.detach().reshape(c).repeat(n)
+             for t in (running_mean, running_var)]  # (one copy per sample, as PyTorch's)
+    flat = input.reshape(1, n * c, *input.shape[2:])
+    out = batch_norm(flat, stats[0], stats[1], None, None, use_input_stats, momentum,
+                     eps).reshape(input.shape)
+    if use_input_stats:
+        with no_grad():
+            for t, new in zip((running_mean, running_var), stats):
+                if t is not None:
+                    t.copy_(new.reshape(n, c).mean(0).reshape(t.shape))
+    shape = (1, c) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    return _as_input(out + bias.reshape(shape) if bias is not None else out, input)
+
+
+# --------------------------------------------------------------------------- more activations
+
+
+def relu_(input: Tensor) -> Tensor:  # noqa: A002
+    """:func:`relu` written into ``input`` itself."""
+    return relu(input, inplace=True)
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:  # noqa: A002
+    """:func:`elu` written into ``input`` itself."""
+    return elu(input, alpha, inplace=True)
+
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:  # noqa: A002
+    """:func:`leaky_relu` written into ``input`` itself."""
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:  # noqa: A002
+    """:func:`hardtanh` written into ``input`` itself."""
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:  # noqa: A002
+    """:func:`celu` written into ``input`` itself."""
+    return celu(input, alpha, inplace=True)
+
+
+def selu_(input: Tensor) -> Tensor:  # noqa: A002
+    """:func:`selu` written into ``input`` itself."""
+    return selu(input, inplace=True)
+
+
+def threshold(input: Tensor, threshold: float, value: float,  # noqa: A002
+              inplace: bool = False) -> Tensor:
+    """``input`` where ``input > threshold``, else ``value`` (the gradient is 1 where the
+    input is kept, 0 elsewhere; a NaN is kept, as in PyTorch). Integer inputs keep their
+    dtype (``value`` cast to it)."""
+    _tensor_args("threshold", input=input)
+    if input.dtype.kind == "b":
+        raise DTypeError(f"threshold: expected a numeric tensor, got {input.dtype}")
+    fill = value if input.dtype.kind == "f" else int(value)
+
+    def fn(t: Tensor) -> Tensor:
+        return where(t <= threshold, t.new_full((), fill), t)
+
+    return input._inplace("threshold_", fn) if inplace else fn(input)
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:  # noqa: A002
+    """:func:`threshold` written into ``input`` itself."""
+    return globals()["threshold"](input, threshold, value, inplace=True)
+
+
+def _lambd(name: str, x: Tensor, lambd: float, check: bool) -> None:
+    _floating(name, x)
+    top = float(np.finfo(x.dtype).max)
+    if check and not 0 <= lambd <= top:
+        raise ValueError(f"lambda must be in range [0, {top:g}] for input dtype "
+                         f"{torch_scalar_name(x.dtype)}, but found {lambd:g}")
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:  # noqa: A002
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, 0 between (gradient 1
+    outside, 0 inside; a NaN stays NaN with gradient 0, as in PyTorch). ``lambd >= 0``."""
+    _lambd("softshrink", input, lambd, True)
+    return where(input > lambd, input - lambd, where(input < -lambd, input + lambd,
+                                                     _nan_or_zero(input)))
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:  # noqa: A002
+    """``x`` where ``|x| > lambd``, else 0 (gradient 1 and 0; a NaN stays NaN with gradient
+    0, as in PyTorch)."""
+    _lambd("hardshrink", input, lambd, False)
+    return where((input > lambd) | (input < -lambd), input, _nan_or_zero(input))
+
+
+def _nan_or_zero(x: Tensor) -> Tensor:
+    """0, or NaN where ``x`` is NaN, with no gradient (the shrinks' middle piece)."""
+    return where(x.isnan(), x.detach(), 0.0)
+
+
+def tanhshrink(input: Tensor) -> Tensor:  # noqa: A002
+    """``x - tanh(x)``."""
+    _floating("tanhshrink", input)
+    return input - input.tanh()
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
+    """The gated linear unit: ``input`` split in halves ``a, b`` along ``dim``,
+    ``a * sigmoid(b)``; ``[*, 2n, *] -> [*, n, *]``."""
+    _floating("glu", input)
+    if input.ndim == 0:
+        raise ShapeError("glu does not support scalars because halving size must be even")
+    if not -input.ndim <= dim < input.ndim:
+        raise IndexRangeError(f"Dimension out of range (expected to be in range of "
+                              f"[{-input.ndim}, {input.ndim - 1}], but got {dim})")
+    dim %= input.ndim
+    if input.shape[dim] % 2:
+        raise ShapeError(f"Halving dimension must be even, but dimension {dim} is size "
+                         f"{input.shape[dim]}")
+    a, b = input.chunk(2, dim)
+    return a * b.sigmoid()
+
+
+def gumbel_softmax(logits: Tensor, tau: float = 1, hard: bool = False, eps: float = 1e-10,
+                   dim: int = -1) -> Tensor:
+    """A sample from the Gumbel-softmax (concrete) distribution over ``dim``:
+    ``softmax((logits + g) / tau)``, ``g = -log(E)`` with ``E`` standard exponential draws
+    from tinytrain's generator (seeded by ``tt.manual_seed``). ``hard=True`` returns the
+    one-hot of the sample's argmax, with the soft sample's gradient (straight-through:
+    ``y_hard - y_soft.detach() + y_soft``). ``eps`` is unused, as in PyTorch (kept for its
+    signature)."""
+    _floating("gumbel_softmax", logits)
+    if eps != 1e-10:
+        _warn("`eps` parameter is deprecated and has no effect.")
+    draws = default_generator().exponential(size=logits.shape)
+    gumbels = Tensor(backend.to_device(-np.log(draws).astype(logits.dtype), logits.device))
+    y_soft = ((logits + gumbels) / tau).softmax(dim)
+    if not hard:
+        return y_soft
+    index = y_soft.argmax(dim, keepdim=True)
+    y_hard = y_soft.new_zeros(y_soft.shape).scatter_(dim, index, 1.0)
+    return y_hard - y_soft.detach() + y_soft
+
+
+def rms_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,  # noqa: A002
+             eps: float | None = None) -> Tensor:
+    """Root-mean-square normalisation over the last dims ``normalized_shape``:
+    ``input / sqrt(mean(input^2) + eps) * weight`` (``weight`` of ``normalized_shape``, or
+    none). ``eps=None`` is the machine epsilon of the input's dtype
+    (``tt.finfo(dtype).eps``), as in PyTorch. No mean is subtracted (unlike
+    :func:`layer_norm`). float16 inputs are computed in float32 (and ``eps=None`` is then
+    float32's epsilon), as PyTorch's; the result has the input's dtype."""
+    _floating("rms_norm", input)
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(shape)
+    if k > input.ndim or input.shape[input.ndim - k:] != shape:
+        raise ShapeError(f"rms_norm: Given normalized_shape={list(shape)}, expected input with "
+                         f"shape [*, {', '.join(map(str, shape))}], but got input of size "
+                         f"{list(input.shape)}")
+    if weight is not None and tuple(weight.shape) != shape:
+        raise ShapeError(f"rms_norm: Expected weight to be of same shape as normalized_shape, "
+                         f"but got weight of shape {list(weight.shape)} and normalized_shape = "
+                         f"{list(shape)}")
+    # float16 is computed in float32 (300 squared overflows float16), as PyTorch's opmath,
+    # eps=None then float32's epsilon; the result has the input's dtype, whatever the weight's
+    x = input.to(dtype=np.float32) if input.dtype == np.float16 else input
+    if eps is None:
+        eps = float(np.finfo(x.dtype).eps)
+    axes = tuple(range(input.ndim - k, input.ndim))
+    out = x * ((x * x).mean(axes, keepdim=True) + eps).rsqrt()
+    out = out if weight is None else out * weight
+    return out if out.dtype == input.dtype else out.to(dtype=input.dtype)
+
+
+def _pixel_args(name: str, x: Tensor, factor: int, what: str) -> None:
+    _tensor_args(name, input=x)
+    if not isinstance(factor, int | np.integer) or isinstance(factor, bool):
+        raise TypeError(f"{name}(): argument '{what}' must be int, not {type(factor).__name__}")
+    if factor <= 0:
+        raise ValueError(f"{name} expects a positive {what}, but got {factor}")
+    if x.ndim < 3:
+        raise ShapeError(f"{name} expects input to have at least 3 dimensions, but got input "
+                         f"with {x.ndim} dimension(s)")
+
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:  # noqa: A002
+    """``[*, C r^2, H, W] -> [*, C, H r, W r]`` (``r = upscale_factor``): each group of
+    ``r^2`` channels becomes an ``r x r`` block of pixels (sub-pixel convolution)."""
+    r = upscale_factor
+    _pixel_args("pixel_shuffle", input, r, "upscale_factor")
+    *batch, c, h, w = input.shape
+    if c % (r * r):
+        raise ShapeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible "
+                         f"by the square of upscale_factor, but input.size(-3)={c} is not "
+                         f"divisible by {r * r}")
+    n = len(batch)
+    x = input.reshape(*batch, c // (r * r), r, r, h, w)
+    x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return x.reshape(*batch, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:  # noqa: A002
+    """``[*, C, H r, W r] -> [*, C r^2, H, W]`` (``r = downscale_factor``): the inverse of
+    :func:`pixel_shuffle`."""
+    r = downscale_factor
+    _pixel_args("pixel_unshuffle", input, r, "downscale_factor")
+    *batch, c, h, w = input.shape
+    for what, size, d in (("height", h, -2), ("width", w, -1)):
+        if size % r:
+            raise ShapeError(f"pixel_unshuffle expects {what} to be divisible by "
+                             f"downscale_factor, but input.size({d})={size} is not divisible "
+                             f"by {r}")
+    n = len(batch)
+    x = input.reshape(*batch, c, h // r, r, w // r, r)
+    x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return x.reshape(*batch, c * r * r, h // r, w // r)
+
+
+# --------------------------------------------------------------------------- more losses
+
+
+def _reduction_checked(name: str, reduction: str) -> None:
+    """PyTorch's early check (before any other argument's) of ``reduction``."""
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{name}: unknown reduction {reduction!r}; use one of {_REDUCTIONS}")
+
+
+def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True,  # noqa: A002
+                     full: bool = False, size_average: bool | None = None, eps: float = 1e-8,
+                     reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of ``target`` counts under a Poisson distribution of rate
+    ``exp(input)`` (``log_input=True``: per element ``exp(input) - target * input``) or
+    ``input`` itself (``input - target * log(input + eps)``). ``full`` adds Stirling's
+    approximation of ``log(target!)``, ``target log(target) - target + log(2 pi target) / 2``,
+    where ``target > 1``. ``input`` and ``target`` broadcast. The target's gradient (should it
+    need one) is PyTorch's, but finite where the target is 0 (PyTorch's is NaN there)."""
+    name = "poisson_nll_loss"
+    reduction = _legacy_reduction(name, size_average, reduce, reduction)
+    _reduction_checked(name, reduction)
+    _tensor_args(name, input=input, target=target)
+    if log_input:
+        loss = input.exp() - target * input
+    else:
+        loss = input - target * (input + eps).log()
+    if full:
+        big = target > 1
+        t = where(big, target, 1.0)  # (log of 1 where unused: no NaN in the gradient)
+        stirling = t * t.log() - t + 0.5 * (2 * math.pi * t).log()
+        loss = loss + where(big, stirling, 0.0)
+    return _reduce(loss, reduction, name)
+
+
+def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float,  # noqa: A002
+                      full: bool = False, eps: float = 1e-6, reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of ``target`` under normal distributions of mean ``input`` and
+    variance ``var``: per element ``(log(var) + (input - target)^2 / var) / 2`` (plus
+    ``log(2 pi) / 2`` with ``full``). ``var`` has the input's shape, or one dimension of size
+    1 where the input's differs (or lacks the input's last dimension), or is a number;
+    it is clamped to at least ``eps`` without gradient, as in PyTorch; a negative entry is
+    refused."""
+    name = "gaussian_nll_loss"
+    _tensor_args(name, input=input, target=target)
+    if not isinstance(var, Tensor):
+        if isinstance(var, bool) or not isinstance(var, int | float):
+            raise TypeError(f"{name}(): argument 'var' must be a Tensor or a float, not "
+                            f"{type(var).__name__}")
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
+        var = input.new_full(input.shape, float(var)).detach()
+    elif var.numel() and bool((var.data < 0).any()):
+        raise ValueError("var has negative entry/entries")
+    if var.shape != input.shape:
+        if input.shape[:-1] == var.shape:
+            var = var.unsqueeze(-1)
+        elif not (input.ndim == var.ndim and sum(v for i, v in zip(input.shape, var.shape)
+                                                 if i != v) == 1):
+            raise ShapeError(f"{name}: var is of incorrect size: var of shape {list(var.shape)} "
+                             f"for input of shape {list(input.shape)} (it must be the input's "
+                             f"shape, or have one dimension of size 1 where the input's "
+                             f"differs, or lack the input's last dimension)")
+    _reduction_checked(name, reduction)
+    var = var.clone()
+    with no_grad():
+        var.clamp_(min=eps)
+    loss = 0.5 * (var.log() + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction, name)
+
+
+def soft_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = None,  # noqa: A002
+                     reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """The two-class logistic loss of ``target`` labels 1 / -1 under scores ``input``: per
+    element ``log(1 + exp(-target * input))`` (PyTorch's formula: it overflows to inf for
+    ``-target * input`` above ~709 in float64, ~88 in float32, as PyTorch's)."""
+    name = "soft_margin_loss"
+    reduction = _legacy_reduction(name, size_average, reduce, reduction)
+    _tensor_args(name, input=input, target=target)
+    return _reduce((-target * input).exp().log1p(), reduction, name)
+
+
+def multilabel_soft_margin_loss(input: Tensor, target: Tensor,  # noqa: A002
+                                weight: Tensor | None = None, size_average: bool | None = None,
+                                reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """Multi-label one-versus-all logistic loss: ``input [N, C]`` scores, ``target [N, C]``
+    labels 0 / 1; per sample the mean over classes of ``-(y log sigmoid(x) + (1 - y)
+    log sigmoid(-x))`` (each class's term times ``weight [C]``): ``[N]`` with
+    ``reduction="none"``."""
+    name = "multilabel_soft_margin_loss"
+    reduction = _legacy_reduction(name, size_average, reduce, reduction)
+    _tensor_args(name, input=input, target=target)
+    _floating(name, input)
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * _as_operand(weight, input, name)
+    c = input.shape[-1] if input.ndim else 1
+    loss = loss.sum(-1) / c if loss.ndim else loss / c
+    return _reduce(loss, reduction, name)
+
+
+def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0,  # noqa: A002
+                      weight: Tensor | None = None, size_average: bool | None = None,
+                      reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """The multi-class hinge loss: ``input [N, C]`` scores (or ``[C]``), ``target [N]`` classes
+    (int64); per sample ``sum_{j != y} max(0, margin - x[y] + x[j])^p / C``, each term
+    times ``weight[y]``. ``p`` is 1 or 2. The gradient flows where a term is positive."""
+    name = "multi_margin_loss"
+    reduction = _legacy_reduction(name, size_average, reduce, reduction)
+    if p not in (1, 2):
+        raise ValueError("only p == 1 and p == 2 supported")
+    if weight is not None and weight.ndim != 1:
+        raise ValueError("weight must be one-dimensional")
+    _reduction_checked(name, reduction)
+    _tensor_args(name, input=input, target=target)
+    _floating(name, input)
+    if input.ndim not in (1, 2) or (input.ndim == 2 and input.shape[1] == 0) or (
+            input.ndim == 1 and input.shape[0] == 0):
+        raise ShapeError(f"Expected non-empty vector or matrix with optional 0-dim batch size, "
+                         f"but got: {list(input.shape)}")
+    rows = input.reshape(1, -1) if input.ndim == 1 else input
+    n, c = rows.shape
+    if target.numel() != n or target.ndim > 1:
+        raise ShapeError(f"{name}: target tensor should be 1-D with size equal to the number "
+                         f"of input samples (batch size). Expected target size [{n}], but got "
+                         f"{list(target.shape)}. Input has shape {list(input.shape)}.")
+    if target.dtype != np.int64:
+        raise DTypeError(f"expected scalar type Long but found "
+                         f"{torch_scalar_name(target.dtype)}")
+    t = target.data.reshape(n)
+    if t.size and (int(t.min()) < 0 or int(t.max()) >= c):
+        raise IndexRangeError(f"{name}: target out of range: classes must lie in [0, {c}), "
+                              f"got values from {int(t.min())} to {int(t.max())}")
+    if weight is not None and weight.numel() != c:
+        raise ShapeError(f"inconsistent weight size, expected {c} but got {list(weight.shape)}")
+    xp = backend.get_array_module(t)
+    idx = Tensor(t.reshape(n, 1))
+    z = margin - rows.gather(1, idx) + rows
+    other = Tensor(xp.arange(c) != t.reshape(n, 1))  # (j != y)
+    h = where(other & (z > 0), z, 0.0)
+    h = h * h if p == 2 else h
+    if weight is not None:
+        h = h * weight.to(dtype=rows.dtype)[idx]
+    loss = h.sum(1) / c
+    return _reduce(loss if input.ndim == 2 else loss.reshape(()), reduction, name)
+
+
+def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *,
+                                      distance_function: Any = None, margin: float = 1.0,
+                                      swap: bool = False, reduction: str = "mean") -> Tensor:
+    """:func:`triplet_margin_loss` with any distance: ``max(0, margin + d(anchor, positive) -
+    d(anchor, negative))``, ``d = distance_function`` (a callable of two tensors; default
+    :func:`pairwise_distance`). ``swap`` as in :func:`triplet_margin_loss`."""
+    name = "triplet_margin_with_distance_loss"
+    _reduction_checked(name, reduction)
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    _tensor_args(name, anchor=anchor, positive=positive, negative=negative)
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise ShapeError(f"The anchor, positive, and negative tensors are expected to have the "
+                         f"same number of dimensions, but got: anchor {anchor.ndim}D, positive "
+                         f"{positive.ndim}D, and negative {negative.ndim}D inputs")
+    d = pairwise_distance if distance_function is None else distance_function
+    d_pos, d_neg = d(anchor, positive), d(anchor, negative)
+    if swap:
+        d_neg = d_neg.minimum(d(positive, negative))
+    return _reduce((margin + d_pos - d_neg).clamp(min=0), reduction, name)
+
+
+# --------------------------------------------------------------------------- attention
+
+#: PyTorch's C++ names of the dtypes, as its attention messages print them.
+_CPP_DTYPE = {"float16": "c10::Half", "float32": "float", "float64": "double",
+              "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
+              "uint8": "unsigned char", "bool": "bool"}
+
+
+def _cpp(dtype: Any) -> str:
+    return _CPP_DTYPE.get(np.dtype(dtype).name, np.dtype(dtype).name)
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
+                                 attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> Tensor:
+    """``softmax(query @ key^T * scale + bias) @ value``: ``query [*, L, E]``, ``key
+    [*, S, E]``, ``value [*, S, Ev]`` -> ``[*, L, Ev]`` (the ``*`` dims broadcast; usually
+    ``[N, heads]``). ``scale`` defaults to ``1 / sqrt(E)``.
+
+    ``attn_mask`` broadcasts to ``[*, L, S]``: a bool mask says which keys each query may
+    attend to (True: attend), a float one is added to the scores. ``is_causal=True`` lets
+    query ``i`` attend to keys ``0..i`` only (the top-left lower triangle, also when
+    ``L != S``); with an ``attn_mask`` as well, both apply: what PyTorch 2.13's fused CPU
+    kernel computes (its other paths, taken for 2-D/3-D inputs, dropout or some gradients,
+    refuse the pair, as its documentation asks for one or the other). A query that may attend
+    to nothing gets zeros, and zero gradients (PyTorch's kernel, not the NaN of a softmax over
+    ``-inf`` only). ``dropout_p`` drops attention weights with :func:`dropout` (always, as
+    PyTorch: pass 0 in evaluation), drawn from tinytrain's generator. ``enable_gqa``:
+    grouped-query attention, ``key``/``value`` with fewer heads (dim -3) that divide the
+    query's, each repeated for its group of query heads.
+
+    Composed of differentiable tensor ops (matmul, softmax, where), so autograd gives every
+    gradient; the ``[*, L, S]`` weights are materialised (no fused kernel).
+    """
+    name = "scaled_dot_product_attention"
+    _tensor_args(name, query=query, key=key, value=value)
+    if min(query.ndim, key.ndim, value.ndim) < 2:
+        raise ShapeError(f"{name}: Expected query, key, and value to all be  at least 2 "
+                         f"dimensional, but got query.dim: {query.ndim} key.dim: {key.ndim} and "
+                         f"value.dim: {value.ndim} instead.")
+    if not query.dtype == key.dtype == value.dtype:
+        raise DTypeError(f"{name}: Expected query, key, and value to have the same dtype, but "
+                         f"got query.dtype: {_cpp(query.dtype)} key.dtype: {_cpp(key.dtype)} "
+                         f"and value.dtype: {_cpp(value.dtype)} instead.")
+    if query.dtype.kind != "f":
+        raise DTypeError(f"{name}: expected floating point query, key and value, got "
+                         f"{query.dtype}")
+    if not query.device == key.device == value.device:
+        raise InvalidArgument(f"{name}: Expected query, key, and value to be on the same "
+                              f"device, got {query.device}, {key.device} and {value.device}")
+    (L, E), (S, Ek), Sv = query.shape[-2:], key.shape[-2:], value.shape[-2]
+    if Ek != E or Sv != S:
+        raise ShapeError(f"{name}: expected query [*, L, E], key [*, S, E] and value "
+                         f"[*, S, Ev], got query {list(query.shape)}, key {list(key.shape)} "
+                         f"and value {list(value.shape)}")
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {dropout_p}")
+    if enable_gqa:
+        key, value = _gqa_heads(name, query, key), _gqa_heads(name, query, value)
+    scores = query @ key.transpose(-2, -1) * (1 / math.sqrt(E) if scale is None else scale)
+    allowed = None  # a bool array [L, S] or [*, L, S]: which keys each query may attend to
+    xp = backend.get_array_module(scores.data)
+    if is_causal:
+        allowed = xp.tril(xp.ones((L, S), dtype=bool))
+    if attn_mask is not None:
+        if not isinstance(attn_mask, Tensor):
+            raise TypeError(f"{name}(): argument 'attn_mask' must be a Tensor, not "
+                            f"{type(attn_mask).__name__}")
+        if attn_mask.dtype not in (np.bool_, np.float32, query.dtype):
+            raise DTypeError(f"{name}: Expected attn_mask dtype to be bool or float or to match "
+                             f"query dtype, but got attn_mask.dtype: {_cpp(attn_mask.dtype)} "
+                             f"and  query.dtype: {_cpp(query.dtype)} instead.")
+        if not _broadcasts(attn_mask.shape, scores.shape):
+            raise ShapeError(f"{name}: attn_mask of shape {list(attn_mask.shape)} does not "
+                             f"broadcast to the attention weights' shape {list(scores.shape)} "
+                             f"([*, L, S])")
+        if attn_mask.device != query.device:
+            raise InvalidArgument(f"{name}: attn_mask is on {attn_mask.device}, the query on "
+                                  f"{query.device}")
+        if attn_mask.dtype == np.bool_:
+            m = attn_mask.data
+            allowed = m if allowed is None else allowed & m
+        else:
+            scores = scores + attn_mask.to(dtype=query.dtype)
+    if allowed is not None:
+        scores = where(Tensor(allowed), scores, -math.inf)
+    # Rows with no key to attend to: their softmax would be 0/0. Scores of 0 there (a finite
+    # softmax, nothing NaN in the backward pass), then zero weights, as PyTorch's kernel.
+    dead = Tensor(xp.isneginf(scores.data).all(-1, keepdims=True))
+    weights = where(dead, 0.0, where(dead, 0.0, scores).softmax(-1))
+    if dropout_p > 0:
+        weights = dropout(weights, dropout_p)
+    return weights @ value
+
+
+def _gqa_heads(name: str, query: Tensor, kv: Tensor) -> Tensor:
+    """``kv [*, Hk, S, E]`` with each head repeated ``Hq / Hk`` times, one after the other
+    (PyTorch's ``repeat_interleave(Hq // Hk, -3)``), for grouped-query attention."""
+    if query.ndim < 3 or kv.ndim < 3:
+        raise ShapeError(f"{name}: enable_gqa needs query, key and value with a heads "
+                         f"dimension (dim -3), got shapes {list(query.shape)} and "
+                         f"{list(kv.shape)}")
+    hq, hk = query.shape[-3], kv.shape[-3]
+    if hk == hq:
+        return kv
+    if hq % hk:
+        raise ShapeError(f"{name}: Number of heads in key and value must divide the number of "
+                         f"heads in query (got {hk} and {hq})")
+    g = hq // hk
+    shape = kv.shape[:-3] + (hk, g) + kv.shape[-2:]
+    return kv.unsqueeze(-3).expand(*shape).reshape(*kv.shape[:-3], hq, *kv.shape[-2:])
 
 
 # NumPy's axis= / keepdims= where PyTorch's functional takes them (its softmax, log_softmax,

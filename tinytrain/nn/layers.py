@@ -729,3 +729,176 @@ class TripletMarginLoss(_Loss):
     def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
         return F.triplet_margin_loss(anchor, positive, negative, margin=self.margin, p=self.p,
                                      eps=self.eps, swap=self.swap, reduction=self.reduction)
+
+
+class GLU(Module):
+    """``F.glu``: the input's halves ``a, b`` along ``dim``, ``a * sigmoid(b)``."""
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.glu(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Threshold(Module):
+    """``F.threshold``: ``x`` where ``x > threshold``, else ``value``."""
+
+    def __init__(self, threshold: float, value: float, inplace: bool = False) -> None:
+        super().__init__()
+        self.threshold, self.value, self.inplace = threshold, value, inplace
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.threshold(input, self.threshold, self.value, self.inplace)
+
+    def extra_repr(self) -> str:
+        return (f"threshold={self.threshold}, value={self.value}"
+                + (", inplace=True" if self.inplace else ""))
+
+
+class Softshrink(Module):
+    """``F.softshrink``: ``x`` moved ``lambd`` towards 0, and 0 within ``lambd`` of it."""
+
+    def __init__(self, lambd: float = 0.5) -> None:
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.softshrink(input, self.lambd)
+
+    def extra_repr(self) -> str:
+        return str(self.lambd)
+
+
+class Hardshrink(Softshrink):
+    """``F.hardshrink``: ``x`` where ``|x| > lambd``, else 0."""
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.hardshrink(input, self.lambd)
+
+
+class Tanhshrink(Module):
+    """``x - tanh(x)``."""
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.tanhshrink(input)
+
+
+class PixelShuffle(Module):
+    """``F.pixel_shuffle``: ``[*, C r^2, H, W] -> [*, C, H r, W r]``."""
+
+    def __init__(self, upscale_factor: int) -> None:
+        super().__init__()
+        self.upscale_factor = upscale_factor
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.pixel_shuffle(input, self.upscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"upscale_factor={self.upscale_factor}"
+
+
+class PixelUnshuffle(Module):
+    """``F.pixel_unshuffle``: ``[*, C, H r, W r] -> [*, C r^2, H, W]``."""
+
+    def __init__(self, downscale_factor: int) -> None:
+        super().__init__()
+        self.downscale_factor = downscale_factor
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.pixel_unshuffle(input, self.downscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"downscale_factor={self.downscale_factor}"
+
+
+class PoissonNLLLoss(_Loss):
+    """``F.poisson_nll_loss`` as a module: ``(rates or log-rates, counts) -> loss``."""
+
+    def __init__(self, log_input: bool = True, full: bool = False,
+                 size_average: bool | None = None, eps: float = 1e-8,
+                 reduce: bool | None = None, reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.log_input, self.full, self.eps = log_input, full, eps
+
+    def forward(self, log_input: Tensor, target: Tensor) -> Tensor:
+        return F.poisson_nll_loss(log_input, target, log_input=self.log_input, full=self.full,
+                                  eps=self.eps, reduction=self.reduction)
+
+
+class GaussianNLLLoss(_Loss):
+    """``F.gaussian_nll_loss`` as a module: ``(mean, target, var) -> loss``."""
+
+    def __init__(self, *, full: bool = False, eps: float = 1e-6,
+                 reduction: str = "mean") -> None:
+        super().__init__(reduction=reduction)
+        self.full, self.eps = full, eps
+
+    def forward(self, input: Tensor, target: Tensor, var: Tensor | float) -> Tensor:  # noqa: A002
+        return F.gaussian_nll_loss(input, target, var, full=self.full, eps=self.eps,
+                                   reduction=self.reduction)
+
+
+class SoftMarginLoss(_Loss):
+    """``F.soft_margin_loss`` as a module: ``(scores, labels 1 / -1) -> loss``."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
+        return F.soft_margin_loss(input, target, reduction=self.reduction)
+
+
+class MultiLabelSoftMarginLoss(_WeightedLoss):
+    """``F.multilabel_soft_margin_loss`` as a module: ``(scores [N, C], labels 0 / 1
+    [N, C]) -> loss``; ``weight [C]`` (a buffer) scales each class."""
+
+    def __init__(self, weight: Tensor | None = None, size_average: bool | None = None,
+                 reduce: bool | None = None, reduction: str = "mean") -> None:
+        super().__init__(weight, size_average, reduce, reduction)
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
+        return F.multilabel_soft_margin_loss(input, target, weight=self.weight,
+                                             reduction=self.reduction)
+
+
+class MultiMarginLoss(_WeightedLoss):
+    """``F.multi_margin_loss`` as a module: ``(scores [N, C], classes [N]) -> loss``; ``p``
+    is 1 or 2 (checked here, as PyTorch does), ``weight [C]`` a buffer."""
+
+    def __init__(self, p: int = 1, margin: float = 1.0, weight: Tensor | None = None,
+                 size_average: bool | None = None, reduce: bool | None = None,
+                 reduction: str = "mean") -> None:
+        super().__init__(weight, size_average, reduce, reduction)
+        if p not in (1, 2):
+            raise ValueError("only p == 1 and p == 2 supported")
+        if self.weight is not None and self.weight.ndim != 1:
+            raise ValueError(f"MultiMarginLoss: expected weight to be None or 1D tensor, got "
+                             f"{self.weight.ndim}D instead")
+        self.p, self.margin = p, margin
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002
+        return F.multi_margin_loss(input, target, p=self.p, margin=self.margin,
+                                   weight=self.weight, reduction=self.reduction)
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    """``F.triplet_margin_with_distance_loss`` as a module: ``(anchor, positive, negative)
+    -> loss`` under ``distance_function`` (default ``F.pairwise_distance``)."""
+
+    def __init__(self, *, distance_function: Any = None, margin: float = 1.0,
+                 swap: bool = False, reduction: str = "mean") -> None:
+        super().__init__(reduction=reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater "
+                             f"than 0, got {margin} instead")
+        # (as PyTorch: no function means a PairwiseDistance module, a child in the repr)
+        self.distance_function = (PairwiseDistance() if distance_function is None
+                                  else distance_function)
+        self.margin, self.swap = margin, swap
+
+    def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
+        return F.triplet_margin_with_distance_loss(
+            anchor, positive, negative, distance_function=self.distance_function,
+            margin=self.margin, swap=self.swap, reduction=self.reduction)

@@ -1,4 +1,5 @@
-"""Normalisation layers: BatchNorm1d / BatchNorm2d, LayerNorm and GroupNorm.
+"""Normalisation layers: BatchNorm1d / BatchNorm2d, LayerNorm, GroupNorm, RMSNorm and
+InstanceNorm1d / 2d / 3d.
 
 All are built from tensor ops (mean, subtract, divide by the square root of the variance
 plus ``eps``), so autograd differentiates them like any other expression; the functional
@@ -24,7 +25,11 @@ from tinytrain.nn.module import Module, Parameter, factory_tensor
 from tinytrain.tensor import ShapeError, Tensor, tensor
 
 
-class _BatchNorm(Module):
+class _NormBase(Module):
+    """Batch and instance norm's parameters (``weight``, ``bias``) and running statistics
+    (PyTorch's ``_NormBase``: an instance norm is not a batch norm for ``isinstance``, so that
+    ``SyncBatchNorm.convert_sync_batchnorm`` leaves it alone)."""
+
     ndims: tuple[int, ...] = ()  # the input dimensions this layer accepts
     # A state dict without the count (PyTorch's before 0.4.1, and hand-made ones) still loads
     # strictly, keeping the layer's own count, as in PyTorch.
@@ -66,6 +71,13 @@ class _BatchNorm(Module):
         if self.bias is not None:
             init.zeros_(self.bias)
 
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
+
+
+class _BatchNorm(_NormBase):
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim not in self.ndims or x.shape[1] != self.num_features:
             raise ShapeError(
@@ -89,11 +101,6 @@ class _BatchNorm(Module):
             if self.momentum is None:  # a cumulative average of every batch so far
                 factor = 1.0 / self.num_batches_tracked.item()
         return factor
-
-    def extra_repr(self) -> str:
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, bias={self.bias is not None}, "
-                f"track_running_stats={self.track_running_stats}")
 
 
 class BatchNorm1d(_BatchNorm):
@@ -177,3 +184,83 @@ class GroupNorm(_AffineNorm):
     def extra_repr(self) -> str:
         return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, "
                 f"affine={self.affine}, bias={self.bias is not None}")
+
+
+class RMSNorm(Module):
+    """Root-mean-square normalisation of each sample over its last dims ``normalized_shape``
+    (``F.rms_norm``), then a scale by ``weight`` (ones at first; no bias). ``eps=None``: the
+    machine epsilon of the input's dtype, as in PyTorch."""
+
+    def __init__(self, normalized_shape: Any, eps: float | None = None,
+                 elementwise_affine: bool = True, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(
+            normalized_shape)
+        self.normalized_shape, self.eps = shape, eps
+        self.elementwise_affine = elementwise_affine
+        self.register_parameter("weight", None)  # (no bias at all, as PyTorch's)
+        if elementwise_affine:
+            self.weight = Parameter(factory_tensor("RMSNorm", shape, 1, device, dtype))
+
+    def reset_parameters(self) -> None:
+        """Weight ones again (as at construction)."""
+        if self.weight is not None:
+            init.ones_(self.weight)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+class _InstanceNorm(_NormBase):
+    """Instance norm (``F.instance_norm``): each sample's each channel normalised over its
+    positions. PyTorch's defaults differ from batch norm's: no ``weight``/``bias``
+    (``affine=False``) and no running statistics (``track_running_stats=False``); with them,
+    evaluation (``.eval()``) normalises with the running ones. An input without the batch
+    dimension is run as a batch of one."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = False, track_running_stats: bool = False, device: Any = None,
+                 dtype: Any = None, *, bias: bool = True) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
+                         dtype, bias=bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not isinstance(x, Tensor) or x.ndim not in self.ndims:
+            raise ValueError(f"expected {'D or '.join(map(str, self.ndims))}D input (got "
+                             f"{getattr(x, 'ndim', type(x).__name__)}D input)")
+        unbatched = x.ndim == self.ndims[0]
+        dim = 0 if unbatched else 1
+        if x.shape[dim] != self.num_features:
+            if self.affine:
+                raise ValueError(f"expected input's size at dim={dim} to match num_features "
+                                 f"({self.num_features}), but got: {x.shape[dim]}.")
+            F._warn(f"input's size at dim={dim} does not match num_features. You can silence "
+                    f"this warning by not passing in num_features, which is not used because "
+                    f"affine=False")
+        batch = x.unsqueeze(0) if unbatched else x
+        out = F.instance_norm(batch, self.running_mean, self.running_var, self.weight,
+                              self.bias, self.training or not self.track_running_stats,
+                              0.0 if self.momentum is None else self.momentum, self.eps)
+        return out.squeeze(0) if unbatched else out
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance norm of ``[N, C, L]`` inputs (or unbatched ``[C, L]``)."""
+
+    ndims = (2, 3)
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance norm of ``[N, C, H, W]`` inputs (or unbatched ``[C, H, W]``)."""
+
+    ndims = (3, 4)
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance norm of ``[N, C, D, H, W]`` inputs (or unbatched ``[C, D, H, W]``)."""
+
+    ndims = (4, 5)
