@@ -22,6 +22,9 @@ import tinytrain.nn as nn
 import tinytrain.nn.functional as F
 
 TOL = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-10, atol=1e-12)}
+# The GPU machine's PyTorch may be older than 2.13 (no bias= on the norms, other messages):
+# there the reprs and error messages are not compared, the values still are.
+TORCH_2_13 = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 13)
 DTYPES = [np.float32, np.float64]
 REDUCTIONS = ["mean", "sum", "none"]
 
@@ -623,9 +626,11 @@ def test_instance_norm_functional(device, dtype):
                                     dict(track_running_stats=True, momentum=None),
                                     dict(affine=True, bias=False)], ids=str)
 def test_instance_norm_modules(device, kwargs):
+    if "bias" in kwargs and not TORCH_2_13:
+        pytest.skip(f"bias= needs PyTorch 2.13 (this is {torch.__version__})")
     ours = nn.InstanceNorm2d(3, dtype=tt.float64, **kwargs)
     theirs = torch.nn.InstanceNorm2d(3, dtype=torch.float64, **kwargs)
-    assert repr(ours) == repr(theirs)
+    assert repr(ours) == repr(theirs) or not TORCH_2_13
     assert list(ours.state_dict()) == list(theirs.state_dict())
     if theirs.weight is not None:
         with torch.no_grad():
@@ -899,7 +904,8 @@ def test_loss_errors(device):
                                                                       L.tensor([0, 1])))
     with pytest.raises(RuntimeError) as info:
         F.multi_margin_loss(x, t[:2])
-    assert message in str(info.value)
+    assert message in str(info.value) or not TORCH_2_13
+    assert "Expected target size [3], but got [2]" in str(info.value)
     with pytest.raises(RuntimeError, match="Expected non-empty vector or matrix"):
         F.multi_margin_loss(tt.ones(2, 3, 4, device=device), t[:2])
     with pytest.raises(TypeError, match="expected scalar type Long but found Int"):
