@@ -15,11 +15,10 @@ Decisions:
   differentiable tensor ops, so autograd gives every gradient on NumPy and CuPy alike.
   PyTorch's inference fast paths (``torch._native_multi_head_attention``,
   ``torch._transformer_encoder_layer_fwd``, taken in eval mode without autograd) compute
-  the same values, except one thing tinytrain does not reproduce: TransformerEncoder's
-  nested-tensor path (eval, ``batch_first=True``, no autograd, a ``src_key_padding_mask``)
-  returns zeros at the padded positions, where tinytrain returns the layers' values there
-  (as PyTorch does in training or with autograd on). ``enable_nested_tensor`` is accepted
-  and has no effect.
+  the same values. TransformerEncoder's nested-tensor path (evaluation, ``batch_first``, a
+  left-aligned ``src_key_padding_mask`` and no ``mask``, no autograd, ``enable_nested_tensor``)
+  returns zeros at the padded positions (before the final norm): tinytrain computes as usual
+  and zeroes them under the same conditions, so its values are PyTorch's there too.
 - Masks as PyTorch's: a bool ``attn_mask`` / ``key_padding_mask`` says where NOT to attend
   (True: masked, the opposite of ``F.scaled_dot_product_attention``'s bool mask); both are
   turned into float masks (``-inf`` where True) and added to the scores.
@@ -44,13 +43,14 @@ from typing import Any
 import numpy as np
 
 from tinytrain import backend
+from tinytrain.autograd import is_grad_enabled
 from tinytrain.nn import functional as F
 from tinytrain.nn import init
 from tinytrain.nn.containers import ModuleList
 from tinytrain.nn.layers import GELU, Dropout, Linear, ReLU
 from tinytrain.nn.module import Module, Parameter, factory_tensor
 from tinytrain.nn.normalization import LayerNorm
-from tinytrain.tensor import DTypeError, ShapeError, Tensor, full
+from tinytrain.tensor import DTypeError, ShapeError, Tensor, full, where
 
 __all__ = ["MultiheadAttention", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
            "TransformerEncoder", "TransformerEncoderLayer"]
@@ -183,6 +183,9 @@ def multi_head_attention_forward(
         attn_mask = _canonical_mask(attn_mask, "attn_mask", query.dtype)
         if key_padding_mask is not None:
             is_causal = False
+    if E != out_proj_weight.shape[1]:
+        raise ShapeError(f"was expecting embedding dimension of {out_proj_weight.shape[1]}, "
+                         f"but got {E}")
     if E % num_heads:
         raise ShapeError(f"embed_dim {E} not divisible by num_heads {num_heads}")
     head_dim = E // num_heads
@@ -204,9 +207,6 @@ def multi_head_attention_forward(
             raise ShapeError(f"MultiheadAttention: expected key and value with embed_dim {E} "
                              f"features (pass kdim=/vdim= for others), got key "
                              f"{list(key.shape)}")
-    if query.shape[-1] != w_q.shape[1]:
-        raise ShapeError(f"was expecting embedding dimension of {w_q.shape[1]}, but got "
-                         f"{query.shape[-1]}")
     b_q = b_k = b_v = None
     if in_proj_bias is not None:
         b_q, b_k, b_v = in_proj_bias.chunk(3)
@@ -262,7 +262,8 @@ def multi_head_attention_forward(
         scores = q_scaled @ k.transpose(-2, -1)
         if attn_mask is not None:
             scores = scores + attn_mask
-        weights = scores.softmax(-1)
+        with np.errstate(invalid="ignore"):  # a row of -inf only: NaN, as PyTorch's
+            weights = scores.softmax(-1)
         if dropout_p > 0.0:
             weights = F.dropout(weights, dropout_p)
         out = weights @ v
@@ -554,8 +555,11 @@ class TransformerEncoder(Module):
 
     ``forward(src, mask, src_key_padding_mask, is_causal)``: shapes as
     :class:`TransformerEncoderLayer`'s. ``is_causal=None`` (the default) checks whether
-    ``mask`` is the causal float mask, as PyTorch. ``enable_nested_tensor`` and
-    ``mask_check`` are accepted and have no effect (no nested tensors in tinytrain).
+    ``mask`` is the causal float mask, as PyTorch. With ``enable_nested_tensor`` (and the
+    conditions of PyTorch's nested-tensor inference path: evaluation, ``batch_first``, no
+    ``mask``, nothing needing a gradient), the positions a left-aligned
+    ``src_key_padding_mask`` pads come out 0 (before ``norm``), as PyTorch's; it warns, as
+    PyTorch, when the layer rules that path out.
     """
 
     def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int,
@@ -568,7 +572,12 @@ class TransformerEncoder(Module):
         self.layers = _get_clones(encoder_layer, num_layers)
         self.num_layers, self.norm = num_layers, norm
         self.enable_nested_tensor, self.mask_check = enable_nested_tensor, mask_check
-        self.use_nested_tensor = False
+        self.use_nested_tensor = enable_nested_tensor
+        why_not = _why_not_nested(encoder_layer)
+        if enable_nested_tensor and why_not:
+            warnings.warn(f"enable_nested_tensor is True, but self.use_nested_tensor is False "
+                          f"because {why_not}", stacklevel=2)
+            self.use_nested_tensor = False
 
     def forward(self, src: Tensor, mask: Tensor | None = None,
                 src_key_padding_mask: Tensor | None = None,
@@ -583,9 +592,60 @@ class TransformerEncoder(Module):
         for mod in self.layers:
             output = mod(output, src_mask=mask, is_causal=is_causal,
                          src_key_padding_mask=src_key_padding_mask)
+        if self._nested_path(src, mask, src_key_padding_mask):
+            # PyTorch runs the layers on a nested tensor of the unpadded positions and pads
+            # it back with zeros: the padded positions come out 0 (before the norm)
+            valid = (src_key_padding_mask == 0).unsqueeze(-1)
+            output = where(valid, output, 0.0)
         if self.norm is not None:
             output = self.norm(output)
         return output
+
+
+    def _nested_path(self, src: Tensor, mask: Tensor | None,
+                     key_padding_mask: Tensor | None) -> bool:
+        """Whether PyTorch 2.13 takes its nested-tensor inference path here: evaluation,
+        batched input, a left-aligned ``key_padding_mask`` and no ``mask``, nothing that
+        needs a gradient, and a first layer that allows it (:func:`_why_not_nested`)."""
+        first = self.layers[0]
+        if not (getattr(self, "use_nested_tensor", False) and not first.training
+                and src.ndim == 3 and key_padding_mask is not None and mask is None):
+            return False
+        attn = first.self_attn
+        args = (src, attn.in_proj_weight, attn.in_proj_bias, attn.out_proj.weight,
+                attn.out_proj.bias, first.norm1.weight, first.norm1.bias, first.norm2.weight,
+                first.norm2.bias, first.linear1.weight, first.linear1.bias,
+                first.linear2.weight, first.linear2.bias)
+        if is_grad_enabled() and any(t is not None and t.requires_grad for t in args):
+            return False
+        if getattr(self, "mask_check", True):  # unpadded positions first in each row
+            valid = (key_padding_mask == 0).data
+            if bool((valid[:, 1:] > valid[:, :-1]).any()):
+                return False
+        return True
+
+
+def _why_not_nested(layer: Module) -> str:
+    """Why PyTorch's TransformerEncoder of ``layer`` cannot use its nested-tensor path
+    (empty: it can), in PyTorch's words."""
+    if not isinstance(layer, TransformerEncoderLayer):
+        return "encoder_layer was not TransformerEncoderLayer"
+    if layer.norm_first:
+        return "encoder_layer.norm_first was True"
+    if not layer.self_attn.batch_first:
+        return ("encoder_layer.self_attn.batch_first was not True(use batch_first for better "
+                "inference performance)")
+    if not layer.self_attn._qkv_same_embed_dim:
+        return "encoder_layer.self_attn._qkv_same_embed_dim was not True"
+    if layer.self_attn.in_proj_bias is None:
+        return "encoder_layer.self_attn was passed bias=False"
+    if not layer.activation_relu_or_gelu:
+        return "encoder_layer.activation_relu_or_gelu was not True"
+    if layer.norm1.eps != layer.norm2.eps:
+        return "encoder_layer.norm1.eps was not equal to encoder_layer.norm2.eps"
+    if layer.self_attn.num_heads % 2 == 1:
+        return "encoder_layer.self_attn.num_heads is odd"
+    return ""
 
 
 class TransformerDecoder(Module):
