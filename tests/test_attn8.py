@@ -315,6 +315,8 @@ def test_mha_errors(device):
         m(y, x, x)
     with pytest.raises(RuntimeError, match=r"expected key and value with embed_dim 8"):
         m(x, y, y)
+    with pytest.raises(TypeError, match="must have the query's dtype float32"):
+        m(x, x, x, attn_mask=tt.zeros(L, L, dtype=tt.float64, device=device))
     with pytest.warns(UserWarning, match="Support for mismatched key_padding_mask and "
                                          "attn_mask is deprecated"):
         m(x, x, x, attn_mask=tt.zeros(L, L, device=device),
@@ -573,3 +575,48 @@ def test_encoder_warns_as_torch_when_nested_tensors_are_ruled_out():
         m = nn.TransformerEncoder(nn.TransformerEncoderLayer(E, H, batch_first=True), 1)
         nn.TransformerEncoder(nn.TransformerEncoderLayer(E, H), 1, enable_nested_tensor=False)
     assert m.use_nested_tensor is True
+
+
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
+@pytest.mark.filterwarnings("ignore:divide by zero")
+def test_word_language_model_transformer_subclass(device):
+    """PyTorch's examples/word_language_model ``TransformerModel``: a subclass of
+    nn.Transformer that replaces ``decoder`` with a Linear, and a causal mask made as
+    ``log(tril(ones))`` (detected as causal); log-softmax outputs and gradients as torch's."""
+    ntoken, ninp, nhead, nhid, nlayers, bptt, batch = 11, 8, 2, 16, 2, 5, 3
+    pe = np.zeros((bptt, 1, ninp), np.float32)
+    pe[:, 0, :] = np.sin(np.arange(bptt)[:, None] * 0.5 + np.arange(ninp))
+
+    def model(L, **kw):
+        class TransformerModel(L.nn.Transformer):
+            def __init__(self):
+                super().__init__(d_model=ninp, nhead=nhead, dim_feedforward=nhid,
+                                 num_encoder_layers=nlayers, dropout=0.0, **kw)
+                self.input_emb = L.nn.Embedding(ntoken, ninp, **kw)
+                self.decoder = L.nn.Linear(ninp, ntoken, **kw)
+                self.src_mask = None
+
+            def forward(self, src, pe):
+                mask = L.log(L.tril(L.ones(len(src), len(src), device=src.device)))
+                x = self.input_emb(src) * math.sqrt(ninp) + pe
+                output = self.decoder(self.encoder(x, mask=mask))
+                return L.nn.functional.log_softmax(output, dim=-1)
+
+        return TransformerModel()
+
+    torch.manual_seed(0)
+    theirs = model(torch)
+    ours = model(tt, device=device)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    load(ours, theirs, device)
+    src = np.random.default_rng(1).integers(0, ntoken, (bptt, batch))
+    out = ours(tt.tensor(src, device=device), tt.tensor(pe, device=device))
+    tout = theirs(torch.tensor(src), torch.tensor(pe))
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), **TOL[np.float32])
+    g = np.random.default_rng(2).normal(size=out.shape).astype(np.float32)
+    (out * tt.tensor(g, device=device)).sum().backward()
+    (tout * torch.tensor(g)).sum().backward()
+    ours_p = dict(ours.named_parameters())
+    for name, p in theirs.named_parameters():
+        np.testing.assert_allclose(ours_p[name].grad.numpy(), p.grad.numpy(), err_msg=name,
+                                   **TOL[np.float32])

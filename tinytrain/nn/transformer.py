@@ -261,6 +261,10 @@ def multi_head_attention_forward(
         q_scaled = q * math.sqrt(1.0 / head_dim)
         scores = q_scaled @ k.transpose(-2, -1)
         if attn_mask is not None:
+            if attn_mask.dtype != scores.dtype:  # PyTorch's baddbmm refuses it
+                raise DTypeError(f"MultiheadAttention: a float attn_mask / key_padding_mask "
+                                 f"must have the query's dtype {scores.dtype} (or be bool), "
+                                 f"got {attn_mask.dtype}")
             scores = scores + attn_mask
         with np.errstate(invalid="ignore"):  # a row of -inf only: NaN, as PyTorch's
             weights = scores.softmax(-1)
