@@ -143,7 +143,7 @@ def _check_shapes(query: Tensor, key: Tensor, value: Tensor, key_padding_mask: T
                      f"{query.ndim}-D query tensor")
 
 
-def multi_head_attention_forward(
+def _multi_head_attention_forward(
         query: Tensor, key: Tensor, value: Tensor, num_heads: int,
         in_proj_weight: Tensor | None, in_proj_bias: Tensor | None,
         bias_k: Tensor | None, bias_v: Tensor | None, add_zero_attn: bool, dropout_p: float,
@@ -388,7 +388,7 @@ class MultiheadAttention(Module):
             else:
                 query, key, value = (x.transpose(1, 0) if isinstance(x, Tensor) else x
                                      for x in (query, key, value))
-        out, weights = multi_head_attention_forward(
+        out, weights = _multi_head_attention_forward(
             query, key, value, self.num_heads, self.in_proj_weight, self.in_proj_bias,
             self.bias_k, self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight,
             self.out_proj.bias, training=self.training, key_padding_mask=key_padding_mask,
