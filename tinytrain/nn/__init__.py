@@ -107,6 +107,14 @@ from tinytrain.nn.padding import (
     ZeroPad3d,
 )
 from tinytrain.nn.sync_batchnorm import SyncBatchNorm
+from tinytrain.nn.transformer import (
+    MultiheadAttention,
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 from tinytrain.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = [
@@ -134,6 +142,8 @@ __all__ = [
     "ConstantPad3d", "Fold", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d",
     "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "Unfold", "ZeroPad1d",
     "ZeroPad2d", "ZeroPad3d",
+    "MultiheadAttention", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
+    "TransformerEncoder", "TransformerEncoderLayer",
 ]
 
 _LAYERS = ("tinytrain.nn has " + ", ".join(n for n in __all__ if n[0].isupper())
@@ -141,9 +151,8 @@ _LAYERS = ("tinytrain.nn has " + ", ".join(n for n in __all__ if n[0].isupper())
 _CONV = ("tinytrain has 2-D convolution and pooling (Conv2d, ConvTranspose2d, MaxPool2d, "
          "AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, MaxUnpool2d) and Conv1d, MaxPool1d, "
          "AvgPool1d; reshape to 2-D or compute the rest with tensor ops")
-_RNN = ("tinytrain has no recurrent or attention layers; build them from nn.Linear, "
-        "F.scaled_dot_product_attention and tensor ops (e.g. an RNN cell: h = (x @ W_x + "
-        "h @ W_h + b).tanh())")
+_RNN = ("tinytrain has no recurrent layers; build them from nn.Linear and tensor ops (e.g. "
+        "an RNN cell: h = (x @ W_x + h @ W_h + b).tanh())")
 _NORM = ("tinytrain has BatchNorm1d/2d, SyncBatchNorm, LayerNorm, GroupNorm, RMSNorm and "
          "InstanceNorm1d/2d/3d")
 _DROPOUT = "tinytrain has Dropout and Dropout2d"
@@ -157,10 +166,7 @@ _NOT_IMPLEMENTED = {
                      "AdaptiveMaxPool3d"], _CONV),
     **dict.fromkeys(["BatchNorm3d", "LazyBatchNorm3d", "LocalResponseNorm"], _NORM),
     **dict.fromkeys(["Dropout1d", "Dropout3d", "AlphaDropout"], _DROPOUT),
-    **dict.fromkeys(["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
-                     "MultiheadAttention", "Transformer", "TransformerEncoder",
-                     "TransformerEncoderLayer", "TransformerDecoder",
-                     "TransformerDecoderLayer"], _RNN),
+    **dict.fromkeys(["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"], _RNN),
     "EmbeddingBag": "tinytrain has Embedding; sum or average its rows yourself",
 }
 for _name, _hint in _NOT_IMPLEMENTED.items():
