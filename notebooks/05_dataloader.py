@@ -512,7 +512,10 @@ print("Exercise 5.3: stack_batch matches collate and refuses ragged batches")
 #
 # One rule keeps it honest: the fast path must return **exactly** what the slow path returns
 # (same numbers, same dtype: both divide the same bytes by the same float32 255), and a test
-# checks that it does. (Why keep uint8 and convert per batch rather than store float32
+# checks that it does. The same rule decides when it is *not* used: a subclass that
+# overrides `__getitem__` (to augment a sample, or to add its index) but inherits
+# `get_batch` would get batches that skip its own code, so the `DataLoader` fetches its
+# samples one by one instead. (Why keep uint8 and convert per batch rather than store float32
 # once? Measured on a 2-core machine, a shuffled epoch is faster that way, 1/4 of the
 # memory, no 0.4 s start-up conversion.)
 

@@ -200,3 +200,54 @@ def test_regressions_of_the_new_data_classes_like_torch():
 
     draws = list(WeightedRandomSampler([1e308, 1e308], 50))
     assert set(draws) <= {0, 1} and len(draws) == 50
+
+
+@pytest.mark.parametrize("wrap", ["plain", "subset"])
+def test_a_subclass_that_overrides_getitem_is_batched_through_it_as_torch(wrap):
+    """A TensorDataset subclass with its own __getitem__ (an augmentation) inherits
+    get_batch: the DataLoader used it and skipped the override silently. Its batches are
+    now those of its __getitem__, as PyTorch's; the fast path stays for the classes that
+    define both."""
+
+    def make(lib, data):
+        class Augmented(data.TensorDataset):
+            def __getitem__(self, i):
+                x, y = super().__getitem__(i)
+                return x * 100, y
+
+        ds = Augmented(lib.arange(6.0).reshape(6, 1), lib.arange(6))
+        return data.Subset(ds, [5, 0, 3]) if wrap == "subset" else ds
+
+    ours = [b[0].numpy().ravel().tolist() for b in ttd.DataLoader(make(tt, ttd), batch_size=2)]
+    theirs = [b[0].numpy().ravel().tolist() for b in tud.DataLoader(
+        make(torch, tud), batch_size=2)]
+    assert ours == theirs and max(max(b) for b in ours) >= 100
+    from tinytrain.data.dataloader import batch_getter
+
+    assert batch_getter(ttd.TensorDataset(tt.ones(2), tt.ones(2))) is not None
+    assert batch_getter(ttd.Subset(ttd.TensorDataset(tt.ones(2)), [1])) is not None
+
+
+def test_an_mnist_subclass_with_a_field_more_keeps_it_in_its_batches():
+    class WithIndex(tt.data.MNISTMini):
+        def __getitem__(self, i):
+            x, y = super().__getitem__(i)
+            return x, y, i
+
+    ds = WithIndex()
+    x, y, idx = next(iter(ttd.DataLoader(ds, batch_size=4)))
+    assert idx.tolist() == [0, 1, 2, 3] and x.shape == (4, 1, 28, 28)
+    np.testing.assert_array_equal(x[2].numpy(), ds[2][0].numpy())
+
+
+def test_a_collate_fn_result_keeps_its_namedtuple_or_dict_type():
+    from collections import OrderedDict, namedtuple
+
+    Batch = namedtuple("Batch", "x y")
+    ds = ttd.TensorDataset(tt.arange(6.0).reshape(6, 1), tt.arange(6))
+    b = next(iter(ttd.DataLoader(ds, batch_size=2, collate_fn=lambda s: Batch(
+        np.stack([x.numpy() for x, _ in s]), [int(y) for _, y in s]))))
+    assert type(b) is Batch and b.x.shape == (2, 1) and b.y == [0, 1]
+    o = next(iter(ttd.DataLoader(ds, batch_size=2, collate_fn=lambda s: OrderedDict(
+        x=np.stack([x.numpy() for x, _ in s]), n=len(s)))))
+    assert type(o) is OrderedDict and list(o) == ["x", "n"] and o["x"].shape == (2, 1)

@@ -13,7 +13,9 @@ samples of different shapes or dtypes in one batch are an error that names them.
 Datasets that can fetch many samples at once define
 ``get_batch(indices: int64 [B]) -> tuple of arrays [B, ...]``; the DataLoader then makes one
 call per batch instead of B ``__getitem__`` calls and a stack (MNIST does: one fancy index).
-It must return exactly what stacking the samples would.
+It must return exactly what stacking the samples would. A subclass that overrides
+``__getitem__`` (an augmentation) and inherits ``get_batch`` is fetched sample by sample
+through its own ``__getitem__`` (:func:`batch_getter`).
 """
 
 from __future__ import annotations
@@ -211,9 +213,29 @@ class Subset(Dataset):
         else:
             inner = np.fromiter((own[i] for i in np.asarray(indices).tolist()), np.int64,
                                 len(indices))
-        if hasattr(self.dataset, "get_batch"):
-            return self.dataset.get_batch(inner)
+        get_batch = batch_getter(self.dataset)
+        if get_batch is not None:
+            return get_batch(inner)
         return collate([self.dataset[int(i)] for i in inner], inner)
+
+
+def batch_getter(dataset: Any) -> Callable[[np.ndarray], Any] | None:
+    """``dataset.get_batch`` where it gives what stacking ``dataset[i]`` would, else None.
+
+    It does when the class that defines ``get_batch`` is the one that defines
+    ``__getitem__``, or a subclass of it. A subclass that overrides ``__getitem__`` (an
+    augmentation, an extra field) but inherits ``get_batch`` has its samples fetched one by
+    one through its own ``__getitem__``, as PyTorch's DataLoader fetches them: the inherited
+    fast path would skip the override silently."""
+    get_batch = getattr(dataset, "get_batch", None)
+    if get_batch is None:
+        return None
+    mro = type(dataset).__mro__
+    owners = [next((k for k in mro if name in vars(k)), None)
+              for name in ("get_batch", "__getitem__")]
+    if None in owners:  # set on the instance, or no __getitem__ of its own: trust it
+        return get_batch
+    return get_batch if issubclass(owners[0], owners[1]) else None
 
 
 def sample_index(index: Any, size: int, what: str) -> int:
@@ -663,7 +685,7 @@ class DataLoader:
         memory), made once."""
         if self._resident is None:
             everything = np.arange(len(self.dataset), dtype=np.int64)
-            get_batch = getattr(self.dataset, "get_batch", None)
+            get_batch = batch_getter(self.dataset)
             fields = (get_batch(everything) if get_batch is not None
                       else collate([self.dataset[int(i)] for i in everything], everything))
             self._resident = _map_fields(
@@ -672,7 +694,7 @@ class DataLoader:
 
     def _batch(self, idx: np.ndarray) -> Any:
         """Fetch and stack the samples ``idx`` (int64 ``[B]``) and wrap them as Tensors."""
-        get_batch = getattr(self.dataset, "get_batch", None)
+        get_batch = batch_getter(self.dataset)
         if get_batch is not None and self.collate_fn is None:
             return _map_fields(_to_tensor, get_batch(idx))
         return self._collated([self.dataset[int(i)] for i in idx], idx)
@@ -757,13 +779,26 @@ def _as_numpy(a: Any) -> np.ndarray:
 
 def _tensors_for_arrays(out: Any) -> Any:
     """What a ``collate_fn`` returned, with its NumPy arrays (alone, in a tuple or list, or a
-    dict's values) as Tensors."""
+    dict's values) as Tensors; a namedtuple, an ``OrderedDict`` or another subclass keeps
+    its type (built again where one of its values changes)."""
     if isinstance(out, dict):
-        return {k: _tensor_if_array(v) for k, v in out.items()}
-    if isinstance(out, list):
-        return [_tensor_if_array(v) for v in out]
-    if isinstance(out, tuple):
-        return tuple(_tensor_if_array(v) for v in out)
+        converted = {k: _tensor_if_array(v) for k, v in out.items()}
+        if all(converted[k] is v for k, v in out.items()):
+            return out
+        try:
+            return converted if type(out) is dict else type(out)(converted)
+        except TypeError:  # a subclass whose constructor takes other arguments
+            return converted
+    if isinstance(out, list | tuple):
+        parts = [_tensor_if_array(v) for v in out]
+        if all(p is v for p, v in zip(parts, out)):
+            return out
+        if _is_namedtuple(out):
+            return type(out)(*parts)
+        try:
+            return type(out)(parts)
+        except TypeError:
+            return list(parts) if isinstance(out, list) else tuple(parts)
     return _tensor_if_array(out)
 
 
