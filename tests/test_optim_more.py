@@ -408,3 +408,22 @@ def test_print_optimizer_as_pytorch(name):
     torch.optim.lr_scheduler.StepLR(ref, 2)
     assert set(ref.param_groups[0]) == set(ours.param_groups[0])
     assert repr(ours) == str(ours) == repr(ref)
+
+
+@pytest.mark.parametrize("name", ["RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam",
+                                  "SGD", "Adam", "AdamW"])
+def test_a_tensor_learning_rate_under_a_scheduler_as_pytorch(name):
+    """lr=torch.tensor(0.05) (PyTorch accepts a Tensor lr): six optimizers failed with
+    "'Tensor' object has no attribute 'astype'"; the trajectories under StepLR are torch's."""
+    result = []
+    for L in (torch, tt):
+        p = L.nn.Parameter(L.tensor([1.0, -2.0, 3.0], dtype=L.float64))
+        opt = getattr(L.optim, name)([p], lr=L.tensor(0.05))
+        scheduler = L.optim.lr_scheduler.StepLR(opt, 2, 0.5)
+        for _ in range(5):
+            opt.zero_grad()
+            (p ** 2).sum().backward()
+            opt.step()
+            scheduler.step()
+        result.append(p.detach().numpy().copy())
+    np.testing.assert_allclose(result[1], result[0], rtol=1e-8, atol=1e-10)

@@ -43,7 +43,7 @@ class Adadelta(Optimizer):
     def step(self) -> None:
         for group, p, g, state in self._updates(_new_state):
             xp = get_array_module(p.data)
-            lr, rho, eps = group["lr"], group["rho"], group["eps"]
+            lr, rho, eps = float(group["lr"]), group["rho"], group["eps"]
             v, u = state["square_avg"], state["acc_delta"]
             v *= rho
             v += (1 - rho) * g * g

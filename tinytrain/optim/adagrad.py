@@ -43,7 +43,7 @@ class Adagrad(Optimizer):
     @no_grad()
     def step(self) -> None:
         for group, p, g, state in self._updates(lambda data, _: _new_state(data, self.defaults)):
-            clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
+            clr = float(group["lr"]) / (1 + (state["step"] - 1) * group["lr_decay"])
             s = state["sum"]
             s += g * g
             p.data -= (clr * g / (get_array_module(s).sqrt(s) + group["eps"])).astype(

@@ -37,7 +37,7 @@ class Adamax(Optimizer):
     def step(self) -> None:
         for group, p, g, state in self._updates(_new_state):
             xp = get_array_module(p.data)
-            lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+            lr, (beta1, beta2), eps = float(group["lr"]), group["betas"], group["eps"]
             m, u = state["exp_avg"], state["exp_inf"]
             m += (g - m) * (1 - beta1)
             u *= beta2

@@ -44,7 +44,7 @@ class RAdam(Optimizer):
     def step(self) -> None:
         for group, p, g, state in self._updates(adam_state, l2=False):  # decay: below
             xp = get_array_module(p.data)
-            lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+            lr, (beta1, beta2), eps = float(group["lr"]), group["betas"], group["eps"]
             t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
             weight_decay = group["weight_decay"]
             if weight_decay and group["decoupled_weight_decay"]:

@@ -41,7 +41,8 @@ class RMSprop(Optimizer):
     def step(self) -> None:
         for group, p, g, state in self._updates(_new_state):
             xp = get_array_module(p.data)
-            lr, alpha, eps, momentum = group["lr"], group["alpha"], group["eps"], group["momentum"]
+            lr, alpha = float(group["lr"]), group["alpha"]  # (a Tensor lr too)
+            eps, momentum = group["eps"], group["momentum"]
             v = state["square_avg"]
             v *= alpha
             v += (1 - alpha) * g * g
