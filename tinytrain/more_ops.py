@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from tinytrain import backend
+from tinytrain import _numpy_names, backend
 from tinytrain.autograd import ops as O
 from tinytrain.autograd.function import Function
 from tinytrain.autograd.ops import InvalidArgument, ShapeError, unbroadcast
@@ -205,8 +205,9 @@ def _shape(x: Any) -> tuple[int, ...]:
 
 
 class Atan2(Function):
-    """``atan2(a, b)``, the angle of the point ``(b, a)``; PyTorch's gradient formula
-    (``b / (a^2 + b^2)``, ``-a / (a^2 + b^2)``: NaN at the origin, as there)."""
+    """``atan2(a, b)``, the angle of the point ``(b, a)``; the gradient is
+    ``b / (a^2 + b^2)``, ``-a / (a^2 + b^2)``, and 0 where ``a^2 + b^2`` is 0 (PyTorch's
+    choice at the origin)."""
 
     @staticmethod
     def forward(a, b):
@@ -221,6 +222,8 @@ class Atan2(Function):
         a, b = ctx.saved_tensors
         with np.errstate(all="ignore"):
             recip = 1 / (a * a + b * b)
+            recip = backend.get_array_module(g).where(recip == np.inf, 0, recip).astype(
+                recip.dtype, copy=False)
             return (unbroadcast(g * b * recip, _shape(a)) if ctx.needs_input_grad[0] else None,
                     unbroadcast(g * -a * recip, _shape(b)) if ctx.needs_input_grad[1] else None)
 
@@ -250,7 +253,8 @@ class LogAddExp(Function):
 
     @staticmethod
     def forward(a, b):
-        return backend.get_array_module(a).logaddexp(a, b)
+        with np.errstate(invalid="ignore"):  # (inf - inf inside: NaN in, NaN out)
+            return backend.get_array_module(a).logaddexp(a, b)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -269,7 +273,8 @@ class LogAddExp(Function):
 
 class XLogY(Function):
     """``a * log(b)``, and 0 where ``a == 0`` (unless ``b`` is NaN), as PyTorch; the
-    gradients are ``xlogy(a != 0, b)`` and ``a / b``."""
+    gradients are ``log(b)`` (0 where ``a == 0`` and ``b <= 0``, as PyTorch's) and
+    ``a / b``."""
 
     @staticmethod
     def forward(a, b):
@@ -289,7 +294,7 @@ class XLogY(Function):
         ga = gb = None
         with np.errstate(all="ignore"):
             if ctx.needs_input_grad[0]:
-                ga = xp.where((a == 0) & ~xp.isnan(b), 0, g * xp.log(b)).astype(g.dtype)
+                ga = xp.where((a == 0) & (b <= 0), 0, g * xp.log(b)).astype(g.dtype)
                 ga = unbroadcast(ga, _shape(a))
             if ctx.needs_input_grad[1]:
                 gb = unbroadcast(g * a / b, _shape(b))
@@ -1127,7 +1132,7 @@ def tensordot(a: Tensor, b: Tensor, dims: Any = 2, out: Tensor | None = None) ->
         if dims > a.ndim or dims > b.ndim:
             raise InvalidArgument(f"tensordot expects dims < ndim_a or ndim_b, but got "
                                   f"dims={dims}")
-        da, db = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+        da, db = list(range(-dims, 0)), list(range(dims))  # (PyTorch names a's as -n..-1)
     elif isinstance(dims, list | tuple) and len(dims) == 2:
         da, db = ([d] if isinstance(d, numbers.Integral) else list(d) for d in dims)
         if len(da) != len(db):
@@ -1215,7 +1220,7 @@ def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False  # noqa
         return KthvalueResult(x.clone(), Tensor(np.asarray(0, np.int64)).to(x.device))
     xp = backend.get_array_module(x._data)
     order = xp.argsort(x._data, axis=axis, kind="stable")
-    index = xp.take(order, [k - 1], axis=axis)
+    index = order[(slice(None),) * axis + (slice(k - 1, k),)]
     values = x.gather(axis, Tensor(index))
     if not keepdim:
         values, index = values.squeeze(axis), index.squeeze(axis)
@@ -1382,6 +1387,12 @@ def _attach() -> None:
 
 _attach()
 arctan2 = atan2
+
+# NumPy's axis= / keepdims= where PyTorch's (built-in) ops take them
+_ALONG_DIM = ("repeat_interleave tensor_split take_along_dim cross kthvalue cummax cummin "
+              "logcumsumexp")
+_numpy_names.accept(Tensor, _ALONG_DIM)
+_numpy_names.accept(globals(), _ALONG_DIM)
 
 __all__ = [
     "addcdiv", "addcmul", "addmm", "addmv", "addr", "arctan2", "atan2", "atleast_1d",
