@@ -69,30 +69,42 @@ _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 def _erf_parts(x: Any) -> tuple[Any, Any, Any]:
     """Cody's three intervals for float64 ``x``: ``(small, erf_small, erfc_far)``, where
     ``small`` is ``|x| <= 0.46875``, ``erf_small`` is erf there and ``erfc_far`` is
-    ``erfc(|x|)`` elsewhere (``exp(-x^2)`` split as in CALERF, so that it keeps its digits)."""
+    ``erfc(|x|)`` elsewhere (NaN where it does not apply, and for NaN). Each interval's
+    rational function is evaluated on its own elements only; ``exp(-x^2)`` is split as in
+    CALERF, so that it keeps its digits."""
     xp = backend.get_array_module(x)
     y = xp.abs(x)
-    y1 = xp.minimum(y, 0.46875)
-    z = y1 * y1
+    small = y <= 0.46875
+    erf_small = xp.full(x.shape, xp.nan)
+    erfc_far = xp.full(x.shape, xp.nan)
+    ys = y[small]
+    z = ys * ys
     num, den = _ERF_A[4] * z, z
     for i in range(3):
         num, den = (num + _ERF_A[i]) * z, (den + _ERF_B[i]) * z
-    erf_small = xp.sign(x) * y1 * (num + _ERF_A[3]) / (den + _ERF_B[3])
-    y2 = xp.clip(y, 0.46875, 4.0)
-    num, den = _ERF_C[8] * y2, y2
+    erf_small[small] = xp.sign(x[small]) * ys * (num + _ERF_A[3]) / (den + _ERF_B[3])
+    middle = ~small & (y <= 4.0)
+    ym = y[middle]
+    num, den = _ERF_C[8] * ym, ym
     for i in range(7):
-        num, den = (num + _ERF_C[i]) * y2, (den + _ERF_D[i]) * y2
-    middle = (num + _ERF_C[7]) / (den + _ERF_D[7])
-    y3 = xp.maximum(y, 4.0)
-    z3 = 1 / (y3 * y3)
-    num, den = _ERF_P[5] * z3, z3
+        num, den = (num + _ERF_C[i]) * ym, (den + _ERF_D[i]) * ym
+    erfc_far[middle] = _gauss(xp, ym) * (num + _ERF_C[7]) / (den + _ERF_D[7])
+    far = y > 4.0
+    yf = y[far]
+    z = 1 / (yf * yf)
+    num, den = _ERF_P[5] * z, z
     for i in range(4):
-        num, den = (num + _ERF_P[i]) * z3, (den + _ERF_Q[i]) * z3
-    far = (1 / math.sqrt(math.pi) - z3 * (num + _ERF_P[4]) / (den + _ERF_Q[4])) / y3
-    yl = xp.minimum(y, 28.0)  # (exp(-28^2) is 0 already: no inf - inf below)
-    ysq = xp.trunc(yl * 16) / 16
-    gauss = xp.exp(-ysq * ysq) * xp.exp(-(yl - ysq) * (yl + ysq))
-    return y <= 0.46875, erf_small, gauss * xp.where(y <= 4.0, middle, far)
+        num, den = (num + _ERF_P[i]) * z, (den + _ERF_Q[i]) * z
+    erfc_far[far] = _gauss(xp, yf) * (1 / math.sqrt(math.pi) - z * (num + _ERF_P[4])
+                                      / (den + _ERF_Q[4])) / yf
+    return small, erf_small, erfc_far
+
+
+def _gauss(xp: Any, y: Any) -> Any:
+    """``exp(-y^2)`` to full precision: ``y^2`` split into an exact part and a small rest."""
+    y = xp.minimum(y, 28.0)  # (exp(-28^2) is 0 already: no inf - inf below)
+    head = xp.trunc(y * 16) / 16
+    return xp.exp(-head * head) * xp.exp(-(y - head) * (y + head))
 
 
 def erf_array(a: Any) -> Any:
