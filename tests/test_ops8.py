@@ -612,3 +612,21 @@ def test_the_new_names_are_tensor_methods_and_not_missing_hints():
                  "tensor_split", "trace", "cross", "kron", "nan_to_num_"):
         assert callable(getattr(tt.Tensor, name)), name
     assert tt.Tensor.addcmul_.__name__ == "addcmul_" and tt.Tensor.atan2.__name__ == "atan2"
+
+
+def test_float16_fused_ops_compute_in_float32_and_round_once_as_torch(device):
+    h = np.random.default_rng(0).standard_normal(500).astype(np.float16)
+    m = np.random.default_rng(1).standard_normal((4, 500)).astype(np.float16)
+    exact = [lambda L, a, b: L.addcmul(a, a, a, value=0.1),
+             lambda L, a, b: L.addcdiv(a, a, a.abs() + 1, value=0.1),
+             lambda L, a, b: L.logcumsumexp(a, 0),
+             lambda L, a, b: L.addmm(a[:4], b, b.T, beta=0.3, alpha=0.7),
+             lambda L, a, b: L.baddbmm(a[:4], b[None], b.T[None], beta=0.3, alpha=0.7)]
+    for fn in exact:  # (rounded once from float32: bit for bit PyTorch's)
+        ours = fn(tt, tt.tensor(h, device=device), tt.tensor(m, device=device))
+        theirs = fn(torch, torch.tensor(h), torch.tensor(m))
+        assert ours.dtype == tt.float16
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    check(lambda L, a, b: (L.addr(a[:5], a[:4], a[:5], beta=0.3, alpha=0.7),
+                           L.addmv(a[:4], b, a, beta=0.3, alpha=0.7)), h, m, device=device,
+          grad=False)

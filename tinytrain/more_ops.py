@@ -37,6 +37,8 @@ from tinytrain.autograd.ops import InvalidArgument, ShapeError, unbroadcast
 from tinytrain.dtypes import (
     DTypeError,
     bool_,
+    float16,
+    float32,
     float64,
     get_default_dtype,
     int64,
@@ -747,11 +749,12 @@ def _addc(self: Tensor, name: str, tensor1: Any, tensor2: Any, value: Any) -> Te
     if dtype == bool_:
         raise NotImplementedError(f"{name}: not implemented for bool tensors")
     _broadcast(name, self.shape, t1.shape, t2.shape)
-    a, b, c = (t._cast(dtype) for t in (self, t1, t2))
+    work = float32 if dtype == float16 else dtype  # (float16 in float32, rounded once,
+    a, b, c = (t._cast(work) for t in (self, t1, t2))  # as PyTorch's opmath)
     value = _value_in(name, "value", value, dtype)
     if value != 1:  # (value * tensor1 first, as PyTorch's kernel rounds)
         b = b * value
-    return a + (b * c if name == "addcmul" else b / c)
+    return (a + (b * c if name == "addcmul" else b / c))._cast(dtype)
 
 
 def _t_addcmul(self: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:
@@ -769,9 +772,10 @@ def _scaled_sum(fn: str, input: Tensor, product: Tensor, beta: Any, alpha: Any  
     """``beta * input + alpha * product``, ``input`` expanded to the product's shape (a
     ShapeError in PyTorch's words where it does not), and ignored when ``beta`` is 0 (its
     NaNs too; its gradient is then 0), as PyTorch's BLAS-style ops."""
+    dtype = product.dtype
     expanded = input.expand(product.shape)
-    beta = _value_in(fn, "beta", beta, product.dtype)
-    alpha = _value_in(fn, "alpha", alpha, product.dtype)
+    beta = _value_in(fn, "beta", beta, dtype)
+    alpha = _value_in(fn, "alpha", alpha, dtype)
     if alpha != 1:
         product = product * alpha
     if beta == 0:
@@ -804,6 +808,9 @@ def _t_addmm(self: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: 
         raise ShapeError(f"mat1 and mat2 shapes cannot be multiplied ({m1.shape[0]}x"
                          f"{m1.shape[1]} and {m2.shape[0]}x{m2.shape[1]})")
     _same_dtype("addmm", [("mat1", m1, "mat2", m2), ("self", self, "mat2", m2)])
+    if self.dtype == float16:  # (in float32, rounded once, as PyTorch's opmath)
+        return _t_addmm(*(t._cast(float32) for t in (self, m1, m2)), beta=beta,
+                       alpha=alpha)._cast(float16)
     return _scaled_sum("addmm", self, m1 @ m2, beta, alpha)
 
 
@@ -821,6 +828,9 @@ def _t_baddbmm(self: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1,
         raise ShapeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                          f"{want} but got: {list(b2.shape[:2])}.")
     _same_dtype("baddbmm", [("batch1", b1, "batch2", b2), ("self", self, "batch2", b2)])
+    if self.dtype == float16:  # (in float32, rounded once, as PyTorch's opmath)
+        return _t_baddbmm(*(t._cast(float32) for t in (self, b1, b2)), beta=beta,
+                       alpha=alpha)._cast(float16)
     return _scaled_sum("baddbmm", self, b1 @ b2, beta, alpha)
 
 
@@ -837,6 +847,9 @@ def _t_addmv(self: Tensor, mat: Tensor, vec: Tensor, *, beta: Any = 1, alpha: An
         raise ShapeError(f"size mismatch, got input ({self.numel()}), mat ({m.shape[0]}x"
                          f"{m.shape[1]}), vec ({v.shape[0]})")
     _same_dtype("addmv", [("mat", m, "vec", v), ("self", self, "vec", v)])
+    if self.dtype == float16:  # (in float32, rounded once, as PyTorch's opmath)
+        return _t_addmv(*(t._cast(float32) for t in (self, m, v)), beta=beta,
+                       alpha=alpha)._cast(float16)
     return _scaled_sum("addmv", self, m @ v, beta, alpha)
 
 
@@ -861,6 +874,8 @@ def _t_addr(self: Tensor, vec1: Tensor, vec2: Tensor, *, beta: Any = 1, alpha: A
         outer = x.unsqueeze(1) & y.unsqueeze(0)
         expanded = a.expand(outer.shape)
         return (expanded & builtins.bool(beta)) | (outer & builtins.bool(alpha))
+    if dtype.kind == "f" and alpha != 1:  # ((alpha * vec1) * vec2, as PyTorch's kernel rounds)
+        x, alpha = x * alpha, 1
     return _scaled_sum("addr", a, x.unsqueeze(1) * y.unsqueeze(0), beta, alpha)
 
 
@@ -1305,7 +1320,8 @@ def logcumsumexp(input: Tensor, dim: int, *, out: Tensor | None = None) -> Tenso
     (axis,) = O._normalize_axis(dim, x.ndim)
     if x.ndim == 0:
         return _out(x.clone(), out, "logcumsumexp")
-    return _out(_scan(x, axis, logaddexp), out, "logcumsumexp")
+    work = x._cast(float32) if x.dtype == float16 else x  # (float16 in float32, as PyTorch)
+    return _out(_scan(work, axis, logaddexp)._cast(x.dtype), out, "logcumsumexp")
 
 
 def rot90(input: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:  # noqa: A002
