@@ -121,6 +121,9 @@ EXTRA = {
     "index_add_": lambda L: ((), {"index": L.tensor([0, 3, 3]), "source": L.ones(4, 3)}),
     "scatter_add": lambda L: ((), {"index": L.tensor(IDX), "src": L.ones(4, 2)}),
     "scatter_add_": lambda L: ((), {"index": L.tensor(IDX), "src": L.ones(4, 2)}),
+    "kthvalue": lambda L: ((2,), {}), "repeat_interleave": lambda L: ((2,), {}),
+    "tensor_split": lambda L: ((2,), {}),
+    "take_along_dim": lambda L: ((), {"indices": L.tensor(IDX)}),
 }
 
 
@@ -133,6 +136,8 @@ def call(owner: str, name: str, **kwargs):
             x = x > 0
         if name.endswith("_"):
             x = x + 0  # (an in-place op on a non-leaf)
+        if name == "cross":  # (3-vectors along dim 1)
+            x, extra = x[:, :3], {"other": y[:, :3]}
         if owner == "Tensor":
             return getattr(x, name)(*args, **extra, **kwargs)
         space = {"tt": lib, "F": lib.nn.functional}[owner]

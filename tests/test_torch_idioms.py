@@ -441,9 +441,9 @@ def test_requires_grad_on_ints_is_runtime_and_type_error_with_torch_words():
 
 
 def test_a_missing_tensor_method_says_what_to_do_and_underscores_stay_plain():
-    with pytest.raises(AttributeError, match="'Tensor' object has no attribute 'kthvalue': "
+    with pytest.raises(AttributeError, match="'Tensor' object has no attribute 'mode': "
                                              ".*numpy"):
-        tt.ones(2).kthvalue(1)
+        tt.ones(2).mode()
     with pytest.raises(AttributeError, match="no attribute 'logit': .*NumPy"):
         tt.ones(2).logit  # noqa: B018
     with pytest.raises(AttributeError, match="^'Parameter' object has no attribute 'logit'"):
@@ -455,7 +455,7 @@ def test_a_missing_tensor_method_says_what_to_do_and_underscores_stay_plain():
         tt.ones(2).__cuda_array_interface__  # noqa: B018
     assert str(info.value) == "'Tensor' object has no attribute '__cuda_array_interface__'"
     assert not hasattr(tt.ones(2), "_secret") and not hasattr(tt.ones(2), "storage")
-    assert not hasattr(tt.Tensor, "kthvalue") and "__getattr__" not in vars(tt.Tensor)  # fast
+    assert not hasattr(tt.Tensor, "mode") and "__getattr__" not in vars(tt.Tensor)  # fast
     assert getattr(tt.nn.Parameter(tt.ones(1)), "no_such", 7) == 7
 
 
