@@ -179,7 +179,7 @@ def test_the_aliases_pytorch_refuses_are_refused():
     # PyTorch's functions written in Python (and Tensor.unflatten) do not take axis=
     assert refused == {"Tensor.norm", "Tensor.split", "Tensor.unique", "Tensor.unflatten",
                        "tt.norm", "tt.split", "tt.unique", "F.log_softmax", "F.softmax",
-                       "F.softmin", "F.normalize"}
+                       "F.softmin", "F.normalize", "F.glu", "F.gumbel_softmax"}
 
 
 def test_d2l_spellings_match_pytorch():
