@@ -318,8 +318,142 @@ def test_a_torch_state_dict_loads_and_the_model_moves(device):
     assert all(p.device == tt.device(device) for p in ours._flat_weights)
     x = np.random.default_rng(5).normal(size=(5, 2, 3)).astype(np.float32)
     close(ours(tt.tensor(x, device=device))[0], theirs(torch.tensor(x))[0], dtype)
-    with pytest.raises(NotImplementedError, match="packed sequences"):
-        ours(type("PackedSequence", (), {})())
+
+
+# ---------------------------------------------------------------- nn.utils.rnn
+
+LENGTHS = [3, 5, 1, 4]
+
+
+def _ragged(dtype, seed=8, lengths=LENGTHS, features=3):
+    rng = np.random.default_rng(seed)
+    return [rng.normal(size=(n, features)).astype(dtype) for n in lengths]
+
+
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_pad_sequence_matches_torch(device, batch_first, padding_side):
+    dtype = np.float64
+    mine, torchs = leaves(device, dtype, *_ragged(dtype))
+    kw = dict(batch_first=batch_first, padding_value=-2.5, padding_side=padding_side)
+    out = tt.nn.utils.rnn.pad_sequence(mine, **kw)
+    tout = torch.nn.utils.rnn.pad_sequence(torchs, **kw)
+    backward_both([out], [tout], dtype)
+    for a, b in zip(mine, torchs, strict=True):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy())
+    ones = tt.nn.utils.rnn.pad_sequence([tt.ones(2, dtype=tt.float32),
+                                         tt.ones(3, dtype=tt.float64)])
+    assert ones.dtype == np.float32 and ones.shape == (3, 2)  # the first sequence's dtype
+    with pytest.raises(RuntimeError, match="received an empty list of sequences"):
+        tt.nn.utils.rnn.pad_sequence([])
+    with pytest.raises(RuntimeError, match="Expected padding_side to be one of left or right"):
+        tt.nn.utils.rnn.pad_sequence(mine, padding_side="middle")
+    with pytest.raises(RuntimeError, match="the same trailing shape"):
+        tt.nn.utils.rnn.pad_sequence([tt.zeros(2, 3), tt.zeros(2, 4)])
+
+
+def _same_packed(packed, tpacked, dtype):
+    close(packed.data, tpacked.data, dtype)
+    assert packed.batch_sizes.tolist() == tpacked.batch_sizes.tolist()
+    assert packed.batch_sizes.dtype == np.int64 and packed.batch_sizes.device == tt.device("cpu")
+    for a, b in ((packed.sorted_indices, tpacked.sorted_indices),
+                 (packed.unsorted_indices, tpacked.unsorted_indices)):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert a.tolist() == b.tolist()
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("enforce_sorted", [True, False])
+def test_pack_and_pad_packed_match_torch(device, enforce_sorted, batch_first):
+    dtype = np.float64
+    U, R = tt.nn.utils.rnn, torch.nn.utils.rnn
+    lengths = sorted(LENGTHS, reverse=True) if enforce_sorted else LENGTHS
+    padded = R.pad_sequence([torch.tensor(a) for a in _ragged(dtype, lengths=lengths)],
+                            batch_first=batch_first).numpy()
+    (x,), (tx,) = leaves(device, dtype, padded)
+    packed = U.pack_padded_sequence(x, tt.tensor(lengths), batch_first, enforce_sorted)
+    tpacked = R.pack_padded_sequence(tx, torch.tensor(lengths), batch_first, enforce_sorted)
+    assert isinstance(packed, U.PackedSequence) and isinstance(packed, tuple)
+    _same_packed(packed, tpacked, dtype)
+    out, out_lengths = U.pad_packed_sequence(packed, batch_first, padding_value=7.0,
+                                             total_length=6)
+    tout, tlengths = R.pad_packed_sequence(tpacked, batch_first, padding_value=7.0,
+                                           total_length=6)
+    assert out_lengths.tolist() == tlengths.tolist() and out_lengths.dtype == np.int64
+    backward_both([out], [tout], dtype)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
+    seqs = _ragged(dtype, lengths=lengths)
+    _same_packed(U.pack_sequence([tt.tensor(a, device=device) for a in seqs], enforce_sorted),
+                 R.pack_sequence([torch.tensor(a) for a in seqs], enforce_sorted), dtype)
+    for a, b in zip(U.unpack_sequence(packed), seqs, strict=True):
+        np.testing.assert_array_equal(a.detach().numpy(), b)
+    for a, b in zip(U.unpad_sequence(x, lengths, batch_first), seqs, strict=True):
+        np.testing.assert_array_equal(a.detach().numpy(), b)
+    assert packed.to(tt.float32).data.dtype == np.float32 and packed.is_cuda == (device == "cuda")
+
+
+PACKED_ERRORS = [
+    lambda L: L.nn.utils.rnn.pack_padded_sequence(L.zeros(4, 3, 2), [4, 2, 3]),
+    lambda L: L.nn.utils.rnn.pack_padded_sequence(L.zeros(4, 3, 2), [4, 0, 3],
+                                                  enforce_sorted=False),
+    lambda L: L.nn.utils.rnn.pack_padded_sequence(L.zeros(3, 2), [3, 2], batch_first=True),
+    lambda L: L.nn.utils.rnn.pad_packed_sequence(
+        L.nn.utils.rnn.pack_sequence([L.zeros(4, 2), L.zeros(2, 2)]), total_length=3),
+]
+
+
+@pytest.mark.parametrize("fn", PACKED_ERRORS)
+def test_packing_errors_are_pytorch_s(fn):
+    ours, theirs = errors(fn)
+    assert ours == theirs
+
+
+def test_packing_refuses_a_length_beyond_the_input():
+    """(PyTorch 2.13 reads past the end and returns whatever it finds.)"""
+    with pytest.raises(RuntimeError, match="a length of 5 for sequences of 4 steps"):
+        tt.nn.utils.rnn.pack_padded_sequence(tt.zeros(4, 3, 2), [5, 2, 3], enforce_sorted=False)
+
+
+PACKED_CONFIGS = [("RNN", {}), ("LSTM", dict(num_layers=2, bidirectional=True)),
+                  ("LSTM", dict(proj_size=2, bidirectional=True)),
+                  ("GRU", dict(num_layers=2, bidirectional=True, bias=False))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("given_states", [False, True], ids=["zeros", "h0"])
+@pytest.mark.parametrize("name,kwargs", PACKED_CONFIGS, ids=[f"{n}-{k}" for n, k in PACKED_CONFIGS])
+def test_layers_take_packed_sequences_as_torch(device, name, kwargs, given_states, dtype):
+    """Each sequence stops at its own length: final states and the reverse direction's
+    start are PyTorch's, and so are all the gradients."""
+    U, R = tt.nn.utils.rnn, torch.nn.utils.rnn
+    ours, theirs = twins(name, dtype, device, 3, 5, **kwargs)
+    padded = R.pad_sequence([torch.tensor(a) for a in _ragged(dtype)], batch_first=True)
+    arrays = [padded.numpy()] + (_states(name, kwargs, len(LENGTHS)) if given_states else [])
+    mine, torchs = leaves(device, dtype, *arrays)
+    packed = U.pack_padded_sequence(mine[0], LENGTHS, batch_first=True, enforce_sorted=False)
+    tpacked = R.pack_padded_sequence(torchs[0], LENGTHS, batch_first=True, enforce_sorted=False)
+    hx, thx = None, None
+    if given_states:
+        hx, thx = (mine[1], torchs[1]) if name != "LSTM" else (tuple(mine[1:]), tuple(torchs[1:]))
+    out, state = ours(packed, hx)
+    tout, tstate = theirs(tpacked, thx)
+    _same_packed(out, tout, dtype)
+    flat = [out.data, *state] if name == "LSTM" else [out.data, state]
+    tflat = [tout.data, *tstate] if name == "LSTM" else [tout.data, tstate]
+    backward_both(flat, tflat, dtype)
+    check_grads(ours, theirs, list(zip(mine, torchs, strict=True)), dtype)
+    unpacked, lengths = U.pad_packed_sequence(out, batch_first=True)
+    close(unpacked, R.pad_packed_sequence(tout, batch_first=True)[0], dtype)
+
+
+def test_packed_input_errors_are_pytorch_s():
+    def call(L, hidden):
+        packed = L.nn.utils.rnn.pack_sequence([L.zeros(3, 2), L.zeros(2, 2)])
+        return L.nn.RNN(2, 3)(packed, hidden(L))
+    for hidden in (lambda L: L.zeros(2, 3), lambda L: L.zeros(1, 3, 3)):
+        ours, theirs = errors(lambda L, hidden=hidden: call(L, hidden))
+        assert ours == theirs
 
 
 class _LanguageModel:

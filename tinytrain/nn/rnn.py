@@ -19,9 +19,13 @@ tinytrain's and gives the same outputs:
 Parameters are named ``weight_ih_l{k}``, ``weight_hh_l{k}``, ``bias_ih_l{k}``,
 ``bias_hh_l{k}`` (and ``weight_hr_l{k}``), with the suffix ``_reverse`` for the backward
 direction, in PyTorch's order, all drawn from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))
-with tinytrain's seeded generator. Packed sequences (``nn.utils.rnn.PackedSequence``) are
-not supported: pad the batch (``nn.utils.rnn.pad_sequence``) and read each sequence's
-output at its own last step.
+with tinytrain's seeded generator.
+
+The layers also take a ``nn.utils.rnn.PackedSequence`` (sequences of different lengths,
+longest first, time-major without padding) and return one: a packed step holds fewer
+sequences as the shorter ones end, so only the first rows of the state advance there, and
+each sequence's final state is the one after its own last step (the reverse direction
+starts there), as in PyTorch.
 """
 
 from __future__ import annotations
@@ -36,17 +40,12 @@ from tinytrain.functions import cat, stack
 from tinytrain.nn import functional as F
 from tinytrain.nn import init
 from tinytrain.nn.module import Module, Parameter, factory_tensor
+from tinytrain.nn.utils.rnn import PackedSequence
 from tinytrain.tensor import Tensor
-
-_PACKED = ("tinytrain's recurrent layers do not take packed sequences (PackedSequence); pass "
-           "the padded batch (nn.utils.rnn.pad_sequence) and read each sequence's output at "
-           "its own last step (output[length - 1, i])")
 
 
 def _check_tensor(owner: str, what: str, value: Any) -> None:
     if not isinstance(value, Tensor):
-        if type(value).__name__ == "PackedSequence":
-            raise NotImplementedError(f"{owner}: {_PACKED}")
         raise TypeError(f"{owner}: {what} must be a Tensor, not {type(value).__name__}")
 
 
@@ -356,26 +355,69 @@ class RNNBase(Module):
             raise RuntimeError(f"{type(self).__name__}: the hidden state is on {h.device}, "
                                f"the input on {x.device}; move one with .to(device)")
 
-    def _batch_input(self, input: Tensor, hx: Any) -> tuple[Tensor, bool]:  # noqa: A002
-        """``input`` as ``[T, B, input_size]`` and whether it was batched."""
+    def _sequence(self, input: Tensor | PackedSequence  # noqa: A002
+                  ) -> tuple[Tensor, bool, list[int] | None]:
+        """``(x, batched, batch_sizes)``: ``x [T, B, input_size]``, time-major, or for a
+        PackedSequence its ``data [N, input_size]`` and its batch sizes as a list."""
         name = type(self).__name__
+        if isinstance(input, PackedSequence):
+            x = input.data
+            _check_tensor(name, "the PackedSequence's data", x)
+            if x.ndim != 2:
+                raise RuntimeError(f"input must have 2 dimensions, got {x.ndim}")
+            self._check_input(x)
+            return x, True, [int(n) for n in input.batch_sizes.tolist()]
         _check_tensor(name, "input", input)
         if input.ndim not in (2, 3):
             tail = " tensor instead" if self.mode.startswith("RNN") else " instead"
             raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.ndim}D{tail}")
         batched = input.ndim == 3
-        x = input if batched else input.unsqueeze(1 if not self.batch_first else 0)
+        x = input if batched else input.unsqueeze(0 if self.batch_first else 1)
         if self.batch_first:
             x = x.transpose(0, 1)
         if x.shape[0] == 0:
             raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
         self._check_input(x)
-        return x, batched
+        return x, batched, None
 
-    def _run(self, x: Tensor, states: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
-        """The stack of layers over ``x [T, B, input]`` from ``states`` (each
-        ``[layers * directions, B, *]``): the last layer's output ``[T, B, directions * H]``
-        and the final states, stacked as the initial ones."""
+    def _initial(self, input: Any, x: Tensor, batched: bool,  # noqa: A002
+                 batch_sizes: list[int] | None, hx: list[Tensor] | None, sizes: list[int],
+                 messages: list[str]) -> list[Tensor]:
+        """The initial states ``[layers * directions, B, size]`` (zeros for None), checked,
+        and in the sorted order of a PackedSequence."""
+        batch = batch_sizes[0] if batch_sizes is not None else x.shape[1]
+        expected = [self._expected_hidden(batch, size) for size in sizes]
+        if hx is None:
+            return [x.new_zeros(e) for e in expected]
+        if not batched:
+            hx = [h.unsqueeze(1) for h in hx]
+        for h, e, msg in zip(hx, expected, messages, strict=True):
+            self._check_hidden(h, e, x, msg)
+        if isinstance(input, PackedSequence) and input.sorted_indices is not None:
+            hx = [h.index_select(1, input.sorted_indices.to(h.device)) for h in hx]
+        return hx
+
+    def _results(self, input: Any, out: Tensor, finals: list[Tensor],  # noqa: A002
+                 batched: bool) -> tuple[Any, list[Tensor]]:
+        """The output in the input's layout (a PackedSequence for one) and the final states
+        in the caller's order."""
+        if isinstance(input, PackedSequence):
+            if input.unsorted_indices is not None:
+                finals = [f.index_select(1, input.unsorted_indices.to(f.device)) for f in finals]
+            return PackedSequence(out, input.batch_sizes, input.sorted_indices,
+                                  input.unsorted_indices), finals
+        if self.batch_first:
+            out = out.transpose(0, 1)
+        if not batched:
+            return out.squeeze(0 if self.batch_first else 1), [f.squeeze(1) for f in finals]
+        return out, finals
+
+    def _run(self, x: Tensor, states: list[Tensor], batch_sizes: list[int] | None
+             ) -> tuple[Tensor, list[Tensor]]:
+        """The stack of layers over ``x`` (``[T, B, input]``, or packed ``[N, input]``) from
+        ``states`` (each ``[layers * directions, B, *]``): the last layer's output (``[T, B,
+        directions * H]`` or ``[N, directions * H]``) and the final states, stacked as the
+        initial ones."""
         directions = 2 if self.bidirectional else 1
         finals: list[list[Tensor]] = [[] for _ in states]
         for layer in range(self.num_layers):
@@ -385,67 +427,63 @@ class RNNBase(Module):
             for direction in range(directions):
                 k = layer * directions + direction
                 weights = [getattr(self, n) for n in self._all_weights[k]]
-                out, last = self._direction(x, [s[k] for s in states], weights, direction == 1)
+                out, last = self._direction(x, [s[k] for s in states], weights, direction == 1,
+                                            batch_sizes)
                 outs.append(out)
                 for f, s in zip(finals, last, strict=True):
                     f.append(s)
             x = outs[0] if directions == 1 else cat(outs, -1)
         return x, [stack(f) for f in finals]
 
-    def _direction(self, x: Tensor, state: list[Tensor], weights: list[Tensor], reverse: bool
-                   ) -> tuple[Tensor, list[Tensor]]:
-        """One layer in one direction: outputs ``[T, B, H]`` in time order and the states
-        after the last step it takes (the first time step when ``reverse``)."""
+    def _direction(self, x: Tensor, state: list[Tensor], weights: list[Tensor], reverse: bool,
+                   batch_sizes: list[int] | None) -> tuple[Tensor, list[Tensor]]:
+        """One layer in one direction: its outputs in time order and the states after the
+        last step it takes (the first time step when ``reverse``). At a packed step with
+        fewer sequences (the longest come first) only the first rows of the state advance:
+        each sequence's state stops at its own length, and the reverse direction starts
+        there."""
         w_ih, w_hh = weights[0], weights[1]
         b_ih, b_hh = (weights[2], weights[3]) if self.bias else (None, None)
         w_hr = weights[-1] if self.proj_size > 0 else None
-        gis = F.linear(x, w_ih, b_ih).unbind(0)  # the input projection of every step at once
-        steps = range(len(gis) - 1, -1, -1) if reverse else range(len(gis))
-        step: Callable[..., Any]
-        outs: list[Tensor] = [None] * len(gis)  # type: ignore[list-item]
+        gi = F.linear(x, w_ih, b_ih)  # the input projection of every step at once
+        gis = gi.unbind(0) if batch_sizes is None else gi.split(batch_sizes)
+        step: Callable[..., list[Tensor]]
         if self.mode == "LSTM":
-            h, c = state
-            for t in steps:
-                h, c = _lstm_step(gis[t], h, c, w_hh, b_hh, w_hr)
-                outs[t] = h
-            return stack(outs), [h, c]
-        h = state[0]
-        if self.mode == "GRU":
-            step = lambda g, h: _gru_step(g, h, w_hh, b_hh)  # noqa: E731
+            step = lambda g, h, c: list(_lstm_step(g, h, c, w_hh, b_hh, w_hr))  # noqa: E731
+        elif self.mode == "GRU":
+            step = lambda g, h: [_gru_step(g, h, w_hh, b_hh)]  # noqa: E731
         else:
             relu = self.mode == "RNN_RELU"
-            step = lambda g, h: _rnn_step(g, h, w_hh, b_hh, relu)  # noqa: E731
-        for t in steps:
-            h = step(gis[t], h)
-            outs[t] = h
-        return stack(outs), [h]
+            step = lambda g, h: [_rnn_step(g, h, w_hh, b_hh, relu)]  # noqa: E731
+        outs: list[Tensor] = [None] * len(gis)  # type: ignore[list-item]
+        for t in (range(len(gis) - 1, -1, -1) if reverse else range(len(gis))):
+            n = gis[t].shape[0]
+            if n == state[0].shape[0]:
+                state = step(gis[t], *state)
+                outs[t] = state[0]
+            else:
+                new = step(gis[t], *(s[:n] for s in state))
+                state = [cat([a, s[n:]]) for a, s in zip(new, state, strict=True)]
+                outs[t] = new[0]
+        return (stack(outs) if batch_sizes is None else cat(outs)), state
 
-    def _forward_single(self, input: Tensor, hx: Tensor | None  # noqa: A002
-                        ) -> tuple[Tensor, Tensor]:
+    def _forward_single(self, input: Tensor | PackedSequence, hx: Tensor | None  # noqa: A002
+                        ) -> tuple[Any, Tensor]:
         """RNN and GRU: one state ``h``."""
-        name = type(self).__name__
         if hx is not None:
-            _check_tensor(name, "hx", hx)
-            if input.ndim == 2 and hx.ndim != 2:
+            _check_tensor(type(self).__name__, "hx", hx)
+            if isinstance(input, Tensor) and input.ndim == 2 and hx.ndim != 2:
                 raise RuntimeError(f"For unbatched 2-D input, hx should also be 2-D but got "
                                    f"{hx.ndim}-D tensor")
-            if input.ndim == 3 and hx.ndim != 3:
+            if isinstance(input, Tensor) and input.ndim == 3 and hx.ndim != 3:
                 raise RuntimeError(f"For batched 3-D input, hx should also be 3-D but got "
                                    f"{hx.ndim}-D tensor")
-        x, batched = self._batch_input(input, hx)
-        expected = self._expected_hidden(x.shape[1], self.hidden_size)
-        if hx is None:
-            hx = x.new_zeros(expected)
-        elif not batched:
-            hx = hx.unsqueeze(1)
-        self._check_hidden(hx, expected, x)
-        out, (h_n,) = self._run(x, [hx])
-        return self._finish(out, batched), (h_n if batched else h_n.squeeze(1))
-
-    def _finish(self, out: Tensor, batched: bool) -> Tensor:
-        if self.batch_first:
-            out = out.transpose(0, 1)
-        return out if batched else out.squeeze(0 if self.batch_first else 1)
+        x, batched, batch_sizes = self._sequence(input)
+        states = self._initial(input, x, batched, batch_sizes, None if hx is None else [hx],
+                               [self.hidden_size], ["Expected hidden size {}, got {}"])
+        out, finals = self._run(x, states, batch_sizes)
+        out, (h_n,) = self._results(input, out, finals, batched)
+        return out, h_n
 
 
 class RNN(RNNBase):
@@ -475,8 +513,8 @@ class RNN(RNNBase):
         super().__init__(mode, *args, **kwargs)
         self.nonlinearity = nonlinearity
 
-    def forward(self, input: Tensor, hx: Tensor | None = None  # noqa: A002
-                ) -> tuple[Tensor, Tensor]:
+    def forward(self, input: Tensor | PackedSequence, hx: Tensor | None = None  # noqa: A002
+                ) -> tuple[Any, Tensor]:
         return self._forward_single(input, hx)
 
 
@@ -492,8 +530,8 @@ class GRU(RNNBase):
             raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
         super().__init__("GRU", *args, **kwargs)
 
-    def forward(self, input: Tensor, hx: Tensor | None = None  # noqa: A002
-                ) -> tuple[Tensor, Tensor]:
+    def forward(self, input: Tensor | PackedSequence, hx: Tensor | None = None  # noqa: A002
+                ) -> tuple[Any, Tensor]:
         return self._forward_single(input, hx)
 
 
@@ -509,8 +547,8 @@ class LSTM(RNNBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__("LSTM", *args, **kwargs)
 
-    def forward(self, input: Tensor, hx: tuple[Tensor, Tensor] | None = None  # noqa: A002
-                ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    def forward(self, input: Tensor | PackedSequence,  # noqa: A002
+                hx: tuple[Tensor, Tensor] | None = None) -> tuple[Any, tuple[Tensor, Tensor]]:
         name = type(self).__name__
         if hx is not None:
             if isinstance(hx, Tensor) or not isinstance(hx, (tuple, list)) or len(hx) != 2:
@@ -518,24 +556,18 @@ class LSTM(RNNBase):
                                 f"{type(hx).__name__}")
             for h in hx:
                 _check_tensor(name, "hx", h)
-        x, batched = self._batch_input(input, hx)
-        real_hidden = self.proj_size if self.proj_size > 0 else self.hidden_size
-        expected_h = self._expected_hidden(x.shape[1], real_hidden)
-        expected_c = self._expected_hidden(x.shape[1], self.hidden_size)
-        if hx is None:
-            h0, c0 = x.new_zeros(expected_h), x.new_zeros(expected_c)
-        else:
-            h0, c0 = hx
+        x, batched, batch_sizes = self._sequence(input)
+        if hx is not None and isinstance(input, Tensor):
             want = 3 if batched else 2
-            if h0.ndim != want or c0.ndim != want:
+            if hx[0].ndim != want or hx[1].ndim != want:
                 kind = "batched 3-D" if batched else "unbatched 2-D"
                 raise RuntimeError(f"For {kind} input, hx and cx should also be {want}-D but "
-                                   f"got ({h0.ndim}-D, {c0.ndim}-D) tensors")
-            if not batched:
-                h0, c0 = h0.unsqueeze(1), c0.unsqueeze(1)
-        self._check_hidden(h0, expected_h, x, "Expected hidden[0] size {}, got {}")
-        self._check_hidden(c0, expected_c, x, "Expected hidden[1] size {}, got {}")
-        out, (h_n, c_n) = self._run(x, [h0, c0])
-        if not batched:
-            h_n, c_n = h_n.squeeze(1), c_n.squeeze(1)
-        return self._finish(out, batched), (h_n, c_n)
+                                   f"got ({hx[0].ndim}-D, {hx[1].ndim}-D) tensors")
+        real_hidden = self.proj_size if self.proj_size > 0 else self.hidden_size
+        states = self._initial(input, x, batched, batch_sizes, None if hx is None else list(hx),
+                               [real_hidden, self.hidden_size],
+                               ["Expected hidden[0] size {}, got {}",
+                                "Expected hidden[1] size {}, got {}"])
+        out, finals = self._run(x, states, batch_sizes)
+        out, (h_n, c_n) = self._results(input, out, finals, batched)
+        return out, (h_n, c_n)
