@@ -9,6 +9,7 @@ fixture)."""
 
 from __future__ import annotations
 
+import copy
 import warnings
 
 import numpy as np
@@ -511,3 +512,19 @@ def test_lstm_language_model_trains_as_torch(device):
     assert losses[-1] < losses[0]
     for p, tp in zip(ours.parameters(), theirs.parameters(), strict=True):
         np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_empty_batch_copy_and_save_round_trip(device, tmp_path):
+    lstm = nn.LSTM(3, 4, num_layers=2, bidirectional=True).to(device)
+    out, (h, c) = lstm(tt.zeros(5, 0, 3, device=device))
+    tout, (th, tc) = torch.nn.LSTM(3, 4, num_layers=2, bidirectional=True)(torch.zeros(5, 0, 3))
+    assert (out.shape, h.shape, c.shape) == (tuple(tout.shape), tuple(th.shape), tuple(tc.shape))
+    tt.save(lstm.state_dict(), tmp_path / "lstm.pt")
+    again = nn.LSTM(3, 4, num_layers=2, bidirectional=True)
+    again.load_state_dict(tt.load(tmp_path / "lstm.pt"))
+    x = tt.randn(5, 2, 3)
+    states = [tt.randn(4, 2, 4), tt.randn(4, 2, 4)]  # (a list is taken, as by torch)
+    np.testing.assert_array_equal(again(x, states)[0].numpy(),
+                                  lstm(x.to(device), [s.to(device) for s in states])[0].numpy())
+    twin = copy.deepcopy(again)
+    np.testing.assert_array_equal(twin(x)[0].numpy(), again(x)[0].numpy())
