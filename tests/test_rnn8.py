@@ -3,9 +3,9 @@
 final states and the gradients of the input, the initial states and every parameter, in
 float32 and float64, for several configurations (layers, bidirectional, batch_first,
 bias=False, relu, proj_size, unbatched input); parameter names, shapes, initialisation,
-reprs, PyTorch's errors and warning, dropout between layers, and a few training steps of a
-small LSTM language model against torch's losses. Each test on each device (``device``
-fixture)."""
+reprs, PyTorch's errors and warning, dropout between layers; ``nn.utils.rnn`` (padding,
+packing, and packed batches through the layers); and a few training steps of a small LSTM
+language model against torch's losses. Each test on each device (``device`` fixture)."""
 
 from __future__ import annotations
 
