@@ -106,6 +106,7 @@ from tinytrain.nn.padding import (
     ZeroPad2d,
     ZeroPad3d,
 )
+from tinytrain.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell, RNNCellBase
 from tinytrain.nn.sync_batchnorm import SyncBatchNorm
 from tinytrain.nn.transformer import (
     MultiheadAttention,
@@ -144,6 +145,7 @@ __all__ = [
     "ZeroPad2d", "ZeroPad3d",
     "MultiheadAttention", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
     "TransformerEncoder", "TransformerEncoderLayer",
+    "GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNCell", "RNNCellBase",
 ]
 
 _LAYERS = ("tinytrain.nn has " + ", ".join(n for n in __all__ if n[0].isupper())
@@ -151,8 +153,6 @@ _LAYERS = ("tinytrain.nn has " + ", ".join(n for n in __all__ if n[0].isupper())
 _CONV = ("tinytrain has 2-D convolution and pooling (Conv2d, ConvTranspose2d, MaxPool2d, "
          "AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, MaxUnpool2d) and Conv1d, MaxPool1d, "
          "AvgPool1d; reshape to 2-D or compute the rest with tensor ops")
-_RNN = ("tinytrain has no recurrent layers; build them from nn.Linear and tensor ops (e.g. "
-        "an RNN cell: h = (x @ W_x + h @ W_h + b).tanh())")
 _NORM = ("tinytrain has BatchNorm1d/2d, SyncBatchNorm, LayerNorm, GroupNorm, RMSNorm and "
          "InstanceNorm1d/2d/3d")
 _DROPOUT = "tinytrain has Dropout and Dropout2d"
@@ -166,7 +166,6 @@ _NOT_IMPLEMENTED = {
                      "AdaptiveMaxPool3d"], _CONV),
     **dict.fromkeys(["BatchNorm3d", "LazyBatchNorm3d", "LocalResponseNorm"], _NORM),
     **dict.fromkeys(["Dropout1d", "Dropout3d", "AlphaDropout"], _DROPOUT),
-    **dict.fromkeys(["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"], _RNN),
     "EmbeddingBag": "tinytrain has Embedding; sum or average its rows yourself",
 }
 for _name, _hint in _NOT_IMPLEMENTED.items():
