@@ -32,7 +32,7 @@ import numpy as np
 
 from tinytrain import _numpy_names, backend
 from tinytrain.autograd import ops as O
-from tinytrain.autograd.function import Function
+from tinytrain.autograd.function import Function, _check_same_device
 from tinytrain.autograd.ops import InvalidArgument, ShapeError, unbroadcast
 from tinytrain.dtypes import (
     DTypeError,
@@ -1214,6 +1214,7 @@ def isin(elements: Any, test_elements: Any, *, assume_unique: bool = False,
             raise TypeError(f"isin(): argument '{name}' must be Tensor or Number, not "
                             f"{type(v).__name__}")
     like = elements if isinstance(elements, Tensor) else test_elements
+    _check_same_device("isin", (elements, test_elements))
     dtype = result_type(elements, test_elements)
     e, t = (v._cast(dtype)._data if isinstance(v, Tensor) else
             backend.get_array_module(like._data).asarray(v, dtype=dtype)
