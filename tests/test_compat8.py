@@ -238,3 +238,54 @@ def test_bfloat16_is_refused_the_moment_it_makes_or_converts_a_tensor(use, devic
                                            "bfloat16 or complex"):
         use(tt.bfloat16, device)
     assert tt.get_default_dtype() == tt.float32
+
+
+# --- 2. DataLoader arguments with PyTorch's defaults ----------------------------------------
+
+def test_dataloader_takes_pytorchs_defaults_of_timeout_in_order_pin_memory_device():
+    from torch.utils.data import DataLoader as TorchLoader
+    from torch.utils.data import TensorDataset as TorchSet
+
+    from tinytrain.data import DataLoader, TensorDataset
+
+    x = np.arange(6.0, dtype=np.float32)
+    for kw in (dict(timeout=0, in_order=True, pin_memory_device="",
+                    multiprocessing_context=None),
+               dict(in_order=False), dict(pin_memory_device="cuda"),
+               dict(num_workers=2, timeout=5.0, in_order=False)):
+        ours = DataLoader(TensorDataset(x), batch_size=4, **kw)
+        theirs = TorchLoader(TorchSet(torch.tensor(x)), batch_size=4, **kw)
+        for name in ("timeout", "in_order", "pin_memory_device"):
+            assert getattr(ours, name) == getattr(theirs, name), (kw, name)
+        if kw.get("num_workers", 0) == 0:  # (no worker processes in a unit test)
+            assert [b[0].numpy().tolist() for b in ours] == [
+                b[0].numpy().tolist() for b in theirs]
+        else:
+            assert [b[0].numpy().tolist() for b in ours] == [[0, 1, 2, 3], [4, 5]]
+
+
+def test_dataloader_timeout_errors_as_pytorch():
+    from torch.utils.data import DataLoader as TorchLoader
+
+    from tinytrain.data import DataLoader, TensorDataset
+
+    ds = TensorDataset(np.arange(6.0))
+    for Loader in (DataLoader, TorchLoader):
+        with pytest.raises(ValueError, match="timeout option should be non-negative"):
+            Loader(ds, batch_size=2, timeout=-1)
+    with pytest.raises(AssertionError, match="requires timeout == 0"):
+        iter(TorchLoader(ds, batch_size=2, timeout=5))  # (PyTorch: on iter())
+    with pytest.raises(ValueError, match="timeout=5 .* needs num_workers > 0"):
+        DataLoader(ds, batch_size=2, timeout=5)
+    with pytest.raises(TypeError, match="DataLoader: timeout must be a number"):
+        DataLoader(ds, batch_size=2, timeout="5")
+    with pytest.raises(TypeError, match="DataLoader: in_order must be True or False, got int"):
+        DataLoader(ds, batch_size=2, in_order=3)
+    with pytest.raises(TypeError, match="DataLoader: pin_memory_device must be a str"):
+        DataLoader(ds, batch_size=2, pin_memory_device=0)
+    with pytest.raises(TypeError, match="'multiprocessing_context': .*only None"):
+        DataLoader(ds, batch_size=2, num_workers=1, multiprocessing_context="spawn")
+    with pytest.warns(UserWarning, match="pin_memory_device is deprecated, the current "
+                                         "accelerator will be used as the device,ignore "
+                                         "pin_memory_device='cuda'"):
+        DataLoader(ds, batch_size=2, pin_memory=True, pin_memory_device="cuda")
