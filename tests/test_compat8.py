@@ -15,6 +15,7 @@ import torch
 
 import tinytrain as tt
 import tinytrain.nn as nn
+import tinytrain.nn.functional as F
 
 TORCH_2_13 = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 13)
 HAS_CUDA = tt.cuda.is_available()
@@ -289,3 +290,113 @@ def test_dataloader_timeout_errors_as_pytorch():
                                          "accelerator will be used as the device,ignore "
                                          "pin_memory_device='cuda'"):
         DataLoader(ds, batch_size=2, pin_memory=True, pin_memory_device="cuda")
+
+
+# --- 3. the 1-D adaptive pools ---------------------------------------------------------------
+
+TOL = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-10, atol=1e-12)}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,size", [((2, 3, 7), 3), ((2, 3, 8), 4), ((1, 2, 5), 1),
+                                        ((2, 3, 5), 8), ((3, 6), (4,)), ((2, 1, 9), [2]),
+                                        ((2, 3, 4), 0), ((0, 3, 4), 2)])
+@pytest.mark.parametrize("kind", ["avg", "max"])
+def test_adaptive_pool1d_matches_pytorch(kind, shape, size, dtype, device):
+    rng = np.random.default_rng(0)
+    x = (np.round(rng.standard_normal(shape) * 2) / 2).astype(dtype)  # (ties for max)
+    g = rng.standard_normal(torch.nn.functional.adaptive_avg_pool1d(
+        torch.tensor(x), size).shape).astype(dtype)
+    xt, xp = tt.tensor(x, device=device, requires_grad=True), torch.tensor(x, requires_grad=True)
+    if kind == "avg":
+        ours, theirs = F.adaptive_avg_pool1d(xt, size), torch.nn.functional.adaptive_avg_pool1d(
+            xp, size)
+        mods = nn.AdaptiveAvgPool1d(size), torch.nn.AdaptiveAvgPool1d(size)
+    else:
+        (ours, oi), (theirs, ti) = (F.adaptive_max_pool1d(xt, size, return_indices=True),
+                                    torch.nn.functional.adaptive_max_pool1d(xp, size, True))
+        assert oi.dtype == tt.int64 and oi.device == device
+        np.testing.assert_array_equal(oi.numpy(), ti.numpy())
+        oi2 = F.adaptive_max_pool1d_with_indices(xt, size)[1]
+        np.testing.assert_array_equal(oi2.numpy(), ti.numpy())
+        mods = nn.AdaptiveMaxPool1d(size), torch.nn.AdaptiveMaxPool1d(size)
+    assert ours.shape == tuple(theirs.shape) and ours.dtype == xt.dtype
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), **TOL[dtype])
+    np.testing.assert_allclose(mods[0](xt).detach().numpy(),
+                               mods[1](xp).detach().numpy(), **TOL[dtype])
+    assert repr(mods[0]) == repr(mods[1])
+    if ours.numel():
+        ours.backward(tt.tensor(g, device=device))
+        theirs.backward(torch.tensor(g))
+        np.testing.assert_allclose(xt.grad.numpy(), xp.grad.numpy(), **TOL[dtype])
+
+
+def test_adaptive_max_pool1d_module_returns_indices_and_reprs_as_pytorch():
+    ours, theirs = nn.AdaptiveMaxPool1d(3, return_indices=True), torch.nn.AdaptiveMaxPool1d(
+        3, return_indices=True)
+    assert repr(ours) == repr(theirs) == "AdaptiveMaxPool1d(output_size=3)"
+    x = np.random.default_rng(1).standard_normal((2, 4, 10)).astype(np.float32)
+    (o, i), (to, ti) = ours(tt.tensor(x)), theirs(torch.tensor(x))
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+    np.testing.assert_array_equal(o.numpy(), to.numpy())
+    assert repr(nn.AdaptiveAvgPool1d((2,))) == repr(torch.nn.AdaptiveAvgPool1d((2,)))
+    assert isinstance(nn.AdaptiveAvgPool1d(1), nn.Module)
+
+
+def test_textcnn_pooling_over_time():
+    # d2l's TextCNN: Conv1d then AdaptiveAvgPool1d(1) (global pooling over the sequence)
+    x = np.random.default_rng(2).standard_normal((2, 5, 9)).astype(np.float32)
+    ours = nn.Sequential(nn.Conv1d(5, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool1d(1), nn.Flatten())
+    theirs = torch.nn.Sequential(torch.nn.Conv1d(5, 4, 3), torch.nn.ReLU(),
+                                 torch.nn.AdaptiveAvgPool1d(1), torch.nn.Flatten())
+    theirs.load_state_dict({k: torch.tensor(v.numpy()) for k, v in ours.state_dict().items()})
+    np.testing.assert_allclose(ours(tt.tensor(x)).detach().numpy(),
+                               theirs(torch.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["avg", "max"])
+@pytest.mark.parametrize("args,error,message", [
+    (((1, 2, 3, 4), 2), RuntimeError, "Expected 2 to 3 dimensions, but got 4-dimensional tensor "
+                                      "for argument #1 'self' (while checking arguments for "
+                                      "adaptive_{kind}_pool1d)"),
+    (((4,), 2), RuntimeError, "Expected 2 to 3 dimensions, but got 1-dimensional tensor for "
+                              "argument #1 'self' (while checking arguments for "
+                              "adaptive_{kind}_pool1d)"),
+    (((2, 3, 7), (2, 3)), RuntimeError, "adaptive_{kind}_pool1d() argument 'output_size' should "
+                                        "contain one int (got 2)"),
+    (((2, 3, 7), None), TypeError, "adaptive_{kind}_pool1d(): argument 'output_size' "
+                                   "(position 2) must be tuple of ints, not NoneType"),
+    (((2, 3, 7), 2.5), TypeError, "adaptive_{kind}_pool1d(): argument 'output_size' "
+                                  "(position 2) must be tuple of ints, not float"),
+    (((2, 3, 0), 2), RuntimeError, "Expected input to have non-zero size for non-batch "
+                                   "dimensions, but input has sizes"),
+])
+def test_adaptive_pool1d_errors_as_pytorch(kind, args, error, message, device):
+    shape, size = args
+    ours = getattr(F, f"adaptive_{kind}_pool1d")
+    theirs = getattr(torch.nn.functional, f"adaptive_{kind}_pool1d")
+    message = message.format(kind=kind)
+    with pytest.raises(error) as got:
+        theirs(torch.zeros(shape), size)
+    assert message in str(got.value)
+    with pytest.raises(error) as got:
+        ours(tt.zeros(shape, device=device), size)
+    assert message in str(got.value)
+
+
+def test_adaptive_pool1d_edge_errors(device):
+    x = tt.zeros(2, 3, 7, device=device)
+    for kind in ("avg", "max"):
+        pool = getattr(F, f"adaptive_{kind}_pool1d")
+        with pytest.raises(RuntimeError, match="greater than or equal to 0 but received -1"):
+            pool(x, -1)  # (PyTorch's messages speak of its 2-D pool here)
+        with pytest.raises(RuntimeError, match=f'"adaptive_{kind}_pool1d" not implemented for '
+                                               "'Long'"):
+            pool(tt.zeros(1, 1, 8, dtype=tt.int64, device=device), 2)
+    with pytest.raises(RuntimeError, match="dimension 1 being empty"):
+        F.adaptive_max_pool1d(tt.zeros(2, 0, 4, device=device), 2)
+    out = F.adaptive_avg_pool1d(tt.zeros(2, 0, 4, device=device), 3)  # (PyTorch's too)
+    assert out.shape == tuple(torch.nn.functional.adaptive_avg_pool1d(
+        torch.zeros(2, 0, 4), 3).shape) == (2, 0, 3)
+    with pytest.raises(TypeError, match="argument 'input' must be a Tensor"):
+        F.adaptive_avg_pool1d([1.0, 2.0], 1)
