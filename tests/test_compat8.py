@@ -400,3 +400,20 @@ def test_adaptive_pool1d_edge_errors(device):
         torch.zeros(2, 0, 4), 3).shape) == (2, 0, 3)
     with pytest.raises(TypeError, match="argument 'input' must be a Tensor"):
         F.adaptive_avg_pool1d([1.0, 2.0], 1)
+
+
+# --- 4. binary_cross_entropy's clamp at p = 0 or 1 ---------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bce_gradient_at_zero_and_one_is_pytorchs_exactly(dtype, device):
+    p = np.array([0.0, 1.0, 0.5, 1e-13, 1.0, 0.0, 1e-7], dtype=dtype)
+    y = np.array([1.0, 0.0, 0.2, 1.0, 1.0, 0.0, 0.3], dtype=dtype)
+    for reduction in ("mean", "sum"):
+        pt, pp = tt.tensor(p, device=device, requires_grad=True), torch.tensor(
+            p, requires_grad=True)
+        F.binary_cross_entropy(pt, tt.tensor(y, device=device), reduction=reduction).backward()
+        torch.nn.functional.binary_cross_entropy(pp, torch.tensor(y),
+                                                 reduction=reduction).backward()
+        # (float64 at p = 0: -1.0000000039958029e12 in PyTorch, whose 1e-12 is a float32)
+        np.testing.assert_allclose(pt.grad.numpy(), pp.grad.numpy(), rtol=1e-14 if
+                                   dtype == np.float64 else 1e-7, atol=0)
