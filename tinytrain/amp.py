@@ -32,7 +32,7 @@ from tinytrain import backend
 from tinytrain.dtypes import float32
 
 _NO_AMP = ("tinytrain has no mixed precision: it trains in float32, so there is nothing to "
-           "autocast and no loss to scale; pass enabled=False")
+           "autocast and no loss to scale; pass enabled=False (nanoGPT: --dtype=float32)")
 
 
 def _caller(obj: Any) -> int:
