@@ -594,8 +594,8 @@ def test_loader_arguments_pytorch_has_and_tinytrain_lacks_say_what_to_do():
         [0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]  # PyTorch's default, None
     with pytest.raises(TypeError, match="DataLoader: generator must be None or a tt.Generator"):
         DataLoader(ds, batch_size=2, generator=object())
-    with pytest.raises(TypeError, match="'timeout': .*calling process"):
-        DataLoader(ds, batch_size=2, timeout=5)
+    with pytest.raises(TypeError, match="'multiprocessing_context': .*calling process"):
+        DataLoader(ds, batch_size=2, multiprocessing_context="spawn")
     with pytest.raises(ValueError, match="batch_size=None option disables auto-batching and "
                                          "is mutually exclusive with drop_last"):
         DataLoader(ds, batch_size=None, drop_last=True)

@@ -207,9 +207,9 @@ def test_torch_nn_parallel_is_the_distributed_wrapper():
 
 @pytest.mark.parametrize("module,name,hint", [
     (tt, "compile", "call the model directly"),
-    (tt, "autocast", "no mixed precision"),
+    (tt, "jit", "no TorchScript"),
     (tt.autograd, "Variable", "requires_grad=True"),
-    (tt, "bfloat16", "no bfloat16"),
+    (tt, "complex64", "no bfloat16 or complex"),
     (tt, "no_such_thing", "the part of PyTorch"),
     (nn, "Bilinear", "tinytrain.nn has AdaptiveAvgPool"),
     (nn, "LPPool2d", "tinytrain has 2-D convolution and pooling (Conv2d"),

@@ -13,9 +13,10 @@ import importlib as _importlib
 import warnings as _warnings
 
 # the subpackages too, as `torch.nn` and `torch.optim` are reachable from `import torch`
-from tinytrain import accelerator, backends, cuda, data, nn, optim, utils
+from tinytrain import accelerator, amp, backends, cpu, cuda, data, nn, optim, utils, version
 from tinytrain._missing import TORCH_HINTS as _HINTS
 from tinytrain._missing import module_getattr as _module_getattr
+from tinytrain.amp import autocast
 from tinytrain.autograd import (
     enable_grad,
     inference_mode,
@@ -26,7 +27,9 @@ from tinytrain.autograd import (
 from tinytrain.backend import Device as device
 from tinytrain.backend import cuda_is_available, set_default_device
 from tinytrain.backend import default_device as get_default_device
+from tinytrain.backends import get_float32_matmul_precision, set_float32_matmul_precision
 from tinytrain.dtypes import (
+    bfloat16,
     can_cast,
     finfo,
     get_default_dtype,
@@ -308,7 +311,7 @@ short = int16
 #: ``torch.Size``: tinytrain's shapes are plain tuples.
 Size = tuple
 
-__version__ = "0.1.0"
+__version__ = version.__version__
 
 _deterministic = False
 
@@ -344,6 +347,8 @@ __all__ = [
     "bernoulli",
     "BoolTensor", "ByteTensor", "DoubleTensor", "FloatTensor", "HalfTensor", "IntTensor",
     "LongTensor", "finfo", "iinfo",
+    "amp", "autocast", "bfloat16", "cpu", "get_float32_matmul_precision",
+    "set_float32_matmul_precision", "version",
     "autograd", "backends", "bmm", "bool", "bool_", "broadcast_to", "can_cast", "cat", "ceil",
     "chunk", "clamp", "clip", "clone", "concat", "concatenate", "cos", "count_nonzero", "cuda",
     "cumprod",

@@ -49,11 +49,9 @@ TORCH_HINTS = {
     "compile": "tinytrain has no compiler; call the model directly: model(x)",
     "jit": "tinytrain has no TorchScript; call the model directly, and save weights with "
            "tt.save(model.state_dict(), path)",
-    "autocast": "tinytrain has no mixed precision (autocast/amp); it trains in float32",
-    "amp": "tinytrain has no mixed precision (autocast/amp); it trains in float32",
     "set_default_tensor_type": "deprecated in PyTorch: tt.set_default_dtype(tt.float64) sets "
                                "the default float dtype, tt.set_default_device(...) the device",
-    "bfloat16": _DTYPES, "complex64": _DTYPES, "complex128": _DTYPES, "cfloat": _DTYPES,
+    "complex64": _DTYPES, "complex128": _DTYPES, "cfloat": _DTYPES,
     "distributions": _NUMPY, "fft": _NUMPY, "linalg": _NUMPY, "special": _NUMPY,
     "sparse": _NUMPY,
     "mps": "tinytrain runs on 'cpu' and 'cuda' (an NVIDIA GPU through CuPy)",

@@ -174,3 +174,22 @@ def get_device_name(device: Any = None) -> str:
     name = backend.cupy_module().cuda.runtime.getDeviceProperties(
         _gpu(device, "get_device_name"))["name"]
     return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """False: tinytrain has no bfloat16 tensors (its float dtypes are float16, float32 and
+    float64), whatever the GPU supports. Scripts that pick ``"bfloat16"`` when this is True
+    (nanoGPT) then choose float16 or float32; tinytrain trains in float32 (``tt.amp``)."""
+    return False
+
+
+def __getattr__(name: str) -> Any:
+    """``tt.cuda.amp`` (PyTorch's deprecated spelling of ``tt.amp`` for CUDA) loads on first
+    use; other missing names get the module's hint."""
+    if name == "amp":
+        from tinytrain.amp import _cuda_amp
+
+        return _cuda_amp
+    from tinytrain._missing import module_getattr
+
+    return module_getattr("tinytrain.cuda", {})(name)

@@ -34,6 +34,47 @@ float16, float32, float64 = np.dtype("float16"), np.dtype("float32"), np.dtype("
 int8, int16, int32, int64 = (np.dtype(f"int{n}") for n in (8, 16, 32, 64))
 uint8, bool_ = np.dtype("uint8"), np.dtype(bool)
 
+#: What using ``tt.bfloat16`` says (as ``tt._missing``'s hint for the dtypes tinytrain lacks).
+NO_BFLOAT16 = ("tinytrain has bool, uint8, int32, int64, float16, float32 and float64 tensors; "
+               "no bfloat16 or complex")
+
+
+class UnsupportedDTypeError(RecursionError):
+    """A dtype tinytrain has a name for but no tensors of (``tt.bfloat16``) was used to make or
+    convert a tensor. A RuntimeError, as PyTorch's errors; a RecursionError only because that
+    is the one error NumPy lets out of ``np.dtype(obj)`` when ``obj.dtype`` raises (it hides
+    the others and says "Cannot interpret ... as a data type"), see :class:`_BFloat16`."""
+
+
+class _BFloat16:
+    """``tt.bfloat16``: a name, so that ported scripts can mention it (nanoGPT's
+    ``{'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': ...}[dtype]``,
+    ``x.dtype == torch.bfloat16``), with torch.dtype's ``is_floating_point``, ``is_complex``,
+    ``is_signed`` and ``itemsize``. tinytrain has no bfloat16 tensors, and refuses the dtype
+    the moment a tensor would be made or converted with it.
+
+    The refusal is one check, here: every place tinytrain (and NumPy, and CuPy) turns a
+    ``dtype=`` argument into a dtype calls ``np.dtype(value)``, which reads ``value.dtype``;
+    this object's ``dtype`` raises :class:`UnsupportedDTypeError` with the hint, so
+    ``tt.tensor(x, dtype=tt.bfloat16)``, ``t.to(tt.bfloat16)``, ``tt.zeros(2, dtype=...)``
+    and the rest all say what is wrong. Comparisons with real dtypes are False."""
+
+    is_floating_point, is_complex, is_signed, itemsize = True, False, True, 2
+
+    @property
+    def dtype(self) -> np.dtype:
+        raise UnsupportedDTypeError(f"tinytrain.bfloat16 cannot be used to make or convert a "
+                                    f"tensor: {NO_BFLOAT16}; use tt.float32 (or tt.float16)")
+
+    def __repr__(self) -> str:
+        return "tinytrain.bfloat16"
+
+    def __reduce__(self) -> str:
+        return "bfloat16"
+
+
+bfloat16 = _BFloat16()
+
 #: The dtype Python floats become: read with get_default_dtype(), set with set_default_dtype().
 _default_float = float32
 
@@ -55,6 +96,8 @@ def set_default_dtype(dtype: np.dtype) -> None:
     results (``arange(3)``, ``randint``) do not follow it. Other dtypes are refused, as in
     PyTorch (tinytrain has no bfloat16)."""
     global _default_float
+    if dtype is bfloat16:
+        bfloat16.dtype  # raises UnsupportedDTypeError with the hint  # noqa: B018
     if not isinstance(dtype, np.dtype):  # (as PyTorch: a dtype object, not a name or a type)
         raise TypeError(f"set_default_dtype({dtype!r}): invalid dtype object: only "
                         f"floating-point types are supported as the default type: "

@@ -1200,7 +1200,9 @@ class BCEWithLogits(Function):
 class BinaryCrossEntropy(Function):
     """Binary cross-entropy of targets ``y`` under probabilities ``p`` (same shape), per
     element, as PyTorch computes it: each log clamped at -100, and the derivative
-    ``(p - y) / max(p (1 - p), 1e-12)`` so that p = 0 or 1 gives finite numbers."""
+    ``(p - y) / max(p (1 - p), 1e-12)`` so that p = 0 or 1 gives finite numbers. PyTorch's
+    1e-12 is a float32 constant (9.999999960041972e-13) in every dtype, so float64's
+    gradient at p = 0, y = 1 is -1.0000000039958029e12, not -1e12; so is this one's."""
 
     @staticmethod
     def forward(p, y):
@@ -1219,7 +1221,7 @@ class BinaryCrossEntropy(Function):
         xp = get_array_module(p)
         gp = gy = None
         if ctx.needs_input_grad[0]:
-            gp = g * (p - y) / xp.maximum(p * (1 - p), p.dtype.type(1e-12))
+            gp = g * (p - y) / xp.maximum(p * (1 - p), p.dtype.type(np.float32(1e-12)))
         if ctx.needs_input_grad[1]:
             with np.errstate(divide="ignore"):
                 gy = g * (xp.maximum(xp.log(1 - p), -100) - xp.maximum(xp.log(p), -100))

@@ -28,6 +28,7 @@ import math
 import numbers
 import operator
 import re
+import warnings
 from collections.abc import (
     Callable,
     Iterable,
@@ -504,6 +505,12 @@ class DataLoader:
             yourself. ``prefetch_factor`` is PyTorch's: None with ``num_workers=0`` (a value
             there is a ValueError), 2 by default with workers; kept as
             ``loader.prefetch_factor``, as ``worker_init_fn`` is kept.
+        timeout, in_order, pin_memory_device: PyTorch's, accepted and kept
+            (``loader.timeout`` ...), without effect for the same reason: ``timeout`` (seconds
+            to wait for a worker's batch) must be >= 0, and as in PyTorch only 0 with
+            ``num_workers=0``; batches always come in order, which ``in_order=False``
+            allows too; ``pin_memory_device`` (deprecated in PyTorch) warns as PyTorch's
+            when given with ``pin_memory=True``. ``multiprocessing_context`` may be None.
 
     Each ``iter(loader)`` is one epoch and yields ``len(loader)`` batches: a tuple of Tensors,
     one per field, each ``[B, *sample_shape]`` (MNIST: ``x`` float32 ``[B, 1, 28, 28]``, ``y``
@@ -533,6 +540,9 @@ class DataLoader:
         generator: Any = None,
         worker_init_fn: Callable[[int], None] | None = None,
         prefetch_factor: int | None = None,
+        timeout: float = 0,
+        in_order: bool = True,
+        pin_memory_device: str = "",
         **unsupported: Any,
     ) -> None:
         if batch_size is None:  # PyTorch's automatic batching off: one sample at a time
@@ -546,6 +556,8 @@ class DataLoader:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         elif batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
+        if unsupported.get("multiprocessing_context", 0) is None:  # (PyTorch's default)
+            del unsupported["multiprocessing_context"]
         if unsupported:
             name = next(iter(unsupported))
             raise TypeError(f"DataLoader got an unexpected keyword argument {name!r}: "
@@ -571,6 +583,25 @@ class DataLoader:
             raise ValueError("prefetch_factor option should be non-negative")
         if persistent_workers and num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")
+        if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+            raise TypeError(f"DataLoader: timeout must be a number of seconds, got "
+                            f"{type(timeout).__name__}")
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        if timeout != 0 and num_workers == 0:  # (PyTorch's fails on iter(): same condition)
+            raise ValueError(f"DataLoader: timeout={timeout!r} is how long to wait for a "
+                             f"worker process's batch and needs num_workers > 0 (PyTorch's "
+                             f"single-process loader requires timeout == 0)")
+        if not isinstance(in_order, bool | np.bool_):
+            raise TypeError(f"DataLoader: in_order must be True or False, got "
+                            f"{type(in_order).__name__}")
+        if not isinstance(pin_memory_device, str):
+            raise TypeError(f"DataLoader: pin_memory_device must be a str, got "
+                            f"{type(pin_memory_device).__name__}")
+        if pin_memory and pin_memory_device:  # (PyTorch's warning, given there on iter())
+            warnings.warn("pin_memory_device is deprecated, the current accelerator will be "
+                          f"used as the device,ignore pin_memory_device='{pin_memory_device}'.",
+                          stacklevel=2)
         if seed is not None:
             _seed(seed)
             if generator is not None:
@@ -608,6 +639,8 @@ class DataLoader:
         self.num_workers, self.pin_memory = int(num_workers), bool(pin_memory)
         self.persistent_workers = bool(persistent_workers)
         self.worker_init_fn, self.prefetch_factor = worker_init_fn, prefetch_factor
+        self.timeout, self.in_order = timeout, bool(in_order)
+        self.pin_memory_device = pin_memory_device
         if sampler is None and not stream:
             sampler = (RandomSampler(dataset, generator=generator, seed=seed) if shuffle
                        else SequentialSampler(dataset))
@@ -718,8 +751,7 @@ class DataLoader:
 
 _MAIN_PROCESS = "tinytrain's DataLoader makes batches in the calling process (num_workers=0)"
 _UNSUPPORTED = {
-    "timeout": _MAIN_PROCESS, "multiprocessing_context": _MAIN_PROCESS,
-    "pin_memory_device": _MAIN_PROCESS, "in_order": _MAIN_PROCESS,
+    "multiprocessing_context": _MAIN_PROCESS + "; only None, its default, is accepted",
 }
 
 

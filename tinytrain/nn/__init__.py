@@ -5,7 +5,9 @@ from tinytrain._missing import module_getattr as _module_getattr
 from tinytrain.nn import functional, init, utils
 from tinytrain.nn.containers import ModuleDict, ModuleList, ParameterDict, ParameterList
 from tinytrain.nn.conv import (
+    AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
+    AdaptiveMaxPool1d,
     AdaptiveMaxPool2d,
     AvgPool1d,
     AvgPool2d,
@@ -119,6 +121,7 @@ from tinytrain.nn.transformer import (
 from tinytrain.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = [
+    "AdaptiveAvgPool1d", "AdaptiveMaxPool1d",
     "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool1d", "AvgPool2d", "BatchNorm1d",
     "BatchNorm2d", "Conv1d", "GLU", "Hardshrink", "MaxPool1d", "PixelShuffle", "PixelUnshuffle",
     "RMSNorm", "Softshrink", "Tanhshrink", "Threshold", "GaussianNLLLoss",
@@ -152,7 +155,8 @@ _LAYERS = ("tinytrain.nn has " + ", ".join(n for n in __all__ if n[0].isupper())
            + ", and the submodules functional, init and utils")
 _CONV = ("tinytrain has 2-D convolution and pooling (Conv2d, ConvTranspose2d, MaxPool2d, "
          "AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, MaxUnpool2d) and Conv1d, MaxPool1d, "
-         "AvgPool1d; reshape to 2-D or compute the rest with tensor ops")
+         "AvgPool1d, AdaptiveAvgPool1d, AdaptiveMaxPool1d; reshape to 2-D or compute the rest "
+         "with tensor ops")
 _NORM = ("tinytrain has BatchNorm1d/2d, SyncBatchNorm, LayerNorm, GroupNorm, RMSNorm and "
          "InstanceNorm1d/2d/3d")
 _DROPOUT = "tinytrain has Dropout and Dropout2d"
@@ -162,8 +166,7 @@ _DROPOUT = "tinytrain has Dropout and Dropout2d"
 _NOT_IMPLEMENTED = {
     **dict.fromkeys(["Conv3d", "ConvTranspose1d", "ConvTranspose3d", "LazyConv1d",
                      "LazyConv3d", "MaxPool3d", "AvgPool3d",
-                     "AdaptiveAvgPool1d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
-                     "AdaptiveMaxPool3d"], _CONV),
+                     "AdaptiveAvgPool3d", "AdaptiveMaxPool3d"], _CONV),
     **dict.fromkeys(["BatchNorm3d", "LazyBatchNorm3d", "LocalResponseNorm"], _NORM),
     **dict.fromkeys(["Dropout1d", "Dropout3d", "AlphaDropout"], _DROPOUT),
     "EmbeddingBag": "tinytrain has Embedding; sum or average its rows yourself",

@@ -37,7 +37,7 @@ import numpy as np
 from tinytrain import kernels
 from tinytrain.autograd import Context, Function
 from tinytrain.backend import get_array_module
-from tinytrain.dtypes import DTypeError
+from tinytrain.dtypes import DTypeError, torch_scalar_name
 from tinytrain.kernels.shapes import Conv2dMeta, IntOrPair, Pool2dMeta, pair
 from tinytrain.nn import init, pooling
 from tinytrain.nn.fold import unfold
@@ -1199,6 +1199,98 @@ class AdaptiveMaxPool2d(Module):
 
     def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
         return adaptive_max_pool2d(x, self.output_size, self.return_indices)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+def _adaptive1d_input(x: Any, output_size: Any, name: str) -> int:
+    """Check a 1-D adaptive pooling's ``[N, C, L]`` / ``[C, L]`` input and ``output_size``
+    (an int or a sequence of one), with PyTorch's messages, and return the output length."""
+    shape = _shape(x, name)
+    if len(shape) not in (2, 3):
+        raise ShapeError(f"Expected 2 to 3 dimensions, but got {len(shape)}-dimensional tensor "
+                         f"for argument #1 'self' (while checking arguments for {name})")
+    sizes = tuple(output_size) if isinstance(output_size, tuple | list) else (output_size,)
+    if len(sizes) != 1:
+        raise ShapeError(f"{name}() argument 'output_size' should contain one int (got "
+                         f"{len(sizes)})")
+    if isinstance(sizes[0], bool) or not isinstance(sizes[0], int | np.integer):
+        raise TypeError(f"{name}(): argument 'output_size' (position 2) must be tuple of ints, "
+                        f"not {type(sizes[0]).__name__}")
+    size = int(sizes[0])
+    if size < 0:
+        raise ShapeError(f"{name}: elements of output_size must be greater than or equal to 0 "
+                         f"but received {size}")
+    if x.dtype.kind != "f":
+        raise DTypeError(f'"{name}" not implemented for \'{torch_scalar_name(x.dtype)}\'')
+    empty = [d for d in range(len(shape) - 2, len(shape)) if shape[d] == 0]
+    if name == "adaptive_avg_pool1d":  # (PyTorch's averages over no channels)
+        empty = [d for d in empty if d == len(shape) - 1]
+    if empty:
+        raise ShapeError(f"{name}(): Expected input to have non-zero size for non-batch "
+                         f"dimensions, but input has sizes {list(shape)} with dimension "
+                         f"{empty[0]} being empty")
+    return size
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:  # noqa: A002
+    """Average pooling to a given length, as ``F.adaptive_avg_pool1d``: ``[N, C, L] ->
+    [N, C, output_size]`` (or ``[C, L] -> [C, output_size]``; ``output_size`` an int or a
+    sequence of one). PyTorch's windows: output ``i`` averages ``floor(i L / o)`` to
+    ``ceil((i + 1) L / o)``. :func:`adaptive_avg_pool2d` over ``[N, C, 1, L]``."""
+    size = _adaptive1d_input(input, output_size, "adaptive_avg_pool1d")
+    if input.shape[-2] == 0:  # (no channels: PyTorch's empty result; the 2-D pool refuses)
+        return input.mean(-1, keepdim=True).expand(*input.shape[:-1], size)
+    return adaptive_avg_pool2d(input.unsqueeze(-2), (1, size)).squeeze(-2)
+
+
+def adaptive_max_pool1d(input: Tensor, output_size: Any,  # noqa: A002
+                        return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """Max pooling to a given length, as ``F.adaptive_max_pool1d``: the windows of
+    :func:`adaptive_avg_pool1d`, the maximum of each; ``return_indices=True`` returns ``(out,
+    indices)``, int64 positions along ``L``. :func:`adaptive_max_pool2d` over ``[N, C, 1,
+    L]``."""
+    size = _adaptive1d_input(input, output_size, "adaptive_max_pool1d")
+    result = adaptive_max_pool2d(input.unsqueeze(-2), (1, size), return_indices)
+    if return_indices:
+        out, indices = result
+        return out.squeeze(-2), indices.squeeze(-2)
+    return result.squeeze(-2)
+
+
+def adaptive_max_pool1d_with_indices(input: Tensor, output_size: Any,  # noqa: A002
+                                     return_indices: bool = True) -> tuple[Tensor, Tensor]:
+    """:func:`adaptive_max_pool1d` that returns ``(out, indices)`` (PyTorch's
+    ``F.adaptive_max_pool1d_with_indices``)."""
+    return adaptive_max_pool1d(input, output_size, True)
+
+
+class AdaptiveAvgPool1d(Module):
+    """Module form of :func:`adaptive_avg_pool1d` (``AdaptiveAvgPool1d(1)``: global average
+    pooling over time, as in d2l's TextCNN)."""
+
+    def __init__(self, output_size: Any) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x: Tensor) -> Tensor:
+        return adaptive_avg_pool1d(x, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool1d(Module):
+    """Module form of :func:`adaptive_max_pool1d` (``return_indices=True``: it returns
+    ``(out, indices)``)."""
+
+    def __init__(self, output_size: Any, return_indices: bool = False) -> None:
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
+
+    def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
+        return adaptive_max_pool1d(x, self.output_size, self.return_indices)
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"

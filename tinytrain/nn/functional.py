@@ -15,7 +15,10 @@ from tinytrain.autograd import no_grad
 from tinytrain.autograd import ops as O
 from tinytrain.dtypes import DTypeError, int64, torch_scalar_name
 from tinytrain.nn.conv import (
+    adaptive_avg_pool1d,
     adaptive_avg_pool2d,
+    adaptive_max_pool1d,
+    adaptive_max_pool1d_with_indices,
     adaptive_max_pool2d,
     adaptive_max_pool2d_with_indices,
     avg_pool1d,
@@ -46,6 +49,7 @@ from tinytrain.tensor import (
 )
 
 __all__ = [
+    "adaptive_avg_pool1d", "adaptive_max_pool1d", "adaptive_max_pool1d_with_indices",
     "adaptive_avg_pool2d", "adaptive_max_pool2d", "adaptive_max_pool2d_with_indices",
     "affine_grid", "avg_pool1d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "celu", "celu_", "conv1d", "conv2d", "conv_transpose2d",
