@@ -181,3 +181,58 @@ def test_batch_size_none_refuses_what_torch_refuses():
         list(ttd.DataLoader(ds, batch_size=None, sampler=[[0, 1.5]]))
     with pytest.raises(IndexError, match="index 9, out of range"):
         list(ttd.DataLoader(ds, sampler=[[0, 9]]))
+
+
+FIELDS = {
+    "an int, then floats": [1, 0.5, 2, 0.25],
+    "a float, then ints": [0.5, 1, 2, 3],
+    "ints": [1, 2, 3, 4],
+    "a bool, then ints": [True, 2, 3, 0],
+    "bools": [True, False, True, True],
+    "strings": ["a", "bb", "c", "d"],
+    "bytes": [b"a", b"bb", b"c", b"d"],
+}
+
+
+@pytest.mark.parametrize("kind", FIELDS)
+def test_the_dataloaders_own_collate_gives_torchs_dtypes_for_python_values(kind):
+    """DataLoader's default (``collate``, not ``default_collate``) batches a field of Python
+    numbers with PyTorch's dtypes also when ints and floats mix, and keeps bytes as strings."""
+    values = FIELDS[kind]
+
+    class Pairs:
+        def __len__(self):
+            return len(values)
+
+        def __getitem__(self, i):
+            return np.full(2, i, np.float32), values[i]
+
+    class TorchPairs(Pairs, tud.Dataset):
+        pass
+
+    ours = next(iter(tt.data.DataLoader(Pairs(), batch_size=4)))
+    theirs = next(iter(tud.DataLoader(TorchPairs(), batch_size=4)))
+    assert isinstance(ours, tuple)
+    assert _plain(list(ours)) == _plain(theirs)
+
+
+def test_a_tensor_dataset_of_a_tensor_that_requires_grad_gives_batches_that_do():
+    x = np.arange(12.0, dtype=np.float32).reshape(6, 2)
+    ours, theirs = tt.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    labels = np.arange(6)
+    ds, tds = ttd.TensorDataset(ours, tt.tensor(labels)), tud.TensorDataset(theirs,
+                                                                            torch.tensor(labels))
+    assert ds[1][0].requires_grad and not ds[1][1].requires_grad
+    order = [4, 0, 5]
+    batch = next(iter(ttd.DataLoader(ds, batch_size=3, sampler=order)))
+    tbatch = next(iter(tud.DataLoader(tds, batch_size=3, sampler=order)))
+    assert batch[0].requires_grad and tbatch[0].requires_grad
+    assert batch[0].tolist() == tbatch[0].tolist() and batch[1].tolist() == tbatch[1].tolist()
+    (batch[0] * batch[0]).sum().backward()
+    (tbatch[0] * tbatch[0]).sum().backward()
+    np.testing.assert_array_equal(ours.grad.numpy(), theirs.grad.numpy())
+
+
+def test_get_worker_info_is_none_as_in_the_main_process():
+    assert ttd.get_worker_info() is None and tt.data.get_worker_info() is None
+    assert tud.get_worker_info() is None  # (torch's, outside a worker)

@@ -531,8 +531,9 @@ def test_cuda_memory_functions_report_cupys_pool():
     del x
     assert tt.cuda.memory_allocated() == base
     assert tt.cuda.max_memory_allocated() >= base + 4 * 2**20
-    tt.cuda.empty_cache()
-    assert tt.cuda.memory_reserved() == tt.cuda.memory_allocated()
+    held = tt.cuda.memory_reserved()
+    tt.cuda.empty_cache()  # (x's 4 MiB go back; a block that a live array shares stays held)
+    assert tt.cuda.memory_allocated() <= tt.cuda.memory_reserved() <= held - 4 * 2**20
     tt.cuda.reset_peak_memory_stats()
     assert tt.cuda.max_memory_allocated() == base
     assert tt.cuda.get_device_name() == tt.cuda.get_device_name(0) and tt.cuda.get_device_name()

@@ -293,6 +293,16 @@ def test_params_as_a_tensor_named_parameters_and_inf_as_a_string_like_torch():
     model = tt.nn.Linear(2, 2)
     opt = tt.optim.SGD(model.named_parameters(), lr=0.1)
     assert opt.param_groups[0]["params"] == [model.weight, model.bias]
+    for name in ("SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam",
+                 "RAdam"):
+        ours = getattr(tt.optim, name)(model.named_parameters(), lr=0.1).state_dict()
+        theirs = getattr(torch.optim, name)(torch.nn.Linear(2, 2).named_parameters(),
+                                            lr=0.1).state_dict()
+        assert list(ours["param_groups"][0]) == list(theirs["param_groups"][0])  # key order
+        assert ours["param_groups"][0]["param_names"] == ["weight", "bias"]
+        unnamed = getattr(tt.optim, name)(model.parameters(), lr=0.1)  # as torch: the saved
+        unnamed.load_state_dict(ours)                                  # names are loaded
+        assert unnamed.state_dict()["param_groups"][0]["param_names"] == ["weight", "bias"]
     p.grad = tt.tensor(np.full((3, 3), -4.0, dtype=np.float32))
     assert float(tt.nn.utils.clip_grad_norm_([p], 1.0, norm_type="inf")) == 4.0
 

@@ -10,6 +10,7 @@ language model against torch's losses. Each test on each device (``device`` fixt
 from __future__ import annotations
 
 import copy
+import functools
 import warnings
 
 import numpy as np
@@ -524,7 +525,9 @@ def test_empty_batch_copy_and_save_round_trip(device, tmp_path):
     again.load_state_dict(tt.load(tmp_path / "lstm.pt"))
     x = tt.randn(5, 2, 3)
     states = [tt.randn(4, 2, 4), tt.randn(4, 2, 4)]  # (a list is taken, as by torch)
-    np.testing.assert_array_equal(again(x, states)[0].numpy(),
-                                  lstm(x.to(device), [s.to(device) for s in states])[0].numpy())
+    same = (np.testing.assert_array_equal if device == "cpu"  # (a GPU's GEMMs round apart)
+            else functools.partial(np.testing.assert_allclose, rtol=1e-5, atol=1e-6))
+    same(again(x, states)[0].numpy(),
+         lstm(x.to(device), [s.to(device) for s in states])[0].numpy())
     twin = copy.deepcopy(again)
     np.testing.assert_array_equal(twin(x)[0].numpy(), again(x)[0].numpy())

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pickle
 import stat
+from collections import OrderedDict
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -196,14 +199,42 @@ def test_save_rejects_unsupported_objects(tmp_path):
 
 
 def test_sets_load_as_sets_and_other_objects_only_with_weights_only_false(tmp_path):
-    # As torch.save / torch.load (2.6+): a set is data; any other object (a complex number, a
+    # As torch.save / torch.load (2.6+): a set is data; any other object (a fraction, a
     # whole Module) is pickled, and refused unless the caller trusts the file.
-    tt.save({"s": {1, 2.5, "a"}, "c": np.complex64(1 + 2j)}, tmp_path / "a.npz")
+    tt.save({"s": {1, 2.5, "a"}, "c": Fraction(1, 3)}, tmp_path / "a.npz")
     with pytest.raises(pickle.UnpicklingError, match=r"root\['c'\] is a pickled "
-                                                     r"numpy.complex64.*weights_only=False"):
+                                                     r"fractions.Fraction.*weights_only=False"):
         tt.load(tmp_path / "a.npz")
     got = tt.load(tmp_path / "a.npz", weights_only=False)
-    assert got == {"s": {1, 2.5, "a"}, "c": np.complex64(1 + 2j)}
+    assert got == {"s": {1, 2.5, "a"}, "c": Fraction(1, 3)}
+
+
+def test_bytes_complex_numbers_dtypes_and_ordered_dicts_are_data_as_in_torch(tmp_path):
+    """What ``torch.load(weights_only=True)`` opens, ``tt.load`` opens, with the same types
+    (a checkpoint with a tokenizer's bytes, a dtype in its config, a state_dict's
+    OrderedDict); NumPy scalars load as Python numbers."""
+    torch = pytest.importorskip("torch")
+    values = {"bytes": b"\x00ab\xff", "bytearray": bytearray(b"xy"),
+              "complex": complex(1.5, -2.0), "ordered": OrderedDict(b=1, a=[2.0])}
+    for name, value in values.items():
+        tt.save({name: value}, tmp_path / "v.npz")
+        got = tt.load(tmp_path / "v.npz")[name]
+        buffer = io.BytesIO()
+        torch.save({name: value}, buffer)
+        buffer.seek(0)
+        theirs = torch.load(buffer, weights_only=True)[name]
+        assert got == value and type(got) is type(theirs)
+        if isinstance(value, OrderedDict):
+            assert list(got) == ["b", "a"]
+    # (torch's own pickle of b"" and NumPy scalars are refused by its weights_only load)
+    tt.save([b"", bytearray(), np.complex64(3 - 1j)], tmp_path / "e.npz")
+    assert tt.load(tmp_path / "e.npz") == [b"", bytearray(), 3 - 1j]
+    dtypes = [tt.float16, tt.float32, tt.float64, tt.int32, tt.int64, tt.uint8, tt.bool_]
+    tt.save({"dtypes": dtypes}, tmp_path / "d.npz")
+    assert tt.load(tmp_path / "d.npz")["dtypes"] == dtypes
+    model = nn.Linear(2, 3)
+    tt.save(model.state_dict(), tmp_path / "m.npz")
+    assert type(tt.load(tmp_path / "m.npz")) is type(model.state_dict())
 
 
 # ---------------------------------------------------------------- crafted and damaged files
@@ -252,6 +283,13 @@ CRAFTED = {
     "array used twice": (wrap({"t": "list", "items": [{"t": "tensor", "k": "w"},
                                                       {"t": "tensor", "k": "w"}]}), W),
     "tensor of strings": (wrap({"t": "tensor", "k": "s"}), {"s": np.array(["abc"])}),
+    "bytes of float32": (wrap({"t": "bytes", "k": "w"}), W),
+    "bytes of a missing array": (wrap({"t": "bytes", "k": "a9"}), W),
+    "complex of strings": (wrap({"t": "complex", "v": ["1", "2"]}), {}),
+    "complex of three parts": (wrap({"t": "complex", "v": [1.0, 2.0, 3.0]}), {}),
+    "dtype of an object": (wrap({"t": "dtype", "v": "object"}), {}),
+    "dtype not a name": (wrap({"t": "dtype", "v": ["float32"]}), {}),
+    "ordered is a string": (wrap({"t": "dict", "items": [], "ordered": "yes"}), {}),
     "nested 150 deep": (wrap(nested_lists(150)), {}),
     "nested 100000 deep (JSON parser)": (None, {}),
     "structure not UTF-8": (None, {}),

@@ -219,7 +219,6 @@ def test_torch_nn_parallel_is_the_distributed_wrapper():
     (tt.optim, "LBFGS", "closure"),
     (tt.optim, "Rprop", "AdamW, NAdam, RAdam"),
     (tt.optim.lr_scheduler, "WarmupLR", "CyclicLR, ExponentialLR"),
-    (tt.utils.data, "get_worker_info", "no worker processes"),
 ])
 def test_names_outside_the_scope_say_what_to_use(module, name, hint):
     with pytest.raises(AttributeError, match=name) as info:

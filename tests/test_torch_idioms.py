@@ -893,3 +893,18 @@ def test_arange_int64_truncates_the_step_like_torch():
         torch.arange(-2, 5, 0.3, dtype=torch.int64)
     with pytest.raises(ValueError, match="step"):
         tt.arange(-2, 5, 0.3, dtype=tt.int64)
+
+
+def test_clip_grad_norm_of_float32_and_float64_gradients_is_float64_as_pytorch():
+    g32, g64 = rng.standard_normal(3).astype(np.float32), rng.standard_normal(4)
+    ps = [tt.tensor(g32 * 0, requires_grad=True), tt.tensor(g64 * 0, requires_grad=True)]
+    tps = [torch.tensor(g32 * 0, requires_grad=True), torch.tensor(g64 * 0, requires_grad=True)]
+    for p, tp, g in zip(ps, tps, (g32, g64)):
+        p.grad, tp.grad = tt.tensor(g), torch.tensor(g)
+    total = tt.nn.utils.clip_grad_norm_(ps, 0.5)
+    ttotal = torch.nn.utils.clip_grad_norm_(tps, 0.5)
+    assert total.dtype == tt.float64 and ttotal.dtype == torch.float64
+    np.testing.assert_allclose(total.item(), ttotal.item(), rtol=1e-12)
+    for p, tp in zip(ps, tps):
+        assert p.grad.dtype.name == str(tp.grad.dtype).removeprefix("torch.")
+        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-6)

@@ -1,8 +1,9 @@
 """``tt.save`` / ``tt.load``: state dicts and checkpoints as NumPy ``.npz`` files.
 
-An object is any nesting of dicts (str or int keys), lists, tuples, Tensors,
-NumPy arrays and plain Python values (numbers, strings, bools, None), at most
-``MAX_DEPTH`` containers deep. Arrays go into the archive as ``a0, a1, ...``;
+An object is any nesting of dicts (str or int keys; an OrderedDict stays one),
+lists, tuples, sets, Tensors, NumPy arrays, dtypes and plain Python values
+(numbers, complex numbers, strings, bytes, bools, None), at most ``MAX_DEPTH``
+containers deep. Arrays go into the archive as ``a0, a1, ...``;
 the nesting is stored as JSON next to them. Loading such a file never runs code,
 and a file that is not exactly what :func:`save` writes (a crafted or damaged
 structure) raises a ``ValueError`` that names it.
@@ -27,6 +28,7 @@ import os
 import pickle
 import zipfile
 import zlib
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -37,6 +39,8 @@ from tinytrain.data.idx import atomic_file
 from tinytrain.tensor import Tensor
 
 _FORMAT = "tinytrain-save-v1"
+#: The dtypes a ``dtype`` node may name (NumPy's numeric ones; tinytrain's are among them).
+_DTYPE_NAMES = {np.dtype(c).name for c in "?bhilqBHILQefdgFDG"}
 MAX_DEPTH = 100  #: containers nested deeper than this are refused by save and load
 
 
@@ -64,14 +68,25 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> Any:
         for k in obj:
             if not isinstance(k, str | int | np.integer) or isinstance(k, bool | np.bool_):
                 raise TypeError(f"save: dict keys must be str or int, got {k!r}")
-        return {"t": "dict", "items": [[int(k) if isinstance(k, np.integer) else k,
+        node = {"t": "dict", "items": [[int(k) if isinstance(k, np.integer) else k,
                                         _encode(v, arrays, depth + 1)] for k, v in obj.items()]}
+        if isinstance(obj, OrderedDict):  # (a state_dict(): loads as one, as in PyTorch)
+            node["ordered"] = True
+        return node
     if isinstance(obj, list | tuple | set):
         return {"t": type(obj).__name__, "items": [_encode(v, arrays, depth + 1) for v in obj]}
-    if isinstance(obj, np.generic) and obj.dtype.kind in "biufU":
-        return {"t": "py", "v": obj.item()}
+    if isinstance(obj, np.generic) and obj.dtype.kind in "biufcU":
+        obj = obj.item()
     if obj is None or isinstance(obj, bool | int | float | str):
         return {"t": "py", "v": obj}
+    if isinstance(obj, complex):
+        return {"t": "complex", "v": [obj.real, obj.imag]}
+    if isinstance(obj, bytes | bytearray):  # (the bytes as a uint8 array)
+        key = f"a{len(arrays)}"
+        arrays[key] = np.frombuffer(bytes(obj), dtype=np.uint8)
+        return {"t": type(obj).__name__, "k": key}
+    if isinstance(obj, np.dtype) and obj.kind in "biufc" and obj.isnative:  # (tt.float32)
+        return {"t": "dtype", "v": obj.name}
     kind = type(obj)
     if kind.__module__.startswith("torch"):
         raise TypeError(f"save: cannot store an object of type {kind.__module__}."
@@ -120,6 +135,24 @@ class _Decoder:
             return self.array(node, t, where)
         if t == "pickle":
             return self.unpickle(node, where)
+        if t in ("bytes", "bytearray"):
+            data = self.array({"k": node.get("k")}, "ndarray", where)
+            if data.dtype != np.uint8 or data.ndim != 1:
+                raise ValueError(f"{where}: {t} must be a 1-D uint8 array, got {data.dtype} "
+                                 f"{data.shape}")
+            return (bytes if t == "bytes" else bytearray)(data.tobytes())
+        if t == "complex":
+            v = node.get("v")
+            if (not isinstance(v, list) or len(v) != 2
+                    or not all(isinstance(x, float) for x in v)):
+                raise ValueError(f"{where}: a complex node needs 'v': [real, imag], got "
+                                 f"{v!r:.60}")
+            return complex(*v)
+        if t == "dtype":
+            name = node.get("v")
+            if not isinstance(name, str) or name not in _DTYPE_NAMES:
+                raise ValueError(f"{where}: unknown dtype {name!r:.40}")
+            return np.dtype(name)
         if t == "py":
             if "v" not in node:
                 raise ValueError(f"{where}: a plain value node needs 'v'")
@@ -143,7 +176,10 @@ class _Decoder:
                 except TypeError:
                     raise ValueError(f"{where}: a set of unhashable items") from None
             return out if t == "list" else tuple(out)
-        result = {}
+        ordered = node.get("ordered", False)
+        if ordered not in (False, True):
+            raise ValueError(f"{where}: bad 'ordered' {ordered!r:.40}")
+        result = OrderedDict() if ordered else {}
         for item in items:
             if (not isinstance(item, list) or len(item) != 2 or isinstance(item[0], bool)
                     or not isinstance(item[0], str | int)):

@@ -86,6 +86,7 @@ __all__ = [
     "default_collate",
     "default_convert",
     "default_data_root",
+    "get_worker_info",
     "load_dataset",
     "parse_idx",
     "random_split",
@@ -98,7 +99,11 @@ _OFFER = ("tinytrain.data has Dataset, IterableDataset, TensorDataset, Subset, C
           "SequentialSampler, RandomSampler, "
           "SubsetRandomSampler, WeightedRandomSampler, BatchSampler, DistributedSampler, MNIST, "
           "FashionMNIST and MNISTMini")
-__getattr__ = _module_getattr(__name__, {
-    "get_worker_info": "tinytrain's DataLoader has no worker processes (num_workers is accepted "
-                       "and batches are made in the main process)",
-}, _OFFER)
+__getattr__ = _module_getattr(__name__, {}, _OFFER)
+
+
+def get_worker_info() -> None:
+    """None, as PyTorch's in the main process: tinytrain's DataLoader makes every batch in the
+    calling process (``num_workers`` is accepted), so code never runs in a worker. An
+    ``IterableDataset`` that splits its stream with ``get_worker_info()`` reads all of it."""
+    return None

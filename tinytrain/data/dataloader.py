@@ -155,10 +155,19 @@ class TensorDataset(Dataset):
 
     def __getitem__(self, index: int | slice) -> tuple[Any, ...]:
         if self._as_tensors:
-            return tuple(_to_tensor(np.asarray(a[index])) for a in self.arrays)
+            return tuple(t[index] if t.requires_grad else _to_tensor(np.asarray(a[index]))
+                         for t, a in zip(self._given, self.arrays))
         return tuple(a[index] for a in self.arrays)
 
-    def get_batch(self, indices: np.ndarray) -> tuple[np.ndarray, ...]:
+    def get_batch(self, indices: np.ndarray) -> tuple[Any, ...]:
+        """The rows ``indices`` of each array; of a Tensor that requires grad, a Tensor that
+        does too (its rows taken in the graph, as PyTorch's collate stacks them)."""
+        if self._as_tensors and any(t.requires_grad for t in self._given):
+            from tinytrain.tensor import Tensor
+
+            return tuple(t[Tensor(np.asarray(indices, dtype=np.int64)).to(t.device)]
+                         if t.requires_grad else a.take(indices, axis=0)
+                         for t, a in zip(self._given, self.arrays))
         return tuple(a.take(indices, axis=0) for a in self.arrays)
 
     @property
@@ -291,9 +300,11 @@ def collate(
         The samples' structure with each field stacked: a tuple of fields (a namedtuple
         stays one), a dict with one per key (as PyTorch's default collate), or a single
         array when the samples are single values. Python ints become int64, floats float64,
-        bools bool (as in PyTorch). Strings (file names, say) are not stacked: the batch
-        keeps them as PyTorch's ``default_collate`` does, a tuple of the B strings for a
-        field of a tuple (or list) sample, a list otherwise (a dict's field, single strings).
+        bools bool, as in PyTorch (a field of ints and floats: float64 when the first is a
+        float, the default float dtype when it is an int). Strings and bytes (file names,
+        say) are not stacked: the batch keeps them as PyTorch's ``default_collate`` does,
+        a tuple of the B strings for a field of a tuple (or list) sample, a list otherwise
+        (a dict's field, single strings).
         (PyTorch returns a list where tinytrain returns a tuple of fields.)
 
     Raises:
@@ -332,11 +343,12 @@ def _collate(values: Sequence[Any], field: str, who: Callable[[int], str]) -> An
         fields = [_collate(tuple(v[k] for v in values), _name(field, str(k)), who)
                   for k in range(len(first))]
         return type(first)(*fields) if _is_namedtuple(first) else tuple(fields)
-    if isinstance(first, str):
+    if isinstance(first, str | bytes):
         for j, v in enumerate(values):
-            if not isinstance(v, str):
+            if not isinstance(v, type(first)):
                 raise TypeError(f"collate: field {field or 0} of {who(j)} is a "
-                                f"{type(v).__name__} but {who(0)} has a string there")
+                                f"{type(v).__name__} but {who(0)} has a "
+                                f"{type(first).__name__} there")
         return values  # (a tuple from a tuple's field, a list otherwise, as PyTorch)
     return _stack(values, f"field {field or 0}", who)
 
@@ -353,6 +365,8 @@ def _is_namedtuple(value: Any) -> bool:
 def _stack(raw: Sequence[Any], field: str, who: Callable[[int], str]) -> np.ndarray:
     """One field of every sample of a batch, stacked: ``[B, *shape]``; shapes and dtypes
     must agree (the error names the first sample that differs)."""
+    if all(isinstance(v, numbers.Real) and not isinstance(v, np.generic) for v in raw):
+        return _python_numbers(raw)
     values = [_as_field(value, field, who(j)) for j, value in enumerate(raw)]
     shape, dtype = values[0].shape, values[0].dtype
     for j, v in enumerate(values):
@@ -367,6 +381,17 @@ def _stack(raw: Sequence[Any], field: str, who: Callable[[int], str]) -> np.ndar
                 f"{who(0)} has dtype {dtype} (all samples of a batch need the same dtype)"
             )
     return np.stack(values)
+
+
+def _python_numbers(values: Sequence[numbers.Real]) -> np.ndarray:
+    """A field of Python numbers ``[B]``, with the dtype PyTorch's collate gives it: float64
+    when the first is a float, else ``tt.tensor``'s (int64 for ints, bool for bools, the
+    default float dtype when a float follows a first int, as ``torch.tensor([1, 0.5])``)."""
+    from tinytrain.tensor import tensor
+
+    if isinstance(values[0], float) or not isinstance(values[0], numbers.Integral):
+        return np.array([float(v) for v in values], dtype=np.float64)
+    return tensor(list(values)).numpy()
 
 
 def default_convert(data: Any) -> Any:
@@ -763,7 +788,8 @@ def _map_fields(fn: Callable[[Any], Any], fields: Any,
     numbers from a data set's own ``get_batch``.)"""
     if isinstance(fields, dict):
         return {k: _map_fields(fn, v, strings, False) for k, v in fields.items()}
-    if isinstance(fields, (tuple, list)) and fields and all(isinstance(v, str) for v in fields):
+    if isinstance(fields, (tuple, list)) and fields and all(isinstance(v, str | bytes)
+                                                              for v in fields):
         return strings(fields)
     if isinstance(fields, tuple) or top and isinstance(fields, list):
         parts = [_map_fields(fn, f, strings, False) for f in fields]
@@ -775,6 +801,8 @@ def _to_tensor(array: Any) -> Any:
     """Wrap a stacked batch field as a tinytrain Tensor, without copying it."""
     from tinytrain.tensor import Tensor
 
+    if isinstance(array, Tensor):  # (rows of a Tensor that requires grad: TensorDataset)
+        return array
     if not isinstance(getattr(array, "dtype", None), np.dtype):  # lists, PyTorch's tensors
         array = np.asarray(array)
     if array.dtype.kind not in "biufc":  # (a data set's own get_batch, say, of strings)

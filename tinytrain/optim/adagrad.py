@@ -33,9 +33,10 @@ class Adagrad(Optimizer):
                             ("eps", eps)):
             if not value >= 0:
                 raise ValueError(f"Adagrad: {name} must be >= 0, got {value}")
-        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps,
+                                      weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value,
-                                      eps=eps, foreach=foreach, maximize=maximize,
+                                      foreach=foreach, maximize=maximize,
                                       differentiable=differentiable, fused=fused))
         for p in self._params():
             self.state[p] = {"step": 0, **_new_state(p.data, self.defaults)}

@@ -21,8 +21,8 @@ from tinytrain.tensor import ShapeError, Tensor
 _TORCH_ONLY_OPTIONS = ("amsgrad", "maximize", "decoupled_weight_decay")
 #: Keys of PyTorch's groups that describe its implementation or the parameters, not settings:
 #: loaded only into an optimizer whose defaults have them.
-_TORCH_BOOKKEEPING = frozenset({*_TORCH_ONLY_OPTIONS, "param_names", "foreach", "fused",
-                                "capturable", "differentiable"})
+_TORCH_BOOKKEEPING = frozenset({*_TORCH_ONLY_OPTIONS, "foreach", "fused", "capturable",
+                                "differentiable"})
 
 
 def _switched_on(value: Any) -> bool:
@@ -104,10 +104,12 @@ class Optimizer:
         defaults), e.g. to train layers unfrozen later. A parameter can be in one group only."""
         params = param_group["params"]
         params = [params] if isinstance(params, Tensor) else list(params)
+        names = {}
         if params and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str)
-                          for p in params):  # named_parameters(), as PyTorch 2.13 takes
+                          for p in params):  # named_parameters(), as PyTorch 2.13 takes:
+            names = {"param_names": [n for n, _ in params]}  # its state_dict keeps the names
             params = [p for _, p in params]
-        group = {**self.defaults, **param_group, "params": params}
+        group = {**names, **self.defaults, **param_group, "params": params}
         self._check_options(group)
         taken = {id(p) for g in self.param_groups for p in g["params"]}
         for p in group["params"]:

@@ -32,8 +32,8 @@ class RMSprop(Optimizer):
                             ("weight_decay", weight_decay), ("momentum", momentum)):
             if not value >= 0:
                 raise ValueError(f"RMSprop: {name} must be >= 0, got {value}")
-        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
-                                      momentum=momentum, centered=centered,
+        super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps,
+                                      centered=centered, weight_decay=weight_decay,
                                       capturable=capturable, foreach=foreach,
                                       maximize=maximize, differentiable=differentiable))
 

@@ -30,8 +30,8 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
     params = _with_grads(parameters)
     if not params:
         return tensor(0.0)
-    norms = stack([p.grad.norm(norm_type).to(params[0].device, params[0].grad.dtype)
-                   for p in params])
+    norms = stack([p.grad.norm(norm_type).to(params[0].device) for p in params])  # (the
+    # widest gradient dtype, as PyTorch's: float32 and float64 gradients give a float64 norm)
     total = norms.amax() if norm_type == math.inf else norms.norm(norm_type)
     if error_if_nonfinite and not math.isfinite(total.item()):
         raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the "

@@ -20,6 +20,7 @@ from tinytrain.data import (
     WeightedRandomSampler,
     default_collate,
     default_convert,
+    get_worker_info,
     random_split,
 )
 from tinytrain.data import __getattr__ as _data_getattr
@@ -37,5 +38,5 @@ __all__ = [
     "BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset",
     "DistributedSampler", "IterableDataset", "RandomSampler", "Sampler", "SequentialSampler",
     "Subset", "SubsetRandomSampler", "TensorDataset", "WeightedRandomSampler", "default_collate",
-    "default_convert", "random_split",
+    "default_convert", "get_worker_info", "random_split",
 ]
