@@ -33,7 +33,12 @@ from make_exercises import (  # noqa: E402
     learner_notebook,
     stub_solutions,
 )
-from sync_notebooks import EditedNotebook, chapter_sources, read_chapter  # noqa: E402
+from sync_notebooks import (  # noqa: E402
+    EditedNotebook,
+    chapter_sources,
+    read_chapter,
+    staged_notebook,
+)
 
 SOURCES = chapter_sources()
 WITH_EXERCISES = exercise_sources()
@@ -62,14 +67,15 @@ def test_chapter_has_three_to_six_exercises_each_announced_in_the_text(source):
 def test_learner_copy_is_made_from_the_current_source(source):
     target = EXERCISES / (source.stem + ".ipynb")
     assert target.exists(), "run `make notebooks`"
-    committed = nbformat.read(target, as_version=4).cells
+    copy = staged_notebook(target)  # (the committed copy, not the learner's answers in it)
+    committed = copy.cells
     expected = learner_notebook(source).cells
     assert [(c.cell_type, c.source, c.metadata.get("tags")) for c in committed] == [
         (c.cell_type, c.source, c.metadata.get("tags")) for c in expected
-    ], f"{target.name} is out of date: run `make notebooks`"
+    ], f"the staged {target.name} is out of date: run `make notebooks` and stage it"
     leaked = [i for i, c in enumerate(committed) if BEGIN in c.source or END in c.source]
     assert not leaked, f"solution markers in cells {leaked}"
-    metadata = nbformat.read(target, as_version=4).metadata
+    metadata = copy.metadata
     # not paired with a .py (JupyterLab's Jupytext would write exercises/*.py at each save)
     assert "jupytext" not in metadata
     # what `make notebooks` compares the copy with before it overwrites it
