@@ -45,6 +45,8 @@ DATA = {  # Python numbers made into tensors
     "tensor(np.float32)": lambda m: m.tensor(np.array([1.5], dtype=np.float32)),
     "as_tensor(list)": lambda m: m.as_tensor([1.0, 2.0]),
     "Tensor(floats)": lambda m: m.Tensor([1.5, 2.0]),
+    "Tensor(ints)": lambda m: m.Tensor([1, 2]),  # (the legacy constructor: floats always)
+    "Tensor(nested ints and bools)": lambda m: m.Tensor([[1, True], (0, 2)]),
     "FloatTensor": lambda m: m.FloatTensor([1.5]),
     "DoubleTensor": lambda m: m.DoubleTensor([1.5]),
 }

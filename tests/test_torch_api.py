@@ -111,7 +111,15 @@ def test_creation_functions_match_torch():
     np.testing.assert_array_equal(tt.eye(2, 3).numpy(), torch.eye(2, 3).numpy())
     np.testing.assert_allclose(tt.linspace(0, 1, 5).numpy(), torch.linspace(0, 1, 5).numpy())
     assert tt.rand_like(tt.zeros(2), dtype=tt.float64).dtype == tt.float64
-    assert tt.tensor([1.5]).type(tt.int64).tolist() == [1] and tt.ones(1).type() == "float32"
+    assert tt.tensor([1.5]).type(tt.int64).tolist() == [1]
+    for dtype in ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
+                  "bool"):  # the legacy names ported code compares type() with
+        ours = tt.zeros(2, dtype=getattr(tt, "bool_" if dtype == "bool" else dtype))
+        theirs = torch.zeros(2, dtype=getattr(torch, dtype))
+        assert ours.type() == theirs.type()
+        assert tt.ones(1).type(theirs.type()).dtype == ours.dtype
+    with pytest.raises(RuntimeError, match="unknown tensor type 'torch.FooTensor'"):
+        tt.ones(1).type("torch.FooTensor")
     for name in ("add", "sub", "mul", "div", "pow"):
         x, t = tt.tensor([1.0, 4.0]), torch.tensor([1.0, 4.0])
         assert getattr(tt, name)(x, 2).tolist() == getattr(torch, name)(t, 2).tolist()

@@ -288,11 +288,13 @@ from tinytrain.tensor import (
 from tinytrain.tensor_types import (
     BoolTensor,
     ByteTensor,
+    CharTensor,
     DoubleTensor,
     FloatTensor,
     HalfTensor,
     IntTensor,
     LongTensor,
+    ShortTensor,
 )
 
 # log(0), x / 0, exp(1000), inf - inf: PyTorch computes inf or NaN without a word, and NumPy
@@ -346,7 +348,7 @@ __all__ = [
     "are_deterministic_algorithms_enabled", "argmax", "argmin", "argsort", "as_tensor",
     "bernoulli",
     "BoolTensor", "ByteTensor", "DoubleTensor", "FloatTensor", "HalfTensor", "IntTensor",
-    "LongTensor", "finfo", "iinfo",
+    "LongTensor", "CharTensor", "ShortTensor", "finfo", "iinfo",
     "amp", "autocast", "bfloat16", "cpu", "get_float32_matmul_precision",
     "set_float32_matmul_precision", "version",
     "autograd", "backends", "bmm", "bool", "bool_", "broadcast_to", "can_cast", "cat", "ceil",

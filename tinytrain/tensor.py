@@ -189,9 +189,13 @@ class Tensor:
                 data, counter = data._data, data._version_counter  # same memory, same counter
             elif isinstance(data, np.generic):
                 data = np.asarray(data)
+            elif isinstance(data, list | tuple):  # the legacy constructor torch.Tensor([1, 2]):
+                data = np.asarray(data)            # numbers become the default float dtype
+                data = data.astype(get_default_dtype() if data.dtype.kind in "biuf"
+                                   else data.dtype, copy=False)
             elif not (isinstance(data, np.ndarray)
                       or hasattr(type(data), "__cuda_array_interface__")):  # CuPy
-                data = np.asarray(data, dtype=_default_dtype(data))  # lists: floats, int64
+                data = np.asarray(data, dtype=_default_dtype(data))  # numbers: floats, int64
         self._data = data
         self._version_counter = counter if counter is not None else [0]
         if requires_grad:
@@ -475,16 +479,24 @@ class Tensor:
         return _To.apply(self, device, dtype)
 
     def type(self, dtype: Any = None) -> Any:
-        """``type(dtype)`` converts, as ``to(dtype)`` (also to a legacy type such as
-        ``tt.FloatTensor`` or ``"torch.FloatTensor"``); ``type()`` names the dtype."""
+        """``type()`` is PyTorch's legacy type name (``"torch.FloatTensor"``, on a GPU
+        ``"torch.cuda.FloatTensor"``), which ported code compares with; ``type(dtype)``
+        converts, as ``to(dtype)`` (also to a legacy type, ``tt.FloatTensor`` or a name as
+        ``type()`` gives it, ``cuda.`` moving the tensor to the GPU)."""
+        if dtype is None:
+            on_gpu = "cuda." if self.device.type == "cuda" else ""
+            return f"torch.{on_gpu}{torch_scalar_name(self.dtype)}Tensor"
         if isinstance(dtype, str) and dtype.endswith("Tensor"):
             from tinytrain.tensor_types import BY_NAME
 
-            if dtype not in BY_NAME:
+            name = dtype.replace(".cuda.", ".", 1)
+            if name not in BY_NAME:
                 raise InvalidArgument(f"type(): unknown tensor type {dtype!r}; the legacy "
-                                      f"types are {', '.join(sorted(BY_NAME))}")
-            dtype = BY_NAME[dtype]
-        return str(self.dtype) if dtype is None else self.to(dtype=dtype)
+                                      f"types are {', '.join(sorted(BY_NAME))}, with "
+                                      f"'cuda.' after the first dot on the GPU")
+            device = "cuda" if ".cuda." in dtype else "cpu"
+            return self.to(device=device, dtype=BY_NAME[name].dtype)
+        return self.to(dtype=dtype)
 
     def type_as(self, other: Tensor) -> Tensor:
         return self.to(dtype=other.dtype)

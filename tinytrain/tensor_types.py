@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from tinytrain.dtypes import bool_, float16, float32, float64, int32, int64, uint8
+from tinytrain.dtypes import bool_, float16, float32, float64, int8, int16, int32, int64, uint8
 from tinytrain.tensor import Tensor, empty, tensor
 
 
@@ -68,11 +68,14 @@ LongTensor = _type("LongTensor", int64)
 IntTensor = _type("IntTensor", int32)
 ByteTensor = _type("ByteTensor", uint8)
 BoolTensor = _type("BoolTensor", bool_)
+CharTensor = _type("CharTensor", int8)
+ShortTensor = _type("ShortTensor", int16)
 
 #: ``"torch.FloatTensor"`` -> FloatTensor, ... (``t.type("torch.FloatTensor")``).
 BY_NAME = {f"{prefix}.{t.__name__}": t for t in (FloatTensor, DoubleTensor, HalfTensor,
-                                                 LongTensor, IntTensor, ByteTensor, BoolTensor)
+                                                 LongTensor, IntTensor, ShortTensor, CharTensor,
+                                                 ByteTensor, BoolTensor)
            for prefix in ("torch", "tinytrain")}
 
-__all__ = ["BoolTensor", "ByteTensor", "DoubleTensor", "FloatTensor", "HalfTensor",
-           "IntTensor", "LongTensor", "TensorType"]
+__all__ = ["BoolTensor", "ByteTensor", "CharTensor", "DoubleTensor", "FloatTensor",
+           "HalfTensor", "IntTensor", "LongTensor", "ShortTensor", "TensorType"]
