@@ -954,3 +954,64 @@ def test_the_new_names_are_offered_and_no_longer_placeholders():
                  "grid_sample"):
         assert name in F.__all__ and callable(getattr(F, name))
     nn.Conv1d(2, 3, 3)  # (a real layer now, not the placeholder that refused to be made)
+
+
+# --------------------------------------------------------------------------- found by a fuzz
+
+FLOAT_ONLY = {
+    "hardshrink": lambda L, x: L.nn.functional.hardshrink(x),
+    "softshrink": lambda L, x: L.nn.functional.softshrink(x),
+    "glu": lambda L, x: L.nn.functional.glu(x),
+    "rms_norm": lambda L, x: L.nn.functional.rms_norm(x, (2,)),
+    "leaky_relu": lambda L, x: L.nn.functional.leaky_relu(x),
+    "elu": lambda L, x: L.nn.functional.elu(x),
+    "multilabel_soft_margin_loss": lambda L, x: L.nn.functional.multilabel_soft_margin_loss(
+        x, x),
+}
+
+
+@pytest.mark.parametrize("name", FLOAT_ONLY)
+def test_float_only_functions_refuse_integers_with_torchs_not_implemented_error(device, name):
+    """PyTorch raises NotImplementedError ('"elu_cpu" not implemented for 'Long''); tinytrain
+    raised a DTypeError that was not one (it still is a DTypeError and a TypeError)."""
+    assert "not implemented for 'Long'" in torch_error(
+        lambda L: FLOAT_ONLY[name](L, L.tensor([[1, 2], [3, 4]])))
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'") as info:
+        FLOAT_ONLY[name](tt, tt.tensor([[1, 2], [3, 4]], device=device))
+    assert isinstance(info.value, TypeError)
+
+
+def test_tanhshrink_of_integers_and_the_shrink_and_pixel_argument_errors_as_torch(device):
+    ours, theirs = F.tanhshrink(tt.arange(-3, 4, device=device)), \
+        torch.nn.functional.tanhshrink(torch.arange(-3, 4))
+    assert ours.dtype == tt.float32 and theirs.dtype == torch.float32
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)
+    for fn in (lambda L: L.nn.functional.softshrink(L.ones(3), -1.0),
+               lambda L: L.nn.functional.pixel_shuffle(L.ones(1, 4, 2, 2), 0),
+               lambda L: L.nn.functional.pixel_unshuffle(L.ones(1, 1, 2, 2), 0)):
+        with pytest.raises(RuntimeError) as theirs:
+            fn(torch)
+        with pytest.raises(RuntimeError) as info:  # (and a ValueError, as tinytrain's was)
+            fn(tt)
+        assert isinstance(info.value, ValueError)
+        assert str(theirs.value).split(",")[0] in str(info.value)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_with_nan_and_infinite_grid_values_as_torch(device, dtype, padding_mode,
+                                                                align_corners):
+    """A NaN grid coordinate (or an infinite one, reflected) is clipped to 0 by PyTorch's
+    border and reflection padding; tinytrain's clamp kept the NaN, and the output was NaN."""
+    image = normal(2, 3, 4, 5).astype(dtype)
+    grid = np.random.default_rng(3).uniform(-1.5, 1.5, (2, 6, 7, 2))
+    grid[0, :, 0] = [[np.nan, 0.1], [np.inf, 0.2], [-np.inf, 0.3], [0.2, np.nan],
+                     [np.nan, np.nan], [-np.inf, np.inf]]
+    grid = grid.astype(dtype)
+    for mode in ("bilinear", "nearest"):
+        ours = F.grid_sample(tt.tensor(image, device=device), tt.tensor(grid, device=device),
+                             mode, padding_mode, align_corners)
+        theirs = torch.nn.functional.grid_sample(torch.tensor(image), torch.tensor(grid), mode,
+                                                 padding_mode, align_corners)
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), **TOL[dtype])
