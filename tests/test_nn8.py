@@ -1015,3 +1015,41 @@ def test_grid_sample_with_nan_and_infinite_grid_values_as_torch(device, dtype, p
         theirs = torch.nn.functional.grid_sample(torch.tensor(image), torch.tensor(grid), mode,
                                                  padding_mode, align_corners)
         np.testing.assert_allclose(ours.numpy(), theirs.numpy(), **TOL[dtype])
+
+
+def test_sdpa_with_empty_embeddings_and_its_dropout_error_as_torch(device):
+    """E = 0: the scores are empty sums, 0, and every query averages the values (tinytrain
+    divided by sqrt(0)); a dropout_p outside [0, 1] is PyTorch's RuntimeError."""
+    both(device, np.float64, lambda L, q, k, v: L.nn.functional.scaled_dot_product_attention(
+        q, k, v), normal(2, 3, 0), normal(2, 4, 0), normal(2, 4, 2))
+    both(device, np.float64, lambda L, q, k, v: L.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=True), normal(3, 0), normal(4, 0), normal(4, 2))
+    fn = lambda L: L.nn.functional.scaled_dot_product_attention(  # noqa: E731
+        L.ones(1, 2, 3), L.ones(1, 2, 3), L.ones(1, 2, 3), dropout_p=1.5)
+    message = torch_error(fn)
+    with pytest.raises(RuntimeError, match=message):  # (and a ValueError, as before)
+        fn(tt)
+
+
+@pytest.mark.parametrize("options", [dict(), dict(count_include_pad=False),
+                                     dict(ceil_mode=True), dict(divisor_override=2)])
+def test_average_pools_of_int64_truncate_toward_zero_as_torch(device, options):
+    """PyTorch averages int64 tensors in integers, rounding toward zero (tinytrain refused
+    them); other integer dtypes, and the adaptive pools, raise its NotImplementedError."""
+    x = np.random.default_rng(5).integers(-9, 10, (2, 3, 4, 7))
+    pools = [lambda L, t: L.nn.functional.avg_pool2d(t, (2, 3), (1, 2), (1, 1), **options)]
+    if "divisor_override" not in options:
+        pools.append(lambda L, t: L.nn.functional.avg_pool1d(t[:, :, 0], 3, 2, 1, **options))
+        pools.append(lambda L, t: L.nn.AvgPool1d(2, **options)(t[0]))
+    for pool in pools:
+        ours, theirs = pool(tt, tt.tensor(x, device=device)), pool(torch, torch.tensor(x))
+        assert ours.dtype == tt.int64 and theirs.dtype == torch.int64
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    for fn in (lambda L: L.nn.functional.avg_pool2d(L.ones(1, 1, 4, 4, dtype=L.int32), 2),
+               lambda L: L.nn.functional.adaptive_avg_pool2d(L.ones(1, 1, 4, 4, dtype=L.int64),
+                                                             2),
+               lambda L: L.nn.functional.adaptive_avg_pool1d(L.ones(1, 1, 4, dtype=L.int64),
+                                                             2)):
+        assert "not implemented for" in torch_error(fn)
+        with pytest.raises(NotImplementedError, match="not implemented for"):
+            fn(tt)

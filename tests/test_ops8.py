@@ -688,3 +688,24 @@ def test_cdist_without_coordinates_and_p_0_gradient_as_torch(device):
           data((3, 2), np.float64), data((4, 2), np.float64), device=device)
     both_raise(lambda L, a, b: L.cdist(a.half(), b.half()), data((3, 2)), data((4, 2)),
                error=NotImplementedError, match="X1 got: Half", device=device)
+
+
+def test_the_gemms_and_tensordot_want_out_of_the_results_dtype_as_torch(device):
+    """PyTorch's addmm/baddbmm/addmv/tensordot refuse an ``out`` of another dtype (tinytrain
+    cast into it); addr, as PyTorch, casts."""
+    a, m, w, v = data((2, 2)), data((2, 3)), data((3, 2)), data((3,))
+    calls = [lambda L, o: L.addmm(L.tensor(a), L.tensor(m), L.tensor(w), out=o),
+             lambda L, o: L.baddbmm(L.tensor(a[None]), L.tensor(m[None]), L.tensor(w[None]),
+                                    out=o),
+             lambda L, o: L.addmv(L.tensor(a[:, 0]), L.tensor(m), L.tensor(v), out=o),
+             lambda L, o: L.tensordot(L.tensor(m), L.tensor(v), 1, out=o)]
+    for call in calls:
+        with pytest.raises(RuntimeError):
+            call(torch, torch.zeros(0, dtype=torch.float64))
+        with pytest.raises(RuntimeError, match="must have the result's dtype"):
+            call(tt, tt.zeros(0, dtype=tt.float64, device=device))
+        same = tt.zeros(0, dtype=tt.float32, device=device)
+        assert call(tt, same) is same
+        np.testing.assert_allclose(same.numpy(), call(torch, torch.zeros(0)).numpy(), 1e-5, 1e-6)
+    check(lambda L, x, y, z: L.addr(x, y, z, out=L.zeros(0, dtype=L.float64)), m, a[:, 0],
+          v, device=device, grad=False)

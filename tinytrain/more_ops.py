@@ -885,7 +885,8 @@ def _t_addr(self: Tensor, vec1: Tensor, vec2: Tensor, *, beta: Any = 1, alpha: A
 def _blas(name: str, method: Any) -> Any:
     def fn(input: Tensor, a: Tensor, b: Tensor, *, beta: Any = 1, alpha: Any = 1,  # noqa: A002
            out: Tensor | None = None) -> Tensor:
-        return _out(method(_t(input), a, b, beta=beta, alpha=alpha), out, name)
+        return _out(method(_t(input), a, b, beta=beta, alpha=alpha), out, name,
+                    exact=name != "addr")  # (PyTorch's GEMMs want out of the result's dtype)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = method.__doc__.replace("self", "input")
@@ -1195,7 +1196,7 @@ def tensordot(a: Tensor, b: Tensor, dims: Any = 2, out: Tensor | None = None) ->
     left = a.permute(*free_a, *da_n).reshape(-1, k)
     right = b.permute(*db_n, *free_b).reshape(k, -1)
     result = (left @ right).reshape([a.shape[d] for d in free_a] + [b.shape[d] for d in free_b])
-    return _out(result, out, "tensordot")
+    return _out(result, out, "tensordot", exact=True)
 
 
 def kron(input: Tensor, other: Tensor, *, out: Tensor | None = None) -> Tensor:  # noqa: A002

@@ -1565,10 +1565,13 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                          f"[*, S, Ev], got query {list(query.shape)}, key {list(key.shape)} "
                          f"and value {list(value.shape)}")
     if not 0.0 <= dropout_p <= 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {dropout_p}")
+        raise InvalidArgument(f"dropout probability has to be between 0 and 1, but got "
+                              f"{dropout_p}")
     if enable_gqa:
         key, value = _gqa_heads(name, query, key), _gqa_heads(name, query, value)
-    scores = query @ key.transpose(-2, -1) * (1 / math.sqrt(E) if scale is None else scale)
+    if scale is None:  # (E = 0: the scores are empty sums, 0 whatever the scale)
+        scale = 1 / math.sqrt(E) if E else 1.0
+    scores = query @ key.transpose(-2, -1) * scale
     allowed = None  # a bool array [L, S] or [*, L, S]: which keys each query may attend to
     xp = backend.get_array_module(scores.data)
     if is_causal:
