@@ -593,7 +593,8 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,  # n
            log_target: bool = False) -> Tensor:
     """The Kullback-Leibler divergence of ``input`` (log-probabilities) from ``target``
     (probabilities; log-probabilities with ``log_target=True``), per element
-    ``target * (log(target) - input)``; a target of 0 adds 0 (PyTorch's ``xlogy``).
+    ``target * (log(target) - input)``; a target of 0 adds 0 (PyTorch's ``xlogy``), and
+    there the target's gradient, should it need one, is finite (PyTorch's is NaN).
 
     ``reduction``: ``"mean"`` over all elements (PyTorch's default, which is not the KL
     divergence), ``"batchmean"`` (the sum over the batch size ``input.shape[0]``: the KL
