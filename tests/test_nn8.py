@@ -954,3 +954,102 @@ def test_the_new_names_are_offered_and_no_longer_placeholders():
                  "grid_sample"):
         assert name in F.__all__ and callable(getattr(F, name))
     nn.Conv1d(2, 3, 3)  # (a real layer now, not the placeholder that refused to be made)
+
+
+# --------------------------------------------------------------------------- found by a fuzz
+
+FLOAT_ONLY = {
+    "hardshrink": lambda L, x: L.nn.functional.hardshrink(x),
+    "softshrink": lambda L, x: L.nn.functional.softshrink(x),
+    "glu": lambda L, x: L.nn.functional.glu(x),
+    "rms_norm": lambda L, x: L.nn.functional.rms_norm(x, (2,)),
+    "leaky_relu": lambda L, x: L.nn.functional.leaky_relu(x),
+    "elu": lambda L, x: L.nn.functional.elu(x),
+    "multilabel_soft_margin_loss": lambda L, x: L.nn.functional.multilabel_soft_margin_loss(
+        x, x),
+}
+
+
+@pytest.mark.parametrize("name", FLOAT_ONLY)
+def test_float_only_functions_refuse_integers_with_torchs_not_implemented_error(device, name):
+    """PyTorch raises NotImplementedError ('"elu_cpu" not implemented for 'Long''); tinytrain
+    raised a DTypeError that was not one (it still is a DTypeError and a TypeError)."""
+    assert "not implemented for 'Long'" in torch_error(
+        lambda L: FLOAT_ONLY[name](L, L.tensor([[1, 2], [3, 4]])))
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'") as info:
+        FLOAT_ONLY[name](tt, tt.tensor([[1, 2], [3, 4]], device=device))
+    assert isinstance(info.value, TypeError)
+
+
+def test_tanhshrink_of_integers_and_the_shrink_and_pixel_argument_errors_as_torch(device):
+    ours, theirs = F.tanhshrink(tt.arange(-3, 4, device=device)), \
+        torch.nn.functional.tanhshrink(torch.arange(-3, 4))
+    assert ours.dtype == tt.float32 and theirs.dtype == torch.float32
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)
+    for fn in (lambda L: L.nn.functional.softshrink(L.ones(3), -1.0),
+               lambda L: L.nn.functional.pixel_shuffle(L.ones(1, 4, 2, 2), 0),
+               lambda L: L.nn.functional.pixel_unshuffle(L.ones(1, 1, 2, 2), 0)):
+        with pytest.raises(RuntimeError) as theirs:
+            fn(torch)
+        with pytest.raises(RuntimeError) as info:  # (and a ValueError, as tinytrain's was)
+            fn(tt)
+        assert isinstance(info.value, ValueError)
+        assert str(theirs.value).split(",")[0] in str(info.value)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_with_nan_and_infinite_grid_values_as_torch(device, dtype, padding_mode,
+                                                                align_corners):
+    """A NaN grid coordinate (or an infinite one, reflected) is clipped to 0 by PyTorch's
+    border and reflection padding; tinytrain's clamp kept the NaN, and the output was NaN."""
+    image = normal(2, 3, 4, 5).astype(dtype)
+    grid = np.random.default_rng(3).uniform(-1.5, 1.5, (2, 6, 7, 2))
+    grid[0, :, 0] = [[np.nan, 0.1], [np.inf, 0.2], [-np.inf, 0.3], [0.2, np.nan],
+                     [np.nan, np.nan], [-np.inf, np.inf]]
+    grid = grid.astype(dtype)
+    for mode in ("bilinear", "nearest"):
+        ours = F.grid_sample(tt.tensor(image, device=device), tt.tensor(grid, device=device),
+                             mode, padding_mode, align_corners)
+        theirs = torch.nn.functional.grid_sample(torch.tensor(image), torch.tensor(grid), mode,
+                                                 padding_mode, align_corners)
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), **TOL[dtype])
+
+
+def test_sdpa_with_empty_embeddings_and_its_dropout_error_as_torch(device):
+    """E = 0: the scores are empty sums, 0, and every query averages the values (tinytrain
+    divided by sqrt(0)); a dropout_p outside [0, 1] is PyTorch's RuntimeError."""
+    both(device, np.float64, lambda L, q, k, v: L.nn.functional.scaled_dot_product_attention(
+        q, k, v), normal(2, 3, 0), normal(2, 4, 0), normal(2, 4, 2))
+    both(device, np.float64, lambda L, q, k, v: L.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=True), normal(3, 0), normal(4, 0), normal(4, 2))
+    fn = lambda L: L.nn.functional.scaled_dot_product_attention(  # noqa: E731
+        L.ones(1, 2, 3), L.ones(1, 2, 3), L.ones(1, 2, 3), dropout_p=1.5)
+    message = torch_error(fn)
+    with pytest.raises(RuntimeError, match=message):  # (and a ValueError, as before)
+        fn(tt)
+
+
+@pytest.mark.parametrize("options", [dict(), dict(count_include_pad=False),
+                                     dict(ceil_mode=True), dict(divisor_override=2)])
+def test_average_pools_of_int64_truncate_toward_zero_as_torch(device, options):
+    """PyTorch averages int64 tensors in integers, rounding toward zero (tinytrain refused
+    them); other integer dtypes, and the adaptive pools, raise its NotImplementedError."""
+    x = np.random.default_rng(5).integers(-9, 10, (2, 3, 4, 7))
+    pools = [lambda L, t: L.nn.functional.avg_pool2d(t, (2, 3), (1, 2), (1, 1), **options)]
+    if "divisor_override" not in options:
+        pools.append(lambda L, t: L.nn.functional.avg_pool1d(t[:, :, 0], 3, 2, 1, **options))
+        pools.append(lambda L, t: L.nn.AvgPool1d(2, **options)(t[0]))
+    for pool in pools:
+        ours, theirs = pool(tt, tt.tensor(x, device=device)), pool(torch, torch.tensor(x))
+        assert ours.dtype == tt.int64 and theirs.dtype == torch.int64
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    for fn in (lambda L: L.nn.functional.avg_pool2d(L.ones(1, 1, 4, 4, dtype=L.int32), 2),
+               lambda L: L.nn.functional.adaptive_avg_pool2d(L.ones(1, 1, 4, 4, dtype=L.int64),
+                                                             2),
+               lambda L: L.nn.functional.adaptive_avg_pool1d(L.ones(1, 1, 4, dtype=L.int64),
+                                                             2)):
+        assert "not implemented for" in torch_error(fn)
+        with pytest.raises(NotImplementedError, match="not implemented for"):
+            fn(tt)

@@ -630,3 +630,82 @@ def test_float16_fused_ops_compute_in_float32_and_round_once_as_torch(device):
     check(lambda L, a, b: (L.addr(a[:5], a[:4], a[:5], beta=0.3, alpha=0.7),
                            L.addmv(a[:4], b, a, beta=0.3, alpha=0.7)), h, m, device=device,
           grad=False)
+
+
+# ------------------------------------------------------------------ found by a differential fuzz
+
+
+def test_take_along_dim_counts_negative_indices_from_the_end_as_torch(device):
+    """With ``dim``, PyTorch reads an index in ``[-size, 0)`` from the end (tinytrain refused
+    it); without ``dim`` it does not, and both refuse."""
+    x = data((2, 3), np.float64)
+    check(lambda L, x, i: L.take_along_dim(x, i, dim=1), x, np.array([[-1], [-3]]),
+          device=device)
+    check(lambda L, x, i: x.take_along_dim(i, -2), x, np.array([[-2, 1, -1]]), device=device)
+    both_raise(lambda L, x, i: L.take_along_dim(x, i), x, np.array([-1]), error=IndexError,
+               match="index -1 is out of bounds", device=device)
+    with pytest.raises(IndexError, match="index -4 is out of bounds"):  # (PyTorch reads past)
+        tt.take_along_dim(tt.tensor(x, device=device), tt.tensor([[-4], [0]], device=device), 1)
+
+
+def test_kthvalue_k_out_of_range_is_torchs_runtime_error(device):
+    for k in (0, 4):
+        with pytest.raises(RuntimeError, match="selected number k out of range"):
+            torch.kthvalue(torch.ones(3), k)
+        with pytest.raises(RuntimeError, match="selected number k out of range"):
+            tt.kthvalue(tt.ones(3, device=device), k)
+
+
+def test_repeat_interleave_of_a_0d_tensor_along_a_dim_is_refused_as_torch(device):
+    """PyTorch flattens a 0-d input only when no ``dim`` is given (tinytrain flattened it
+    for any dim)."""
+    for repeats in (2, np.array([1])):
+        with pytest.raises(IndexError):
+            torch.repeat_interleave(torch.tensor(1.5), torch.tensor(repeats)
+                                    if isinstance(repeats, np.ndarray) else repeats, dim=0)
+        arg = tt.tensor(repeats, device=device) if isinstance(repeats, np.ndarray) else repeats
+        for dim in (0, -1):
+            with pytest.raises(IndexError, match="Dimension specified as .* but tensor has no "
+                                                 "dimensions"):
+                tt.repeat_interleave(tt.tensor(1.5, device=device), arg, dim=dim)
+    check(lambda L, s: L.repeat_interleave(s, 3), np.array(1.5), device=device)
+
+
+def test_kron_promotes_a_0d_operand_as_a_dimensioned_one(device):
+    """PyTorch's kron promotes dtypes as if both had dimensions (float32 kron a 0-d float64
+    is float64; tinytrain gave float32)."""
+    v, s = data((3,), np.float32), np.array(2.5)
+    check(lambda L, v, s: (L.kron(v, s), L.kron(s, v), L.kron(v.half(), s.float())), v, s,
+          device=device)
+
+
+def test_cdist_without_coordinates_and_p_0_gradient_as_torch(device):
+    """No columns: every distance is 0, the inf-norm's too (tinytrain raised); p=0 counts,
+    and stays in the graph with a zero gradient (tinytrain's result needed no grad)."""
+    check(lambda L, a, b: [L.cdist(a, b, p=p) for p in (float("inf"), 2.0, 0.0, 1.0)],
+          data((3, 0), np.float64), data((2, 0), np.float64), device=device)
+    check(lambda L, a, b: (L.cdist(a, b, p=0.0), a.norm(0), a.norm(0, dim=1)),
+          data((3, 2), np.float64), data((4, 2), np.float64), device=device)
+    both_raise(lambda L, a, b: L.cdist(a.half(), b.half()), data((3, 2)), data((4, 2)),
+               error=NotImplementedError, match="X1 got: Half", device=device)
+
+
+def test_the_gemms_and_tensordot_want_out_of_the_results_dtype_as_torch(device):
+    """PyTorch's addmm/baddbmm/addmv/tensordot refuse an ``out`` of another dtype (tinytrain
+    cast into it); addr, as PyTorch, casts."""
+    a, m, w, v = data((2, 2)), data((2, 3)), data((3, 2)), data((3,))
+    calls = [lambda L, o: L.addmm(L.tensor(a), L.tensor(m), L.tensor(w), out=o),
+             lambda L, o: L.baddbmm(L.tensor(a[None]), L.tensor(m[None]), L.tensor(w[None]),
+                                    out=o),
+             lambda L, o: L.addmv(L.tensor(a[:, 0]), L.tensor(m), L.tensor(v), out=o),
+             lambda L, o: L.tensordot(L.tensor(m), L.tensor(v), 1, out=o)]
+    for call in calls:
+        with pytest.raises(RuntimeError):
+            call(torch, torch.zeros(0, dtype=torch.float64))
+        with pytest.raises(RuntimeError, match="must have the result's dtype"):
+            call(tt, tt.zeros(0, dtype=tt.float64, device=device))
+        same = tt.zeros(0, dtype=tt.float32, device=device)
+        assert call(tt, same) is same
+        np.testing.assert_allclose(same.numpy(), call(torch, torch.zeros(0)).numpy(), 1e-5, 1e-6)
+    check(lambda L, x, y, z: L.addr(x, y, z, out=L.zeros(0, dtype=L.float64)), m, a[:, 0],
+          v, device=device, grad=False)

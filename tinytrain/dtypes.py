@@ -112,6 +112,12 @@ class DTypeError(RuntimeError, TypeError):
     """Operand dtypes that do not go together. A RuntimeError as in PyTorch, and a TypeError."""
 
 
+class DTypeNotImplementedError(DTypeError, NotImplementedError):
+    """An op that has no kernel for a dtype (an integer tensor into a float-only activation):
+    PyTorch's NotImplementedError (``"elu_cpu" not implemented for 'Long'``), and a
+    DTypeError."""
+
+
 #: PyTorch's scalar type names (``at::ScalarType``), which its error messages use.
 _TORCH_SCALAR_NAMES = {"bool": "Bool", "int8": "Char", "int16": "Short", "int32": "Int",
                        "int64": "Long", "uint8": "Byte", "uint16": "UInt16",

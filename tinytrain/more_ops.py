@@ -33,15 +33,17 @@ import numpy as np
 from tinytrain import _numpy_names, backend
 from tinytrain.autograd import ops as O
 from tinytrain.autograd.function import Function, _check_same_device
-from tinytrain.autograd.ops import InvalidArgument, ShapeError, unbroadcast
+from tinytrain.autograd.ops import IndexRangeError, InvalidArgument, ShapeError, unbroadcast
 from tinytrain.dtypes import (
     DTypeError,
+    DTypeNotImplementedError,
     bool_,
     float16,
     float32,
     float64,
     get_default_dtype,
     int64,
+    promote_types,
     result_type,
     scalar_array,
     torch_scalar_name,
@@ -675,9 +677,10 @@ def repeat_interleave(input: Any, repeats: Any = None, dim: int | None = None, *
         x, axis = x.reshape(-1), 0
     else:
         _int_dim_arg("repeat_interleave", "dim", dim)
+        if x.ndim == 0:  # (PyTorch flattens a 0-d input only when no dim is given)
+            raise IndexRangeError(f"repeat_interleave: Dimension specified as {dim} but tensor "
+                                  f"has no dimensions")
         (axis,) = O._normalize_axis(dim, x.ndim)
-        if x.ndim == 0:
-            x = x.reshape(1)
     n = x.shape[axis]
     if isinstance(repeats, Tensor):
         counts = _repeat_counts("repeat_interleave", repeats).to(x.device)
@@ -882,7 +885,8 @@ def _t_addr(self: Tensor, vec1: Tensor, vec2: Tensor, *, beta: Any = 1, alpha: A
 def _blas(name: str, method: Any) -> Any:
     def fn(input: Tensor, a: Tensor, b: Tensor, *, beta: Any = 1, alpha: Any = 1,  # noqa: A002
            out: Tensor | None = None) -> Tensor:
-        return _out(method(_t(input), a, b, beta=beta, alpha=alpha), out, name)
+        return _out(method(_t(input), a, b, beta=beta, alpha=alpha), out, name,
+                    exact=name != "addr")  # (PyTorch's GEMMs want out of the result's dtype)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = method.__doc__.replace("self", "input")
@@ -1076,15 +1080,16 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None  # noq
                    ) -> Tensor:
     """The entries at ``indices`` along ``dim`` (``x.take_along_dim(x.argmax(1, keepdim=True),
     1)``): ``indices`` has ``input``'s number of dimensions, and the two broadcast in the
-    others. Without ``dim`` both are flattened. An index out of range is an IndexError
-    (PyTorch's CPU kernel reads past the row instead)."""
+    others. Without ``dim`` both are flattened. With ``dim`` a negative index counts from the
+    end (down to ``-size``), as PyTorch's; one out of range is an IndexError (PyTorch's CPU
+    kernel reads past the row instead)."""
     x = _t(input)
     idx = _tensor_arg("take_along_dim", "indices", indices, 2)
     if idx.dtype != np.dtype(np.int64):
         raise DTypeError(f"torch.take_along_dim(): dtype of indices should be Long but got "
                          f"{torch_scalar_name(idx.dtype)}")
     if dim is None:
-        return x.reshape(-1).gather(0, idx.reshape(-1))
+        return x.reshape(-1).gather(0, idx.reshape(-1))  # (no wrapping here, as PyTorch)
     _int_dim_arg("take_along_dim", "dim", dim)
     if idx.ndim != x.ndim:
         raise ShapeError(f"torch.take_along_dim(): input and indices should have the same "
@@ -1098,7 +1103,15 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None  # noq
                             [1 if d == axis else n for d, n in enumerate(idx.shape)]))
     x = x.expand([x.shape[axis] if d == axis else n for d, n in enumerate(shape)])
     idx = idx.expand([idx.shape[axis] if d == axis else n for d, n in enumerate(shape)])
-    return x.gather(axis, idx)
+    return x.gather(axis, _wrapped(idx, x.shape[axis]))
+
+
+def _wrapped(idx: Tensor, n: int) -> Tensor:
+    """Indices in ``[-n, 0)`` counted from the end, as PyTorch's ``take_along_dim`` does
+    (others are left for ``gather``'s range check)."""
+    xp = backend.get_array_module(idx._data)
+    d = idx._data
+    return Tensor(xp.where((d < 0) & (d >= -n), d + n, d))
 
 
 def trace(input: Tensor) -> Tensor:  # noqa: A002
@@ -1183,7 +1196,7 @@ def tensordot(a: Tensor, b: Tensor, dims: Any = 2, out: Tensor | None = None) ->
     left = a.permute(*free_a, *da_n).reshape(-1, k)
     right = b.permute(*db_n, *free_b).reshape(k, -1)
     result = (left @ right).reshape([a.shape[d] for d in free_a] + [b.shape[d] for d in free_b])
-    return _out(result, out, "tensordot")
+    return _out(result, out, "tensordot", exact=True)
 
 
 def kron(input: Tensor, other: Tensor, *, out: Tensor | None = None) -> Tensor:  # noqa: A002
@@ -1191,7 +1204,7 @@ def kron(input: Tensor, other: Tensor, *, out: Tensor | None = None) -> Tensor: 
     shapes are aligned on the right (missing leading dims are 1); dtypes promote."""
     a = _tensor_arg("kron", "input", input, 1)
     b = _tensor_arg("kron", "other", other, 2)
-    dtype = result_type(a, b)
+    dtype = promote_types(a.dtype, b.dtype)  # (a 0-d operand counts as dimensioned here)
     a, b = a._cast(dtype), b._cast(dtype)
     nd = builtins.max(a.ndim, b.ndim)
     sa = (1,) * (nd - a.ndim) + a.shape
@@ -1242,7 +1255,7 @@ def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False  # noqa
     (axis,) = O._normalize_axis(dim, x.ndim)
     n = x.shape[axis] if x.ndim else 1
     if not 1 <= k <= n:
-        raise IndexError(f"kthvalue(): selected number k out of range for dimension {axis} "
+        raise IndexRangeError(f"kthvalue(): selected number k out of range for dimension {axis} "
                          f"(k={k}, size {n})")
     if x.ndim == 0:
         return KthvalueResult(x.clone(), Tensor(np.asarray(0, np.int64)).to(x.device))
@@ -1361,8 +1374,8 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
         if t.ndim < 2:
             raise ShapeError(f"cdist only supports at least 2D tensors, {name} got: {t.ndim}D")
         if t.dtype.kind != "f" or t.dtype == np.dtype(np.float16):
-            raise DTypeError(f"cdist only supports float32 and float64 tensors, {name} got: "
-                             f"{torch_scalar_name(t.dtype)}")
+            raise DTypeNotImplementedError(f"cdist only supports float32 and float64 tensors, "
+                                           f"{name} got: {torch_scalar_name(t.dtype)}")
     if a.shape[-1] != b.shape[-1]:
         raise ShapeError(f"X1 and X2 must have the same number of columns. X1: {a.shape[-1]} "
                          f"X2: {b.shape[-1]}")
@@ -1372,7 +1385,10 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
     if not isinstance(p, numbers.Real) or p < 0:
         raise InvalidArgument(f"cdist only supports non-negative p values, got {p}")
     _broadcast("cdist", a.shape[:-2], b.shape[:-2])
-    return (a.unsqueeze(-2) - b.unsqueeze(-3)).norm(p, dim=-1)
+    differences = a.unsqueeze(-2) - b.unsqueeze(-3)
+    if a.shape[-1] == 0:  # (no coordinates: every distance 0, the inf-norm's too, as PyTorch)
+        return differences.sum(-1)
+    return differences.norm(p, dim=-1)
 
 
 # ------------------------------------------------------------------ attach to Tensor

@@ -2165,8 +2165,12 @@ class Tensor:
             return x.abs().sum(axes, keepdim)
         if p in (np.inf, -np.inf):
             return (x.abs().amax if p > 0 else x.abs().amin)(axes, keepdim)
-        if p == 0:
-            return (x != 0).sum(axes, keepdim).to(dtype=x.dtype)
+        if p == 0:  # a count: no gradient, but in the graph (its gradient 0), as PyTorch's
+            count = (x != 0).sum(axes, keepdim).to(dtype=x.dtype)
+            if not x.requires_grad:
+                return count
+            no = Tensor(backend.get_array_module(count._data).zeros((), bool_))
+            return where(no, x.sum(axes, keepdim), count)
         if isinstance(p, str):
             raise InvalidArgument(f"norm: unknown p {p!r}; use a number or 'fro'")
         return O.Norm.apply(x, p, axes, keepdim)

@@ -37,7 +37,7 @@ import numpy as np
 from tinytrain import kernels
 from tinytrain.autograd import Context, Function
 from tinytrain.backend import get_array_module
-from tinytrain.dtypes import DTypeError, torch_scalar_name
+from tinytrain.dtypes import DTypeError, DTypeNotImplementedError, torch_scalar_name
 from tinytrain.kernels.shapes import Conv2dMeta, IntOrPair, Pool2dMeta, pair
 from tinytrain.nn import init, pooling
 from tinytrain.nn.fold import unfold
@@ -744,8 +744,12 @@ def avg_pool2d(
                           count_include_pad, divisor_override).squeeze(0)
     meta = _checked(Pool2dMeta.from_shape, _shape(x, "avg_pool2d"), kernel_size, stride, padding,
                     "avg_pool2d", ceil_mode=ceil_mode)
-    if x.dtype.kind != "f":  # (an integer average would need rounding PyTorch refuses too)
-        raise DTypeError(f"avg_pool2d: expected a floating point tensor, got {x.dtype}")
+    if x.dtype == np.int64:  # PyTorch averages int64 (only) in integers, truncated toward 0
+        return avg_pool2d(x.to(dtype=np.float64), kernel_size, stride, padding, ceil_mode,
+                          count_include_pad, divisor_override).trunc().to(dtype=np.int64)
+    if x.dtype.kind != "f":
+        raise DTypeNotImplementedError(f'"avg_pool2d" not implemented for '
+                                       f'\'{torch_scalar_name(x.dtype)}\'')
     if meta.plain and divisor_override is None:
         return AvgPool2dFunction.apply(x, meta, count_include_pad)
     return pooling.avg_pool(x, pooling.Windows.of_pool(meta),
@@ -1147,8 +1151,8 @@ def adaptive_avg_pool2d(x: Tensor, output_size: Any) -> Tensor:
     oh, ow = _adaptive_input(x, output_size, "adaptive_avg_pool2d")
     h, w = x.shape[2:]
     if x.dtype.kind != "f":
-        raise DTypeError(f"adaptive_avg_pool2d: expected a floating point tensor, got "
-                         f"{x.dtype}")
+        raise DTypeNotImplementedError(f'"adaptive_avg_pool2d" not implemented for '
+                                       f'\'{torch_scalar_name(x.dtype)}\'')
     if oh and ow and h % oh == 0 and w % ow == 0:
         return avg_pool2d(x, (h // oh, w // ow))
     windows = pooling.Windows.adaptive(h, w, oh, ow)
@@ -1223,7 +1227,8 @@ def _adaptive1d_input(x: Any, output_size: Any, name: str) -> int:
         raise ShapeError(f"{name}: elements of output_size must be greater than or equal to 0 "
                          f"but received {size}")
     if x.dtype.kind != "f":
-        raise DTypeError(f'"{name}" not implemented for \'{torch_scalar_name(x.dtype)}\'')
+        raise DTypeNotImplementedError(f'"{name}" not implemented for '
+                                       f'\'{torch_scalar_name(x.dtype)}\'')
     empty = [d for d in range(len(shape) - 2, len(shape)) if shape[d] == 0]
     if name == "adaptive_avg_pool1d":  # (PyTorch's averages over no channels)
         empty = [d for d in empty if d == len(shape) - 1]

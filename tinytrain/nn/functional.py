@@ -13,7 +13,7 @@ from tinytrain import _numpy_names, backend
 from tinytrain._missing import module_getattr as _module_getattr
 from tinytrain.autograd import no_grad
 from tinytrain.autograd import ops as O
-from tinytrain.dtypes import DTypeError, int64, torch_scalar_name
+from tinytrain.dtypes import DTypeError, DTypeNotImplementedError, int64, torch_scalar_name
 from tinytrain.nn.conv import (
     adaptive_avg_pool1d,
     adaptive_avg_pool2d,
@@ -83,7 +83,9 @@ def _floating(name: str, x: Tensor) -> None:
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}(): argument 'input' must be a Tensor, not {type(x).__name__}")
     if x.dtype.kind != "f":
-        raise DTypeError(f"{name}: expected a floating point tensor, got {x.dtype}")
+        raise DTypeNotImplementedError(f"{name}: expected a floating point tensor, got "
+                                       f"{x.dtype} (PyTorch: not implemented for "
+                                       f"'{torch_scalar_name(x.dtype)}'); convert with .float()")
 
 
 def leaky_relu(x: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
@@ -591,7 +593,8 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,  # n
            log_target: bool = False) -> Tensor:
     """The Kullback-Leibler divergence of ``input`` (log-probabilities) from ``target``
     (probabilities; log-probabilities with ``log_target=True``), per element
-    ``target * (log(target) - input)``; a target of 0 adds 0 (PyTorch's ``xlogy``).
+    ``target * (log(target) - input)``; a target of 0 adds 0 (PyTorch's ``xlogy``), and
+    there the target's gradient, should it need one, is finite (PyTorch's is NaN).
 
     ``reduction``: ``"mean"`` over all elements (PyTorch's default, which is not the KL
     divergence), ``"batchmean"`` (the sum over the batch size ``input.shape[0]``: the KL
@@ -1192,8 +1195,8 @@ def _lambd(name: str, x: Tensor, lambd: float, check: bool) -> None:
     _floating(name, x)
     top = float(np.finfo(x.dtype).max)
     if check and not 0 <= lambd <= top:
-        raise ValueError(f"lambda must be in range [0, {top:g}] for input dtype "
-                         f"{torch_scalar_name(x.dtype)}, but found {lambd:g}")
+        raise InvalidArgument(f"lambda must be in range [0, {top:g}] for input dtype "
+                              f"{torch_scalar_name(x.dtype)}, but found {lambd:g}")
 
 
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:  # noqa: A002
@@ -1206,7 +1209,8 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:  # noqa: A002
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:  # noqa: A002
     """``x`` where ``|x| > lambd``, else 0 (gradient 1 and 0; a NaN stays NaN with gradient
-    0, as in PyTorch)."""
+    0, as PyTorch's vectorised kernel gives: its scalar loop, which handles the last few
+    elements of a tensor, gives 1, and -0.0 for softshrink's negative middle)."""
     _lambd("hardshrink", input, lambd, False)
     return where((input > lambd) | (input < -lambd), input, _nan_or_zero(input))
 
@@ -1217,9 +1221,10 @@ def _nan_or_zero(x: Tensor) -> Tensor:
 
 
 def tanhshrink(input: Tensor) -> Tensor:  # noqa: A002
-    """``x - tanh(x)``."""
-    _floating("tanhshrink", input)
-    return input - input.tanh()
+    """``x - tanh(x)`` (integers give the default float dtype, as PyTorch)."""
+    _tensor_args("tanhshrink", input=input)
+    x = input._float_input()
+    return x - x.tanh()
 
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
@@ -1295,7 +1300,7 @@ def _pixel_args(name: str, x: Tensor, factor: int, what: str) -> None:
     if not isinstance(factor, int | np.integer) or isinstance(factor, bool):
         raise TypeError(f"{name}(): argument '{what}' must be int, not {type(factor).__name__}")
     if factor <= 0:
-        raise ValueError(f"{name} expects a positive {what}, but got {factor}")
+        raise InvalidArgument(f"{name} expects a positive {what}, but got {factor}")
     if x.ndim < 3:
         raise ShapeError(f"{name} expects input to have at least 3 dimensions, but got input "
                          f"with {x.ndim} dimension(s)")
@@ -1561,10 +1566,13 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                          f"[*, S, Ev], got query {list(query.shape)}, key {list(key.shape)} "
                          f"and value {list(value.shape)}")
     if not 0.0 <= dropout_p <= 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {dropout_p}")
+        raise InvalidArgument(f"dropout probability has to be between 0 and 1, but got "
+                              f"{dropout_p}")
     if enable_gqa:
         key, value = _gqa_heads(name, query, key), _gqa_heads(name, query, value)
-    scores = query @ key.transpose(-2, -1) * (1 / math.sqrt(E) if scale is None else scale)
+    if scale is None:  # (E = 0: the scores are empty sums, 0 whatever the scale)
+        scale = 1 / math.sqrt(E) if E else 1.0
+    scores = query @ key.transpose(-2, -1) * scale
     allowed = None  # a bool array [L, S] or [*, L, S]: which keys each query may attend to
     xp = backend.get_array_module(scores.data)
     if is_causal:

@@ -103,9 +103,10 @@ def _unnormalize(coord: Tensor, size: int, align: bool) -> Tensor:
 
 def _clip(coord: Tensor, size: int) -> Tensor:
     """``coord`` clamped to ``[0, size - 1]``, its gradient 0 at and beyond the edges
-    (PyTorch's ``clip_coordinates_set_grad``)."""
+    (PyTorch's ``clip_coordinates_set_grad``); a NaN (a NaN grid value, or an infinite one
+    reflected) becomes 0, as PyTorch's ``min(max(coord, 0), size - 1)`` makes it."""
     inside = (coord > 0) & (coord < size - 1)
-    return where(inside, coord, coord.detach().clamp(0, size - 1))
+    return where(inside, coord, coord.detach().nan_to_num(0.0).clamp(0, size - 1))
 
 
 def _reflect(coord: Tensor, twice_low: int, twice_high: int) -> Tensor:
@@ -118,9 +119,10 @@ def _reflect(coord: Tensor, twice_low: int, twice_high: int) -> Tensor:
     d = coord - low
     xp = backend.get_array_module(d.data)
     a = d * Tensor(xp.where(d.data < 0, -1, 1).astype(d.dtype))  # |d|, its gradient -1 or 1
-    flips = (a.detach() / span).floor()
-    extra = a - flips * span  # (fmod(|d|, span))
-    return where(Tensor(xp.fmod(flips.data, 2) == 0), extra, span - extra) + low
+    with np.errstate(invalid="ignore"):  # (an infinite coordinate: NaN, which _clip makes 0)
+        flips = (a.detach() / span).floor()
+        extra = a - flips * span  # (fmod(|d|, span))
+        return where(Tensor(xp.fmod(flips.data, 2) == 0), extra, span - extra) + low
 
 
 def _source_index(coord: Tensor, size: int, padding_mode: str, align: bool) -> Tensor:
@@ -208,11 +210,13 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",  # noqa: A0
     if mode == "nearest":
         out = _read(flat, _index(xp.rint(ix.data)), _index(xp.rint(iy.data)), h, w)
         # the grid joins the graph with a zero gradient (PyTorch's: zeros, not None)
-        return where(Tensor(xp.zeros((), dtype=bool)), (ix + iy).unsqueeze(1), out)
+        with np.errstate(invalid="ignore"):  # (inf + -inf, unused)
+            return where(Tensor(xp.zeros((), dtype=bool)), (ix + iy).unsqueeze(1), out)
     x0, y0 = ix.detach().floor(), iy.detach().floor()
-    dx, dy = ix - x0, iy - y0  # the distances to the top-left neighbour, differentiable
     xi, yi = _index(x0.data), _index(y0.data)
-    out = _read(flat, xi, yi, h, w) * ((1 - dx) * (1 - dy)).unsqueeze(1)
-    out = out + _read(flat, xi + 1, yi, h, w) * (dx * (1 - dy)).unsqueeze(1)
-    out = out + _read(flat, xi, yi + 1, h, w) * ((1 - dx) * dy).unsqueeze(1)
-    return out + _read(flat, xi + 1, yi + 1, h, w) * (dx * dy).unsqueeze(1)
+    with np.errstate(invalid="ignore"):  # (an infinite coordinate, zeros padding: NaN, as torch)
+        dx, dy = ix - x0, iy - y0  # the distances to the top-left neighbour, differentiable
+        out = _read(flat, xi, yi, h, w) * ((1 - dx) * (1 - dy)).unsqueeze(1)
+        out = out + _read(flat, xi + 1, yi, h, w) * (dx * (1 - dy)).unsqueeze(1)
+        out = out + _read(flat, xi, yi + 1, h, w) * ((1 - dx) * dy).unsqueeze(1)
+        return out + _read(flat, xi + 1, yi + 1, h, w) * (dx * dy).unsqueeze(1)
