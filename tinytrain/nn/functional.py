@@ -52,7 +52,8 @@ __all__ = [
     "adaptive_avg_pool1d", "adaptive_max_pool1d", "adaptive_max_pool1d_with_indices",
     "adaptive_avg_pool2d", "adaptive_max_pool2d", "adaptive_max_pool2d_with_indices",
     "affine_grid", "avg_pool1d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
-    "binary_cross_entropy_with_logits", "celu", "celu_", "conv1d", "conv2d", "conv_transpose2d",
+    "bilinear", "binary_cross_entropy_with_logits", "celu", "celu_", "channel_shuffle",
+    "conv1d", "conv2d", "conv_transpose2d",
     "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout", "dropout2d", "elu",
     "elu_", "embedding", "fold", "gaussian_nll_loss", "gelu", "glu", "grid_sample", "group_norm",
     "gumbel_softmax", "hardshrink", "hardsigmoid", "hardswish", "hardtanh", "hardtanh_",
@@ -1315,6 +1316,55 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:  # noqa: A002
     x = input.reshape(*batch, c // (r * r), r, r, h, w)
     x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
     return x.reshape(*batch, c // (r * r), h * r, w * r)
+
+
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:  # noqa: A002
+    """``[N, C, *]`` with its channels interleaved across ``groups`` (ShuffleNet): channel
+    ``g * (C / groups) + k`` moves to ``k * groups + g``."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"channel_shuffle(): argument 'input' must be a Tensor, not "
+                        f"{type(input).__name__}")
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
+        raise ShapeError(f"Number of groups to divide channels in must be positive. Value of "
+                         f"groups:{groups}")
+    if input.ndim <= 2:
+        raise ShapeError(f"channel_shuffle expects input with > 2 dims, but got input with "
+                         f"sizes {list(input.shape)}")
+    n, c, *rest = input.shape
+    if c % groups:
+        raise ShapeError(f"Number of channels must be divisible by groups. Got {c} channels "
+                         f"and {groups} groups.")
+    x = input.reshape(n, groups, c // groups, *rest).transpose(1, 2)
+    return x.reshape(n, c, *rest)
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor,
+             bias: Tensor | None = None) -> Tensor:
+    """``y[..., o] = input1[..., i] weight[o, i, j] input2[..., j] + bias[o]``:
+    ``input1 [*, in1]``, ``input2 [*, in2]``, ``weight [out, in1, in2]`` -> ``[*, out]``."""
+    for what, t in (("input1", input1), ("input2", input2), ("weight", weight)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"bilinear(): argument '{what}' must be a Tensor, not "
+                            f"{type(t).__name__}")
+    if weight.ndim != 3:
+        raise ShapeError(f"bilinear(): weight must be 3-D [out, in1, in2], got shape "
+                         f"{tuple(weight.shape)}")
+    if input1.ndim != input2.ndim or input1.shape[:-1] != input2.shape[:-1]:
+        raise ShapeError(f"bilinear(): input batch dimensions do not match: got "
+                         f"{tuple(input1.shape)} and {tuple(input2.shape)}")
+    for i, (x, size) in enumerate(((input1, weight.shape[1]), (input2, weight.shape[2])), 1):
+        if x.shape[-1] != size:
+            raise ShapeError(f"bilinear(): input{i} size does not match weight size: got "
+                             f"{x.shape[-1]} but expected {size}")
+    if bias is not None and bias.shape != weight.shape[:1]:
+        raise ShapeError(f"bilinear: bias has shape {tuple(bias.shape)}, expected "
+                         f"({weight.shape[0]},)")
+    check_same_dtype("bilinear", input1, input2, weight, bias)
+    # x1 W_o x2 for every o: (x1 @ W viewed [in1, out*in2]) then a sum against x2
+    out_features, in1, in2 = weight.shape
+    mixed = input1 @ weight.permute(1, 0, 2).reshape(in1, out_features * in2)
+    out = (mixed.reshape(*mixed.shape[:-1], out_features, in2) * input2.unsqueeze(-2)).sum(-1)
+    return out if bias is None else out + bias
 
 
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:  # noqa: A002

@@ -788,6 +788,64 @@ class Tanhshrink(Module):
         return F.tanhshrink(input)
 
 
+class Softmax2d(Module):
+    """``F.softmax`` over the channels of ``[N, C, H, W]`` or ``[C, H, W]`` (dim -3)."""
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D "
+                             f"instead")
+        return F.softmax(input, -3)
+
+
+class ChannelShuffle(Module):
+    """``F.channel_shuffle``: interleave the channels of ``[N, C, *]`` across ``groups``."""
+
+    def __init__(self, groups: int) -> None:
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.channel_shuffle(input, self.groups)
+
+    def extra_repr(self) -> str:
+        return f"groups={self.groups}"
+
+
+class Bilinear(Module):
+    """``y = x1^T W_o x2 + b_o`` for each output ``o``: ``x1 [*, in1]``, ``x2 [*, in2]`` ->
+    ``[*, out]``. PyTorch's initialisation: ``weight [out, in1, in2]`` and ``bias [out]``
+    from U(-1/sqrt(in1), 1/sqrt(in1))."""
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int,
+                 bias: bool = True, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        self.in1_features, self.in2_features = in1_features, in2_features
+        self.out_features = out_features
+        self.weight = Parameter(factory_tensor(
+            "Bilinear", (out_features, in1_features, in2_features), device=device, dtype=dtype))
+        if bias:
+            self.bias = Parameter(factory_tensor("Bilinear", (out_features,), device=device,
+                                                 dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw the weight and bias again, as the constructor does."""
+        bound = 1 / math.sqrt(self.weight.shape[1])
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
 class PixelShuffle(Module):
     """``F.pixel_shuffle``: ``[*, C r^2, H, W] -> [*, C, H r, W r]``."""
 
