@@ -210,6 +210,65 @@ def test_argwhere_logspace_and_integer_logit_match_torch():
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
 
 
+@pytest.mark.parametrize("shape,wrap", [((3, 3), False), ((7, 3), True), ((7, 3), False),
+                                        ((2, 5), False), ((3, 3, 3), False)], ids=str)
+def test_fill_diagonal_matches_torch(shape, wrap):
+    for lib in (tt, torch):
+        x = lib.zeros(*shape)
+        assert x.fill_diagonal_(2.5, wrap=wrap) is x
+        if lib is tt:
+            ours = x.numpy()
+    np.testing.assert_array_equal(ours, x.numpy())
+
+
+def test_fill_diagonal_masks_a_similarity_matrix_in_the_graph_as_torch():
+    """SimCLR's logits: sim.fill_diagonal_(-inf) after a product; the diagonal's gradient
+    is 0 and the rest flows."""
+    _assert_same(lambda w: (w @ w.T).fill_diagonal_(-INF).softmax(1),
+                 lambda w: (w @ w.T).fill_diagonal_(-INF).softmax(1),
+                 [np.arange(6.0).reshape(3, 2) / 5])
+
+
+def test_fliplr_flipud_and_their_refusals_match_torch():
+    a = np.arange(6).reshape(2, 3)
+    for fn in ("fliplr", "flipud"):
+        np.testing.assert_array_equal(getattr(tt, fn)(tt.tensor(a)).numpy(),
+                                      getattr(torch, fn)(torch.tensor(a)).numpy())
+        np.testing.assert_array_equal(getattr(tt.tensor(a), fn)().numpy(),
+                                      getattr(torch.tensor(a), fn)().numpy())
+    for lib in (torch, tt):
+        with pytest.raises(RuntimeError, match="Input must be >= 2-d"):
+            lib.fliplr(lib.arange(3))
+        with pytest.raises(RuntimeError, match="dimensions must larger than 1"):
+            lib.zeros(3).fill_diagonal_(1)
+        with pytest.raises(RuntimeError, match="all dimensions of input must be of equal"):
+            lib.zeros(3, 3, 2).fill_diagonal_(1)
+
+
+def test_load_state_dict_assign_takes_the_tensors_as_torch():
+    """assign=True (loading into a model made on the meta device, in PyTorch): the state
+    dict's tensors become the module's, with their dtype; parameters keep requires_grad."""
+    seen = []
+    for lib in (tt, torch):
+        m = lib.nn.Sequential(lib.nn.Linear(2, 3), lib.nn.BatchNorm1d(3))
+        m[0].bias.requires_grad_(False)
+        state = {k: v.double() + 1 for k, v in m.state_dict().items()}
+        state["1.num_batches_tracked"] = lib.tensor(5)
+        old = m[0].weight
+        m.load_state_dict(state, assign=True)
+        state["0.weight"][0, 0] = 7.0  # shared, as torch's
+        seen.append((str(m[0].weight.dtype).replace("torch.", ""), m[0].weight is old,
+                     type(m[0].weight).__name__, m[0].weight.requires_grad,
+                     m[0].bias.requires_grad, float(m[0].weight.detach()[0, 0]),
+                     int(m[1].num_batches_tracked), [n for n, _ in m.named_buffers()],
+                     m(lib.ones(2, 2, dtype=lib.float64)).sum().item()))
+        with pytest.raises(RuntimeError, match="weight"):
+            lib.nn.Linear(2, 3).load_state_dict({"weight": lib.ones(2, 3),
+                                                 "bias": lib.ones(3)}, assign=True)
+    assert seen[0][:-1] == seen[1][:-1]
+    np.testing.assert_allclose(seen[0][-1], seen[1][-1], rtol=1e-12)
+
+
 # ------------------------------------------------------------------ layers
 
 

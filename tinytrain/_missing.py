@@ -104,7 +104,7 @@ bitwise_right_shift_ bitwise_xor bitwise_xor_ cauchy_ ccol_indices cdouble cfloa
 cholesky cholesky_inverse cholesky_solve coalesce col_indices conj conj_physical
 conj_physical_ const_data_ptr corrcoef cosh cosh_ cov crow_indices cumsum_ dense_dim
 dequantize det diagflat diagonal_scatter digamma digamma_ dim_order divide_ dsplit eig
-eq_ exp2 exp2_ expm1_ exponential_ fill_diagonal_ fix fix_ fliplr flipud float_power
+eq_ exp2 exp2_ expm1_ exponential_ fix fix_ float_power
 float_power_ floor_divide floor_divide_ fmax fmin frexp gcd gcd_ ge_ geometric_ geqrf ger
 grad_dtype greater_ greater_equal_ gt_ hardshrink hash_tensor histogram hsplit i0 i0_ igamma
 igamma_ igammac igammac_ imag index index_copy index_copy_ index_fill index_fill_ index_put

@@ -1458,6 +1458,36 @@ def logspace(start: float, end: float, steps: int, base: float = 10.0, *,
     return values.requires_grad_(requires_grad) if requires_grad else values
 
 
+def fliplr(input: Tensor) -> Tensor:  # noqa: A002
+    """``input.flip(1)``: the columns in reverse order (at least 2-D)."""
+    x = _tensor_arg("fliplr", "input", input, 1)
+    if x.ndim < 2:
+        raise InvalidArgument("Input must be >= 2-d.")
+    return x.flip(1)
+
+
+def flipud(input: Tensor) -> Tensor:  # noqa: A002
+    """``input.flip(0)``: the rows in reverse order (at least 1-D)."""
+    x = _tensor_arg("flipud", "input", input, 1)
+    if x.ndim < 1:
+        raise InvalidArgument("Input must be >= 1-d.")
+    return x.flip(0)
+
+
+def _t_fill_diagonal_(self: Tensor, fill_value: Any, wrap: bool = False) -> Tensor:
+    """Write ``fill_value`` on the main diagonal (``self[i, i, ...]``), in place; a tall
+    matrix with ``wrap`` starts the diagonal again below each ``N x N`` block (NumPy's
+    ``fill_diagonal``). Through ``masked_fill_``, so the diagonal's gradient is 0."""
+    if self.ndim < 2:
+        raise InvalidArgument("dimensions must larger than 1")
+    if self.ndim > 2 and len(set(self.shape)) != 1:
+        raise InvalidArgument("all dimensions of input must be of equal length")
+    xp = backend.get_array_module(self.data)
+    mask = xp.zeros(self.shape, dtype=bool)
+    xp.fill_diagonal(mask, True, wrap=wrap)
+    return self.masked_fill_(Tensor(mask), fill_value)
+
+
 _METHODS = {
     "repeat_interleave": repeat_interleave,
     "addcmul": _t_addcmul, "addcdiv": _t_addcdiv, "addmm": _t_addmm, "baddbmm": _t_baddbmm,
@@ -1470,7 +1500,8 @@ _METHODS = {
     "tensor_split": tensor_split, "take_along_dim": take_along_dim, "trace": trace,
     "cross": cross, "kron": kron, "kthvalue": kthvalue, "cummax": cummax, "cummin": cummin,
     "logcumsumexp": logcumsumexp, "rot90": rot90,
-    "logit": _t_logit, "argwhere": argwhere, "dist": dist,
+    "logit": _t_logit, "argwhere": argwhere, "dist": dist, "fliplr": fliplr,
+    "flipud": flipud, "fill_diagonal_": _t_fill_diagonal_,
 }
 
 
@@ -1510,7 +1541,8 @@ __all__ = [
     "addcdiv", "addcmul", "addmm", "addmv", "addr", "arctan2", "argwhere", "atan2",
     "atleast_1d", "atleast_2d", "atleast_3d", "baddbmm", "broadcast_tensors", "cdist",
     "column_stack", "copysign", "cross", "cummax", "cummin", "deg2rad", "dist", "dstack", "erf",
-    "erfc", "erfinv", "frac", "heaviside", "hstack", "hypot", "isin", "kron", "kthvalue",
+    "erfc", "erfinv", "fliplr", "flipud", "frac", "heaviside", "hstack", "hypot", "isin", "kron",
+    "kthvalue",
     "logaddexp", "logcumsumexp", "logit", "logspace", "meshgrid", "nan_to_num", "rad2deg",
     "repeat_interleave", "rot90", "row_stack", "sgn", "signbit", "std_mean", "take_along_dim",
     "tensor_split", "tensordot", "tril_indices", "triu_indices", "trace", "var_mean", "vstack",
