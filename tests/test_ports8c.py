@@ -269,6 +269,30 @@ def test_load_state_dict_assign_takes_the_tensors_as_torch():
     np.testing.assert_allclose(seen[0][-1], seen[1][-1], rtol=1e-12)
 
 
+@pytest.mark.parametrize("shape,groups", [((4, 4, 3, 3), 1), ((6, 2, 3, 5), 2), ((3, 5, 4), 1),
+                                          ((2, 3, 3, 3, 3), 1), ((8, 2, 1, 1), 4)], ids=str)
+def test_dirac_init_matches_torch_and_passes_the_input_through(shape, groups):
+    ours, theirs = tt.nn.init.dirac_(tt.empty(*shape), groups), torch.nn.init.dirac_(
+        torch.empty(*shape), groups)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    if len(shape) == 4 and shape[0] == shape[1] * groups == shape[1]:  # identity convolution
+        x = tt.randn(1, shape[1], 5, 5)
+        np.testing.assert_allclose(F.conv2d(x, ours, padding=(1, 1)).numpy(), x.numpy())
+
+
+def test_eye_init_and_the_refusals_match_torch():
+    for shape in ((3, 3), (2, 4), (4, 2)):
+        np.testing.assert_array_equal(tt.nn.init.eye_(tt.empty(*shape)).numpy(),
+                                      torch.nn.init.eye_(torch.empty(*shape)).numpy())
+    for lib in (torch, tt):
+        with pytest.raises(ValueError, match="Only tensors with 2 dimensions"):
+            lib.nn.init.eye_(lib.empty(2, 2, 2))
+        with pytest.raises(ValueError, match="Only tensors with 3, 4, or 5 dimensions"):
+            lib.nn.init.dirac_(lib.empty(2, 2))
+        with pytest.raises(ValueError, match="dim 0 must be divisible by groups"):
+            lib.nn.init.dirac_(lib.empty(3, 2, 3, 3), groups=2)
+
+
 # ------------------------------------------------------------------ layers
 
 

@@ -214,7 +214,7 @@ def test_torch_nn_parallel_is_the_distributed_wrapper():
     (nn, "RReLU", "tinytrain.nn has AdaptiveAvgPool"),
     (nn, "LPPool2d", "tinytrain has 2-D convolution and pooling (Conv2d"),
     (F, "ctc_loss", "tinytrain.nn.functional has adaptive_avg_pool"),
-    (nn.init, "dirac_", "kaiming_normal_"),
+    (nn.init, "sparse_", "kaiming_normal_"),
     (nn.utils, "weight_norm", "clip_grad_norm_"),
     (tt.optim, "LBFGS", "closure"),
     (tt.optim, "Rprop", "AdamW, NAdam, RAdam"),
