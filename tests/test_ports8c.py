@@ -336,6 +336,41 @@ def test_new_layers_refuse_what_torch_refuses(call, error, message):
             call(lib)
 
 
+@pytest.mark.parametrize("norm_type,max_norm", [(2.0, 1.0), (1.0, 0.5), (INF, 0.3),
+                                                 (2.0, 100.0)], ids=str)
+def test_embedding_max_norm_renormalises_the_rows_looked_up_as_torch(norm_type, max_norm):
+    """Word2vec-style: Embedding(max_norm=...) rescales the rows it reads, in its weight,
+    before each lookup; a few SGD steps keep weights, outputs and gradients equal."""
+    rng = np.random.default_rng(5)
+    table = rng.standard_normal((10, 4)).astype(np.float32)
+    batches = rng.integers(0, 10, (3, 2, 5))
+    ours = tt.nn.Embedding(10, 4, max_norm=max_norm, norm_type=norm_type)
+    theirs = torch.nn.Embedding(10, 4, max_norm=max_norm, norm_type=norm_type)
+    assert repr(ours) == repr(theirs)
+    _copy_weights(ours, theirs)
+    with torch.no_grad():
+        theirs.weight.copy_(torch.tensor(table))
+    ours.weight.data[...] = table
+    runs = []
+    for lib, emb in ((tt, ours), (torch, theirs)):
+        opt, seen = lib.optim.SGD(emb.parameters(), lr=0.5), []
+        for batch in batches:
+            opt.zero_grad()
+            out = emb(lib.tensor(batch))
+            (out * lib.arange(4.0)).sum().backward()
+            seen += [out.detach().numpy().copy(), emb.weight.grad.numpy().copy()]
+            opt.step()
+        runs.append(seen + [emb.weight.detach().numpy()])
+    for a, b in zip(*runs):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(  # the functional form renormalises its weight argument too
+        F.embedding(tt.tensor(batches[-1]), ours.weight, max_norm=max_norm,
+                    norm_type=norm_type).detach().numpy(),
+        torch.nn.functional.embedding(torch.tensor(batches[-1]), theirs.weight,
+                                      max_norm=max_norm, norm_type=norm_type).detach().numpy(),
+        rtol=1e-6, atol=1e-7)
+
+
 # ------------------------------------------------------------------ ported programs
 
 

@@ -937,9 +937,16 @@ def pad(input: Tensor, pad: tuple[int, ...], mode: str = "constant",  # noqa: A0
     return out if mode == "circular" else crop(out)
 
 
-def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:  # noqa: A002
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,  # noqa: A002
+              max_norm: float | None = None, norm_type: float = 2.0,
+              scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """Rows of ``weight [num, dim]`` for the integer indices ``input [*]``: ``[*, dim]``.
-    The row ``padding_idx`` gets no gradient."""
+    The row ``padding_idx`` gets no gradient. With ``max_norm``, the rows looked up whose
+    ``norm_type``-norm exceeds it are first scaled to ``max_norm`` in ``weight`` itself (in
+    place, outside the graph), as PyTorch's ``embedding_renorm_``."""
+    if scale_grad_by_freq or sparse:
+        raise ValueError("embedding: scale_grad_by_freq and sparse are not supported in "
+                         "tinytrain; leave them out")
     idx = input.data if isinstance(input, Tensor) else np.asarray(input)
     if idx.dtype.kind not in "iu":
         raise DTypeError(f"embedding: indices must be integers, got {idx.dtype}")
@@ -954,7 +961,23 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> 
         raise IndexRangeError(f"embedding: index out of range in self: indices from "
                               f"{int(idx.min())} to {int(idx.max())} for {n} embeddings")
     idx = backend.to_device(idx, weight.device)
+    if max_norm is not None:
+        _renorm_rows(weight, idx, max_norm, norm_type)
     return O.Embedding.apply(weight, idx, None if padding_idx is None else padding_idx % n)
+
+
+def _renorm_rows(weight: Tensor, idx: Any, max_norm: float, norm_type: float) -> None:
+    """Scale each row of ``weight`` that ``idx`` names by ``max_norm / (norm + 1e-7)`` where
+    its norm exceeds ``max_norm``, in place (a new version: a graph that saved the old
+    rows refuses to run backward). The norm in the weight's dtype, the scale in float64
+    rounded to it, as PyTorch's CPU kernel."""
+    xp = backend.get_array_module(weight.data)
+    rows = xp.unique(idx.reshape(-1))
+    with no_grad():
+        norms = Tensor(weight.data[rows]).norm(norm_type, 1).data.astype(np.float64)
+    scale = xp.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0).astype(weight.dtype)
+    weight.data[rows] = weight.data[rows] * scale[:, None]
+    weight._version_counter[0] += 1
 
 
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:  # noqa: A002
