@@ -317,7 +317,22 @@ def test_softmax2d_channel_shuffle_and_bilinear_match_torch():
     assert repr(tt.nn.ChannelShuffle(3)) == repr(torch.nn.ChannelShuffle(3))
 
 
+@pytest.mark.parametrize("shape", [(2, 6, 3, 2), (2, 6, 5), (1, 3, 2, 2, 2), (2, 1, 4)], ids=str)
+@pytest.mark.parametrize("size", [1, 2, 3, 5])
+def test_local_response_norm_matches_torch(shape, size):
+    """AlexNet's LocalResponseNorm(size, alpha, beta, k): values and gradients."""
+    x = np.random.default_rng(6).standard_normal(shape) * 3
+    kw = dict(alpha=1e-2, beta=0.75, k=2.0)
+    ours, theirs = tt.nn.LocalResponseNorm(size, **kw), torch.nn.LocalResponseNorm(size, **kw)
+    assert repr(ours) == repr(theirs)
+    _assert_same(ours, theirs, [x])
+    _assert_same(lambda a: F.local_response_norm(a, size),
+                 lambda a: torch.nn.functional.local_response_norm(a, size), [x])
+
+
 @pytest.mark.parametrize("call,error,message", [
+    (lambda L: L.nn.LocalResponseNorm(2)(L.zeros(2, 3)), ValueError,
+     r"Expected 3D or higher dimensionality\s+input \(got 2 dimensions\)"),
     (lambda L: L.nn.Softmax2d()(L.zeros(2, 3)), ValueError, "expected input to be 3D or 4D"),
     (lambda L: L.nn.ChannelShuffle(2)(L.zeros(1, 3, 2)), RuntimeError,
      "Number of channels must be divisible by groups. Got 3 channels and 2 groups"),

@@ -92,6 +92,7 @@ from tinytrain.nn.normalization import (
     InstanceNorm2d,
     InstanceNorm3d,
     LayerNorm,
+    LocalResponseNorm,
     RMSNorm,
 )
 from tinytrain.nn.padding import (
@@ -136,7 +137,8 @@ __all__ = [
     "Conv2d", "ConvTranspose2d", "CosineSimilarity",
     "CrossEntropyLoss", "DataParallel", "Dropout", "Dropout2d", "ELU", "Embedding", "Flatten",
     "functional", "GELU", "GroupNorm", "Hardsigmoid", "Hardswish", "Hardtanh", "HuberLoss",
-    "Identity", "init", "KLDivLoss", "L1Loss", "LayerNorm", "LazyBatchNorm1d", "LazyBatchNorm2d",
+    "Identity", "init", "KLDivLoss", "L1Loss", "LayerNorm", "LocalResponseNorm",
+    "LazyBatchNorm1d", "LazyBatchNorm2d",
     "LazyConv2d", "LazyLinear", "LeakyReLU", "Linear", "LogSigmoid",
     "LogSoftmax", "MaxPool2d", "MaxUnpool2d", "Mish", "Module", "ModuleDict", "ModuleList",
     "MSELoss",
@@ -162,8 +164,8 @@ _CONV = ("tinytrain has 2-D convolution and pooling (Conv2d, ConvTranspose2d, Ma
          "AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, MaxUnpool2d) and Conv1d, MaxPool1d, "
          "AvgPool1d, AdaptiveAvgPool1d, AdaptiveMaxPool1d; reshape to 2-D or compute the rest "
          "with tensor ops")
-_NORM = ("tinytrain has BatchNorm1d/2d, SyncBatchNorm, LayerNorm, GroupNorm, RMSNorm and "
-         "InstanceNorm1d/2d/3d")
+_NORM = ("tinytrain has BatchNorm1d/2d, SyncBatchNorm, LayerNorm, GroupNorm, RMSNorm, "
+         "LocalResponseNorm and InstanceNorm1d/2d/3d")
 _DROPOUT = "tinytrain has Dropout and Dropout2d"
 #: PyTorch's layers that client code names (``isinstance(m, (nn.Conv1d, nn.Conv2d,
 #: nn.Conv3d))`` in an initialisation loop) and tinytrain does not implement: real Module
@@ -172,7 +174,7 @@ _NOT_IMPLEMENTED = {
     **dict.fromkeys(["Conv3d", "ConvTranspose1d", "ConvTranspose3d", "LazyConv1d",
                      "LazyConv3d", "MaxPool3d", "AvgPool3d",
                      "AdaptiveAvgPool3d", "AdaptiveMaxPool3d"], _CONV),
-    **dict.fromkeys(["BatchNorm3d", "LazyBatchNorm3d", "LocalResponseNorm"], _NORM),
+    **dict.fromkeys(["BatchNorm3d", "LazyBatchNorm3d"], _NORM),
     **dict.fromkeys(["Dropout1d", "Dropout3d", "AlphaDropout"], _DROPOUT),
     "EmbeddingBag": "tinytrain has Embedding; sum or average its rows yourself",
 }

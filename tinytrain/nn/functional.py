@@ -58,7 +58,8 @@ __all__ = [
     "elu_", "embedding", "fold", "gaussian_nll_loss", "gelu", "glu", "grid_sample", "group_norm",
     "gumbel_softmax", "hardshrink", "hardsigmoid", "hardswish", "hardtanh", "hardtanh_",
     "hinge_embedding_loss", "huber_loss", "instance_norm", "interpolate", "kl_div", "l1_loss",
-    "layer_norm", "leaky_relu", "leaky_relu_", "linear", "log_softmax", "logsigmoid",
+    "layer_norm", "leaky_relu", "leaky_relu_", "linear", "local_response_norm",
+    "log_softmax", "logsigmoid",
     "margin_ranking_loss", "max_pool1d", "max_pool1d_with_indices", "max_pool2d",
     "max_pool2d_with_indices", "max_unpool2d", "mish", "mse_loss", "multi_margin_loss",
     "multilabel_soft_margin_loss", "nll_loss", "normalize", "one_hot", "pad", "pairwise_distance",
@@ -1339,6 +1340,23 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:  # noqa: A002
     x = input.reshape(*batch, c // (r * r), r, r, h, w)
     x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
     return x.reshape(*batch, c // (r * r), h * r, w * r)
+
+
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4,  # noqa: A002
+                        beta: float = 0.75, k: float = 1.0) -> Tensor:
+    """AlexNet's normalisation across channels: ``x / (k + alpha * mean(x^2))^beta``, the
+    mean over the ``size`` neighbouring channels (zeros beyond the edges), for ``[N, C, *]``
+    input; PyTorch's formula (an average pool of the squares over the channel axis)."""
+    if input.ndim < 3:
+        raise ShapeError(f"Expected 3D or higher dimensionality input (got {input.ndim} "
+                         f"dimensions)")
+    if input.numel() == 0:
+        return input
+    n, c = input.shape[:2]
+    squares = (input * input).reshape(n, 1, c, -1)  # channels as the pooled H axis
+    squares = pad(squares, (0, 0, size // 2, (size - 1) // 2))
+    div = avg_pool2d(squares, (size, 1), stride=1).reshape(input.shape)
+    return input / (div * alpha + k) ** beta
 
 
 def channel_shuffle(input: Tensor, groups: int) -> Tensor:  # noqa: A002
