@@ -621,3 +621,54 @@ def test_no_warnings_from_the_new_paths():
         F.interpolate(tt.ones(1, 1, 4), scale_factor=2, mode="linear")
         tt.linalg.norm(tt.ones(3))
         tt.logit(tt.tensor([0.5]))
+
+
+# ------------------------------------------------------------------ activation checkpointing
+
+
+def _blocks(nn):
+    return nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 8), nn.Tanh(),
+                         nn.Linear(8, 3), nn.ReLU(), nn.Linear(3, 2))
+
+
+@pytest.mark.parametrize("use_reentrant", [True, False])
+@pytest.mark.parametrize("input_grad", [True, False])
+def test_checkpoint_gives_torchs_values_and_gradients(use_reentrant, input_grad):
+    """The reentrant form (PyTorch's default) gives no gradient when no input requires one;
+    the other always does. checkpoint_sequential checkpoints all segments but the last."""
+    x = np.random.default_rng(7).standard_normal((5, 4))
+    ours, theirs = _blocks(tt.nn), _blocks(torch.nn)
+    ours.double(), theirs.double()
+    _copy_weights(ours, theirs)
+    grads = []
+    for lib, model in ((tt, ours), (torch, theirs)):
+        inp = lib.tensor(x, requires_grad=input_grad)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            mid = lib.utils.checkpoint.checkpoint(model[:4], inp, use_reentrant=use_reentrant)
+            out = lib.utils.checkpoint.checkpoint_sequential(model[4:], 2, mid,
+                                                             use_reentrant=use_reentrant)
+        (out * lib.arange(2.0, dtype=lib.float64)).sum().backward()
+        grads.append(([None if p.grad is None else p.grad.numpy() for p in model.parameters()],
+                      out.detach().numpy(), [str(w.message) for w in caught]))
+    (ours_g, ours_out, our_warn), (their_g, their_out, their_warn) = grads
+    np.testing.assert_allclose(ours_out, their_out, rtol=1e-12)
+    assert [g is None for g in ours_g] == [g is None for g in their_g]
+    for a, b in zip(ours_g, their_g):
+        if a is not None:
+            np.testing.assert_allclose(a, b, rtol=1e-10)
+    assert our_warn == their_warn
+
+
+def test_checkpoint_warns_and_refuses_as_torch():
+    for lib in (torch, tt):
+        layer = lib.nn.Linear(2, 2)
+        with pytest.warns(UserWarning, match="use_reentrant parameter should be passed"):
+            lib.utils.checkpoint.checkpoint(layer, lib.ones(1, 2, requires_grad=True))
+        with pytest.raises(ValueError, match="Unexpected keyword arguments: scale"):
+            lib.utils.checkpoint.checkpoint(lambda x, scale: x * scale, lib.ones(1),
+                                            use_reentrant=True, scale=2)
+        out = lib.utils.checkpoint.checkpoint(lambda x, scale: x * scale,
+                                              lib.ones(1, requires_grad=True),
+                                              use_reentrant=False, scale=2)
+        assert out.item() == 2.0 and out.requires_grad
