@@ -672,3 +672,35 @@ def test_checkpoint_warns_and_refuses_as_torch():
                                               lib.ones(1, requires_grad=True),
                                               use_reentrant=False, scale=2)
         assert out.item() == 2.0 and out.requires_grad
+
+
+# ------------------------------------------------------------------ ConvTranspose1d
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2), dict(stride=2, padding=1),
+                                dict(stride=3, padding=1, output_padding=2),
+                                dict(kernel_size=(1,), bias=False)], ids=str)
+@pytest.mark.parametrize("batched", [True, False])
+def test_conv_transpose1d_matches_torch(kw, batched):
+    """A 1-D decoder's upsampling: values, the input's and parameters' gradients, the
+    initialisation's range, repr, and output_size choosing the output padding."""
+    kw = dict(dict(kernel_size=4), **kw)
+    ours, theirs = tt.nn.ConvTranspose1d(3, 5, **kw), torch.nn.ConvTranspose1d(3, 5, **kw)
+    assert repr(ours) == repr(theirs)
+    assert ours.weight.shape == tuple(theirs.weight.shape)
+    bound = 1 / math.sqrt(5 * ours.kernel_size[0])
+    assert ours.weight.detach().numpy().max() <= bound
+    ours.double(), theirs.double()
+    _copy_weights(ours, theirs)
+    x = np.random.default_rng(8).standard_normal((2, 3, 6) if batched else (3, 6))
+    _assert_same(ours, theirs, [x])
+    for p, q in zip(ours.parameters(), theirs.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-10, atol=1e-12)
+    _assert_same(lambda a: F.conv_transpose1d(a, ours.weight, ours.bias, ours.stride,
+                                              ours.padding, ours.output_padding),
+                 lambda a: torch.nn.functional.conv_transpose1d(
+                     a, theirs.weight, theirs.bias, theirs.stride, theirs.padding,
+                     theirs.output_padding), [x])
+    low = (6 - 1) * ours.stride[0] - 2 * ours.padding[0] + ours.kernel_size[0]
+    size = [low + ours.stride[0] - 1]
+    _assert_same(lambda a: ours(a, output_size=size), lambda a: theirs(a, output_size=size), [x])

@@ -13,6 +13,7 @@ from tinytrain.nn.conv import (
     AvgPool2d,
     Conv1d,
     Conv2d,
+    ConvTranspose1d,
     ConvTranspose2d,
     MaxPool1d,
     MaxPool2d,
@@ -134,7 +135,7 @@ __all__ = [
     "BCELoss",
     "CosineEmbeddingLoss", "HingeEmbeddingLoss", "MarginRankingLoss", "TripletMarginLoss",
     "BCEWithLogitsLoss", "Bilinear", "CELU", "ChannelShuffle",
-    "Conv2d", "ConvTranspose2d", "CosineSimilarity",
+    "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "CosineSimilarity",
     "CrossEntropyLoss", "DataParallel", "Dropout", "Dropout2d", "ELU", "Embedding", "Flatten",
     "functional", "GELU", "GroupNorm", "Hardsigmoid", "Hardswish", "Hardtanh", "HuberLoss",
     "Identity", "init", "KLDivLoss", "L1Loss", "LayerNorm", "LocalResponseNorm",
@@ -161,7 +162,8 @@ __all__ = [
 _LAYERS = ("tinytrain.nn has " + ", ".join(n for n in __all__ if n[0].isupper())
            + ", and the submodules functional, init and utils")
 _CONV = ("tinytrain has 2-D convolution and pooling (Conv2d, ConvTranspose2d, MaxPool2d, "
-         "AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, MaxUnpool2d) and Conv1d, MaxPool1d, "
+         "AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, MaxUnpool2d) and Conv1d, "
+         "ConvTranspose1d, MaxPool1d, "
          "AvgPool1d, AdaptiveAvgPool1d, AdaptiveMaxPool1d; reshape to 2-D or compute the rest "
          "with tensor ops")
 _NORM = ("tinytrain has BatchNorm1d/2d, SyncBatchNorm, LayerNorm, GroupNorm, RMSNorm, "
@@ -171,7 +173,7 @@ _DROPOUT = "tinytrain has Dropout and Dropout2d"
 #: nn.Conv3d))`` in an initialisation loop) and tinytrain does not implement: real Module
 #: subclasses, so that such checks work, whose constructor raises NotImplementedError.
 _NOT_IMPLEMENTED = {
-    **dict.fromkeys(["Conv3d", "ConvTranspose1d", "ConvTranspose3d", "LazyConv1d",
+    **dict.fromkeys(["Conv3d", "ConvTranspose3d", "LazyConv1d",
                      "LazyConv3d", "MaxPool3d", "AvgPool3d",
                      "AdaptiveAvgPool3d", "AdaptiveMaxPool3d"], _CONV),
     **dict.fromkeys(["BatchNorm3d", "LazyBatchNorm3d"], _NORM),
