@@ -78,6 +78,24 @@ def test_interpolate_of_sequences_matches_torch(mode, align_corners, dtype):
                      rtol=1e-6, atol=1e-6)
 
 
+def test_an_axis_a_scale_leaves_at_its_size_is_copied_or_mapped_as_torchs_kernels_do():
+    """1.2 on 4 samples gives 4: PyTorch's 2-D nearest and (bi)linear kernels copy that
+    axis; its 1-D nearest and its nearest-exact map it through 1 / 1.2 (0, 0, 1, 2). The
+    gradient is the transpose of that map (PyTorch's 1-D nearest backward copies instead)."""
+    x = np.arange(4.0)
+    for shape, mode in [((1, 1, 4), "nearest"), ((1, 1, 4), "linear"),
+                        ((1, 1, 4), "nearest-exact"), ((1, 1, 4, 4), "nearest"),
+                        ((1, 1, 4, 4), "bilinear"), ((1, 1, 4, 4), "nearest-exact")]:
+        data = np.broadcast_to(x, shape).copy()
+        ours = F.interpolate(tt.tensor(data), scale_factor=1.2, mode=mode).numpy()
+        theirs = torch.nn.functional.interpolate(torch.tensor(data), scale_factor=1.2,
+                                                 mode=mode).numpy()
+        np.testing.assert_array_equal(ours, theirs, err_msg=f"{shape} {mode}")
+    a = tt.tensor(x.reshape(1, 1, 4), requires_grad=True)
+    F.interpolate(a, scale_factor=1.2, mode="nearest").backward(tt.tensor([[[1.0, 2, 3, 4]]]))
+    np.testing.assert_array_equal(a.grad.numpy().ravel(), [3.0, 3.0, 4.0, 0.0])
+
+
 def test_upsample_modules_take_sequences_like_torch():
     x = np.arange(12.0).reshape(1, 2, 6)
     for kw in (dict(scale_factor=2), dict(scale_factor=2, mode="linear"),

@@ -43,18 +43,18 @@ _TORCH_MODES = ("bicubic", "trilinear", "area")
 
 
 def _taps(xp: Any, in_size: int, out_size: int, scale: float | None, mode: str,
-          align_corners: bool, dtype: Any) -> list[tuple[Any, Any]]:
+          align_corners: bool, dtype: Any, copy_same: bool = True) -> list[tuple[Any, Any]]:
     """``[(index, weight), ...]`` of one axis: output ``j`` is the sum over the taps of
     ``weight[j] * input[index[j]]`` (``weight`` None means 1).
 
     ``scale`` is the user's scale factor (None when a size was given or with
     ``recompute_scale_factor``); PyTorch then maps with ``1 / scale``, else with
     ``in / out``. The arithmetic is in float32, for bilinear on float64 input in float64 (as
-    PyTorch's CPU kernels compute the source coordinates); the weights are in ``dtype``. An
-    axis that keeps its size is copied (a scale factor of 1.2 on 3 rows gives 3 rows, the
-    same ones), as in PyTorch.
+    PyTorch's CPU kernels compute the source coordinates); the weights are in ``dtype``. With
+    ``copy_same``, an axis that keeps its size is copied (a scale factor of 1.2 on 3 rows
+    gives 3 rows, the same ones), as in PyTorch's kernels that do so.
     """
-    if out_size == in_size:  # PyTorch copies an axis that keeps its size, whatever the scale
+    if out_size == in_size and copy_same:  # (PyTorch's kernels: see InterpolateFunction)
         return [(xp.arange(out_size), None)]
     weight_dtype = dtype
     # PyTorch's nearest_idx computes in float32 for every dtype, and takes exactly twice the
@@ -119,14 +119,19 @@ class InterpolateFunction(Function):
     """Resize the spatial axes of ``x [N, C, *spatial] -> [N, C, *size]`` (one or two axes),
     one axis after another (see the module docstring). ``scales`` are the user's scale
     factors (one per axis) or Nones. Nothing is saved: backward builds the same taps from
-    the sizes."""
+    the sizes.
+
+    An axis whose size a scale factor leaves as it is (1.2 on 4 rows) is copied by
+    PyTorch's 2-D nearest and its (bi)linear kernels, and mapped through the scale like any
+    other by its 1-D nearest and its nearest-exact kernels (``_copies_same``)."""
 
     @staticmethod
     def forward(x: Any, size: tuple[int, ...], scales: tuple[Any, ...], mode: str,
                 align_corners: bool) -> Any:
-        xp = get_array_module(x)
+        xp, copy_same = get_array_module(x), _copies_same(mode, len(size))
         for axis, (n_in, n_out, scale) in enumerate(zip(x.shape[2:], size, scales), 2):
-            x = _resample(x, _taps(xp, n_in, n_out, scale, mode, align_corners, x.dtype), axis)
+            taps = _taps(xp, n_in, n_out, scale, mode, align_corners, x.dtype, copy_same)
+            x = _resample(x, taps, axis)
         return x
 
     @staticmethod
@@ -136,12 +141,18 @@ class InterpolateFunction(Function):
 
     @staticmethod
     def backward(ctx: Context, grad: Any) -> tuple[Any, None, None, None, None]:
-        xp = get_array_module(grad)
+        xp, copy_same = get_array_module(grad), _copies_same(ctx.mode, len(ctx.size))
         axes = list(enumerate(zip(ctx.in_size, ctx.size, ctx.scales), 2))
         for axis, (n_in, n_out, scale) in reversed(axes):
-            taps = _taps(xp, n_in, n_out, scale, ctx.mode, ctx.align_corners, grad.dtype)
+            taps = _taps(xp, n_in, n_out, scale, ctx.mode, ctx.align_corners, grad.dtype,
+                         copy_same)
             grad = _scatter(grad, taps, axis, n_in)
         return grad, None, None, None, None
+
+
+def _copies_same(mode: str, spatial_dims: int) -> bool:
+    """Whether PyTorch's kernel for ``mode`` copies an axis that keeps its size."""
+    return mode != "nearest-exact" and not (mode == "nearest" and spatial_dims == 1)
 
 
 def _per_axis(value: Any, spatial: tuple[int, ...], name: str, cast: Any) -> tuple[Any, ...]:
