@@ -80,7 +80,7 @@ def test_interpolate_of_sequences_matches_torch(mode, align_corners, dtype):
 
 def test_an_axis_a_scale_leaves_at_its_size_is_copied_or_mapped_as_torchs_kernels_do():
     """1.2 on 4 samples gives 4: PyTorch's 2-D nearest and (bi)linear kernels copy that
-    axis; its 1-D nearest and its nearest-exact map it through 1 / 1.2 (0, 0, 1, 2). The
+    axis; its 1-D nearest (0, 0, 1, 2) and its nearest-exact map it through 1 / 1.2. The
     gradient is the transpose of that map (PyTorch's 1-D nearest backward copies instead)."""
     x = np.arange(4.0)
     for shape, mode in [((1, 1, 4), "nearest"), ((1, 1, 4), "linear"),
