@@ -219,7 +219,8 @@ TARGETS = [dict(size=(8, 8)), dict(size=(2, 3)), dict(size=5), dict(size=(1, 9))
            dict(scale_factor=2), dict(scale_factor=1.5), dict(scale_factor=0.5),
            dict(scale_factor=(1.7, 0.8)), dict(scale_factor=1.2), dict(scale_factor=3),
            dict(scale_factor=1.5, recompute_scale_factor=True)]
-MODES = [("nearest", None), ("bilinear", False), ("bilinear", True), ("bilinear", None)]
+MODES = [("nearest", None), ("nearest-exact", None), ("bilinear", False), ("bilinear", True),
+         ("bilinear", None)]
 
 
 @pytest.mark.parametrize("mode,align_corners", MODES, ids=str)
@@ -279,12 +280,12 @@ def test_interpolate_bad_input_says_what_is_wrong():
             (dict(size=3, mode="bicubic"), NotImplementedError, "'bicubic' is not in tinytrain"),
             (dict(size=3, mode="cubic"), NotImplementedError, "'cubic' is not a mode"),
             (dict(size=3, align_corners=True), ValueError, "align_corners option can only"),
-            (dict(size=(3, 3, 3)), ValueError, r"output size \(3, 3, 3\)"),
+            (dict(size=(3, 3, 3)), ValueError, r"output size of \(3, 3, 3\)"),
             (dict(scale_factor=0.1), ShapeError, r"output \(H: 0, W: 0\)"),
             (dict(size=3, antialias=True), NotImplementedError, "antialias")]:
         with pytest.raises(error, match=message):
             F.interpolate(x, **kw)
-    with pytest.raises(NotImplementedError, match=r"3-D input of shape \(2, 4, 4\).*bilinear"):
+    with pytest.raises(NotImplementedError, match=r"3D input of shape \(2, 4, 4\).*bilinear"):
         F.interpolate(tt.zeros(2, 4, 4), size=3, mode="bilinear")
     with pytest.raises(DTypeError, match="floating point"):
         F.interpolate(tt.zeros(1, 1, 2, 2, dtype=tt.int64), size=3)

@@ -444,10 +444,10 @@ def test_a_missing_tensor_method_says_what_to_do_and_underscores_stay_plain():
     with pytest.raises(AttributeError, match="'Tensor' object has no attribute 'mode': "
                                              ".*numpy"):
         tt.ones(2).mode()
-    with pytest.raises(AttributeError, match="no attribute 'logit': .*NumPy"):
-        tt.ones(2).logit  # noqa: B018
-    with pytest.raises(AttributeError, match="^'Parameter' object has no attribute 'logit'"):
-        tt.nn.Parameter(tt.ones(1)).logit  # noqa: B018
+    with pytest.raises(AttributeError, match="no attribute 'logdet': .*NumPy"):
+        tt.ones(2).logdet  # noqa: B018
+    with pytest.raises(AttributeError, match="^'Parameter' object has no attribute 'logdet'"):
+        tt.nn.Parameter(tt.ones(1)).logdet  # noqa: B018
     with pytest.raises(AttributeError) as info:  # not PyTorch's either: Python's message
         tt.ones(2).frobnicate  # noqa: B018
     assert str(info.value) == "'Tensor' object has no attribute 'frobnicate'"

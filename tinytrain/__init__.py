@@ -13,7 +13,19 @@ import importlib as _importlib
 import warnings as _warnings
 
 # the subpackages too, as `torch.nn` and `torch.optim` are reachable from `import torch`
-from tinytrain import accelerator, amp, backends, cpu, cuda, data, nn, optim, utils, version
+from tinytrain import (
+    accelerator,
+    amp,
+    backends,
+    cpu,
+    cuda,
+    data,
+    linalg,
+    nn,
+    optim,
+    utils,
+    version,
+)
 from tinytrain._missing import TORCH_HINTS as _HINTS
 from tinytrain._missing import module_getattr as _module_getattr
 from tinytrain.amp import autocast
@@ -193,6 +205,7 @@ from tinytrain.more_ops import (
     addmv,
     addr,
     arctan2,
+    argwhere,
     atan2,
     atleast_1d,
     atleast_2d,
@@ -206,10 +219,13 @@ from tinytrain.more_ops import (
     cummax,
     cummin,
     deg2rad,
+    dist,
     dstack,
     erf,
     erfc,
     erfinv,
+    fliplr,
+    flipud,
     frac,
     heaviside,
     hstack,
@@ -219,6 +235,8 @@ from tinytrain.more_ops import (
     kthvalue,
     logaddexp,
     logcumsumexp,
+    logit,
+    logspace,
     meshgrid,
     nan_to_num,
     rad2deg,
@@ -227,12 +245,14 @@ from tinytrain.more_ops import (
     row_stack,
     sgn,
     signbit,
+    std_mean,
     take_along_dim,
     tensor_split,
     tensordot,
     trace,
     tril_indices,
     triu_indices,
+    var_mean,
     vstack,
     xlogy,
 )
@@ -349,7 +369,7 @@ __all__ = [
     "bernoulli",
     "BoolTensor", "ByteTensor", "DoubleTensor", "FloatTensor", "HalfTensor", "IntTensor",
     "LongTensor", "CharTensor", "ShortTensor", "finfo", "iinfo",
-    "amp", "autocast", "bfloat16", "cpu", "get_float32_matmul_precision",
+    "amp", "autocast", "bfloat16", "cpu", "linalg", "get_float32_matmul_precision",
     "set_float32_matmul_precision", "version",
     "autograd", "backends", "bmm", "bool", "bool_", "broadcast_to", "can_cast", "cat", "ceil",
     "chunk", "clamp", "clip", "clone", "concat", "concatenate", "cos", "count_nonzero", "cuda",
@@ -396,11 +416,13 @@ __all__ = [
     "use_deterministic_algorithms", "utils", "var", "where", "zeros", "zeros_like",
 ]
 __all__ += [  # tinytrain.more_ops
-    "addcdiv", "addcmul", "addmm", "addmv", "addr", "arctan2", "atan2", "atleast_1d",
-    "atleast_2d", "atleast_3d", "baddbmm", "broadcast_tensors", "cdist", "column_stack",
-    "copysign", "cross", "cummax", "cummin", "deg2rad", "dstack", "erf", "erfc", "erfinv",
-    "frac", "heaviside", "hstack", "hypot", "isin", "kron", "kthvalue", "logaddexp",
-    "logcumsumexp", "meshgrid", "nan_to_num", "rad2deg", "repeat_interleave", "rot90",
-    "row_stack", "sgn", "signbit", "take_along_dim", "tensor_split", "tensordot",
-    "tril_indices", "triu_indices", "trace", "vstack", "xlogy",
+    "addcdiv", "addcmul", "addmm", "addmv", "addr", "arctan2", "argwhere", "atan2",
+    "atleast_1d", "atleast_2d", "atleast_3d", "baddbmm", "broadcast_tensors", "cdist",
+    "column_stack", "copysign", "cross", "cummax", "cummin", "deg2rad", "dist", "dstack", "erf",
+    "erfc", "erfinv", "fliplr", "flipud", "frac", "heaviside", "hstack", "hypot", "isin", "kron",
+    "kthvalue",
+    "logaddexp", "logcumsumexp", "logit", "logspace", "meshgrid", "nan_to_num", "rad2deg",
+    "repeat_interleave", "rot90", "row_stack", "sgn", "signbit", "std_mean", "take_along_dim",
+    "tensor_split", "tensordot", "tril_indices", "triu_indices", "trace", "var_mean", "vstack",
+    "xlogy",
 ]

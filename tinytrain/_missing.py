@@ -52,7 +52,7 @@ TORCH_HINTS = {
     "set_default_tensor_type": "deprecated in PyTorch: tt.set_default_dtype(tt.float64) sets "
                                "the default float dtype, tt.set_default_device(...) the device",
     "complex64": _DTYPES, "complex128": _DTYPES, "cfloat": _DTYPES,
-    "distributions": _NUMPY, "fft": _NUMPY, "linalg": _NUMPY, "special": _NUMPY,
+    "distributions": _NUMPY, "fft": _NUMPY, "special": _NUMPY,
     "sparse": _NUMPY,
     "mps": "tinytrain runs on 'cpu' and 'cuda' (an NVIDIA GPU through CuPy)",
     "xpu": "tinytrain runs on 'cpu' and 'cuda' (an NVIDIA GPU through CuPy)",
@@ -97,14 +97,14 @@ MODULE_HINTS = {
 TORCH_TENSOR_NAMES = """
 H absolute absolute_ acos acos_ acosh acosh_ addbmm addbmm_ adjoint aminmax angle apply_
 arccos arccos_ arccosh arccosh_ arcsin arcsin_ arcsinh arcsinh_ arctan arctan_ arctanh
-arctanh_ argwhere as_strided as_strided_ as_strided_scatter as_subclass asin asin_ asinh
+arctanh_ as_strided as_strided_ as_strided_scatter as_subclass asin asin_ asinh
 asinh_ atan atan_ atanh atanh_ bfloat16 bincount bitwise_and bitwise_and_ bitwise_left_shift
 bitwise_left_shift_ bitwise_not bitwise_not_ bitwise_or bitwise_or_ bitwise_right_shift
 bitwise_right_shift_ bitwise_xor bitwise_xor_ cauchy_ ccol_indices cdouble cfloat chalf
 cholesky cholesky_inverse cholesky_solve coalesce col_indices conj conj_physical
 conj_physical_ const_data_ptr corrcoef cosh cosh_ cov crow_indices cumsum_ dense_dim
-dequantize det diagflat diagonal_scatter digamma digamma_ dim_order dist divide_ dsplit eig
-eq_ exp2 exp2_ expm1_ exponential_ fill_diagonal_ fix fix_ fliplr flipud float_power
+dequantize det diagflat diagonal_scatter digamma digamma_ dim_order divide_ dsplit eig
+eq_ exp2 exp2_ expm1_ exponential_ fix fix_ float_power
 float_power_ floor_divide floor_divide_ fmax fmin frexp gcd gcd_ ge_ geometric_ geqrf ger
 grad_dtype greater_ greater_equal_ gt_ hardshrink hash_tensor histogram hsplit i0 i0_ igamma
 igamma_ igammac igammac_ imag index index_copy index_copy_ index_fill index_fill_ index_put
@@ -113,7 +113,7 @@ is_complex is_conj is_distributed is_inference is_ipu is_maia is_meta is_mkldnn 
 is_mtia is_neg is_nested is_nonzero is_quantized is_same_size is_set_to is_shared is_signed
 is_sparse is_sparse_csr is_vulkan is_xla is_xpu isneginf isposinf isreal istft layout lcm
 lcm_ ldexp ldexp_ le_ less_ less_equal_ lgamma lgamma_ log10_ log1p_ log2_ log_normal_
-logaddexp2 logdet logical_and_ logical_not_ logical_or_ logical_xor_ logit logit_ lstsq lt_
+logaddexp2 logdet logical_and_ logical_not_ logical_or_ logical_xor_ lstsq lt_
 lu lu_solve mH map2_ map_ masked_scatter masked_scatter_ matrix_exp matrix_power mode
 module_load msort mtia multiply_ mvlgamma mvlgamma_ name nanmedian nanquantile narrow_copy
 ne_ negative_ new new_empty_strided nextafter nextafter_ nonzero_static not_equal_ orgqr

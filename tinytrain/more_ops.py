@@ -49,7 +49,7 @@ from tinytrain.dtypes import (
     torch_scalar_name,
 )
 from tinytrain.functions import _out, _t, _tensor_seq, cat
-from tinytrain.tensor import Tensor, _int_dim_arg, tensor, where
+from tinytrain.tensor import Tensor, _int_dim_arg, linspace, tensor, where
 
 # ------------------------------------------------------------------ the error function
 
@@ -390,6 +390,33 @@ class Frac(Function):
     @staticmethod
     def backward(ctx, g):
         return g
+
+
+class Logit(Function):
+    """``log(p / (1 - p))`` of ``p`` clamped to ``[eps, 1 - eps]`` (``eps`` None: not
+    clamped); the gradient is ``g / (p (1 - p))`` inside that range (inf at 0 and 1, as
+    PyTorch's) and 0 outside it."""
+
+    @staticmethod
+    def forward(a, eps):
+        xp = backend.get_array_module(a)
+        p = a if eps is None else xp.clip(a, eps, 1 - eps)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return xp.log(p / (1 - p))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+        ctx.eps = inputs[1]
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        with np.errstate(divide="ignore", invalid="ignore"):
+            grad = g / (a * (1 - a))
+        if ctx.eps is not None:
+            grad = backend.get_array_module(a).where((a < ctx.eps) | (a > 1 - ctx.eps), 0, grad)
+        return grad.astype(a.dtype, copy=False), None
 
 
 # ------------------------------------------------------------------ argument checks
@@ -1393,6 +1420,90 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
 
 # ------------------------------------------------------------------ attach to Tensor
 
+# ------------------------------------------------------------------ statistics, logit, ...
+
+
+def logit(input: Tensor, eps: float | None = None, *,  # noqa: A002
+          out: Tensor | None = None) -> Tensor:
+    """``log(p / (1 - p))`` element-wise, the inverse of ``sigmoid``; with ``eps``, ``p`` is
+    first clamped to ``[eps, 1 - eps]`` (its gradient is 0 outside, as PyTorch's). Integer
+    input gives the default float dtype."""
+    return _out(_t_logit(_tensor_arg("logit", "input", input, 1), eps), out, "logit")
+
+
+def _t_logit(self: Tensor, eps: float | None = None) -> Tensor:
+    """``log(self / (1 - self))``; ``eps`` clamps ``self`` to ``[eps, 1 - eps]`` first."""
+    return Logit.apply(_float_input(self), None if eps is None else float(eps))
+
+
+def var_mean(input: Tensor, dim: Any = None, unbiased: bool | None = None,  # noqa: A002
+             keepdim: bool = False, *, correction: float | None = None) -> tuple[Tensor, Tensor]:
+    """``(var, mean)`` over ``dim`` with :meth:`Tensor.var`'s arguments (``correction``
+    1 by default)."""
+    x = _tensor_arg("var_mean", "input", input, 1)
+    return (x.var(dim, unbiased, keepdim, correction=correction),
+            x.mean(None if isinstance(dim, builtins.bool) else dim, keepdim))
+
+
+def std_mean(input: Tensor, dim: Any = None, unbiased: bool | None = None,  # noqa: A002
+             keepdim: bool = False, *, correction: float | None = None) -> tuple[Tensor, Tensor]:
+    """``(std, mean)`` over ``dim`` with :meth:`Tensor.std`'s arguments."""
+    x = _tensor_arg("std_mean", "input", input, 1)
+    return (x.std(dim, unbiased, keepdim, correction=correction),
+            x.mean(None if isinstance(dim, builtins.bool) else dim, keepdim))
+
+
+def argwhere(input: Tensor) -> Tensor:  # noqa: A002
+    """The indices of the non-zero entries, int64 ``[count, ndim]``: ``nonzero(input)``."""
+    return _tensor_arg("argwhere", "input", input, 1).nonzero()
+
+
+def dist(input: Tensor, other: Tensor, p: float = 2.0) -> Tensor:  # noqa: A002
+    """The ``p``-norm of ``input - other`` (broadcast), over all entries."""
+    return (_tensor_arg("dist", "input", input, 1) - other).norm(p)
+
+
+def logspace(start: float, end: float, steps: int, base: float = 10.0, *,
+             dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """``base ** linspace(start, end, steps)``: ``steps`` values spaced evenly on a log
+    scale from ``base**start`` to ``base**end`` (computed in float64, then cast to ``dtype``,
+    the default float dtype when None)."""
+    exponents = linspace(start, end, steps, dtype=float64, device=device)
+    values = (float(base) ** exponents).to(dtype=dtype if dtype is not None
+                                           else get_default_dtype())
+    return values.requires_grad_(requires_grad) if requires_grad else values
+
+
+def fliplr(input: Tensor) -> Tensor:  # noqa: A002
+    """``input.flip(1)``: the columns in reverse order (at least 2-D)."""
+    x = _tensor_arg("fliplr", "input", input, 1)
+    if x.ndim < 2:
+        raise InvalidArgument("Input must be >= 2-d.")
+    return x.flip(1)
+
+
+def flipud(input: Tensor) -> Tensor:  # noqa: A002
+    """``input.flip(0)``: the rows in reverse order (at least 1-D)."""
+    x = _tensor_arg("flipud", "input", input, 1)
+    if x.ndim < 1:
+        raise InvalidArgument("Input must be >= 1-d.")
+    return x.flip(0)
+
+
+def _t_fill_diagonal_(self: Tensor, fill_value: Any, wrap: bool = False) -> Tensor:
+    """Write ``fill_value`` on the main diagonal (``self[i, i, ...]``), in place; a tall
+    matrix with ``wrap`` starts the diagonal again below each ``N x N`` block (NumPy's
+    ``fill_diagonal``). Through ``masked_fill_``, so the diagonal's gradient is 0."""
+    if self.ndim < 2:
+        raise InvalidArgument("dimensions must larger than 1")
+    if self.ndim > 2 and len(set(self.shape)) != 1:
+        raise InvalidArgument("all dimensions of input must be of equal length")
+    xp = backend.get_array_module(self.data)
+    mask = xp.zeros(self.shape, dtype=bool)
+    xp.fill_diagonal(mask, True, wrap=wrap)
+    return self.masked_fill_(Tensor(mask), fill_value)
+
+
 _METHODS = {
     "repeat_interleave": repeat_interleave,
     "addcmul": _t_addcmul, "addcdiv": _t_addcdiv, "addmm": _t_addmm, "baddbmm": _t_baddbmm,
@@ -1405,6 +1516,8 @@ _METHODS = {
     "tensor_split": tensor_split, "take_along_dim": take_along_dim, "trace": trace,
     "cross": cross, "kron": kron, "kthvalue": kthvalue, "cummax": cummax, "cummin": cummin,
     "logcumsumexp": logcumsumexp, "rot90": rot90,
+    "logit": _t_logit, "argwhere": argwhere, "dist": dist, "fliplr": fliplr,
+    "flipud": flipud, "fill_diagonal_": _t_fill_diagonal_,
 }
 
 
@@ -1426,7 +1539,8 @@ def _attach() -> None:
             method.__name__ = method.__qualname__ = name
         setattr(Tensor, name, method)
     for name in ("addcmul addcdiv addmm baddbmm addmv addr atan2 arctan2 hypot xlogy erf "
-                 "erfc erfinv sgn frac copysign heaviside deg2rad rad2deg nan_to_num").split():
+                 "erfc erfinv sgn frac copysign heaviside deg2rad rad2deg nan_to_num "
+                 "logit").split():
         setattr(Tensor, f"{name}_", _inplace(name))
 
 
@@ -1437,14 +1551,16 @@ arctan2 = atan2
 _ALONG_DIM = ("repeat_interleave tensor_split take_along_dim cross kthvalue cummax cummin "
               "logcumsumexp")
 _numpy_names.accept(Tensor, _ALONG_DIM)
-_numpy_names.accept(globals(), _ALONG_DIM)
+_numpy_names.accept(globals(), _ALONG_DIM + " var_mean std_mean")
 
 __all__ = [
-    "addcdiv", "addcmul", "addmm", "addmv", "addr", "arctan2", "atan2", "atleast_1d",
-    "atleast_2d", "atleast_3d", "baddbmm", "broadcast_tensors", "cdist", "column_stack",
-    "copysign", "cross", "cummax", "cummin", "deg2rad", "dstack", "erf", "erfc", "erfinv",
-    "frac", "heaviside", "hstack", "hypot", "isin", "kron", "kthvalue", "logaddexp",
-    "logcumsumexp", "meshgrid", "nan_to_num", "rad2deg", "repeat_interleave", "rot90",
-    "row_stack", "sgn", "signbit", "take_along_dim", "tensor_split", "tensordot",
-    "tril_indices", "triu_indices", "trace", "vstack", "xlogy",
+    "addcdiv", "addcmul", "addmm", "addmv", "addr", "arctan2", "argwhere", "atan2",
+    "atleast_1d", "atleast_2d", "atleast_3d", "baddbmm", "broadcast_tensors", "cdist",
+    "column_stack", "copysign", "cross", "cummax", "cummin", "deg2rad", "dist", "dstack", "erf",
+    "erfc", "erfinv", "fliplr", "flipud", "frac", "heaviside", "hstack", "hypot", "isin", "kron",
+    "kthvalue",
+    "logaddexp", "logcumsumexp", "logit", "logspace", "meshgrid", "nan_to_num", "rad2deg",
+    "repeat_interleave", "rot90", "row_stack", "sgn", "signbit", "std_mean", "take_along_dim",
+    "tensor_split", "tensordot", "tril_indices", "triu_indices", "trace", "var_mean", "vstack",
+    "xlogy",
 ]

@@ -13,6 +13,7 @@ from tinytrain.nn.conv import (
     AvgPool2d,
     Conv1d,
     Conv2d,
+    ConvTranspose1d,
     ConvTranspose2d,
     MaxPool1d,
     MaxPool2d,
@@ -28,6 +29,8 @@ from tinytrain.nn.layers import (
     SELU,
     BCELoss,
     BCEWithLogitsLoss,
+    Bilinear,
+    ChannelShuffle,
     CosineEmbeddingLoss,
     CosineSimilarity,
     CrossEntropyLoss,
@@ -68,6 +71,7 @@ from tinytrain.nn.layers import (
     SmoothL1Loss,
     SoftMarginLoss,
     Softmax,
+    Softmax2d,
     Softmin,
     Softplus,
     Softshrink,
@@ -89,6 +93,7 @@ from tinytrain.nn.normalization import (
     InstanceNorm2d,
     InstanceNorm3d,
     LayerNorm,
+    LocalResponseNorm,
     RMSNorm,
 )
 from tinytrain.nn.padding import (
@@ -129,15 +134,18 @@ __all__ = [
     "TripletMarginWithDistanceLoss", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
     "BCELoss",
     "CosineEmbeddingLoss", "HingeEmbeddingLoss", "MarginRankingLoss", "TripletMarginLoss",
-    "BCEWithLogitsLoss", "CELU", "Conv2d", "ConvTranspose2d", "CosineSimilarity",
+    "BCEWithLogitsLoss", "Bilinear", "CELU", "ChannelShuffle",
+    "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "CosineSimilarity",
     "CrossEntropyLoss", "DataParallel", "Dropout", "Dropout2d", "ELU", "Embedding", "Flatten",
     "functional", "GELU", "GroupNorm", "Hardsigmoid", "Hardswish", "Hardtanh", "HuberLoss",
-    "Identity", "init", "KLDivLoss", "L1Loss", "LayerNorm", "LazyBatchNorm1d", "LazyBatchNorm2d",
+    "Identity", "init", "KLDivLoss", "L1Loss", "LayerNorm", "LocalResponseNorm",
+    "LazyBatchNorm1d", "LazyBatchNorm2d",
     "LazyConv2d", "LazyLinear", "LeakyReLU", "Linear", "LogSigmoid",
     "LogSoftmax", "MaxPool2d", "MaxUnpool2d", "Mish", "Module", "ModuleDict", "ModuleList",
     "MSELoss",
     "NLLLoss", "PairwiseDistance", "Parameter", "ParameterDict", "ParameterList", "PReLU",
     "ReLU", "ReLU6", "SELU", "Sequential", "Sigmoid", "SiLU", "SmoothL1Loss", "Softmax",
+    "Softmax2d",
     "Softmin", "Softplus", "Softsign", "SyncBatchNorm", "Tanh", "Unflatten", "Upsample",
     "UpsamplingBilinear2d",
     "UninitializedBuffer", "UninitializedParameter", "UpsamplingNearest2d",
@@ -154,20 +162,21 @@ __all__ = [
 _LAYERS = ("tinytrain.nn has " + ", ".join(n for n in __all__ if n[0].isupper())
            + ", and the submodules functional, init and utils")
 _CONV = ("tinytrain has 2-D convolution and pooling (Conv2d, ConvTranspose2d, MaxPool2d, "
-         "AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, MaxUnpool2d) and Conv1d, MaxPool1d, "
+         "AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, MaxUnpool2d) and Conv1d, "
+         "ConvTranspose1d, MaxPool1d, "
          "AvgPool1d, AdaptiveAvgPool1d, AdaptiveMaxPool1d; reshape to 2-D or compute the rest "
          "with tensor ops")
-_NORM = ("tinytrain has BatchNorm1d/2d, SyncBatchNorm, LayerNorm, GroupNorm, RMSNorm and "
-         "InstanceNorm1d/2d/3d")
+_NORM = ("tinytrain has BatchNorm1d/2d, SyncBatchNorm, LayerNorm, GroupNorm, RMSNorm, "
+         "LocalResponseNorm and InstanceNorm1d/2d/3d")
 _DROPOUT = "tinytrain has Dropout and Dropout2d"
 #: PyTorch's layers that client code names (``isinstance(m, (nn.Conv1d, nn.Conv2d,
 #: nn.Conv3d))`` in an initialisation loop) and tinytrain does not implement: real Module
 #: subclasses, so that such checks work, whose constructor raises NotImplementedError.
 _NOT_IMPLEMENTED = {
-    **dict.fromkeys(["Conv3d", "ConvTranspose1d", "ConvTranspose3d", "LazyConv1d",
+    **dict.fromkeys(["Conv3d", "ConvTranspose3d", "LazyConv1d",
                      "LazyConv3d", "MaxPool3d", "AvgPool3d",
                      "AdaptiveAvgPool3d", "AdaptiveMaxPool3d"], _CONV),
-    **dict.fromkeys(["BatchNorm3d", "LazyBatchNorm3d", "LocalResponseNorm"], _NORM),
+    **dict.fromkeys(["BatchNorm3d", "LazyBatchNorm3d"], _NORM),
     **dict.fromkeys(["Dropout1d", "Dropout3d", "AlphaDropout"], _DROPOUT),
     "EmbeddingBag": "tinytrain has Embedding; sum or average its rows yourself",
 }

@@ -52,6 +52,7 @@ __all__ = [
     "Conv1d",
     "Conv2d",
     "Conv2dFunction",
+    "ConvTranspose1d",
     "ConvTranspose2d",
     "ConvTranspose2dFunction",
     "MaxPool1d",
@@ -64,6 +65,7 @@ __all__ = [
     "avg_pool2d",
     "conv1d",
     "conv2d",
+    "conv_transpose1d",
     "conv_transpose2d",
     "max_pool1d",
     "max_pool1d_with_indices",
@@ -1062,6 +1064,101 @@ class Conv1d(Module):
         text += ", bias=False" if self.bias is None else ""
         return text + (f", padding_mode={self.padding_mode}"
                        if self.padding_mode != "zeros" else "")
+
+
+def conv_transpose1d(
+    input: Tensor,  # noqa: A002
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: int | tuple[int] = 1,
+    padding: int | tuple[int] = 0,
+    output_padding: int | tuple[int] = 0,
+    groups: int = 1,
+    dilation: int | tuple[int] = 1,
+) -> Tensor:
+    """1-D transposed convolution, as ``torch.nn.functional.conv_transpose1d``: ``input [N,
+    Cin, L]`` (or ``[Cin, L]``), ``weight [Cin, Cout, K]`` -> ``[N, Cout, (L - 1) * s - 2 p
+    + K + op]``. Runs :func:`conv_transpose2d` on ``[N, Cin, 1, L]`` (groups and dilation 1
+    only, as there)."""
+    for what, t in (("input", input), ("weight", weight)):
+        if not isinstance(t, Tensor) or t.ndim not in ((2, 3) if what == "input" else (3,)):
+            raise ShapeError(f"conv_transpose1d: expected {what} "
+                             f"{'[N, Cin, L] or [Cin, L]' if what == 'input' else '[Cin, Cout, K]'}"
+                             f", got {type(t).__name__} of shape {tuple(getattr(t, 'shape', ()))}")
+    s, p, op, d = (_single(v, n, "conv_transpose1d") for v, n in (
+        (stride, "stride"), (padding, "padding"), (output_padding, "output_padding"),
+        (dilation, "dilation")))
+    return conv_transpose2d(input.unsqueeze(-2), weight.unsqueeze(-2), bias, (1, s), (0, p),
+                            (0, op), groups, (1, d)).squeeze(-2)
+
+
+class ConvTranspose1d(Module):
+    """A 1-D transposed convolution layer: ``weight [in, out, K]`` and ``bias [out]``, drawn
+    as :class:`ConvTranspose2d`'s; ``kernel_size``, ``stride``, ``padding`` and
+    ``output_padding`` stored as 1-tuples, as PyTorch's. ``forward(x, output_size=None)``;
+    see :func:`conv_transpose1d`."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int],
+                 stride: int | tuple[int] = 1, padding: int | tuple[int] = 0,
+                 output_padding: int | tuple[int] = 0, groups: int = 1, bias: bool = True,
+                 dilation: int | tuple[int] = 1, padding_mode: str = "zeros",
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        name = "ConvTranspose1d"
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {name}, got '
+                             f"padding_mode={padding_mode!r}")
+        if groups != 1 or _single(dilation, "dilation", name) != 1:
+            raise NotImplementedError(f"{name}: groups={groups}, dilation={dilation}: tinytrain "
+                                      f"has groups=1 and dilation=1 only")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride, self.padding, self.output_padding = (
+            (_single(v, n, name),) for v, n in ((kernel_size, "kernel_size"), (stride, "stride"),
+                                                (padding, "padding"),
+                                                (output_padding, "output_padding")))
+        if in_channels < 1 or out_channels < 1 or self.kernel_size[0] < 1:
+            raise ValueError(f"{name}: channels and kernel_size must be positive, got "
+                             f"{in_channels}, {out_channels}, {self.kernel_size}")
+        if self.output_padding[0] >= self.stride[0]:
+            raise ValueError(f"{name}: output_padding {self.output_padding} must be smaller "
+                             f"than the stride {self.stride}")
+        self.groups, self.dilation, self.padding_mode = 1, (1,), padding_mode
+        self.weight = Parameter(factory_tensor(
+            name, (in_channels, out_channels, self.kernel_size[0]), device=device, dtype=dtype))
+        if bias:
+            self.bias = Parameter(factory_tensor(name, (out_channels,), device=device,
+                                                 dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw the weight and bias again, as the constructor does."""
+        _draw_conv_parameters(self)
+
+    def forward(self, x: Tensor, output_size: Any = None) -> Tensor:
+        output_padding = self.output_padding[0]
+        if output_size is not None:  # PyTorch's rule: the padding that gives this length
+            low = ((x.shape[-1] - 1) * self.stride[0] - 2 * self.padding[0]
+                   + self.kernel_size[0])
+            length = int(list(output_size)[-1])
+            if not low <= length < low + self.stride[0]:
+                raise ValueError(f"requested an output size of {list(output_size)}, but valid "
+                                 f"sizes range from {[low]} to {[low + self.stride[0] - 1]} "
+                                 f"(for an input of {[x.shape[-1]]})")
+            output_padding = length - low
+        return conv_transpose1d(x, self.weight, self.bias, self.stride, self.padding,
+                                output_padding)
+
+    def extra_repr(self) -> str:
+        """PyTorch's text: padding and output_padding only when not zero."""
+        text = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}")
+        if self.padding != (0,):
+            text += f", padding={self.padding}"
+        if self.output_padding != (0,):
+            text += f", output_padding={self.output_padding}"
+        return text + (", bias=False" if self.bias is None else "")
 
 
 class MaxPool1d(Module):

@@ -25,6 +25,7 @@ from tinytrain.nn.conv import (
     avg_pool2d,
     conv1d,
     conv2d,
+    conv_transpose1d,
     conv_transpose2d,
     max_pool1d,
     max_pool1d_with_indices,
@@ -52,12 +53,14 @@ __all__ = [
     "adaptive_avg_pool1d", "adaptive_max_pool1d", "adaptive_max_pool1d_with_indices",
     "adaptive_avg_pool2d", "adaptive_max_pool2d", "adaptive_max_pool2d_with_indices",
     "affine_grid", "avg_pool1d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
-    "binary_cross_entropy_with_logits", "celu", "celu_", "conv1d", "conv2d", "conv_transpose2d",
+    "bilinear", "binary_cross_entropy_with_logits", "celu", "celu_", "channel_shuffle",
+    "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d",
     "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout", "dropout2d", "elu",
     "elu_", "embedding", "fold", "gaussian_nll_loss", "gelu", "glu", "grid_sample", "group_norm",
     "gumbel_softmax", "hardshrink", "hardsigmoid", "hardswish", "hardtanh", "hardtanh_",
     "hinge_embedding_loss", "huber_loss", "instance_norm", "interpolate", "kl_div", "l1_loss",
-    "layer_norm", "leaky_relu", "leaky_relu_", "linear", "log_softmax", "logsigmoid",
+    "layer_norm", "leaky_relu", "leaky_relu_", "linear", "local_response_norm",
+    "log_softmax", "logsigmoid",
     "margin_ranking_loss", "max_pool1d", "max_pool1d_with_indices", "max_pool2d",
     "max_pool2d_with_indices", "max_unpool2d", "mish", "mse_loss", "multi_margin_loss",
     "multilabel_soft_margin_loss", "nll_loss", "normalize", "one_hot", "pad", "pairwise_distance",
@@ -939,9 +942,16 @@ def pad(input: Tensor, pad: tuple[int, ...], mode: str = "constant",  # noqa: A0
     return out if mode == "circular" else crop(out)
 
 
-def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:  # noqa: A002
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,  # noqa: A002
+              max_norm: float | None = None, norm_type: float = 2.0,
+              scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """Rows of ``weight [num, dim]`` for the integer indices ``input [*]``: ``[*, dim]``.
-    The row ``padding_idx`` gets no gradient."""
+    The row ``padding_idx`` gets no gradient. With ``max_norm``, the rows looked up whose
+    ``norm_type``-norm exceeds it are first scaled to ``max_norm`` in ``weight`` itself (in
+    place, outside the graph), as PyTorch's ``embedding_renorm_``."""
+    if scale_grad_by_freq or sparse:
+        raise ValueError("embedding: scale_grad_by_freq and sparse are not supported in "
+                         "tinytrain; leave them out")
     idx = input.data if isinstance(input, Tensor) else np.asarray(input)
     if idx.dtype.kind not in "iu":
         raise DTypeError(f"embedding: indices must be integers, got {idx.dtype}")
@@ -956,7 +966,23 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> 
         raise IndexRangeError(f"embedding: index out of range in self: indices from "
                               f"{int(idx.min())} to {int(idx.max())} for {n} embeddings")
     idx = backend.to_device(idx, weight.device)
+    if max_norm is not None:
+        _renorm_rows(weight, idx, max_norm, norm_type)
     return O.Embedding.apply(weight, idx, None if padding_idx is None else padding_idx % n)
+
+
+def _renorm_rows(weight: Tensor, idx: Any, max_norm: float, norm_type: float) -> None:
+    """Scale each row of ``weight`` that ``idx`` names by ``max_norm / (norm + 1e-7)`` where
+    its norm exceeds ``max_norm``, in place (a new version: a graph that saved the old
+    rows refuses to run backward). The norm in the weight's dtype, the scale in float64
+    rounded to it, as PyTorch's CPU kernel."""
+    xp = backend.get_array_module(weight.data)
+    rows = xp.unique(idx.reshape(-1))
+    with no_grad():
+        norms = Tensor(weight.data[rows]).norm(norm_type, 1).data.astype(np.float64)
+    scale = xp.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0).astype(weight.dtype)
+    weight.data[rows] = weight.data[rows] * scale[:, None]
+    weight._version_counter[0] += 1
 
 
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:  # noqa: A002
@@ -1320,6 +1346,72 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:  # noqa: A002
     x = input.reshape(*batch, c // (r * r), r, r, h, w)
     x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
     return x.reshape(*batch, c // (r * r), h * r, w * r)
+
+
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4,  # noqa: A002
+                        beta: float = 0.75, k: float = 1.0) -> Tensor:
+    """AlexNet's normalisation across channels: ``x / (k + alpha * mean(x^2))^beta``, the
+    mean over the ``size`` neighbouring channels (zeros beyond the edges), for ``[N, C, *]``
+    input; PyTorch's formula (an average pool of the squares over the channel axis)."""
+    if input.ndim < 3:
+        raise ShapeError(f"Expected 3D or higher dimensionality input (got {input.ndim} "
+                         f"dimensions)")
+    if input.numel() == 0:
+        return input
+    n, c = input.shape[:2]
+    squares = (input * input).reshape(n, 1, c, -1)  # channels as the pooled H axis
+    squares = pad(squares, (0, 0, size // 2, (size - 1) // 2))
+    div = avg_pool2d(squares, (size, 1), stride=1).reshape(input.shape)
+    return input / (div * alpha + k) ** beta
+
+
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:  # noqa: A002
+    """``[N, C, *]`` with its channels interleaved across ``groups`` (ShuffleNet): channel
+    ``g * (C / groups) + k`` moves to ``k * groups + g``."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"channel_shuffle(): argument 'input' must be a Tensor, not "
+                        f"{type(input).__name__}")
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
+        raise ShapeError(f"Number of groups to divide channels in must be positive. Value of "
+                         f"groups:{groups}")
+    if input.ndim <= 2:
+        raise ShapeError(f"channel_shuffle expects input with > 2 dims, but got input with "
+                         f"sizes {list(input.shape)}")
+    n, c, *rest = input.shape
+    if c % groups:
+        raise ShapeError(f"Number of channels must be divisible by groups. Got {c} channels "
+                         f"and {groups} groups.")
+    x = input.reshape(n, groups, c // groups, *rest).transpose(1, 2)
+    return x.reshape(n, c, *rest)
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor,
+             bias: Tensor | None = None) -> Tensor:
+    """``y[..., o] = input1[..., i] weight[o, i, j] input2[..., j] + bias[o]``:
+    ``input1 [*, in1]``, ``input2 [*, in2]``, ``weight [out, in1, in2]`` -> ``[*, out]``."""
+    for what, t in (("input1", input1), ("input2", input2), ("weight", weight)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"bilinear(): argument '{what}' must be a Tensor, not "
+                            f"{type(t).__name__}")
+    if weight.ndim != 3:
+        raise ShapeError(f"bilinear(): weight must be 3-D [out, in1, in2], got shape "
+                         f"{tuple(weight.shape)}")
+    if input1.ndim != input2.ndim or input1.shape[:-1] != input2.shape[:-1]:
+        raise ShapeError(f"bilinear(): input batch dimensions do not match: got "
+                         f"{tuple(input1.shape)} and {tuple(input2.shape)}")
+    for i, (x, size) in enumerate(((input1, weight.shape[1]), (input2, weight.shape[2])), 1):
+        if x.shape[-1] != size:
+            raise ShapeError(f"bilinear(): input{i} size does not match weight size: got "
+                             f"{x.shape[-1]} but expected {size}")
+    if bias is not None and bias.shape != weight.shape[:1]:
+        raise ShapeError(f"bilinear: bias has shape {tuple(bias.shape)}, expected "
+                         f"({weight.shape[0]},)")
+    check_same_dtype("bilinear", input1, input2, weight, bias)
+    # x1 W_o x2 for every o: (x1 @ W viewed [in1, out*in2]) then a sum against x2
+    out_features, in1, in2 = weight.shape
+    mixed = input1 @ weight.permute(1, 0, 2).reshape(in1, out_features * in2)
+    out = (mixed.reshape(*mixed.shape[:-1], out_features, in2) * input2.unsqueeze(-2)).sum(-1)
+    return out if bias is None else out + bias
 
 
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:  # noqa: A002

@@ -202,8 +202,31 @@ def orthogonal_(t: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
     return _fill(t, (gain * q).reshape(t.shape))
 
 
+def eye_(t: Tensor) -> Tensor:
+    """The identity matrix in a 2-D ``t`` (ones on the main diagonal of a non-square one)."""
+    if t.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    return _fill(t, np.eye(*t.shape))
+
+
+def dirac_(t: Tensor, groups: int = 1) -> Tensor:
+    """A convolution weight ``[out, in, *kernel]`` (3-, 4- or 5-D) that passes its input
+    through: 1 at the kernel's centre from input channel ``d`` to output channel ``d`` of
+    each of the ``groups`` (``min(out / groups, in)`` channels), 0 elsewhere."""
+    if t.ndim not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    if t.shape[0] % groups:
+        raise ValueError("dim 0 must be divisible by groups")
+    per_group = t.shape[0] // groups
+    values = np.zeros(t.shape)
+    centre = tuple(k // 2 for k in t.shape[2:])
+    for g in range(groups):
+        for d in range(min(per_group, t.shape[1])):
+            values[(g * per_group + d, d, *centre)] = 1
+    return _fill(t, values)
+
 
 __getattr__ = module_getattr(__name__, {}, (
-    "tinytrain.nn.init has uniform_, normal_, trunc_normal_, constant_, zeros_, ones_, "
-    "kaiming_uniform_, kaiming_normal_, xavier_uniform_, xavier_normal_, orthogonal_ and "
-    "calculate_gain"))
+    "tinytrain.nn.init has uniform_, normal_, trunc_normal_, constant_, zeros_, ones_, eye_, "
+    "dirac_, kaiming_uniform_, kaiming_normal_, xavier_uniform_, xavier_normal_, orthogonal_ "
+    "and calculate_gain"))

@@ -334,10 +334,9 @@ class Unflatten(Module):
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
-def _refuse_embedding_options(max_norm: Any, scale_grad_by_freq: bool, sparse: bool) -> None:
+def _refuse_embedding_options(scale_grad_by_freq: bool, sparse: bool) -> None:
     """PyTorch's Embedding options tinytrain does not have, named when switched on."""
     for name, value, why in (
-            ("max_norm", max_norm is not None, "its rows are not renormalised"),
             ("scale_grad_by_freq", scale_grad_by_freq, "its gradients are not scaled by counts"),
             ("sparse", sparse, "its gradients are dense: SGD updates the same rows either way, "
                                "other optimizers also see the rows not looked up, as zeros")):
@@ -349,7 +348,8 @@ def _refuse_embedding_options(max_norm: Any, scale_grad_by_freq: bool, sparse: b
 class Embedding(Module):
     """A lookup table: ``weight [num_embeddings, embedding_dim]``, N(0, 1) at first; an
     integer tensor of indices ``[*]`` gives ``[*, embedding_dim]``. The row
-    ``padding_idx`` starts at zero and never gets a gradient."""
+    ``padding_idx`` starts at zero and never gets a gradient. With ``max_norm``, each row
+    looked up is first scaled in place to a ``norm_type``-norm of at most ``max_norm``."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
                  max_norm: float | None = None, norm_type: float = 2.0,
@@ -357,7 +357,8 @@ class Embedding(Module):
                  _weight: Tensor | None = None, _freeze: bool = False, *, device: Any = None,
                  dtype: Any = None) -> None:
         super().__init__()
-        _refuse_embedding_options(max_norm, scale_grad_by_freq, sparse)
+        _refuse_embedding_options(scale_grad_by_freq, sparse)
+        self.max_norm, self.norm_type = max_norm, norm_type
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
                 raise ValueError(f"Embedding: padding_idx {padding_idx} must be within "
@@ -396,11 +397,17 @@ class Embedding(Module):
                    _weight=embeddings, _freeze=freeze)
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.embedding(x, self.weight, self.padding_idx)
+        return F.embedding(x, self.weight, self.padding_idx, self.max_norm, self.norm_type)
 
     def extra_repr(self) -> str:
-        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
-        return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        if self.norm_type != 2.0:
+            s += f", norm_type={self.norm_type}"
+        return s
 
 
 class Dropout(Module):
@@ -786,6 +793,64 @@ class Tanhshrink(Module):
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
         return F.tanhshrink(input)
+
+
+class Softmax2d(Module):
+    """``F.softmax`` over the channels of ``[N, C, H, W]`` or ``[C, H, W]`` (dim -3)."""
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D "
+                             f"instead")
+        return F.softmax(input, -3)
+
+
+class ChannelShuffle(Module):
+    """``F.channel_shuffle``: interleave the channels of ``[N, C, *]`` across ``groups``."""
+
+    def __init__(self, groups: int) -> None:
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.channel_shuffle(input, self.groups)
+
+    def extra_repr(self) -> str:
+        return f"groups={self.groups}"
+
+
+class Bilinear(Module):
+    """``y = x1^T W_o x2 + b_o`` for each output ``o``: ``x1 [*, in1]``, ``x2 [*, in2]`` ->
+    ``[*, out]``. PyTorch's initialisation: ``weight [out, in1, in2]`` and ``bias [out]``
+    from U(-1/sqrt(in1), 1/sqrt(in1))."""
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int,
+                 bias: bool = True, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        self.in1_features, self.in2_features = in1_features, in2_features
+        self.out_features = out_features
+        self.weight = Parameter(factory_tensor(
+            "Bilinear", (out_features, in1_features, in2_features), device=device, dtype=dtype))
+        if bias:
+            self.bias = Parameter(factory_tensor("Bilinear", (out_features,), device=device,
+                                                 dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw the weight and bias again, as the constructor does."""
+        bound = 1 / math.sqrt(self.weight.shape[1])
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
 
 
 class PixelShuffle(Module):

@@ -545,9 +545,11 @@ class Module:
                 if b is not None and name not in m._non_persistent_buffers:
                     yield prefix + name, b
 
-    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True
-                        ) -> IncompatibleKeys:
-        """Copy values into this module's parameters and buffers, in place.
+    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True,
+                        assign: bool = False) -> IncompatibleKeys:
+        """Copy values into this module's parameters and buffers, in place; with ``assign``,
+        make the state dict's tensors the module's own instead (their dtype and device; a
+        parameter keeps its ``requires_grad``), as PyTorch's ``assign=True``.
 
         Values may be Tensors or arrays on any device. With ``strict``, missing or
         unexpected names raise (a RuntimeError and a KeyError, listing both); a value whose
@@ -607,11 +609,24 @@ class Module:
                 )
             values[name] = value
         for name, value in values.items():
+            if assign:
+                self._assign_state(name, state_dict[name], own[name])
+                continue
             if isinstance(own[name], UninitializedTensorMixin):
                 own[name].materialize(tuple(value.shape))  # as PyTorch's lazy load hook
             own[name].data[...] = backend.to_device(value, own[name].device)
             own[name]._version_counter[0] += 1  # in place: a graph that saved it must not run
         return IncompatibleKeys(missing, unexpected)
+
+    def _assign_state(self, name: str, value: Any, old: Tensor) -> None:
+        """``load_state_dict(assign=True)`` of one entry: ``value`` (a Tensor is taken as it
+        is, an array wrapped) replaces the parameter or buffer ``name``."""
+        owner_name, _, attr = name.rpartition(".")
+        owner = self.get_submodule(owner_name) if owner_name else self
+        new = value if isinstance(value, Tensor) else Tensor(np.asarray(value))
+        if isinstance(old, Parameter):
+            new = Parameter(new, requires_grad=old.requires_grad)
+        setattr(owner, attr, new)
 
     # ------------------------------------------------------------ modes, devices, grads
 

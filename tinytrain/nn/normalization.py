@@ -264,3 +264,19 @@ class InstanceNorm3d(_InstanceNorm):
     """Instance norm of ``[N, C, D, H, W]`` inputs (or unbatched ``[C, D, H, W]``)."""
 
     ndims = (4, 5)
+
+
+class LocalResponseNorm(Module):
+    """``F.local_response_norm``: ``x / (k + alpha * mean of x^2 over size channels)^beta``
+    for ``[N, C, *]`` input (AlexNet's); no parameters."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75,
+                 k: float = 1.0) -> None:
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

@@ -6,9 +6,10 @@ time: a *tap* is an index array (the source row or column of every output one) a
 weights, and resizing an axis adds up ``take(x, index, axis) * weight`` over the taps.
 
 * ``"nearest"``: one tap, weight 1, source ``floor(dst * scale)`` in float32, or
-  ``dst // 2`` for exactly twice the size (PyTorch's legacy nearest, which
-  ``"nearest-exact"`` fixes; tinytrain has only the legacy one).
-* ``"bilinear"``: two taps, the rows (columns) either side of the source coordinate,
+  ``dst // 2`` for exactly twice the size (PyTorch's legacy nearest);
+  ``"nearest-exact"``: source ``floor((dst + 0.5) * scale)``, the nearest pixel centre.
+* ``"linear"`` (3-D input ``[N, C, L]``) and ``"bilinear"`` (4-D): two taps, the rows
+  (columns) either side of the source coordinate,
   weighted by the distance to it; ``align_corners=True`` maps the corner pixels' centres
   onto each other, ``False`` (the default) the corners of the images.
 
@@ -35,29 +36,33 @@ from tinytrain.tensor import ShapeError, Tensor
 
 __all__ = ["Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d", "interpolate"]
 
-_MODES = ("nearest", "bilinear")
+#: each mode and the input dims it takes (PyTorch's: ``"linear"`` 3-D, ``"bilinear"`` 4-D)
+_MODES = {"nearest": (3, 4), "nearest-exact": (3, 4), "linear": (3,), "bilinear": (4,)}
 #: PyTorch's other modes: named in the error, not implemented here
-_TORCH_MODES = ("linear", "bicubic", "trilinear", "area", "nearest-exact")
+_TORCH_MODES = ("bicubic", "trilinear", "area")
 
 
 def _taps(xp: Any, in_size: int, out_size: int, scale: float | None, mode: str,
-          align_corners: bool, dtype: Any) -> list[tuple[Any, Any]]:
+          align_corners: bool, dtype: Any, copy_same: bool = True) -> list[tuple[Any, Any]]:
     """``[(index, weight), ...]`` of one axis: output ``j`` is the sum over the taps of
     ``weight[j] * input[index[j]]`` (``weight`` None means 1).
 
     ``scale`` is the user's scale factor (None when a size was given or with
     ``recompute_scale_factor``); PyTorch then maps with ``1 / scale``, else with
     ``in / out``. The arithmetic is in float32, for bilinear on float64 input in float64 (as
-    PyTorch's CPU kernels compute the source coordinates); the weights are in ``dtype``. An
-    axis that keeps its size is copied (a scale factor of 1.2 on 3 rows gives 3 rows, the
-    same ones), as in PyTorch.
+    PyTorch's CPU kernels compute the source coordinates); the weights are in ``dtype``. With
+    ``copy_same``, an axis that keeps its size is copied (a scale factor of 1.2 on 3 rows
+    gives 3 rows, the same ones), as in PyTorch's kernels that do so.
     """
-    if out_size == in_size:  # PyTorch copies an axis that keeps its size, whatever the scale
+    if out_size == in_size and copy_same:  # (PyTorch's kernels: see InterpolateFunction)
         return [(xp.arange(out_size), None)]
     weight_dtype = dtype
     # PyTorch's nearest_idx computes in float32 for every dtype, and takes exactly twice the
     # size as dst // 2 whatever the scale factor; bilinear in float64 for float64 input
-    dtype = np.dtype(np.float64 if dtype == np.float64 and mode != "nearest" else np.float32)
+    dtype = np.dtype(np.float64 if dtype == np.float64 else np.float32)
+    nearest = mode.startswith("nearest")
+    if nearest:
+        dtype = np.dtype(np.float32)
     if mode == "nearest" and out_size == 2 * in_size:
         return [(xp.arange(out_size) // 2, None)]
 
@@ -67,8 +72,9 @@ def _taps(xp: Any, in_size: int, out_size: int, scale: float | None, mode: str,
         return xp.asarray(in_size, dtype=dtype) / xp.asarray(out_size, dtype=dtype)
 
     dst = xp.arange(out_size, dtype=dtype)
-    if mode == "nearest":
-        src = xp.floor(dst * ratio()).astype(xp.int64)
+    if nearest:
+        offset = dtype.type(0.5 if mode == "nearest-exact" else 0.0)
+        src = xp.floor((dst + offset) * ratio()).astype(xp.int64)
         return [(xp.minimum(src, in_size - 1), None)]
     if align_corners:
         step = (xp.asarray(in_size - 1, dtype=dtype) / (out_size - 1) if out_size > 1
@@ -109,42 +115,57 @@ def _scatter(grad: Any, taps: list[tuple[Any, Any]], axis: int, size: int) -> An
     return out
 
 
-class Interpolate2dFunction(Function):
-    """Resize ``x [N, C, H, W] -> [N, C, Ho, Wo]``: rows, then columns (see the module
-    docstring). ``scales`` are the user's ``(h, w)`` scale factors or Nones. Nothing is
-    saved: backward builds the same taps from the sizes."""
+class InterpolateFunction(Function):
+    """Resize the spatial axes of ``x [N, C, *spatial] -> [N, C, *size]`` (one or two axes),
+    one axis after another (see the module docstring). ``scales`` are the user's scale
+    factors (one per axis) or Nones. Nothing is saved: backward builds the same taps from
+    the sizes.
+
+    An axis whose size a scale factor leaves as it is (1.2 on 4 rows) is copied by
+    PyTorch's 2-D nearest and its (bi)linear kernels, and mapped through the scale like any
+    other by its 1-D nearest and its nearest-exact kernels (``_copies_same``)."""
 
     @staticmethod
-    def forward(x: Any, size: tuple[int, int], scales: tuple[Any, Any], mode: str,
+    def forward(x: Any, size: tuple[int, ...], scales: tuple[Any, ...], mode: str,
                 align_corners: bool) -> Any:
-        xp, (h, w) = get_array_module(x), x.shape[2:]
-        rows = _taps(xp, h, size[0], scales[0], mode, align_corners, x.dtype)
-        cols = _taps(xp, w, size[1], scales[1], mode, align_corners, x.dtype)
-        return _resample(_resample(x, rows, 2), cols, 3)
+        xp, copy_same = get_array_module(x), _copies_same(mode, len(size))
+        for axis, (n_in, n_out, scale) in enumerate(zip(x.shape[2:], size, scales), 2):
+            taps = _taps(xp, n_in, n_out, scale, mode, align_corners, x.dtype, copy_same)
+            x = _resample(x, taps, axis)
+        return x
 
     @staticmethod
     def setup_context(ctx: Context, inputs: tuple[Any, ...], output: Any) -> None:
         x, ctx.size, ctx.scales, ctx.mode, ctx.align_corners = inputs
-        ctx.in_hw = x.shape[2:]
+        ctx.in_size = x.shape[2:]
 
     @staticmethod
     def backward(ctx: Context, grad: Any) -> tuple[Any, None, None, None, None]:
-        xp, (h, w) = get_array_module(grad), ctx.in_hw
-        rows = _taps(xp, h, ctx.size[0], ctx.scales[0], ctx.mode, ctx.align_corners, grad.dtype)
-        cols = _taps(xp, w, ctx.size[1], ctx.scales[1], ctx.mode, ctx.align_corners, grad.dtype)
-        return _scatter(_scatter(grad, cols, 3, w), rows, 2, h), None, None, None, None
+        xp, copy_same = get_array_module(grad), _copies_same(ctx.mode, len(ctx.size))
+        axes = list(enumerate(zip(ctx.in_size, ctx.size, ctx.scales), 2))
+        for axis, (n_in, n_out, scale) in reversed(axes):
+            taps = _taps(xp, n_in, n_out, scale, ctx.mode, ctx.align_corners, grad.dtype,
+                         copy_same)
+            grad = _scatter(grad, taps, axis, n_in)
+        return grad, None, None, None, None
 
 
-def _two(value: Any, name: str, cast: Any) -> tuple[Any, Any]:
-    """An int/float for both of H and W, or one each."""
+def _copies_same(mode: str, spatial_dims: int) -> bool:
+    """Whether PyTorch's kernel for ``mode`` copies an axis that keeps its size."""
+    return mode != "nearest-exact" and not (mode == "nearest" and spatial_dims == 1)
+
+
+def _per_axis(value: Any, spatial: tuple[int, ...], name: str, cast: Any) -> tuple[Any, ...]:
+    """One int/float for every spatial axis, or one each (as many as ``spatial``)."""
     if isinstance(value, tuple | list):
-        if len(value) != 2:
+        if len(value) != len(spatial):
             raise ValueError(
                 f"Input and output must have the same number of spatial dimensions, but got "
-                f"input with spatial dimensions of 2 and {name} {tuple(value)}. tinytrain's "
-                f"interpolate takes 4-D input [N, C, H, W] and a {name} of (h, w)")
-        return cast(value[0]), cast(value[1])
-    return cast(value), cast(value)
+                f"input with spatial dimensions of {list(spatial)} and {name} of "
+                f"{tuple(value)}. Please provide input tensor in (N, C, d1, d2, ...,dK) "
+                f"format and {name} in (o1, o2, ...,oK) format.")
+        return tuple(cast(v) for v in value)
+    return (cast(value),) * len(spatial)
 
 
 def _size(value: Any) -> int:
@@ -157,15 +178,17 @@ def _size(value: Any) -> int:
 def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,  # noqa: A002
                 mode: str = "nearest", align_corners: bool | None = None,
                 recompute_scale_factor: bool | None = None, antialias: bool = False) -> Tensor:
-    """Resize ``input [N, C, H, W]`` to ``size`` ``(Ho, Wo)`` (an int: both) or by
-    ``scale_factor`` (a float or an ``(h, w)`` pair), as ``torch.nn.functional.interpolate``.
+    """Resize ``input [N, C, L]`` or ``[N, C, H, W]`` to ``size`` (an int: every spatial
+    axis) or by ``scale_factor`` (a float, or one per axis), as
+    ``torch.nn.functional.interpolate``.
 
-    With a scale factor the output is ``floor(H * scale)`` (and W), and the source
+    With a scale factor the output is ``floor(L * scale)`` (and so on), and the source
     coordinates use ``1 / scale`` (PyTorch's default; ``recompute_scale_factor=True`` uses
-    ``H / Ho`` instead). Modes ``"nearest"`` (PyTorch's legacy rule, source row
-    ``floor(dst * H / Ho)``, or ``floor(dst / scale)``) and ``"bilinear"`` (``align_corners``
-    False by default, or True). Other modes and 3-D/5-D inputs raise a NotImplementedError
-    naming them.
+    ``L / Lo`` instead). Modes ``"nearest"`` (PyTorch's legacy rule, source
+    ``floor(dst * L / Lo)``, or ``floor(dst / scale)``), ``"nearest-exact"`` (source
+    ``floor((dst + 0.5) / scale)``), and ``"linear"`` (3-D) / ``"bilinear"`` (4-D) with
+    ``align_corners`` False by default, or True. Other modes and 5-D input raise a
+    NotImplementedError naming them.
     """
     if not isinstance(input, Tensor):
         raise TypeError(f"interpolate(): argument 'input' must be a Tensor, not "
@@ -174,13 +197,14 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,  # no
         what = "is not in tinytrain" if mode in _TORCH_MODES else "is not a mode"
         raise NotImplementedError(f"interpolate: mode {mode!r} {what}; tinytrain has "
                                   f"{' | '.join(_MODES)}")
-    if input.ndim != 4:
-        raise NotImplementedError(f"interpolate: got {input.ndim}-D input of shape "
-                                  f"{tuple(input.shape)}, but tinytrain's {mode} mode needs "
-                                  f"4-D input [N, C, H, W]")
+    if input.ndim not in _MODES[mode]:
+        need = " or ".join(f"{n}D" for n in _MODES[mode])
+        extra = " (tinytrain has no 5-D interpolation)" if input.ndim == 5 else ""
+        raise NotImplementedError(f"Got {input.ndim}D input of shape {tuple(input.shape)}, but "
+                                  f"{mode} mode needs {need} input{extra}")
     if antialias:
         raise NotImplementedError("interpolate: antialias=True is not in tinytrain")
-    if align_corners is not None and mode == "nearest":
+    if align_corners is not None and mode.startswith("nearest"):
         raise ValueError("align_corners option can only be set with the interpolating modes: "
                          "linear | bilinear | bicubic | trilinear")
     if input.dtype.kind != "f":
@@ -188,20 +212,24 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,  # no
     if (size is None) == (scale_factor is None):
         raise ValueError("only one of size or scale_factor should be defined" if size is not None
                          else "either size or scale_factor should be defined")
-    h, w = input.shape[2:]
+    spatial = tuple(input.shape[2:])
     if size is not None:
         if recompute_scale_factor:
             raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
-        out_hw, scales = _two(size, "output size", _size), (None, None)
+        out_size = _per_axis(size, spatial, "output size", _size)
+        scales: tuple[Any, ...] = (None,) * len(spatial)
     else:
-        scales = _two(scale_factor, "scale_factor", float)
-        out_hw = tuple(math.floor(n * s) for n, s in zip((h, w), scales))
+        scales = _per_axis(scale_factor, spatial, "scale_factor", float)
+        out_size = tuple(math.floor(n * s) for n, s in zip(spatial, scales))
         if recompute_scale_factor:
-            scales = (None, None)
-    if min(out_hw) < 1 or min(h, w) < 1:
-        raise ShapeError(f"Input and output sizes should be greater than 0, but got input (H: "
-                         f"{h}, W: {w}) output (H: {out_hw[0]}, W: {out_hw[1]})")
-    return Interpolate2dFunction.apply(input, out_hw, scales, mode, bool(align_corners))
+            scales = (None,) * len(spatial)
+    if min(out_size) < 1 or min(spatial) < 1:
+        names = ("H", "W")[-len(spatial):]
+        got = [", ".join(f"{a}: {n}" for a, n in zip(names, sizes))
+               for sizes in (spatial, out_size)]
+        raise ShapeError(f"Input and output sizes should be greater than 0, but got input "
+                         f"({got[0]}) output ({got[1]})")
+    return InterpolateFunction.apply(input, out_size, scales, mode, bool(align_corners))
 
 
 class Upsample(Module):

@@ -1,0 +1,112 @@
+"""``tinytrain.linalg``: the norms of ``torch.linalg`` that training scripts use.
+
+``vector_norm`` (gradient clipping, normalising embeddings), ``matrix_norm`` and ``norm``
+(which picks one of them, as PyTorch's), written with the Tensor's differentiable
+reductions. The matrix norms that need a singular value decomposition (``ord`` 2, -2 and
+``"nuc"``) and the rest of ``torch.linalg`` (``inv``, ``solve``, ``svd``, ...) are not in
+tinytrain: they raise, naming what to use instead.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+from tinytrain import _missing
+from tinytrain.autograd.ops import InvalidArgument
+from tinytrain.dtypes import DTypeError
+from tinytrain.tensor import Tensor
+
+__all__ = ["matrix_norm", "norm", "vector_norm"]
+
+_SVD = ("needs a singular value decomposition, which tinytrain does not have; compute it on "
+        "x.numpy() with numpy.linalg")
+
+
+def _floating(fn: str, x: Any, dtype: Any) -> Tensor:
+    """``x`` as a floating Tensor (in ``dtype`` when given), or PyTorch's errors."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"linalg.{fn}(): argument 'input' must be a Tensor, not "
+                        f"{type(x).__name__}")
+    if dtype is not None:
+        if np.promote_types(x.dtype, np.dtype(dtype)) != np.dtype(dtype):
+            raise DTypeError(f"linalg.{fn}: the dtype of the input ({x.dtype}) should be "
+                             f"convertible without narrowing to the specified dtype "
+                             f"({np.dtype(dtype)})")
+        x = x.to(dtype=dtype)
+    if x.dtype.kind != "f":
+        raise DTypeError(f"linalg.{fn}: Expected a floating point tensor as input. Got "
+                         f"{x.dtype}")
+    return x
+
+
+def vector_norm(x: Tensor, ord: float = 2, dim: Any = None,  # noqa: A002
+                keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    """The ``ord``-norm of ``x``'s entries over ``dim`` (an int, a tuple, or None: all of
+    them, whatever ``x``'s shape): ``sum(|x|^ord)^(1/ord)``, ``max(|x|)`` for ``inf``,
+    ``min(|x|)`` for ``-inf``, the count of non-zeros for 0. Floating input only."""
+    x = _floating("vector_norm", x, dtype)
+    if isinstance(ord, bool) or not isinstance(ord, numbers.Real):
+        raise TypeError(f"linalg.vector_norm(): argument 'ord' must be a number, not "
+                        f"{type(ord).__name__}")
+    return x.norm(float(ord), dim, keepdim)
+
+
+def matrix_norm(A: Tensor, ord: Any = "fro", dim: tuple[int, int] = (-2, -1),  # noqa: A002
+                keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    """The matrix norm of the matrices ``A[..., i, j]`` (``dim`` names the row and column
+    axes): ``"fro"`` (Frobenius), 1 / -1 (largest / smallest column sum of ``|A|``), ``inf``
+    / ``-inf`` (row sums). ``2``, ``-2`` and ``"nuc"`` are not in tinytrain."""
+    A = _floating("matrix_norm", A, dtype)
+    if A.ndim < 2:
+        raise InvalidArgument(f"linalg.matrix_norm: The input tensor A must have at least 2 "
+                              f"dimensions, got shape {tuple(A.shape)}")
+    if not isinstance(dim, tuple | list) or len(dim) != 2:
+        raise InvalidArgument(f"linalg.matrix_norm: dim must be a 2-tuple. Got {dim!r}")
+    rows, cols = (d % A.ndim for d in dim)
+    if rows == cols:
+        raise InvalidArgument(f"linalg.matrix_norm: dims must be different. Got ({dim[0]}, "
+                              f"{dim[1]})")
+    if ord == "fro":
+        return A.norm(2, (rows, cols), keepdim)
+    if ord in ("nuc", 2, -2):
+        raise NotImplementedError(f"linalg.matrix_norm(ord={ord!r}) {_SVD}")
+    if ord not in (1, -1, math.inf, -math.inf):
+        raise InvalidArgument(f"linalg.matrix_norm: Order {ord!r} not supported.")
+    # ord 1: the largest column sum (sum over the rows); inf: the largest row sum
+    over, across = (rows, cols) if abs(ord) == 1 else (cols, rows)
+    sums = A.abs().sum(over, keepdim=True)
+    out = (sums.amax if ord > 0 else sums.amin)(across, keepdim=True)
+    return out if keepdim else out.squeeze((rows, cols))
+
+
+def norm(A: Tensor, ord: Any = None, dim: Any = None, keepdim: bool = False,  # noqa: A002
+         *, dtype: Any = None) -> Tensor:
+    """PyTorch's ``linalg.norm``: a vector norm over an int ``dim`` (or of a 1-D ``A``), a
+    matrix norm over a pair of dims (or of a 2-D ``A``); with neither ``ord`` nor ``dim``,
+    the 2-norm of all entries."""
+    if isinstance(dim, int):
+        dim = (dim,)
+    if dim is not None and len(dim) not in (1, 2):
+        raise InvalidArgument(f"linalg.norm: If dim is specified, it must be of length 1 or 2. "
+                              f"Got {list(dim)}")
+    if ord is None:
+        return vector_norm(A, 2, dim, keepdim, dtype=dtype)
+    ndim = len(dim) if dim is not None else getattr(A, "ndim", 0)
+    if dim is None and ndim not in (1, 2):
+        raise InvalidArgument(f"linalg.norm: If dim is not specified but ord is, the input "
+                              f"must be 1D or 2D. Got {ndim}D.")
+    if ndim == 2:
+        return matrix_norm(A, ord, (-2, -1) if dim is None else tuple(dim), keepdim,
+                           dtype=dtype)
+    if isinstance(ord, str):
+        raise InvalidArgument(f"linalg.vector_norm: ord {ord!r} is a matrix norm; give two "
+                              f"dims")
+    return vector_norm(A, ord, dim, keepdim, dtype=dtype)
+
+
+__getattr__ = _missing.module_getattr(__name__, {}, "tinytrain.linalg has norm, vector_norm "
+                                      "and matrix_norm; " + _missing._NUMPY)
