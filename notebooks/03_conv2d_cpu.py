@@ -611,9 +611,10 @@ assert np.shares_memory(X_demo[:, 2 * 26 + 2:], X_demo)
 # * **Sharding.** The batch is split into one shard per core, each shard run on its own
 #   thread with the BLAS at *one* thread. A multi-threaded BLAS would wake and synchronise
 #   its threads for every one of the many medium-sized GEMMs;
-#   [`tinytrain/kernels/cpu/parallel.py`](../tinytrain/kernels/cpu/parallel.py) measured that
-#   (two BLAS threads were slower than one, and much slower when another process held the
-#   second core) and holds the BLAS at one thread while a kernel runs.
+#   on the development machine (2 cores) two BLAS threads were slower than one, and much
+#   slower when another process held the second core, so
+#   [`tinytrain/kernels/cpu/parallel.py`](../tinytrain/kernels/cpu/parallel.py) holds the BLAS
+#   at one thread while a kernel runs.
 #
 # Once every block is packed, the shift has one more cost to drop: the padded grid's extra
 # columns, and the copy of the real outputs into NCHW at the end. The package's forward
