@@ -15,8 +15,9 @@
 # in Python: tensors, automatic differentiation, a convolution on the CPU and in CUDA, a data
 # pipeline, MNIST training, and training across several processes. Each chapter builds one
 # part in plain, slow, visible code, checks it against PyTorch, and then shows the package's
-# production version of the same part giving the same numbers, faster. At the end you have
-# written every idea of a framework that trains for real, and you can read every line of it.
+# production version of the same part giving the same numbers, faster on real sizes. At the
+# end you have written every idea of a framework that trains for real, and you can read every
+# line of it.
 #
 # This chapter says where the course comes from, what each chapter asks of you and gives you,
 # how to set up, and how the exercises work. Its one piece of code is a preview: a

@@ -413,7 +413,7 @@ assert np.array_equal(st.numpy(), expected) and st.byte_strides() == expected.st
 assert st.buffer is s.buffer                       # a view: the very same memory
 st[3, 1, 2] = -1.0                                 # write through the view ...
 assert s[1, 2, 3] == -1.0                          # ... and the original sees it
-show_error(lambda: s[2, 0, 0])                     # outside the shape: an error, not a read
+_ = show_error(lambda: s[2, 0, 0])                 # outside the shape: an error, not a read
 
 # %% [markdown]
 # ### Exercise 1.2 — slicing: the offset moves
@@ -1038,5 +1038,6 @@ else:
 #   `broadcast_shapes`, and every op written against `xp`
 # * [tinytrain/random.py](../tinytrain/random.py) — `manual_seed` and the package generator
 #
-# **Next:** [Chapter 2 — reverse-mode autodiff from scratch](02_autograd.ipynb) turns
-# `grad_fn` into a working backward pass.
+# **Previous:** [Chapter 0 — orientation](00_introduction.ipynb) · **Next:** [Chapter 2 —
+# reverse-mode autodiff from scratch](02_autograd.ipynb) turns `grad_fn` into a working backward
+# pass.

@@ -1629,6 +1629,19 @@ per_step = {
         lambda: tensor_step(model_small, MiniTensor(Xs), ys, LR), 50),
     "tinytrain": seconds_per_step(tinytrain_step, 50),
 }
+if torch is not None:  # PyTorch on the same batch, from the same weights, in the same run
+    model_t_small = make_mlp(torch.nn).double()
+    model_t_small.load_state_dict({n: torch.from_numpy(p.data.copy())
+                                   for n, p in model_small.named_parameters()})
+    opt_t_small = torch.optim.SGD(model_t_small.parameters(), lr=LR)
+    X_small_t, y_small_t = torch.from_numpy(Xs), torch.from_numpy(ys)
+
+    def torch_step():
+        opt_t_small.zero_grad()
+        torch.nn.functional.cross_entropy(model_t_small(X_small_t), y_small_t).backward()
+        opt_t_small.step()
+
+    per_step["PyTorch"] = seconds_per_step(torch_step, 50)
 for name, s in per_step.items():
     print(f"{name:18s} {s * 1e3:9.3f} ms per step")
 ratio = per_step["Value engine"] / per_step["our tensor engine"]
@@ -1649,6 +1662,18 @@ print(f"the Value engine takes {ratio:,.0f}x as long per step; it builds "
 # batch and the width — the `Value` count grows with both, the tensor count with neither —
 # which is why every framework is built on tensor ops, and why the rest of this course is
 # about making a few large ops fast.
+#
+# The table has a second surprise: the package is slower per step than our small tensor
+# engine (chapter 0's "the same numbers, faster" is about ops of real size, not this toy).
+# A step here is a few dozen ops on arrays of at most 32x32 numbers, so its time is
+# Python bookkeeping, not arithmetic, and the package does more bookkeeping per op than our
+# engine: it checks every operand's dtype and device (to raise an error that names them),
+# bumps a version counter on every in-place write (so that backward can refuse a saved tensor
+# that was changed), looks up the grad mode (`no_grad`, `inference_mode`) and the hooks,
+# dispatches to the NumPy or CuPy kernel, and its optimizer checks its state. PyTorch, printed
+# last when it is installed, pays the same kind of per-op cost, in C++. That cost is fixed per
+# op, so it fades as the ops grow: in chapter 6 a training step spends most of its time in
+# the convolutions' matrix products, where a few microseconds per op no longer show.
 
 
 # %% [markdown]
@@ -1699,5 +1724,5 @@ print(f"the Value engine takes {ratio:,.0f}x as long per step; it builds "
 #   [tinytrain/optim/adam.py](../tinytrain/optim/adam.py) — `SGD`, `Adam`; their update
 #   arithmetic is in [tinytrain/kernels/cpu/optim.py](../tinytrain/kernels/cpu/optim.py)
 #
-# **Previous:** [Chapter 1 — tensors](01_tensors.ipynb). **Next:** [Chapter 3 — Conv2d on the
+# **Previous:** [Chapter 1 — tensors](01_tensors.ipynb) · **Next:** [Chapter 3 — Conv2d on the
 # CPU](03_conv2d_cpu.ipynb).

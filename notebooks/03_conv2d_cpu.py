@@ -611,43 +611,45 @@ assert np.shares_memory(X_demo[:, 2 * 26 + 2:], X_demo)
 # * **Sharding.** The batch is split into one shard per core, each shard run on its own
 #   thread with the BLAS at *one* thread. A multi-threaded BLAS would wake and synchronise
 #   its threads for every one of the many medium-sized GEMMs;
-#   [`tinytrain/kernels/cpu/parallel.py`](../tinytrain/kernels/cpu/parallel.py) measured that
-#   (two BLAS threads were slower than one, and much slower when another process held the
-#   second core) and holds the BLAS at one thread while a kernel runs.
+#   on the development machine (2 cores) two BLAS threads were slower than one, and much
+#   slower when another process held the second core, so
+#   [`tinytrain/kernels/cpu/parallel.py`](../tinytrain/kernels/cpu/parallel.py) holds the BLAS
+#   at one thread while a kernel runs.
 #
 # Once every block is packed, the shift has one more cost to drop: the padded grid's extra
 # columns, and the copy of the real outputs into NCHW at the end. The package's forward
 # (and its dW) pack the **exact windows** instead: `sliding_window_view` of the block, copied
 # once, is `[K, Ho*Wo]` per image, only real outputs, so one GEMM per image writes the NCHW
-# output directly. Measured on one core, packing that way beat the column shifts for forward
-# and dW at every size tried (`K` from 9 to 1,152); the package's dX keeps the column shifts
-# (exercise 3.4), whose adds run over long contiguous rows. It splits each shift in two: the
-# part along a kernel row (`j`) is taken on `dY`'s side, by stacking `Kw` copies of `dY`'s
-# grid shifted by `j` columns, so one GEMM sums over `j` and only the `Kh` row shifts
-# (`i*Wp`) are added into the gradient: fewer passes over the larger side (cnn's conv2 `dX`
-# -6%, a 5x5 kernel's -35% on one core).
-#
-# With many input channels the package meets the shift halfway. The copy of exact windows
-# moves `Ho` runs of `Wo` numbers per window row; if each image keeps its own row length
-# (`Wp`), a window row is *one* run of `(Ho-1)*Wp + Wo` numbers, as in `conv2d_shift` but per
-# image, not per block. That packs faster, for `Kw-1` columns per output row that are not
-# outputs, left out when the real ones are copied to the result. It pays from `Cin = 16` on
-# (forward 1-8% faster, dW 8-15% on one core: [bench/NOTES_cpu.md](../bench/NOTES_cpu.md),
-# v10) and loses for a first layer, so `WIDE_MIN_CHANNELS` picks it.
-#
-# Two more details of the package's forward. The bias is not a pass of its own: it is one
-# more column of the weight matrix, `[w2 | b]`, met by a row of ones under the packed windows
-# (written once, when the buffer is made), so the GEMM adds it; in `dW` the same row of ones
-# gives `db` as one more row of the product. And the GEMM of a block is cut into a few
-# column chunks on CPUs where the BLAS has *small-matrix kernels*: OpenBLAS's AVX-512 targets
-# compute a product whose `M*N*K` is at most 10^6 straight from the operands, skipping the copy
-# into packed panels of its general path, and with few output channels that general path is
-# slow (the `cnn` model's conv2, `[32, 145] @ [145, 624]` per image with the bias row:
-# ~170 GF/s whole, ~215 in three chunks).
-# [`tinytrain/kernels/cpu/gemm.py`](../tinytrain/kernels/cpu/gemm.py) asks the BLAS which
-# kernels it runs and cuts only where that pays; the arithmetic of each output is the same
-# either way.
-#
+# output directly. The package's dX keeps the column shifts (exercise 3.4), whose adds run
+# over long contiguous rows.
+
+# %% [markdown]
+# > **Aside: the package in more detail** (skip it on a first reading). The figures in this
+# > aside were measured on the development machine (an AVX-512 CPU, one core; the runs are in
+# > [bench/NOTES_cpu.md](../bench/NOTES_cpu.md)), not in this notebook; another CPU gives
+# > other numbers, and the choices below are the package's answer to them.
+# >
+# > * Packing exact windows beat the column shifts for forward and dW at every size tried
+# >   (`K` from 9 to 1,152).
+# > * dX splits each shift in two: the part along a kernel row (`j`) is taken on `dY`'s side,
+# >   by stacking `Kw` copies of `dY`'s grid shifted by `j` columns, so one GEMM sums over `j`
+# >   and only the `Kh` row shifts (`i*Wp`) are added into the gradient: fewer passes over
+# >   the larger side (`cnn`'s conv2 dX 6% faster, a 5x5 kernel's 35%).
+# > * With many input channels each image keeps its own row length (`Wp`), so a window row is
+# >   *one* run of `(Ho-1)*Wp + Wo` numbers to copy, for `Kw-1` columns per output row that
+# >   are not outputs. From `Cin = 16` on it made forward 1-8% faster and dW 8-15%; it loses
+# >   for a first layer, so `WIDE_MIN_CHANNELS` picks it.
+# > * The bias is one more column of the weight matrix, `[w2 | b]`, met by a row of ones
+# >   under the packed windows, so the GEMM adds it; in dW the same row gives `db`.
+# > * On CPUs where OpenBLAS has *small-matrix kernels* (its AVX-512 targets compute a
+# >   product with `M*N*K` at most 10^6 straight from the operands), a block's GEMM is cut
+# >   into a few column chunks: `cnn`'s conv2, `[32, 145] @ [145, 624]` per image, ran at
+# >   ~170 GF/s whole and ~215 in three chunks.
+# >   [`tinytrain/kernels/cpu/gemm.py`](../tinytrain/kernels/cpu/gemm.py) asks the BLAS which
+# >   kernels it runs and cuts only where that pays (not on this machine if its BLAS has no
+# >   such kernels); the arithmetic of each output is the same either way.
+
+# %% [markdown]
 # Blocks and packing, added to `conv2d_shift` (the same three steps, one block at a time):
 
 # %%
@@ -1477,3 +1479,6 @@ assert np.abs(inner[1]).max() == 0                     # no horizontal edge insi
 # shapes, and [`bench/conv_cpu.py`](../bench/conv_cpu.py) times it.
 # [Chapter 4](04_cuda_im2col.ipynb) moves convolution to the GPU with an im2col kernel and
 # cuBLAS — and checks it against this CPU kernel.
+#
+# **Previous:** [Chapter 2 — autograd](02_autograd.ipynb) · **Next:** [Chapter 4 — CUDA
+# im2col](04_cuda_im2col.ipynb).

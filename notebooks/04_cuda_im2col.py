@@ -413,6 +413,8 @@ figures.draw_warp_addresses(ax, addresses, 128)
 figures.show("04_coalescing")
 for label, addr in addresses.items():
     print(f"{label:26s}: one warp's 32 writes touch {len(set(addr // 128))} lines of 128 bytes")
+lines = {label: len(set(addr // 128)) for label, addr in addresses.items()}
+assert lines == {"col [K, N*P] (tinytrain)": 1, "col [N*P, K]": 32}  # 1 transaction against 32
 
 # %% [markdown]
 # The reads of `x` are coalesced too: consecutive threads read consecutive pixels of one image
@@ -435,11 +437,18 @@ for step in steps:
         print(f"launch {step.file}.cu:{step.kernel}<<<{step.grid}, {step.block}>>>")
     else:
         print(f"cuBLAS GEMM [{step.m} x {step.k}] @ [{step.k} x {step.n}] -> C (ld {step.ldc})")
+assert [type(s).__name__ for s in steps].count("Launch") == 2           # two kernels ...
+assert [type(s).__name__ for s in steps].count("Gemm") == 1             # ... and one GEMM
 per_image = meta.kernel_elems * meta.patches * 4
+n_chunks = {}
 for batch in (64, 512, 2048):
     chunks = plans.conv_chunks(Conv2dMeta((batch, 16, 14, 14), (32, 16, 5, 5), 1, 2), 4)
     print(f"batch {batch:4d}: col would be {batch * per_image / 2**20:6.1f} MiB -> "
           f"{len(chunks)} chunk(s) of at most {chunks[0][1]} images")
+    assert sum(nb for _, nb in chunks) == batch                          # every image once
+    assert all(nb * per_image <= plans.COL_BYTES for _, nb in chunks)    # every col fits
+    n_chunks[batch] = len(chunks)
+assert n_chunks == {64: 1, 512: 1, 2048: 3}  # 160 MB fits in 256 MiB; 640 MB needs three
 
 # %% [markdown]
 # ## 5. The GEMM: cuBLAS, column-major, and TF32
@@ -950,3 +959,6 @@ print(f"512 x 64 x 256 x 256 = {elements:,} elements; int max = {2**31 - 1:,}")
 # [`test_cuda_translator.py`](../tests/test_cuda_translator.py) (CPU) and
 # [`test_cuda_device.py`](../tests/test_cuda_device.py) (GPU); the benchmarks
 # [`bench/conv_gpu.py`](../bench/conv_gpu.py) and [`bench/mnist_gpu.py`](../bench/mnist_gpu.py).
+#
+# **Previous:** [Chapter 3 — Conv2d on the CPU](03_conv2d_cpu.ipynb) · **Next:** [Chapter 5 —
+# DataLoader](05_dataloader.ipynb): the data that feeds these kernels.

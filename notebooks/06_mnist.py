@@ -66,7 +66,7 @@ from tinytrain.models import MNIST_MEAN, MNIST_STD, ConvNet, build_model
 
 np.set_printoptions(precision=4, suppress=True)
 SEED = 0
-tt.manual_seed(SEED)   # initialisation and dropout draw from this generator
+_ = tt.manual_seed(SEED)   # initialisation and dropout draw from this generator
 
 # %% [markdown]
 # A note on threads. Our CPU convolution (chapter 3) is a sum of many matrix products, a few
@@ -1186,5 +1186,6 @@ else:
 # * [`tinytrain/optim/`](../tinytrain/optim/): `Adam`, `SGD`
 # * [`tinytrain/data/`](../tinytrain/data/): `MNISTMini`, `MNIST`, `DataLoader`
 #
-# **Next:** [chapter 7, data-parallel training](07_ddp.ipynb), runs this loop on several
-# processes at once and keeps their models identical.
+# **Previous:** [Chapter 5 — DataLoader](05_dataloader.ipynb) · **Next:** [Chapter 7 —
+# data-parallel training](07_ddp.ipynb) runs this loop on several processes at once and keeps
+# their models identical.

@@ -170,7 +170,8 @@ for cuts in ([40], [10, 30], [1, 2, 60], [32]):
     plain = [np.mean([s[i] for s in shards], axis=0) for i in range(len(whole))]
     plain_error = max(np.abs(p - w).max() for p, w in zip(plain, whole))
     print(f"shards {sizes}: plain average off by {plain_error:.1e}; weighted: exact")
-print("Exercise 7.1: correct")
+print("Exercise 7.1: combine_shard_gradients matches the whole batch's gradient on 4 ways of "
+      "cutting 64 samples into shards")
 
 # %% [markdown]
 # ## 2. Processes, ranks and the rendezvous
@@ -367,7 +368,8 @@ for R, N in [(1, 5), (2, 8), (3, 10), (4, 3), (5, 1000), (6, 17)]:
         assert got == want, (
             f"{where}: rank {rank} sent {got} elements, expected {want} (per rank: {list(sent)}, "
             f"expected {expected}; count each message on the rank that sends it)")
-print("Exercise 7.2: correct")
+print("Exercise 7.2: ring_all_reduce matches np.sum on every rank, and the elements each rank "
+      "sends match its chunks (2(R-1)N in all), for 1 to 6 ranks")
 
 # %% [markdown]
 # Why is every rank's result *bit-identical*, although floating-point addition is not
@@ -446,17 +448,43 @@ ready = {name: 1e3 * (t - t0) for name, t in ready.items()}
 names = [n for n, _ in convnet.named_parameters()]
 print("registration order:", names)
 print("ready order:       ", list(ready))
+print(f"backward took {t_end:.1f} ms on this CPU")
 assert list(ready)[0].startswith("fc2") and list(ready)[-1].startswith("conv1")
 
 # %% [markdown]
-# Gradients indeed arrive from the last layer to the first. Now the three strategies on a
-# timeline, with the α + nβ model of a slow link (1 Gbit/s Ethernet between two CPU machines,
-# α = 50 µs) so that communication is visible next to this CPU's backward: an all-reduce
-# starts when its gradients are ready and the link is free.
+# Gradients indeed arrive from the last layer to the first. Here are `convnet`'s buckets, with
+# caps scaled down to its gradients (less than 1 MiB): the classifier's, ready first, then the
+# convolutions'.
 
 # %%
 sizes = {n: p.data.nbytes for n, p in convnet.named_parameters()}
-alpha_eth, beta_eth = 50e-6, 8 / 1e9
+FIRST_CAP, CAP = int(0.05 * 2**20), int(0.25 * 2**20)  # small caps: convnet's N is < 1 MiB
+layout = package_assign_buckets([sizes[n] for n in names], FIRST_CAP, CAP)  # reverse order
+buckets = [[names[i] for i in b] for b in layout]
+print("buckets:", buckets)
+assert buckets[0][-1] == "fc1.weight" and buckets[-1][-1] == "conv1.weight"
+
+# %% [markdown]
+# Which strategy wins depends on three durations: the backward pass, the latency of all the
+# messages, and the transfer of all the bytes. On this CPU `convnet`'s backward takes tens of
+# milliseconds (measured above) and has eight gradients to send: eight latencies of a few tens
+# of microseconds hide behind it however they are sent. Buckets matter when backward is fast
+# and gradients are many: a deep model on a GPU. So we simulate one with the α + nβ model: 24
+# blocks of equal cost, each a 256x256 float32 weight and its bias (48 gradients, 6.3 MB), a
+# backward of 2 ms in which block b's gradients are ready once the blocks after it are done,
+# and two machines linked at 100 Gbit/s with α = 25 µs per all-reduce (a NCCL call: its launch
+# and its handshake). An all-reduce starts when its gradients are ready and the link is free.
+# Every time below is computed by the model, none is measured, so the numbers are the same on
+# every machine.
+
+# %%
+BLOCKS, T_BWD = 24, 2.0                   # blocks; the backward pass in ms
+alpha_link, beta_link = 25e-6, 8 / 100e9  # 25 us per all-reduce, 100 Gbit/s
+deep = {}                                 # gradient -> (ready ms, bytes), registration order
+for b in range(BLOCKS):
+    ready_at = T_BWD * (BLOCKS - b) / BLOCKS  # the last block is done first
+    deep[f"{b}.weight"], deep[f"{b}.bias"] = (ready_at, 256 * 256 * 4), (ready_at, 256 * 4)
+deep_names = list(deep)
 
 
 def link_schedule(messages):
@@ -465,31 +493,43 @@ def link_schedule(messages):
     busy, out = 0.0, []
     for t, n in messages:
         start = max(t, busy)
-        busy = start + 1e3 * (2 * alpha_eth + n * beta_eth)
+        busy = start + 1e3 * (2 * alpha_link + n * beta_link)
         out.append((start, busy))
     return out
 
 
-per_param = link_schedule([(ready[n], sizes[n]) for n in ready])
-flat = link_schedule([(t_end, sum(sizes.values()))])
-FIRST_CAP, CAP = int(0.05 * 2**20), int(0.25 * 2**20)  # small caps: convnet's N is < 1 MiB
-layout = package_assign_buckets([sizes[n] for n in names], FIRST_CAP, CAP)  # reverse order
-buckets = [[names[i] for i in b] for b in layout]
-bucketed = link_schedule([(max(ready[n] for n in b), sum(sizes[n] for n in b)) for b in buckets])
-print("buckets:", buckets)
-for label, lane in [("per parameter", per_param), ("one flat buffer", flat),
-                    ("buckets", bucketed)]:
-    print(f"{label:16s} all gradients averaged at {lane[-1][1]:6.1f} ms "
-          f"(backward ends at {t_end:.1f} ms)")
-fig = figures.draw_overlap_timeline((0.0, t_end), ready, {
-    "per parameter": per_param, "one flat buffer": flat, "buckets": bucketed})
-assert bucketed[-1][1] < flat[-1][1]
+def bucket_message(bucket):
+    """(ready ms, bytes) of a bucket of gradient indices: ready when its last gradient is."""
+    return (max(deep[deep_names[i]][0] for i in bucket),
+            sum(deep[deep_names[i]][1] for i in bucket))
+
+
+lanes = {"per parameter": link_schedule([deep[n] for n in reversed(deep_names)]),
+         "one flat buffer": link_schedule([(T_BWD, sum(n for _, n in deep.values()))]),
+         "buckets": link_schedule([bucket_message(b) for b in package_assign_buckets(
+             [n for _, n in deep.values()], 2**18, 2**20)])}  # caps 256 KiB, then 1 MiB
+exposed = {label: lane[-1][1] - T_BWD for label, lane in lanes.items()}
+for label, lane in lanes.items():
+    print(f"{label:16s} {len(lane):2d} all-reduces, {1e3 * len(lane) * 2 * alpha_link:4.2f} ms "
+          f"of latency; all gradients averaged {exposed[label]:.2f} ms after backward")
+fig = figures.draw_overlap_timeline(
+    (0.0, T_BWD), {f"block {b}": deep[f"{b}.weight"][0] for b in range(BLOCKS)}, lanes,
+    label_every=4)
+assert 1e3 * 2 * BLOCKS * 2 * alpha_link > T_BWD     # per parameter: more latency than backward
+assert lanes["one flat buffer"][0][0] == T_BWD       # the flat buffer waits for all of backward
+assert exposed["buckets"] < exposed["one flat buffer"] < exposed["per parameter"]
+assert exposed["buckets"] < 0.25 * exposed["one flat buffer"]  # buckets hide most of it
 
 # %% [markdown]
-# The big `fc1.weight` is ready early, so in the bucketed schedule its transfer hides behind
-# the convolutions' backward; only the last bucket (the convolutions, small) is exposed after
-# backward. The flat buffer exposes everything. (On one H200 pair with NVLink the same
-# gradients take tens of microseconds: the picture matters for big models and slow links.)
+# Per parameter, the 48 all-reduces pay 2.4 ms of latency against a 2 ms backward: the link
+# falls behind and the last gradient is averaged about 1 ms after backward. The flat buffer
+# pays one latency but cannot start before backward ends, and then sends all 6.3 MB. The
+# buckets send seven messages, each as soon as its blocks are done, while backward computes
+# the rest; only the last bucket (the first three blocks, ready last) is exposed, about a fifth
+# of the flat buffer's wait. A slower link makes the bandwidth term grow for all three (try
+# `beta_link = 8 / 10e9`); a backward much longer than all the messages, as `convnet`'s on this
+# CPU, hides the per-parameter and bucketed messages alike, and only the flat buffer's transfer
+# shows.
 #
 # PyTorch's rule, which tinytrain follows: the **first** bucket is small (1 MiB) so that
 # communication starts early; the others are capped at `bucket_cap_mb` (25 MiB); a bucket is
@@ -532,7 +572,8 @@ for nbytes, first_cap, cap in cases:
     expected = package_assign_buckets(nbytes, first_cap, cap)
     assert got == expected, (f"nbytes={nbytes}, first_cap={first_cap}, cap={cap}: got {got}, "
                              f"expected {expected}")
-print("Exercise 7.3: correct")
+print(f"Exercise 7.3: assign_buckets matches tinytrain.distributed.ddp.assign_buckets on "
+      f"{len(cases)} cases (convnet's gradients and random sizes and caps)")
 
 # %% [markdown]
 # ### The real thing: gradients as bucket views
@@ -793,7 +834,8 @@ for n, world in [(1000, 3), (999, 2), (10, 4), (1000, 7)]:
     averaged = np.mean([s.accuracy for s in shards])
     print(f"{n} samples on {world} ranks: accuracy {100 * acc:.2f}%, mean of per-rank "
           f"accuracies {100 * averaged:.4f}%")
-print("Exercise 7.4: correct")
+print("Exercise 7.4: global_metrics matches the accuracy and mean loss of the whole set on 4 "
+      "(samples, ranks) splits")
 
 # %% [markdown]
 # ## 7. A real run on two processes
@@ -917,3 +959,8 @@ if GROUP:
 # engine's end-of-backward callback in
 # [tinytrain/autograd/engine.py](../tinytrain/autograd/engine.py), and the multi-rank training
 # command in [tinytrain/train.py](../tinytrain/train.py). `bench/ddp.py` measures the scaling.
+#
+# **Previous:** [Chapter 6 — MNIST](06_mnist.ipynb) · **Next:** the README's
+# [Training MNIST](../README.md#training-mnist) and [Several processes: data-parallel
+# training](../README.md#several-processes-data-parallel-training): the package's command
+# line, on one process and on several.

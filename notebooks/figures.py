@@ -553,16 +553,19 @@ def draw_allreduce_cost(ranks: Sequence[int], curves: dict[str, Sequence[float]]
 
 
 def draw_overlap_timeline(backward: tuple[float, float], ready: dict[str, float],
-                          lanes: dict[str, list[tuple[float, float]]]) -> Figure:
-    """A timeline in milliseconds: the backward pass, when each gradient became ready, and for
-    each strategy the intervals during which the link carries an all-reduce."""
+                          lanes: dict[str, list[tuple[float, float]]],
+                          label_every: int = 1) -> Figure:
+    """A timeline in milliseconds: the backward pass, when each gradient became ready (every
+    ``label_every``-th one named), and for each strategy the intervals during which the link
+    carries an all-reduce."""
     names = list(lanes)
     fig, ax = plt.subplots(figsize=(9, 0.7 * (len(names) + 1) + 1.2))
     ax.barh(len(names), backward[1] - backward[0], left=backward[0], color="0.75",
             label="backward (compute)")
-    for name, t in ready.items():
+    for k, (name, t) in enumerate(ready.items()):
         ax.plot([t, t], [len(names) - 0.4, len(names) + 0.4], color="k", lw=0.8)
-        ax.text(t, len(names) + 0.45, name, rotation=60, fontsize=7, ha="left", va="bottom")
+        if k % label_every == 0:
+            ax.text(t, len(names) + 0.45, name, rotation=60, fontsize=7, ha="left", va="bottom")
     for i, name in enumerate(names):
         for k, (a, b) in enumerate(lanes[name]):
             ax.barh(len(names) - 1 - i, b - a, left=a, color=plt.cm.tab10(k % 10), alpha=0.8,
