@@ -52,7 +52,7 @@ TORCH_HINTS = {
     "set_default_tensor_type": "deprecated in PyTorch: tt.set_default_dtype(tt.float64) sets "
                                "the default float dtype, tt.set_default_device(...) the device",
     "complex64": _DTYPES, "complex128": _DTYPES, "cfloat": _DTYPES,
-    "distributions": _NUMPY, "fft": _NUMPY, "special": _NUMPY,
+    "fft": _NUMPY, "special": _NUMPY,
     "sparse": _NUMPY,
     "mps": "tinytrain runs on 'cpu' and 'cuda' (an NVIDIA GPU through CuPy)",
     "xpu": "tinytrain runs on 'cpu' and 'cuda' (an NVIDIA GPU through CuPy)",
