@@ -238,3 +238,250 @@ def test_categorical_kl_matches_torch_with_gradients_and_an_impossible_category(
     tkl[1:].sum().backward()
     close(p.grad, tp.grad)
     close(q.grad, tq.grad)
+
+
+# ------------------------------------------------------------------ scatter_reduce
+
+
+SR_INDEX = [[0, 1, 0, 3, 1], [2, 2, 2, 0, 4], [4, 4, 1, 1, 0]]
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_scatter_reduce_values_and_gradients_match_torch(reduce, include_self, dim):
+    rng = np.random.default_rng(3)
+    base = rng.uniform(0.5, 2.0, (5, 5))
+    base[1, 1] = base[0, 4] = 1.25  # ties with src values: amax/amin share their gradient
+    src = rng.uniform(0.5, 2.0, (3, 5))
+    src[0, 1] = src[1, 0] = src[2, 2] = 1.25
+    index = np.array(SR_INDEX) if dim == 1 or dim == -1 else np.array(SR_INDEX) % 3
+    x, tx = pair(base, requires_grad=True, dtype=np.float64)
+    s, ts = pair(src, requires_grad=True, dtype=np.float64)
+    out = x.scatter_reduce(dim, tt.tensor(index), s, reduce, include_self=include_self)
+    ref = tx.scatter_reduce(dim, torch.tensor(index), ts, reduce, include_self=include_self)
+    close(out, ref, rtol=1e-12, atol=0)
+    weight = rng.standard_normal((5, 5))
+    (out * tt.tensor(weight)).sum().backward()
+    (ref * torch.tensor(weight)).sum().backward()
+    close(x.grad, tx.grad, rtol=1e-10, atol=1e-12)
+    close(s.grad, ts.grad, rtol=1e-10, atol=1e-12)
+
+
+def test_scatter_reduce_prod_gradient_with_one_zero_as_torch():
+    base = np.array([2.0, 3.0, 0.0, 4.0])
+    src = np.array([0.0, 5.0, 6.0, 7.0])  # a zero reaching place 0; place 2 has one in self
+    index = [0, 0, 2, 1]
+    x, tx = pair(base, requires_grad=True, dtype=np.float64)
+    s, ts = pair(src, requires_grad=True, dtype=np.float64)
+    out = tt.scatter_reduce(x, 0, tt.tensor(index), s, "prod")
+    ref = torch.scatter_reduce(tx, 0, torch.tensor(index), ts, "prod")
+    close(out, ref)
+    out.sum().backward()
+    ref.sum().backward()
+    close(x.grad, tx.grad)
+    close(s.grad, ts.grad)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+def test_scatter_reduce_of_integers_and_in_place_as_torch(reduce):
+    base = np.array([[3, -7, 2], [5, 1, -4]], np.int64)
+    src = np.array([[-3, 4, 9], [2, -5, 6]], np.int64)
+    index = np.array([[0, 0, 2], [1, 1, 1]])
+    for include_self in (True, False):
+        ref = torch.tensor(base).scatter_reduce(1, torch.tensor(index), torch.tensor(src),
+                                                reduce, include_self=include_self)
+        out = tt.tensor(base)
+        assert out.scatter_reduce_(1, tt.tensor(index), tt.tensor(src), reduce,
+                                   include_self=include_self) is out
+        assert out.dtype == tt.int64 and out.tolist() == ref.tolist()
+
+
+def test_scatter_reduce_refusals_as_torch():
+    x = tt.zeros(3)
+    with pytest.raises(RuntimeError, match="reduce argument must be either sum, prod, mean, "
+                                           "amax or amin, got max"):
+        x.scatter_reduce(0, tt.tensor([0]), tt.ones(1), "max")
+    with pytest.raises(TypeError, match="argument 'src' .* must be Tensor, not float"):
+        x.scatter_reduce(0, tt.tensor([0]), 1.0, "sum")
+    with pytest.raises(RuntimeError, match="dtype"):
+        x.scatter_reduce(0, tt.tensor([0]), tt.ones(1, dtype=tt.float64), "sum")
+    with pytest.raises(IndexError, match="index 3 is out of bounds"):
+        x.scatter_reduce(0, tt.tensor([3]), tt.ones(1), "sum")
+
+
+def test_scatter_multiply_as_torch():
+    index = [[0, 0, 1], [1, 2, 2]]
+    src = np.array([[2.0, 3.0, 4.0], [5.0, 6.0, 7.0]], np.float32)
+    with pytest.warns(UserWarning, match="deprecated"):
+        out = tt.ones(2, 3).scatter(1, tt.tensor(index), tt.tensor(src), reduce="multiply")
+    with pytest.warns(UserWarning):
+        ref = torch.ones(2, 3).scatter(1, torch.tensor(index), torch.tensor(src),
+                                       reduce="multiply")
+    close(out, ref)
+    out = tt.full((2, 3), 3.0).scatter_(1, tt.tensor(index), 2.0, reduce="multiply")
+    ref = torch.full((2, 3), 3.0).scatter_(1, torch.tensor(index), 2.0, reduce="multiply")
+    close(out, ref)
+
+
+# ------------------------------------------------------------------ index_put
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_values_and_gradients_as_torch(accumulate):
+    base = RNG.standard_normal((4, 3, 2))
+    x, tx = pair(base, requires_grad=True, dtype=np.float64)
+    v, tv = pair(RNG.standard_normal((3, 2)), requires_grad=True, dtype=np.float64)
+    rows, cols = [0, 2, -1], [1, 1, 0]
+    for idx, tidx in (((tt.tensor(rows), tt.tensor(cols)),
+                       (torch.tensor(rows), torch.tensor(cols))),):
+        out = (x * 1).index_put(idx, v, accumulate=accumulate)
+        ref = (tx * 1).index_put(tidx, tv, accumulate=accumulate)
+        close(out, ref)
+        w = RNG.standard_normal((4, 3, 2))
+        (out * tt.tensor(w)).sum().backward()
+        (ref * torch.tensor(w)).sum().backward()
+        close(x.grad, tx.grad)
+        close(v.grad, tv.grad)
+
+
+def test_index_put_accumulates_repeats_broadcasts_and_takes_masks_as_torch():
+    x, tx = tt.zeros(3, 4), torch.zeros(3, 4)
+    idx = (tt.tensor([0, 0, 2, 0]), tt.tensor([1, 1, 3, 1]))
+    tidx = (torch.tensor([0, 0, 2, 0]), torch.tensor([1, 1, 3, 1]))
+    assert x.index_put_(idx, tt.tensor(1.5), accumulate=True) is x
+    close(x, tx.index_put_(tidx, torch.tensor(1.5), accumulate=True))
+    mask = [True, False, True]
+    close(tt.index_put(x, (tt.tensor(mask),), tt.tensor([1.0, 2, 3, 4]), accumulate=True),
+          torch.index_put(tx, (torch.tensor(mask),), torch.tensor([1.0, 2, 3, 4]),
+                          accumulate=True))
+    close(x.index_put((tt.tensor([1]),), tt.tensor(7.0)),
+          tx.index_put((torch.tensor([1]),), torch.tensor(7.0)))
+    with pytest.raises(RuntimeError, match="Index put requires the source and destination "
+                                           "dtypes match, got Float for the destination and "
+                                           "Double for the source"):
+        x.index_put_(idx, tt.tensor(1.0, dtype=tt.float64))
+    with pytest.raises(RuntimeError, match="Index put requires"):
+        tx.index_put_(tidx, torch.tensor(1.0, dtype=torch.float64))
+    with pytest.raises(IndexError, match="out of bounds"):
+        x.index_put_((tt.tensor([3]),), tt.tensor(1.0), accumulate=True)
+    with pytest.raises(TypeError, match="must be tuple of Tensors"):
+        x.index_put_(tt.tensor([0]), tt.tensor(1.0))
+
+
+# ------------------------------------------------------------------ small names
+
+
+def test_tensor_new_as_torch():
+    x, tx = tt.ones(2, dtype=tt.float64), torch.ones(2, dtype=torch.float64)
+    for args in ((), (2, 3), ([1, 2],), ((2, 3),)):
+        if args == ((2, 3),):  # tinytrain's sizes are tuples: a tuple is a shape (as Size)
+            got, ref = x.new(*args), tx.new(torch.Size([2, 3]))
+        else:
+            got, ref = x.new(*args), tx.new(*args)
+        assert got.shape == tuple(ref.shape) and str(got.dtype) == "float64"
+        if args == ([1, 2],):
+            assert got.tolist() == ref.tolist()
+    with pytest.raises(TypeError):
+        tx.new(torch.tensor([1, 2]))
+    with pytest.raises(TypeError, match="not a DoubleTensor"):
+        x.new(tt.tensor([1, 2]))
+
+
+def test_in_place_view_ops_as_torch():
+    a, ta = pair(RNG.standard_normal((2, 1, 3)), requires_grad=True)
+    y, ty = a * 2, ta * 2
+    v, tv = y._version, ty._version
+    for op, args in (("squeeze_", (1,)), ("t_", ()), ("unsqueeze_", (0,)),
+                     ("transpose_", (0, 2)), ("swapaxes_", (1, 2))):
+        assert getattr(y, op)(*args) is y
+        getattr(ty, op)(*args)
+        assert y.shape == tuple(ty.shape)
+    assert y._version > v and ty._version > tv
+    close(y, ty)
+    w = RNG.standard_normal(y.shape).astype(np.float32)
+    (y * tt.tensor(w)).sum().backward()
+    (ty * torch.tensor(w)).sum().backward()
+    close(a.grad, ta.grad)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        a.transpose_(0, 1)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        ta.transpose_(0, 1)
+    with pytest.raises(RuntimeError, match=r"t_\(\) expects a tensor with <= 2 dimensions, "
+                                           r"but self is 3D"):
+        tt.ones(2, 2, 2).t_()
+    z = tt.zeros(3, 2)
+    view = z[1:]
+    z.t_()[0, 2] = 5.0  # still the same memory
+    assert view.tolist() == [[0.0, 0.0], [5.0, 0.0]]
+
+
+def test_storage_offset_as_torch():
+    a, ta = tt.arange(24.0).reshape(4, 6), torch.arange(24.0).reshape(4, 6)
+    for f in (lambda t: t, lambda t: t[1:, 2:], lambda t: t[2], lambda t: t[1:][1:, 3],
+              lambda t: t.t()[1], lambda t: t[:, 4:5], lambda t: t.reshape(6, 4)[3]):
+        assert f(a).storage_offset() == f(ta).storage_offset()
+    assert tt.ones(3).storage_offset() == 0
+
+
+def test_fmax_fmin_as_torch():
+    nan = math.nan
+    a, ta = pair([1.0, nan, 3.0, nan, 2.0], requires_grad=True)
+    b, tb = pair([2.0, 2.0, nan, nan, 2.0], requires_grad=True)
+    for name in ("fmax", "fmin"):
+        out, ref = getattr(tt, name)(a, b), getattr(torch, name)(ta, tb)
+        np.testing.assert_array_equal(out.detach().numpy(), ref.detach().numpy())
+        out.sum().backward()
+        ref.sum().backward()
+        close(a.grad, ta.grad)
+        close(b.grad, tb.grad)
+    mixed = tt.fmax(tt.tensor([1, 5]), tt.tensor([2.0, 3.0]))
+    ref = torch.fmax(torch.tensor([1, 5]), torch.tensor([2.0, 3.0]))
+    assert str(mixed.dtype) == "float32" and mixed.tolist() == ref.tolist()
+    assert tt.tensor([1, 5]).fmin(tt.tensor([2, 3])).tolist() == [1, 3]
+
+
+def test_nanmedian_values_indices_and_gradients_as_torch():
+    nan = math.nan
+    data = [[1.0, nan, 3.0, 2.0], [4.0, 4.0, nan, 1.0], [5.0, 4.0, nan, 4.0]]
+    x, tx = pair(data, requires_grad=True)
+    close(x.nanmedian(), tx.nanmedian())
+    x.nanmedian().backward()
+    tx.nanmedian().backward()
+    close(x.grad, tx.grad)
+    for dim, keepdim in ((1, False), (0, True), (-1, True)):
+        x.grad = None
+        tx.grad = None
+        out, ref = tt.nanmedian(x, dim, keepdim), torch.nanmedian(tx, dim, keepdim)
+        close(out.values, ref.values)
+        assert out.indices.tolist() == ref.indices.tolist()
+        out.values.sum().backward()
+        ref.values.sum().backward()
+        close(x.grad, tx.grad)
+    assert tt.tensor([nan, nan]).nanmedian().isnan().item()
+    assert tt.tensor([3, 1, 2]).nanmedian().item() == 2
+
+
+def test_rrelu_eval_exact_and_training_random_slopes():
+    x, tx = pair(RNG.standard_normal((4, 5)), requires_grad=True)
+    layer, ref = nn.RReLU(0.1, 0.3).eval(), torch.nn.RReLU(0.1, 0.3).eval()
+    assert repr(layer) == repr(ref) and repr(nn.RReLU(inplace=True)) == repr(
+        torch.nn.RReLU(inplace=True))
+    close(layer(x), ref(tx))
+    close(F.rrelu(x), torch.nn.functional.rrelu(tx))  # functional: training=False by default
+    layer(x).sum().backward()
+    ref(tx).sum().backward()
+    close(x.grad, tx.grad)
+    tt.manual_seed(0)
+    big = tt.tensor(-np.ones((200, 100), np.float32), requires_grad=True)
+    out = nn.RReLU(0.1, 0.3).train()(big)
+    slopes = -out.detach().numpy()
+    assert slopes.min() >= 0.1 and slopes.max() <= 0.3 and len(np.unique(slopes)) > 1000
+    assert abs(slopes.mean() - 0.2) < 0.005  # 0.2 +- 0.058/sqrt(20000): 17 sigma
+    out.sum().backward()
+    np.testing.assert_allclose(-big.grad.numpy(), -slopes)  # each slope is its gradient
+    assert F.rrelu(tt.tensor([2.0, 0.5]), training=True).tolist() == [2.0, 0.5]
+    with pytest.raises(RuntimeError, match="Lower bound should be less than or equal"):
+        F.rrelu(big, 0.5, 0.1, training=True)
+    with pytest.raises(NotImplementedError):
+        F.rrelu(tt.tensor([1, 2]))
