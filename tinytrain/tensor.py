@@ -2733,7 +2733,7 @@ _numpy_names.accept(Tensor, "sum mean max min argmax argmin amax amin std var lo
                     "any count_nonzero cumsum softmax log_softmax squeeze unsqueeze sort "
                     "argsort topk chunk unbind select narrow gather index_select scatter "
                     "scatter_ size stride prod cumprod nansum nanmean median diff scatter_add "
-                    "scatter_add_ index_add index_add_ cumprod_")
+                    "scatter_add_ index_add index_add_ cumprod_ nanmedian squeeze_ unsqueeze_")
 
 
 class _Missing:
