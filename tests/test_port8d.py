@@ -6,6 +6,7 @@ against torch: values, dtypes, shapes, gradients and error types."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -485,3 +486,37 @@ def test_rrelu_eval_exact_and_training_random_slopes():
         F.rrelu(big, 0.5, 0.1, training=True)
     with pytest.raises(NotImplementedError):
         F.rrelu(tt.tensor([1, 2]))
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+def test_index_reduce_values_and_gradients_match_torch(reduce, include_self):
+    base = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    src = np.array([[2.0, 2.0], [7.0, 0.5], [1.5, 3.0]])  # a tie with self at [0, 1]
+    x, tx = pair(base, requires_grad=True, dtype=np.float64)
+    s, ts = pair(src, requires_grad=True, dtype=np.float64)
+    out = x.index_reduce(0, tt.tensor([0, 0, 2]), s, reduce, include_self=include_self)
+    with warnings.catch_warnings():  # (torch's "in beta" warning, once a process)
+        warnings.simplefilter("ignore")
+        ref = tx.index_reduce(0, torch.tensor([0, 0, 2]), ts, reduce, include_self=include_self)
+    close(out, ref)
+    (out * tt.tensor(base)).sum().backward()
+    (ref * torch.tensor(base)).sum().backward()
+    close(x.grad, tx.grad)
+    close(s.grad, ts.grad)
+    with pytest.raises(RuntimeError, match="Expected reduce to be one of prod, mean, amax or "
+                                           "amin but got sum"):
+        tt.tensor(base).index_reduce_(0, tt.tensor([0]), tt.ones(1, 2, dtype=tt.float64), "sum")
+
+
+def test_scatter_reduce_with_an_index_smaller_than_src_gives_src_a_padded_gradient():
+    """(A README difference: PyTorch's backward raises for it.)"""
+    x, tx = pair([1.0, 1.0, 1.0], requires_grad=True)
+    s, ts = pair([2.0, 3.0, 4.0], requires_grad=True)
+    out = x.scatter_reduce(0, tt.tensor([0, 0]), s, "sum")
+    ref = tx.scatter_reduce(0, torch.tensor([0, 0]), ts, "sum")
+    close(out, ref)
+    out.sum().backward()
+    assert s.grad.tolist() == [1.0, 1.0, 0.0] and x.grad.tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(RuntimeError, match="invalid gradient"):
+        ref.sum().backward()

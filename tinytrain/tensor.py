@@ -1941,26 +1941,49 @@ class Tensor:
         """A copy with ``alpha * source`` added at the entries ``index`` (1-D integers) along
         ``dim``: ``source`` has self's shape but ``index``'s length along ``dim``; repeated
         indices add up. (A ``scatter_add`` with the index repeated across ``source``.)"""
-        axis = self._dim("index_add", dim)
-        idx = self._index_array("index_add", index)
-        if idx.ndim > 1:
-            raise ShapeError(f"index_add(): index must be a vector (1-D), got shape "
-                             f"{list(idx.shape)}")
-        idx = idx.reshape(-1)
-        source = _as_operand(source, self, "index_add()").to(self.device)
-        check_same_dtype("index_add()", self, source)
-        want = self.shape[:axis] + (idx.size,) + self.shape[axis + 1:]
-        if source.shape != want:
-            raise ShapeError(f"index_add(): source of shape {list(source.shape)} does not fit: "
-                             f"it must be self's shape {list(self.shape)} with dimension "
-                             f"{axis} the index's length {idx.size}, {list(want)}")
-        self._check_index_range("index_add", idx, axis)
+        idx, source, axis = self._index_args("index_add", dim, index, source)
         if not (isinstance(alpha, numbers.Number) and alpha == 1):
             source = source * scalar_array(alpha, self.dtype)
+        return O.ScatterAdd.apply(self, idx, source, axis)
+
+    def _index_args(self, name: str, dim: int, index: Any, source: Any) -> tuple:
+        """``(index, source, axis)`` of index_add / index_reduce, checked, with the 1-D
+        ``index`` repeated across ``source`` (self's shape but the index's length along
+        ``dim``): the scatter that does the same."""
+        axis = self._dim(name, dim)
+        idx = self._index_array(name, index)
+        if idx.ndim > 1:
+            raise ShapeError(f"{name}(): index must be a vector (1-D), got shape "
+                             f"{list(idx.shape)}")
+        idx = idx.reshape(-1)
+        source = _as_operand(source, self, f"{name}()").to(self.device)
+        check_same_dtype(f"{name}()", self, source)
+        want = self.shape[:axis] + (idx.size,) + self.shape[axis + 1:]
+        if source.shape != want:
+            raise ShapeError(f"{name}(): source of shape {list(source.shape)} does not fit: "
+                             f"it must be self's shape {list(self.shape)} with dimension "
+                             f"{axis} the index's length {idx.size}, {list(want)}")
+        self._check_index_range(name, idx, axis)
         xp = backend.get_array_module(idx)
         place = [1] * self.ndim
         place[axis] = idx.size
-        return O.ScatterAdd.apply(self, xp.broadcast_to(idx.reshape(place), want), source, axis)
+        return xp.broadcast_to(idx.reshape(place), want), source, axis
+
+    def index_reduce(self, dim: int, index: Tensor, source: Tensor, reduce: str, *,
+                     include_self: bool = True) -> Tensor:
+        """:meth:`index_add`'s placement (the slices ``index`` along ``dim``) with
+        :meth:`scatter_reduce`'s reductions: ``"prod"``, ``"mean"``, ``"amax"``, ``"amin"``."""
+        if reduce not in ("prod", "mean", "amax", "amin"):
+            raise InvalidArgument(f"index_reduce(): Expected reduce to be one of prod, mean, "
+                                  f"amax or amin but got {reduce}.")
+        idx, source, axis = self._index_args("index_reduce", dim, index, source)
+        return O.ScatterReduce.apply(self, idx, source, axis, reduce,
+                                     builtins.bool(include_self))
+
+    def index_reduce_(self, dim: int, index: Tensor, source: Tensor, reduce: str, *,
+                      include_self: bool = True) -> Tensor:
+        return self._inplace("index_reduce_", lambda s: s.index_reduce(
+            dim, index, source, reduce, include_self=include_self), source)
 
     def index_add_(self, dim: int, index: Tensor, source: Tensor, *, alpha: Any = 1) -> Tensor:
         return self._inplace("index_add_", lambda s: s.index_add(dim, index, source, alpha=alpha),
