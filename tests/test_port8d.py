@@ -495,7 +495,7 @@ def test_index_reduce_values_and_gradients_match_torch(reduce, include_self):
     src = np.array([[2.0, 2.0], [7.0, 0.5], [1.5, 3.0]])  # a tie with self at [0, 1]
     x, tx = pair(base, requires_grad=True, dtype=np.float64)
     s, ts = pair(src, requires_grad=True, dtype=np.float64)
-    out = x.index_reduce(0, tt.tensor([0, 0, 2]), s, reduce, include_self=include_self)
+    out = tt.index_reduce(x, 0, tt.tensor([0, 0, 2]), s, reduce, include_self=include_self)
     with warnings.catch_warnings():  # (torch's "in beta" warning, once a process)
         warnings.simplefilter("ignore")
         ref = tx.index_reduce(0, torch.tensor([0, 0, 2]), ts, reduce, include_self=include_self)
@@ -520,3 +520,34 @@ def test_scatter_reduce_with_an_index_smaller_than_src_gives_src_a_padded_gradie
     assert s.grad.tolist() == [1.0, 1.0, 0.0] and x.grad.tolist() == [1.0, 1.0, 1.0]
     with pytest.raises(RuntimeError, match="invalid gradient"):
         ref.sum().backward()
+
+
+def test_the_new_ops_run_on_each_device_with_the_cpu_results(device):
+    """One path for NumPy and CuPy: every op above on ``device`` gives the CPU's values and
+    gradients (the CPU's are checked against torch above)."""
+    rng = np.random.default_rng(5)
+    base, src = rng.standard_normal((4, 5)), rng.standard_normal((3, 5))
+    index = np.array(SR_INDEX) % 4
+
+    def run(dev):
+        x = tt.tensor(base, device=dev, requires_grad=True)
+        s = tt.tensor(src, device=dev, requires_grad=True)
+        idx = tt.tensor(index, device=dev)
+        outs = [x.scatter_reduce(0, idx, s, r, include_self=i)
+                for r in ("sum", "prod", "mean", "amax", "amin") for i in (True, False)]
+        outs += [x.index_put((tt.tensor([0, 0, 3], device=dev),), s, accumulate=True),
+                 x.index_reduce(0, tt.tensor([1, 1, 2], device=dev), s, "amax"),
+                 tt.fmax(x, s.sum(0)), x.nanmedian(1).values, x.nanmedian().reshape(1),
+                 F.rrelu(x), x.t().clone().t_(),
+                 D.Categorical(logits=x).log_prob(tt.tensor([0, 4, 2, 1], device=dev)),
+                 D.Categorical(logits=x).entropy(), D.Normal(x, s.exp().sum(0)).log_prob(x),
+                 D.Bernoulli(logits=x).entropy()]
+        sum(o.sum() for o in outs).backward()
+        return [o.detach().cpu().numpy() for o in outs] + [x.grad.cpu().numpy(),
+                                                           s.grad.cpu().numpy()]
+
+    for got, ref in zip(run(device), run("cpu")):
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+    tt.manual_seed(0)
+    drawn = D.Categorical(probs=tt.tensor([0.2, 0.8], device=device)).sample((1000,))
+    assert drawn.device == device and 700 < int(drawn.sum()) < 900  # mean 800, sd 13

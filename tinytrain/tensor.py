@@ -2714,7 +2714,8 @@ class Tensor:
 
     def storage_offset(self) -> int:
         """How many elements into its base tensor's memory this view starts (0 for a tensor
-        that is not a view), as PyTorch's."""
+        that is not a view), as PyTorch's, for views made by view ops (slicing, ``view``,
+        ``t()``, ...; a ``detach()`` of a view starts again at 0)."""
         root = self
         while root._base is not None:
             root = root._base
