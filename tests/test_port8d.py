@@ -218,6 +218,9 @@ def test_normal_refusals_and_shapes_as_torch():
     assert D.Normal(tt.zeros(3, 1), tt.ones(2)).batch_shape == (3, 2)
     with pytest.raises(ValueError, match="Value is not broadcastable"):
         D.Normal(tt.zeros(3), 1.0).log_prob(tt.zeros(4))
+    with pytest.raises(AttributeError, match="'Uniform': tinytrain.distributions has "
+                                             "Categorical, Bernoulli and Normal"):
+        D.Uniform(0.0, 1.0)
     with pytest.raises(NotImplementedError, match="No KL"):
         D.kl_divergence(D.Normal(0.0, 1.0), D.Bernoulli(0.5))
     D.Distribution.set_default_validate_args(False)

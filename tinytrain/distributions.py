@@ -21,12 +21,18 @@ from functools import cached_property
 from typing import Any
 
 from tinytrain import dtypes
+from tinytrain._missing import module_getattr
 from tinytrain.autograd import no_grad
 from tinytrain.more_ops import broadcast_tensors, erf, erfinv
 from tinytrain.tensor import Tensor, full, rand, randn, tensor
 
 __all__ = ["Bernoulli", "Categorical", "Distribution", "Normal", "kl_divergence",
            "register_kl"]
+
+__getattr__ = module_getattr(
+    "tinytrain.distributions", {},
+    "tinytrain.distributions has Categorical, Bernoulli and Normal (and kl_divergence, "
+    "register_kl); other families can subclass Distribution with tensor ops")
 
 
 # ------------------------------------------------------------------ constraints
