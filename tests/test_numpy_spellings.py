@@ -176,8 +176,11 @@ def test_axis_is_accepted_exactly_where_pytorch_accepts_it(owner, name, params):
 def test_the_aliases_pytorch_refuses_are_refused():
     refused = {p.id for p in WITH_DIM if "dim" in p.values[2]
                and outcome(call(p.values[0], p.values[1], axis=1), torch) is TypeError}
-    # PyTorch's functions written in Python (and Tensor.unflatten) do not take axis=
+    # PyTorch's functions written in Python (and Tensor.unflatten, scatter_reduce,
+    # index_reduce) do not take axis=
     assert refused == {"Tensor.norm", "Tensor.split", "Tensor.unique", "Tensor.unflatten",
+                       "Tensor.scatter_reduce", "Tensor.scatter_reduce_",
+                       "Tensor.index_reduce", "Tensor.index_reduce_",
                        "tt.norm", "tt.split", "tt.unique", "F.log_softmax", "F.softmax",
                        "F.softmin", "F.normalize", "F.glu", "F.gumbel_softmax"}
 

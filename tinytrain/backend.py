@@ -200,3 +200,17 @@ def to_device(array: Any, device: str) -> Any:
 def index_add(target: Any, index: Any, values: Any) -> None:
     """``target[index] += values`` that also accumulates repeated indices (``np.add.at``)."""
     get_array_module(target).add.at(target, index, values)
+
+
+def index_reduce(target: Any, index: Any, values: Any, ufunc: str) -> None:
+    """``target[index] = ufunc(target[index], values)`` accumulating repeated indices, for
+    ``ufunc`` in add / multiply / maximum / minimum (``np.maximum.at``). CuPy's ufuncs have
+    no ``multiply.at``: that one is done on the host and copied back."""
+    xp = get_array_module(target)
+    if xp is np or ufunc != "multiply":
+        getattr(xp, ufunc).at(target, index, values)
+        return
+    host = target.get()
+    np.multiply.at(host, tuple(i.get() if hasattr(i, "get") else i for i in index),
+                   values.get() if hasattr(values, "get") else values)
+    target[...] = xp.asarray(host)

@@ -317,6 +317,10 @@ def _method(name: str):
     "index_add", "scatter_add", "take", "bernoulli", "diagonal", "diag_embed", "diag"))
 
 
+(scatter_reduce, index_reduce, index_put, fmax, fmin, nanmedian) = (_method(n) for n in (
+    "scatter_reduce", "index_reduce", "index_put", "fmax", "fmin", "nanmedian"))
+
+
 def einsum(equation: str, *operands: Any) -> Tensor:
     """Einstein summation, as ``torch.einsum``: ``einsum("ij,jk->ik", a, b)`` is ``a @ b``,
     ``einsum("bij->bji", x)`` a transpose, ``einsum("ii", m)`` the trace (operands may also
@@ -701,4 +705,5 @@ __all__ = [
     "take", "tanh", "tile", "topk", "transpose", "tril", "triu", "true_divide", "trunc",
     "unbind", "unique", "unsqueeze", "var", "where",
 ]
-__all__ += ["bincount", "histogram"]
+__all__ += ["bincount", "histogram", "scatter_reduce", "index_reduce", "index_put", "fmax", "fmin",
+            "nanmedian"]

@@ -911,6 +911,17 @@ class Tensor:
         """Element-wise maximum (``torch.maximum``); ties split the gradient."""
         return self._binary(O.Maximum, other)
 
+    def fmax(self, other: Any) -> Tensor:
+        """Element-wise maximum that ignores NaN (the other value where one is NaN; NaN
+        where both are); ties give self the gradient, as PyTorch's."""
+        a, b = self._promote(other, False)
+        return where((a >= b) | b.isnan(), a, b)
+
+    def fmin(self, other: Any) -> Tensor:
+        """Element-wise minimum that ignores NaN (see :meth:`fmax`)."""
+        a, b = self._promote(other, False)
+        return where((a <= b) | b.isnan(), a, b)
+
     def minimum(self, other: Tensor) -> Tensor:
         return self._binary(O.Minimum, other)
 
@@ -1470,6 +1481,38 @@ class Tensor:
         (axis,) = O._normalize_axis(dim, self.ndim + 1)
         return self.reshape(self.shape[:axis] + (1,) + self.shape[axis:])
 
+    def _reshaped_in_place(self, name: str, view: Tensor) -> Tensor:
+        """Make self the view ``view`` of itself (transpose_, squeeze_, ...): the same memory
+        in a new shape, and, when recording, the view's graph node."""
+        if is_grad_enabled() and self.requires_grad:
+            if self.grad_fn is None:
+                raise RuntimeError(f"{name}: {_LEAF_INPLACE}")
+            if self._base is not None:
+                raise RuntimeError(f"{name}: in-place view op with autograd on a view of another "
+                                   f"tensor; use the out-of-place {name[:-1]}() instead")
+        self._data = view._data
+        self._version_counter[0] += 1
+        if view._requires_grad:
+            self._take_node(view.grad_fn)
+        return self
+
+    def squeeze_(self, dim: int | Sequence[int] | None = None) -> Tensor:
+        return self._reshaped_in_place("squeeze_", self.squeeze(dim))
+
+    def unsqueeze_(self, dim: int) -> Tensor:
+        return self._reshaped_in_place("unsqueeze_", self.unsqueeze(dim))
+
+    def transpose_(self, dim0: int, dim1: int) -> Tensor:
+        return self._reshaped_in_place("transpose_", self.transpose(dim0, dim1))
+
+    swapaxes_ = swapdims_ = transpose_
+
+    def t_(self) -> Tensor:
+        if self.ndim > 2:
+            raise ShapeError(f"t_() expects a tensor with <= 2 dimensions, but self is "
+                             f"{self.ndim}D")
+        return self._reshaped_in_place("t_", self.t())
+
     def permute(self, *dims: int | Sequence[int]) -> Tensor:
         dims = O._normalize_axis(tuple(_shape_arg(dims)), self.ndim) or ()
         if sorted(dims) != list(range(self.ndim)):
@@ -1805,7 +1848,8 @@ class Tensor:
                 reduce: str | None = None) -> Tensor:
         """A copy with ``src[i][j]`` (or the number ``value``) written at
         ``[i][index[i][j]]`` for ``dim=1`` (likewise for any dim). ``reduce="add"`` adds
-        them instead (:meth:`scatter_add`); PyTorch's ``"multiply"`` is not supported."""
+        them instead (:meth:`scatter_add`), ``"multiply"`` multiplies (:meth:`scatter_reduce`
+        with ``"prod"``)."""
         if src is None:
             src = value
         if src is None:
@@ -1815,16 +1859,15 @@ class Tensor:
         if reduce is not None:
             if reduce not in ("add", "multiply"):
                 raise InvalidArgument("reduce argument must be either add or multiply.")
-            if reduce == "multiply":
-                raise NotImplementedError("scatter(reduce='multiply') is not supported in "
-                                          "tinytrain; reduce='add' is (scatter_add)")
             if isinstance(src, Tensor):
                 warnings.warn("The reduce argument of torch.scatter with Tensor src is "
                               "deprecated and will be removed in a future PyTorch release. Use "
                               "scatter_add instead.", UserWarning, stacklevel=2)
-            else:  # a number: added at every index
+            else:  # a number: added (multiplied) at every index
                 src = full(self._index_array("scatter", index).shape, src, dtype=self.dtype,
                            device=self.device)
+            if reduce == "multiply":
+                return self.scatter_reduce(dim, index, src, "prod")
             return self.scatter_add(dim, index, src)
         return O.Scatter.apply(self, *self._scatter_args("scatter", dim, index, src))
 
@@ -1844,6 +1887,30 @@ class Tensor:
 
     def scatter_add_(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
         return self._inplace("scatter_add_", lambda s: s.scatter_add(dim, index, src), src)
+
+    def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str, *,
+                       include_self: bool = True) -> Tensor:
+        """A copy where each place ``index`` points at along ``dim`` (as :meth:`scatter`)
+        holds the ``reduce`` of the ``src`` values sent there: ``"sum"``, ``"prod"``,
+        ``"mean"`` (integers round down), ``"amax"`` or ``"amin"``, taking self's value in
+        too if ``include_self``. ``index`` and ``src`` as :meth:`scatter_add`'s; gradients as
+        PyTorch's (amax/amin share it among equal maxima)."""
+        if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+            raise InvalidArgument(f"reduce argument must be either sum, prod, mean, amax or "
+                                  f"amin, got {reduce}")
+        if not isinstance(src, Tensor):
+            raise TypeError(f"scatter_reduce(): argument 'src' (position 3) must be Tensor, not "
+                            f"{type(src).__name__}")
+        if self.ndim == 0:
+            return self._one_element(Tensor.scatter_reduce, dim, index, src, reduce=reduce,
+                                     include_self=include_self)
+        idx, src, axis = self._scatter_args("scatter_reduce", dim, index, src)
+        return O.ScatterReduce.apply(self, idx, src, axis, reduce, builtins.bool(include_self))
+
+    def scatter_reduce_(self, dim: int, index: Tensor, src: Tensor, reduce: str, *,
+                        include_self: bool = True) -> Tensor:
+        return self._inplace("scatter_reduce_", lambda s: s.scatter_reduce(
+            dim, index, src, reduce, include_self=include_self), src)
 
     def _scatter_args(self, name: str, dim: int, index: Any, src: Any) -> tuple:
         """``(index, src, axis)`` of a scatter, checked: ``index`` has self's number of
@@ -1874,30 +1941,94 @@ class Tensor:
         """A copy with ``alpha * source`` added at the entries ``index`` (1-D integers) along
         ``dim``: ``source`` has self's shape but ``index``'s length along ``dim``; repeated
         indices add up. (A ``scatter_add`` with the index repeated across ``source``.)"""
-        axis = self._dim("index_add", dim)
-        idx = self._index_array("index_add", index)
-        if idx.ndim > 1:
-            raise ShapeError(f"index_add(): index must be a vector (1-D), got shape "
-                             f"{list(idx.shape)}")
-        idx = idx.reshape(-1)
-        source = _as_operand(source, self, "index_add()").to(self.device)
-        check_same_dtype("index_add()", self, source)
-        want = self.shape[:axis] + (idx.size,) + self.shape[axis + 1:]
-        if source.shape != want:
-            raise ShapeError(f"index_add(): source of shape {list(source.shape)} does not fit: "
-                             f"it must be self's shape {list(self.shape)} with dimension "
-                             f"{axis} the index's length {idx.size}, {list(want)}")
-        self._check_index_range("index_add", idx, axis)
+        idx, source, axis = self._index_args("index_add", dim, index, source)
         if not (isinstance(alpha, numbers.Number) and alpha == 1):
             source = source * scalar_array(alpha, self.dtype)
+        return O.ScatterAdd.apply(self, idx, source, axis)
+
+    def _index_args(self, name: str, dim: int, index: Any, source: Any) -> tuple:
+        """``(index, source, axis)`` of index_add / index_reduce, checked, with the 1-D
+        ``index`` repeated across ``source`` (self's shape but the index's length along
+        ``dim``): the scatter that does the same."""
+        axis = self._dim(name, dim)
+        idx = self._index_array(name, index)
+        if idx.ndim > 1:
+            raise ShapeError(f"{name}(): index must be a vector (1-D), got shape "
+                             f"{list(idx.shape)}")
+        idx = idx.reshape(-1)
+        source = _as_operand(source, self, f"{name}()").to(self.device)
+        check_same_dtype(f"{name}()", self, source)
+        want = self.shape[:axis] + (idx.size,) + self.shape[axis + 1:]
+        if source.shape != want:
+            raise ShapeError(f"{name}(): source of shape {list(source.shape)} does not fit: "
+                             f"it must be self's shape {list(self.shape)} with dimension "
+                             f"{axis} the index's length {idx.size}, {list(want)}")
+        self._check_index_range(name, idx, axis)
         xp = backend.get_array_module(idx)
         place = [1] * self.ndim
         place[axis] = idx.size
-        return O.ScatterAdd.apply(self, xp.broadcast_to(idx.reshape(place), want), source, axis)
+        return xp.broadcast_to(idx.reshape(place), want), source, axis
+
+    def index_reduce(self, dim: int, index: Tensor, source: Tensor, reduce: str, *,
+                     include_self: bool = True) -> Tensor:
+        """:meth:`index_add`'s placement (the slices ``index`` along ``dim``) with
+        :meth:`scatter_reduce`'s reductions: ``"prod"``, ``"mean"``, ``"amax"``, ``"amin"``."""
+        if reduce not in ("prod", "mean", "amax", "amin"):
+            raise InvalidArgument(f"index_reduce(): Expected reduce to be one of prod, mean, "
+                                  f"amax or amin but got {reduce}.")
+        idx, source, axis = self._index_args("index_reduce", dim, index, source)
+        return O.ScatterReduce.apply(self, idx, source, axis, reduce,
+                                     builtins.bool(include_self))
+
+    def index_reduce_(self, dim: int, index: Tensor, source: Tensor, reduce: str, *,
+                      include_self: bool = True) -> Tensor:
+        return self._inplace("index_reduce_", lambda s: s.index_reduce(
+            dim, index, source, reduce, include_self=include_self), source)
 
     def index_add_(self, dim: int, index: Tensor, source: Tensor, *, alpha: Any = 1) -> Tensor:
         return self._inplace("index_add_", lambda s: s.index_add(dim, index, source, alpha=alpha),
                              source)
+
+    def index_put(self, indices: Sequence[Any], values: Any, accumulate: bool = False
+                  ) -> Tensor:
+        """A copy with ``self[indices] = values`` (``indices`` a tuple of index tensors, one
+        per leading dimension; ``values`` broadcasts to ``self[indices]``'s shape), or with
+        them added if ``accumulate``, where repeated indices add up."""
+        if not isinstance(indices, tuple | list):
+            raise TypeError(f"index_put(): argument 'indices' must be tuple of Tensors, not "
+                            f"{type(indices).__name__}")
+        if not isinstance(values, Tensor):
+            values = tensor(values, dtype=self.dtype, device=self.device)
+        if values.dtype != self.dtype:
+            raise DTypeError(f"Index put requires the source and destination dtypes match, got "
+                             f"{torch_scalar_name(self.dtype)} for the destination and "
+                             f"{torch_scalar_name(values.dtype)} for the source.")
+        if not accumulate:
+            out = self.clone()
+            out[tuple(indices)] = values
+            return out
+        arrays = []
+        for i in indices:  # a bool mask stands for the indices of its True entries
+            i = i if isinstance(i, Tensor) else tensor(i)
+            arrays += [t._data for t in i.nonzero(as_tuple=True)] if i.dtype == bool_ else [
+                self._index_array("index_put", i)]
+        if len(arrays) > self.ndim:
+            raise IndexRangeError(f"index_put(): too many indices for tensor of dimension "
+                                  f"{self.ndim} (got {len(arrays)})")
+        xp = backend.get_array_module(self._data)
+        arrays = xp.broadcast_arrays(*arrays)
+        flat, rest = 0, self.shape[len(arrays):]
+        for axis, idx in enumerate(arrays):  # the position in the leading dims, row-major
+            self._check_index_range("index_put", idx + (idx < 0) * self.shape[axis], axis)
+            flat = flat * self.shape[axis] + idx % builtins.max(self.shape[axis], 1)
+        values = values.to(self.device).expand(arrays[0].shape + rest).reshape((-1,) + rest)
+        lead = self.reshape((-1,) + rest)
+        return lead.index_add(0, Tensor(flat.reshape(-1)), values).reshape(self.shape)
+
+    def index_put_(self, indices: Sequence[Any], values: Any, accumulate: bool = False
+                   ) -> Tensor:
+        return self._inplace("index_put_", lambda s: s.index_put(indices, values, accumulate),
+                             values)
 
     def take(self, index: Tensor) -> Tensor:
         """The entries of the flattened tensor at ``index`` (any shape; negative counts from
@@ -2149,6 +2280,23 @@ class Tensor:
             nan, xp = self.isnan()._data, backend.get_array_module(self._data)
             first_nan = xp.expand_dims(nan.argmax(axis=axis), axis)
             index = xp.where(nan.any(axis=axis, keepdims=True), first_nan, index)
+        values = O.TakeAlongDim.apply(self, index, axis, keepdim)
+        indices = Tensor((index if keepdim else index.squeeze(axis)).astype(int64, copy=False))
+        return MedianResult(values, indices)
+
+    def nanmedian(self, dim: int | None = None, keepdim: bool = False) -> Any:
+        """:meth:`median` of the values that are not NaN (NaN where all are): without
+        ``dim`` one value, with ``dim`` the pair ``(values, indices)``, as PyTorch's."""
+        if dim is None:
+            return O.NanMedian.apply(self, None, False)
+        _int_dim("nanmedian", dim)
+        if self.ndim == 0 or self.dtype.kind != "f":  # (nothing can be NaN)
+            return self.median(dim, keepdim)
+        (axis,) = self._reduce_check("nanmedian", dim)
+        xp = backend.get_array_module(self._data)
+        count = (~self.isnan()).sum(axis, keepdim=True)._data
+        middle = xp.maximum(count - 1, 0) // 2
+        index = xp.take_along_axis(self.argsort(axis)._data, middle, axis)  # (NaNs last)
         values = O.TakeAlongDim.apply(self, index, axis, keepdim)
         indices = Tensor((index if keepdim else index.squeeze(axis)).astype(int64, copy=False))
         return MedianResult(values, indices)
@@ -2564,6 +2712,26 @@ class Tensor:
     def nelement(self) -> int:
         return self.numel()
 
+    def storage_offset(self) -> int:
+        """How many elements into its base tensor's memory this view starts (0 for a tensor
+        that is not a view), as PyTorch's, for views made by view ops (slicing, ``view``,
+        ``t()``, ...; a ``detach()`` of a view starts again at 0)."""
+        root = self
+        while root._base is not None:
+            root = root._base
+        if root is self or not self.numel():
+            return 0
+        return (self.data_ptr() - root.data_ptr()) // self.element_size()
+
+    def new(self, *args: Any, device: Any = None) -> Tensor:
+        """PyTorch's legacy constructor: ``x.new()`` empty, ``x.new(2, 3)`` (or
+        ``x.new(x.size())``) of that shape, ``x.new([1, 2])`` of that data, in ``x``'s dtype
+        and on its device (as ``tt.FloatTensor(...)`` for a float32 ``x``)."""
+        from tinytrain.tensor_types import TensorType
+
+        kind = TensorType(f"{torch_scalar_name(self.dtype)}Tensor", (), {"dtype": self.dtype})
+        return kind(*args, device=device or self.device)
+
     def data_ptr(self) -> int:
         """The address of the first element (equal for tensors that share memory there)."""
         return int(self._data.data.ptr if self.is_cuda else self._data.ctypes.data)
@@ -2589,7 +2757,7 @@ _numpy_names.accept(Tensor, "sum mean max min argmax argmin amax amin std var lo
                     "any count_nonzero cumsum softmax log_softmax squeeze unsqueeze sort "
                     "argsort topk chunk unbind select narrow gather index_select scatter "
                     "scatter_ size stride prod cumprod nansum nanmean median diff scatter_add "
-                    "scatter_add_ index_add index_add_ cumprod_")
+                    "scatter_add_ index_add index_add_ cumprod_ nanmedian squeeze_ unsqueeze_")
 
 
 class _Missing:

@@ -15,7 +15,7 @@ import numpy as np
 
 from tinytrain import kernels
 from tinytrain.autograd.function import Function, _root
-from tinytrain.backend import get_array_module, index_add
+from tinytrain.backend import get_array_module, index_add, index_reduce
 
 # --------------------------------------------------------------------- helpers
 
@@ -743,6 +743,19 @@ class Median(Amax):
         ordered = xp.sort(a.reshape(-1))  # (NaNs last)
         last = ordered[-1]
         return xp.where(last != last, last, ordered[(a.size - 1) // 2])
+
+
+class NanMedian(Amax):
+    """The lower median of the values of ``a`` that are not NaN (``torch.nanmedian()``
+    without a dim; NaN if all are); entries equal to it share the gradient, as for
+    :class:`Median`."""
+
+    @staticmethod
+    def forward(a, axis, keepdims):
+        xp = get_array_module(a)
+        ordered = xp.sort(a.reshape(-1))  # (NaNs last)
+        count = int((ordered == ordered).sum())
+        return ordered[max(count - 1, 0) // 2] if a.size else xp.asarray(xp.nan, a.dtype)
 
 
 class Prod(Function):
@@ -1877,6 +1890,103 @@ class ScatterAdd(Function):
             gs = get_array_module(g).zeros(ctx.src_shape, dtype=g.dtype)
             gs[tuple(slice(0, n) for n in ctx.index.shape)] = g[_full_index(ctx.index, ctx.axis)]
         return g if ctx.needs_input_grad[0] else None, None, gs, None
+
+
+def scatter_reduce_array(a: Any, index: Any, src: Any, axis: int, reduce: str,
+                         include_self: bool) -> Any:
+    """``torch.scatter_reduce`` on arrays: a copy of ``a`` where every place ``index`` points
+    at along ``axis`` holds the ``reduce`` (sum, prod, mean, amax, amin) of the ``src``
+    entries sent there, and of ``a``'s own value if ``include_self``; other places keep
+    ``a``'s. The mean of integers rounds down, as PyTorch's."""
+    where = _full_index(index, axis)
+    values = src[tuple(slice(0, n) for n in index.shape)]
+    out = a.copy()
+    ufunc = {"sum": "add", "mean": "add", "prod": "multiply", "amax": "maximum",
+             "amin": "minimum"}[reduce]
+    if not include_self:  # the places written start from the reduction's identity
+        if reduce in ("amax", "amin"):
+            info = np.finfo(a.dtype) if a.dtype.kind == "f" else np.iinfo(a.dtype)
+            low = -np.inf if a.dtype.kind == "f" else info.min
+            high = np.inf if a.dtype.kind == "f" else info.max
+            out[where] = low if reduce == "amax" else high
+        else:
+            out[where] = 1 if reduce == "prod" else 0
+    index_reduce(out, where, values, ufunc)
+    if reduce == "mean":
+        count = _scatter_count(a, where, include_self)
+        out = out // count if a.dtype.kind in "iu" else (out / count).astype(a.dtype)
+    return out
+
+
+def _scatter_count(a: Any, where: Any, include_self: bool) -> Any:
+    """How many values a scatter's mean divides by at each place of ``a`` (at least 1)."""
+    xp = get_array_module(a)
+    count = xp.ones(a.shape, dtype=a.dtype)
+    if not include_self:
+        count[where] = 0
+    index_add(count, where, xp.ones(where[0].shape, dtype=a.dtype))
+    return xp.maximum(count, 1)
+
+
+class ScatterReduce(Function):
+    """:func:`scatter_reduce_array` with PyTorch's gradients (``scatter_reduce_backward``):
+    sum and mean pass the gradient (divided by the count) to every value reduced; amax and
+    amin share it evenly among the values equal to the result; prod gives each value the
+    product of the others (the result over it; PyTorch's rule where a zero is involved). With
+    ``include_self=False`` the places written pass nothing back to ``a``."""
+
+    row_major = True  # a new layout, as PyTorch's (Function.apply)
+
+    @staticmethod
+    def forward(a, index, src, axis, reduce, include_self):
+        return scatter_reduce_array(a, index, src, axis, reduce, include_self)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.a, ctx.index, ctx.src, ctx.axis, ctx.reduce, ctx.include_self = inputs
+        ctx.out = output
+
+    @staticmethod
+    def backward(ctx, g):
+        a, src, out, reduce, include_self = ctx.a, ctx.src, ctx.out, ctx.reduce, ctx.include_self
+        xp = get_array_module(g)
+        where = _full_index(ctx.index, ctx.axis)
+        used = tuple(slice(0, n) for n in ctx.index.shape)
+        values = src[used]
+        if reduce == "sum":
+            ga, gv = g, g[where]
+        elif reduce == "mean":
+            ga = g / _scatter_count(g, where, include_self)
+            gv = ga[where]
+        elif reduce in ("amax", "amin"):
+            self_is = (a == out).astype(g.dtype)
+            src_is = (values == out[where]).astype(g.dtype)
+            n = self_is.copy()
+            index_add(n, where, src_is)
+            shared = g / xp.where(n == 0, 1, n)
+            ga, gv = self_is * shared, src_is * shared[where]
+        else:  # prod
+            axis = ctx.axis
+            masked_a = xp.where(a == 0, 1, a)
+            ga = g * scatter_reduce_array(masked_a, ctx.index, src, axis, reduce,
+                                          include_self) / masked_a
+            src_zero = values == 0
+            zeros = xp.zeros(a.shape, dtype=g.dtype)
+            index_add(zeros, where, src_zero.astype(g.dtype))
+            single = src_zero & (zeros[where] == 1)
+            masked_src = src.copy()
+            masked_src[used] = xp.where(single, 1, values)
+            without = scatter_reduce_array(a, ctx.index, masked_src, axis, reduce, include_self)
+            gv = xp.where(single, (g * without)[where],
+                          (g * out)[where] / xp.where(src_zero, 1, values))
+        if not include_self:
+            ga = ga.copy() if ga is g else ga
+            ga[where] = 0
+        gs = None
+        if ctx.needs_input_grad[2]:
+            gs = xp.zeros(src.shape, dtype=g.dtype)
+            gs[used] = gv
+        return (ga if ctx.needs_input_grad[0] else None), None, gs, None, None, None
 
 
 class Embedding(Function):

@@ -65,6 +65,7 @@ __all__ = [
     "max_pool2d_with_indices", "max_unpool2d", "mish", "mse_loss", "multi_margin_loss",
     "multilabel_soft_margin_loss", "nll_loss", "normalize", "one_hot", "pad", "pairwise_distance",
     "pixel_shuffle", "pixel_unshuffle", "poisson_nll_loss", "prelu", "relu", "relu6", "relu_",
+    "rrelu",
     "rms_norm", "scaled_dot_product_attention", "selu", "selu_", "sigmoid", "silu",
     "smooth_l1_loss", "soft_margin_loss", "softmax", "softmin", "softplus", "softshrink",
     "softsign", "tanh", "tanhshrink", "threshold", "threshold_", "triplet_margin_loss",
@@ -96,6 +97,23 @@ def leaky_relu(x: Tensor, negative_slope: float = 0.01, inplace: bool = False) -
     _floating("leaky_relu", x)
     fn = lambda t: O.LeakyReLU.apply(t, negative_slope, False)  # noqa: E731
     return x._inplace("leaky_relu_", fn) if inplace else fn(x)
+
+
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,  # noqa: A002
+          training: bool = False, inplace: bool = False) -> Tensor:
+    """Randomized leaky ReLU: ``x`` where ``x > 0``, else ``a * x``. Training draws ``a``
+    uniform in ``[lower, upper]`` for every element from tinytrain's random stream
+    (``tt.manual_seed``); otherwise ``a = (lower + upper) / 2`` (a :func:`leaky_relu`)."""
+    _floating("rrelu", input)
+    if lower > upper:
+        raise RuntimeError("Lower bound should be less than or equal to the upper bound")
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace)
+    from tinytrain.tensor import rand
+
+    slope = rand(*input.shape, dtype=input.dtype, device=input.device) * (upper - lower) + lower
+    fn = lambda t: where(t <= 0, t * slope, t)  # noqa: E731 (PyTorch's: x <= 0 gets the slope)
+    return input._inplace("rrelu_", fn) if inplace else fn(input)
 
 
 def elu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
