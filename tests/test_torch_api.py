@@ -224,7 +224,7 @@ def test_torch_nn_parallel_is_the_distributed_wrapper():
     (F, "ctc_loss", "tinytrain.nn.functional has adaptive_avg_pool"),
     (nn.init, "sparse_", "kaiming_normal_"),
     (nn.utils, "weight_norm", "clip_grad_norm_"),
-    (tt.optim, "LBFGS", "closure"),
+    (tt.optim, "SparseAdam", "Adadelta and LBFGS"),
     (tt.optim, "Rprop", "AdamW, NAdam, RAdam"),
     (tt.optim.lr_scheduler, "WarmupLR", "CyclicLR, ExponentialLR"),
 ])

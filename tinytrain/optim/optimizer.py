@@ -227,27 +227,7 @@ class Optimizer:
                                  f"parameter index {i}, but this optimizer has {len(params)} "
                                  "parameters")
             p = params[int(i)]
-            entry = {}
-            for k, v in s.items():
-                tensor = isinstance(v, Tensor) and self._user  # a user optimizer's own
-                #                                 Tensor state stays one; built-ins keep arrays
-                v = v.data if tensor else v
-                if hasattr(v, "__array__") and not hasattr(v, "astype"):  # PyTorch's tensors
-                    v = np.asarray(v)
-                    v = int(v) if k == "step" and v.ndim == 0 else v
-                if hasattr(v, "copy") and getattr(v, "ndim", 1) == 0:  # a 0-d buffer: own copy
-                    v = v.copy()
-                if getattr(v, "ndim", 0):  # a built-in buffer must fit its parameter (a
-                    # subclass's own Tensor state may be factored: [rows], [m, 1])
-                    if tuple(v.shape) != p.shape and not tensor:
-                        raise ShapeError(
-                            f"{type(self).__name__}.load_state_dict: parameter {i} has shape "
-                            f"{p.shape} but its saved {k!r} has shape {tuple(v.shape)} (a "
-                            "state saved for another model?)")
-                    dtype = p.dtype if v.dtype.kind == "f" else v.dtype  # (as PyTorch)
-                    v = backend.to_device(v, p.device).astype(dtype, copy=True)
-                entry[k] = Tensor(v) if tensor else v
-            state[p] = entry
+            state[p] = {k: self._loaded(int(i), p, k, v) for k, v in s.items()}
         for g in groups:  # a PyTorch state dict's options this optimizer lacks: only when off
             on = [k for k in _TORCH_ONLY_OPTIONS if _switched_on(g.get(k))
                   and k not in self.defaults]
@@ -260,3 +240,36 @@ class Optimizer:
             own.update({k: v for k, v in g.items() if k != "params" and (
                 k not in _TORCH_BOOKKEEPING or k in self.defaults)})
         self.state = state
+
+    def _state_shape(self, p: Tensor) -> tuple[int, ...]:
+        """The shape of ``p``'s saved buffers (``load_state_dict`` checks it): ``p``'s own."""
+        return p.shape
+
+    def _loaded(self, i: int, p: Tensor, k: str, v: Any) -> Any:
+        """The saved state value ``v`` (key ``k``) of parameter ``p`` (index ``i``), as this
+        optimizer keeps it: PyTorch's tensors as arrays (``"step"`` as an int), a 0-d buffer
+        copied, a buffer checked against ``_state_shape(p)`` and copied onto ``p``'s device in
+        its floating dtype, and each item of a list or tuple (LBFGS's history) the same way,
+        as PyTorch casts inside them."""
+        if isinstance(v, list | tuple):
+            return type(v)(self._loaded(i, p, k, item) for item in v)
+        tensor = isinstance(v, Tensor) and self._user  # a user optimizer's own
+        #                                 Tensor state stays one; built-ins keep arrays
+        v = v.data if tensor else v
+        if hasattr(v, "__array__") and not hasattr(v, "astype"):  # PyTorch's tensors
+            v = np.asarray(v)
+            v = int(v) if k == "step" and v.ndim == 0 else v
+        if hasattr(v, "copy") and getattr(v, "ndim", 1) == 0:  # a 0-d buffer: own copy
+            v = v.copy()
+        if getattr(v, "ndim", 0):  # a built-in buffer must fit its parameter (a
+            # subclass's own Tensor state may be factored: [rows], [m, 1])
+            shape = self._state_shape(p)
+            if tuple(v.shape) != shape and not tensor:
+                raise ShapeError(
+                    f"{type(self).__name__}.load_state_dict: parameter {i} has shape "
+                    f"{p.shape} but its saved {k!r} has shape {tuple(v.shape)}"
+                    + (f" (expected {shape})" if shape != p.shape else "")
+                    + " (a state saved for another model?)")
+            dtype = p.dtype if v.dtype.kind == "f" else v.dtype  # (as PyTorch)
+            v = backend.to_device(v, p.device).astype(dtype, copy=True)
+        return Tensor(v) if tensor else v
