@@ -1038,6 +1038,6 @@ else:
 #   `broadcast_shapes`, and every op written against `xp`
 # * [tinytrain/random.py](../tinytrain/random.py) — `manual_seed` and the package generator
 #
-# **Previous:** [Chapter 0 — orientation](../notebooks/00_introduction.ipynb) · **Next:** [Chapter 2 —
-# reverse-mode autodiff from scratch](02_autograd.ipynb) turns `grad_fn` into a working backward
-# pass.
+# **Previous:** [Chapter 0 — orientation](../notebooks/00_introduction.ipynb) · **Next:**
+# [Chapter 2 — reverse-mode autodiff from scratch](02_autograd.ipynb) turns `grad_fn` into a
+# working backward pass.
