@@ -78,7 +78,8 @@ def assert_same_state(opt, topt):
     for key in ("func_evals", "n_iter"):
         assert state[key] == tstate[key], key
     assert len(state["old_dirs"]) == len(tstate["old_dirs"])
-    np.testing.assert_allclose(state["d"], tstate["d"].numpy(), **TOL)
+    np.testing.assert_allclose(tt.backend.to_device(state["d"], "cpu"), tstate["d"].numpy(),
+                               **TOL)
 
 
 def run(opt, topt, closure, tclosure, ours, theirs, steps, tol=TOL):

@@ -549,8 +549,8 @@ def test_the_new_ops_run_on_each_device_with_the_cpu_results(device):
         return [o.detach().cpu().numpy() for o in outs] + [x.grad.cpu().numpy(),
                                                            s.grad.cpu().numpy()]
 
-    for got, ref in zip(run(device), run("cpu")):
-        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+    for k, (got, ref) in enumerate(zip(run(device), run("cpu"), strict=True)):
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12, err_msg=f"output {k}")
     tt.manual_seed(0)
     drawn = D.Categorical(probs=tt.tensor([0.2, 0.8], device=device)).sample((1000,))
     assert drawn.device == device and 700 < int(drawn.sum()) < 900  # mean 800, sd 13

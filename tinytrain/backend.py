@@ -204,13 +204,15 @@ def index_add(target: Any, index: Any, values: Any) -> None:
 
 def index_reduce(target: Any, index: Any, values: Any, ufunc: str) -> None:
     """``target[index] = ufunc(target[index], values)`` accumulating repeated indices, for
-    ``ufunc`` in add / multiply / maximum / minimum (``np.maximum.at``). CuPy's ufuncs have
-    no ``multiply.at``: that one is done on the host and copied back."""
+    ``ufunc`` in add / multiply / maximum / minimum (``np.maximum.at``). On the GPU only
+    ``add`` runs there (``cupy.add.at``): CuPy's ufuncs have no ``multiply.at``, and its
+    ``maximum.at`` / ``minimum.at`` gave float64 results rounded to float32 (CuPy 14, seen
+    on an H200), so those are done on the host and copied back."""
     xp = get_array_module(target)
-    if xp is np or ufunc != "multiply":
+    if xp is np or ufunc == "add":
         getattr(xp, ufunc).at(target, index, values)
         return
     host = target.get()
-    np.multiply.at(host, tuple(i.get() if hasattr(i, "get") else i for i in index),
-                   values.get() if hasattr(values, "get") else values)
+    getattr(np, ufunc).at(host, tuple(i.get() if hasattr(i, "get") else i for i in index),
+                          values.get() if hasattr(values, "get") else values)
     target[...] = xp.asarray(host)

@@ -247,9 +247,9 @@ class Optimizer:
 
     def _loaded(self, i: int, p: Tensor, k: str, v: Any) -> Any:
         """The saved state value ``v`` (key ``k``) of parameter ``p`` (index ``i``), as this
-        optimizer keeps it: PyTorch's tensors as arrays (``"step"`` as an int), a 0-d buffer
-        copied, a buffer checked against ``_state_shape(p)`` and copied onto ``p``'s device in
-        its floating dtype, and each item of a list or tuple (LBFGS's history) the same way,
+        optimizer keeps it: PyTorch's tensors as arrays (``"step"`` as an int), every array
+        copied onto ``p``'s device in its floating dtype (one with dimensions checked against
+        ``_state_shape(p)`` first), and each item of a list or tuple (LBFGS's history) the same way,
         as PyTorch casts inside them."""
         if isinstance(v, list | tuple):
             return type(v)(self._loaded(i, p, k, item) for item in v)
@@ -259,17 +259,17 @@ class Optimizer:
         if hasattr(v, "__array__") and not hasattr(v, "astype"):  # PyTorch's tensors
             v = np.asarray(v)
             v = int(v) if k == "step" and v.ndim == 0 else v
-        if hasattr(v, "copy") and getattr(v, "ndim", 1) == 0:  # a 0-d buffer: own copy
-            v = v.copy()
-        if getattr(v, "ndim", 0):  # a built-in buffer must fit its parameter (a
-            # subclass's own Tensor state may be factored: [rows], [m, 1])
-            shape = self._state_shape(p)
+        if not (hasattr(v, "dtype") and hasattr(v, "ndim")):  # a number, None, ...
+            return Tensor(v) if tensor else v
+        if v.ndim:  # a built-in buffer must fit its parameter (a subclass's own Tensor
+            # state may be factored: [rows], [m, 1]); a 0-d one (LBFGS's ro, H_diag) too goes
+            shape = self._state_shape(p)  # onto the parameter's device, in its own copy
             if tuple(v.shape) != shape and not tensor:
                 raise ShapeError(
                     f"{type(self).__name__}.load_state_dict: parameter {i} has shape "
                     f"{p.shape} but its saved {k!r} has shape {tuple(v.shape)}"
                     + (f" (expected {shape})" if shape != p.shape else "")
                     + " (a state saved for another model?)")
-            dtype = p.dtype if v.dtype.kind == "f" else v.dtype  # (as PyTorch)
-            v = backend.to_device(v, p.device).astype(dtype, copy=True)
+        dtype = p.dtype if v.dtype.kind == "f" else v.dtype  # (as PyTorch)
+        v = backend.to_device(v, p.device).astype(dtype, copy=True)
         return Tensor(v) if tensor else v
