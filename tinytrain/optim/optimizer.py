@@ -248,8 +248,8 @@ class Optimizer:
     def _loaded(self, i: int, p: Tensor, k: str, v: Any) -> Any:
         """The saved state value ``v`` (key ``k``) of parameter ``p`` (index ``i``), as this
         optimizer keeps it: PyTorch's tensors as arrays (``"step"`` as an int), every array
-        copied onto ``p``'s device in its floating dtype (one with dimensions checked against
-        ``_state_shape(p)`` first), and each item of a list or tuple (LBFGS's history) the same way,
+        copied onto ``p``'s device (one with dimensions checked against ``_state_shape(p)``
+        and in ``p``'s floating dtype), and each item of a list or tuple (LBFGS's history) the same way,
         as PyTorch casts inside them."""
         if isinstance(v, list | tuple):
             return type(v)(self._loaded(i, p, k, item) for item in v)
@@ -270,6 +270,8 @@ class Optimizer:
                     f"{p.shape} but its saved {k!r} has shape {tuple(v.shape)}"
                     + (f" (expected {shape})" if shape != p.shape else "")
                     + " (a state saved for another model?)")
-        dtype = p.dtype if v.dtype.kind == "f" else v.dtype  # (as PyTorch)
+        # floating buffers in the parameter's dtype, as PyTorch; a 0-d one (NAdam's float32
+        # mu_product) keeps its own, so that reloading does not change the trajectory
+        dtype = p.dtype if v.dtype.kind == "f" and v.ndim else v.dtype
         v = backend.to_device(v, p.device).astype(dtype, copy=True)
         return Tensor(v) if tensor else v
