@@ -249,8 +249,8 @@ class Optimizer:
         """The saved state value ``v`` (key ``k``) of parameter ``p`` (index ``i``), as this
         optimizer keeps it: PyTorch's tensors as arrays (``"step"`` as an int), every array
         copied onto ``p``'s device (one with dimensions checked against ``_state_shape(p)``
-        and in ``p``'s floating dtype), and each item of a list or tuple (LBFGS's history) the same way,
-        as PyTorch casts inside them."""
+        and in ``p``'s floating dtype), and each item of a list or tuple (LBFGS's history)
+        the same way, as PyTorch casts inside them."""
         if isinstance(v, list | tuple):
             return type(v)(self._loaded(i, p, k, item) for item in v)
         tensor = isinstance(v, Tensor) and self._user  # a user optimizer's own
