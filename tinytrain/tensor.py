@@ -293,7 +293,7 @@ class Tensor:
     @data.setter
     def data(self, value: Tensor | Any) -> None:
         array = value._data if isinstance(value, Tensor) else value
-        if array is not self._data:
+        if array is not vars(self).get("_data"):  # (vars: a lazy placeholder's ._data raises)
             self._data = array
             self._version_counter[0] += 1
 

@@ -46,7 +46,7 @@ class Adam(Optimizer):
     @no_grad()
     def step(self) -> None:
         for group, p, g, state in self._updates(adam_state, l2=False):  # decay: below
-            lr, weight_decay = group["lr"], group["weight_decay"]
+            lr, weight_decay = float(group["lr"]), group["weight_decay"]  # (a Tensor lr too)
             if group["decoupled_weight_decay"] and weight_decay:  # shrink the weights instead
                 p._data *= 1 - lr * weight_decay
                 weight_decay = 0
