@@ -833,7 +833,7 @@ print("Exercise 1.5: sum_to_shape agrees with unbroadcast and with the definitio
 # | `requires_grad` | should backward compute a gradient for this tensor? |
 # | `grad` | after `backward()`, the gradient (itself a Tensor) |
 # | `grad_fn` | the graph node of the op that made this tensor (`None` for leaves) |
-# | `data` | the raw array (as in micrograd and DeZero; PyTorch's `.data` is a Tensor) |
+# | `data` | a Tensor on the same memory, outside autograd (as PyTorch's `.data`; see below) |
 
 # %%
 x = tt.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
@@ -841,8 +841,31 @@ print(x)
 print("shape", x.shape, "| dtype", x.dtype, "| device", x.device)
 print("requires_grad", x.requires_grad, "| grad", x.grad, "| grad_fn", x.grad_fn,
       "| is_leaf", x.is_leaf)
-print("data is a", type(x.data).__module__ + "." + type(x.data).__name__)
+print("data is a", type(x.data).__name__, "| its requires_grad", x.data.requires_grad)
 assert x.dtype == tt.float32 and x.device == "cpu" and x.grad is None
+
+# %% [markdown]
+# `x.data` is PyTorch's `.data`: a new Tensor on `x`'s memory (no copy) that is cut from
+# autograd: `requires_grad=False`, no `grad_fn`, and its own version counter. Ported
+# programs use it to change a parameter's values without recording anything:
+# `m.weight.data.normal_(0, 0.02)` initialises a layer, `p.data.add_(p.grad, alpha=-lr)` is
+# a hand-written SGD step. Writes through it reach `x`, but autograd does not see them: a
+# graph that saved `x` runs its backward on the new values without a word, exactly as
+# PyTorch's does, so use it for updates outside any computation you differentiate. (Many
+# small engines, micrograd and DeZero among them, call the raw array `.data`; in PyTorch,
+# and here, the raw NumPy array is what `x.numpy()` gives on the CPU. Inside the package
+# the array a Tensor wraps is `x._data`.)
+
+# %%
+d = x.data
+print("same memory:", d.data_ptr() == x.data_ptr(), "| requires_grad", d.requires_grad,
+      "| grad_fn", d.grad_fn)
+d.mul_(10)                      # writes x's values, unrecorded
+print("x after x.data.mul_(10):", x)
+d.div_(10)
+assert d.data_ptr() == x.data_ptr() and not d.requires_grad and d.grad_fn is None
+assert x.requires_grad and np.allclose(x.numpy(), [[1, 2, 3], [4, 5, 6]])
+assert isinstance(x.numpy(), np.ndarray)
 
 # %%
 x.grad = None                  # gradients add up over backward calls: start from none
@@ -900,7 +923,8 @@ assert [t.dtype for t in cases.values()] == expected
 src = np.ones(3, dtype=np.float32)
 t = tt.tensor(src)
 assert not np.shares_memory(src, t.numpy())     # tt.tensor copies
-assert t.numpy() is t.data                      # .numpy() does not (on the CPU)
+t.numpy()[0] = 5.0                               # .numpy() does not (on the CPU):
+assert t[0].item() == 5.0                        # writing into it writes into t
 
 # %% [markdown]
 # ### `.to()`: devices and dtypes
@@ -917,7 +941,7 @@ assert x64.dtype == tt.float64 and x.to("cpu") is x
 
 if tt.cuda_is_available():
     xg = x.to("cuda")
-    print(xg.device, type(xg.data))
+    print(xg.device, type(xg._data))                 # (the CuPy array it wraps)
     assert np.array_equal(xg.numpy(), x.numpy())
 else:
     print("No CUDA GPU here; this is what asking for one says:\n")

@@ -972,7 +972,7 @@ def graph_memory(t, exclude=()):
 
 
 model.eval()
-params = [p.data for p in model.parameters()]
+params = [p._data for p in model.parameters()]      # the arrays (graphs save arrays)
 xe, ye = next(iter(val_loader))                   # 500 validation images
 out_graph = model(xe)                             # grad mode on: a graph is recorded
 loss_graph = F.cross_entropy(out_graph, ye)
@@ -994,11 +994,11 @@ for name, shapes in reversed(nodes):              # from the input up: the first
     first.setdefault(name, shapes)
 assert first["MaxPool2dFunctionBackward"] == [(500, 16, 28, 28)]     # pool #1 keeps its input
 assert first["Conv2dFunctionBackward"] == [(500, 1, 28, 28)]         # conv1 keeps x (for dW)
-assert loss_graph.grad_fn.ctx.saved_tensors[0] is out_graph.data     # the loss: the logits
+assert loss_graph.grad_fn.ctx.saved_tensors[0] is out_graph._data    # the loss: the logits
 assert not any("Dropout" in name for name, _ in nodes)                 # eval: nothing recorded
 h = model.relu(model.conv1(xe))                   # (without the model's input standardisation)
 pooled = model.pool(h)
-assert pooled.grad_fn.ctx.saved_tensors[0] is h.grad_fn.ctx.saved_tensors[0] is h.data
+assert pooled.grad_fn.ctx.saved_tensors[0] is h.grad_fn.ctx.saved_tensors[0] is h._data
 del h, pooled
 
 # %% [markdown]

@@ -391,7 +391,7 @@ print("Exercise 7.2: ring_all_reduce matches np.sum on every rank, and the eleme
 # (their size is printed below) on links of 25 GB/s with α = 5 µs:
 
 # %%
-weights = [p.data for p in build_model("convnet").parameters()]  # a gradient has its shape
+weights = [p.numpy() for p in build_model("convnet").parameters()]  # a gradient has its shape
 N = sum(w.nbytes for w in weights)   # bytes of convnet's gradients
 print(f"convnet's gradients: {N / 1e3:.0f} KB ({sum(w.size for w in weights):,} "
       f"{weights[0].dtype} numbers)")
@@ -457,7 +457,7 @@ assert list(ready)[0].startswith("fc2") and list(ready)[-1].startswith("conv1")
 # convolutions'.
 
 # %%
-sizes = {n: p.data.nbytes for n, p in convnet.named_parameters()}
+sizes = {n: p.nbytes for n, p in convnet.named_parameters()}
 FIRST_CAP, CAP = int(0.05 * 2**20), int(0.25 * 2**20)  # small caps: convnet's N is < 1 MiB
 layout = package_assign_buckets([sizes[n] for n in names], FIRST_CAP, CAP)  # reverse order
 buckets = [[names[i] for i in b] for b in layout]

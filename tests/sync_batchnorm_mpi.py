@@ -58,9 +58,9 @@ def one_layer(rank: int, world: int, device: str, shape: tuple[int, ...], sizes:
             theirs.weight.copy_(torch.tensor(w))
             if theirs.bias is not None:
                 theirs.bias.copy_(torch.tensor(b))
-        ours.weight.data[...] = tt.tensor(w, device=device).data
+        ours.weight.data[...] = tt.tensor(w, device=device)
         if ours.bias is not None:
-            ours.bias.data[...] = tt.tensor(b, device=device).data
+            ours.bias.data[...] = tt.tensor(b, device=device)
     mine = slices(sizes)[rank]
     for step in range(steps + 1):
         train = step < steps

@@ -237,8 +237,8 @@ def test_cross_entropy_on_the_gpu_ignores_the_default_ignore_index(cp):
     xr = torch.tensor(logits, requires_grad=True)
     ref = torch.nn.functional.cross_entropy(xr, torch.tensor(t))
     ref.backward()
-    close(loss.data, ref.detach().numpy(), "loss", 1e-5)
-    close(x.grad.data, xr.grad.numpy(), "grad", 1e-5)
+    close(loss._data, ref.detach().numpy(), "loss", 1e-5)
+    close(x.grad._data, xr.grad.numpy(), "grad", 1e-5)
     tt.kernels.cuda.check_errors()
 
 
@@ -333,7 +333,7 @@ def test_float64_gradients_on_the_gpu_match_finite_differences(cp, op):
             return (fn() * probe).sum().item()
 
     for p in params:
-        numeric = numerical_grad(loss, p.data)
+        numeric = numerical_grad(loss, p._data)  # (the CuPy array, written)
         np.testing.assert_allclose(p.grad.numpy(), numeric, rtol=1e-6, atol=1e-7,
                                    err_msg=f"{op}: the gradient of a {p.shape} operand")
 

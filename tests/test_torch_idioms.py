@@ -594,7 +594,7 @@ def test_containers_register_what_they_hold():
 
 
 def test_module_apply_requires_grad_and_dtype_conversions():
-    def init_weights(m):  # the DCGAN tutorial's idiom, with .data as in PyTorch
+    def init_weights(m):  # the DCGAN tutorial's idiom: .data shares the weight's memory
         if isinstance(m, tt.nn.Linear):
             tt.nn.init.normal_(m.weight.data, 0.0, 0.02)
             tt.nn.init.constant_(m.bias.data, 0)

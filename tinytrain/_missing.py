@@ -67,7 +67,7 @@ TORCH_HINTS = {
 TENSOR_OFFER = ("tinytrain's Tensor has the methods its course uses (README: 'Differences from "
                 "PyTorch'); for anything else compute on t.numpy() with NumPy and wrap the "
                 "result with tt.tensor(...)")
-_STORAGE = "a tinytrain Tensor wraps one NumPy/CuPy array: use t.data (the array) or t.numpy()"
+_STORAGE = "a tinytrain Tensor wraps one NumPy/CuPy array: use t.numpy() (its array, on the CPU)"
 TENSOR_HINTS = {
     "storage": _STORAGE, "untyped_storage": _STORAGE,
     "as_strided": _STORAGE,

@@ -1,8 +1,8 @@
 """Module-level forms of Tensor methods: ``tt.max(x, 1)`` as ``torch.max(x, 1)``.
 
-Each takes the tensor first and calls the method; an array (e.g. ``outputs.data``,
-which is the raw array in tinytrain) is wrapped as a Tensor first, so
-``torch.max(outputs.data, 1)`` from PyTorch's tutorials works too.
+Each takes the tensor first and calls the method; a NumPy/CuPy array is wrapped as a
+Tensor first, so ``tt.max(x.numpy(), 1)`` works too (``torch.max(outputs.data, 1)`` from
+PyTorch's tutorials passes a Tensor: ``.data`` is one, as in PyTorch).
 """
 
 from __future__ import annotations
@@ -71,11 +71,11 @@ def _out(result: Tensor, out: Tensor | None, name: str, exact: bool = False) -> 
             warnings.warn(f"An output with one or more elements was resized since it had "
                           f"shape {list(out.shape)}, which does not match the required output "
                           f"shape {list(result.shape)}.", UserWarning, stacklevel=3)
-        flat = out.data.reshape(-1) if out.is_contiguous() else None
+        flat = out._data.reshape(-1) if out.is_contiguous() else None
         if flat is not None and flat.size >= result.numel():
             out.data = flat[: result.numel()].reshape(result.shape)  # (a view of the same memory)
         else:
-            out.data = result.data.astype(out.dtype)  # a new array of the new shape
+            out.data = result._data.astype(out.dtype)  # a new array of the new shape
             return out
     with no_grad():
         out.copy_(result)
@@ -502,8 +502,8 @@ def histogram(input: Tensor, bins: int | Tensor, *, range: Sequence[float] | Non
         raise NotImplementedError(f"histogram: floating point input only, got "
                                   f"{torch_scalar_name(x.dtype)} ({x.dtype}); convert with "
                                   f".float()")
-    xp = backend.get_array_module(x.data)
-    values = x.data.reshape(-1)
+    xp = backend.get_array_module(x._data)
+    values = x._data.reshape(-1)
     if isinstance(bins, Tensor):
         if range is not None:
             raise TypeError("histogram(): range= goes with a number of bins, not with a bins "
@@ -514,7 +514,7 @@ def histogram(input: Tensor, bins: int | Tensor, *, range: Sequence[float] | Non
         if bins.numel() < 2:
             raise O.InvalidArgument(f"histogram: bins must be > 0, but got {bins.numel() - 1} "
                                     f"(a bins tensor holds nbins + 1 edges)")
-        edges = bins.data
+        edges = bins._data
         if bool((edges[1:] < edges[:-1]).any()):
             raise O.InvalidArgument("histogram: the bin edges must increase monotonically")
     else:
@@ -548,7 +548,7 @@ def histogram(input: Tensor, bins: int | Tensor, *, range: Sequence[float] | Non
     index = xp.searchsorted(edges, values, side="right") - 1
     index[values == edges[-1]] = nbins - 1  # (the last edge belongs to the last bin)
     inside = (index >= 0) & (index < nbins)
-    counted = None if weight is None else weight.data.reshape(-1)[inside]
+    counted = None if weight is None else weight._data.reshape(-1)[inside]
     hist = xp.bincount(index[inside], weights=counted, minlength=nbins).astype(x.dtype)
     if density:
         hist = hist / (hist.sum() * (edges[1:] - edges[:-1]))
@@ -570,16 +570,16 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0  #
                         f"{type(minlength).__name__}")
     if minlength < 0:
         raise O.InvalidArgument("minlength should be >= 0")
-    if x.ndim != 1 or (x.numel() and int(x.data.min()) < 0):
+    if x.ndim != 1 or (x.numel() and int(x._data.min()) < 0):
         raise O.InvalidArgument("bincount only supports 1-d non-negative integral inputs.")
-    xp = backend.get_array_module(x.data)
+    xp = backend.get_array_module(x._data)
     if weights is None:
-        return Tensor(xp.bincount(x.data, minlength=int(minlength)).astype(np.int64))
+        return Tensor(xp.bincount(x._data, minlength=int(minlength)).astype(np.int64))
     w = _t(weights)
     if w.shape != x.shape:
         raise O.InvalidArgument("weights should be 1-d and have the same length as input")
     dtype = np.float32 if w.dtype == np.float32 else np.float64
-    return Tensor(xp.bincount(x.data, weights=w.data.astype(np.float64),
+    return Tensor(xp.bincount(x._data, weights=w._data.astype(np.float64),
                               minlength=int(minlength)).astype(dtype))
 
 

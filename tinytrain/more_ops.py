@@ -1498,7 +1498,7 @@ def _t_fill_diagonal_(self: Tensor, fill_value: Any, wrap: bool = False) -> Tens
         raise InvalidArgument("dimensions must larger than 1")
     if self.ndim > 2 and len(set(self.shape)) != 1:
         raise InvalidArgument("all dimensions of input must be of equal length")
-    xp = backend.get_array_module(self.data)
+    xp = backend.get_array_module(self._data)
     mask = xp.zeros(self.shape, dtype=bool)
     xp.fill_diagonal(mask, True, wrap=wrap)
     return self.masked_fill_(Tensor(mask), fill_value)

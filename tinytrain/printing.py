@@ -156,9 +156,9 @@ def _body(values: np.ndarray, cut: tuple[bool, ...], indent: int, fmt: _Formatte
 def _values_str(t: Tensor, indent: int) -> str:
     """``[...]`` of a non-empty tensor, summarised beyond ``threshold`` elements."""
     if t.numel() > PRINT_OPTS.threshold:
-        array, cut = _edges(t.data, PRINT_OPTS.edgeitems)  # (on the tensor's device)
+        array, cut = _edges(t._data, PRINT_OPTS.edgeitems)  # (on the tensor's device)
     else:
-        array, cut = t.data, (False,) * t.ndim
+        array, cut = t._data, (False,) * t.ndim
     values = array if isinstance(array, np.ndarray) else array.get()
     return _body(values, cut, indent, _Formatter(values))
 
@@ -169,7 +169,7 @@ def tensor_repr(t: Tensor) -> str:
     indent = len(prefix)
     suffixes = []
     if t.device != "cpu":
-        suffixes.append(f"device='cuda:{t.data.device.id}'")
+        suffixes.append(f"device='cuda:{t._data.device.id}'")
     default_float = get_default_dtype()
     ordinary_dtype = t.dtype in (default_float, np.int64, np.bool_)
     if t.numel() == 0:

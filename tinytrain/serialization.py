@@ -49,7 +49,7 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> Any:
                                                                         "__cuda_array_interface__"):
         key = f"a{len(arrays)}"
         kind = "tensor" if isinstance(obj, Tensor) else "ndarray"
-        data = obj.data if isinstance(obj, Tensor) else obj
+        data = obj._data if isinstance(obj, Tensor) else obj
         if data.dtype.hasobject:  # np.savez would pickle it, and load refuses pickles
             raise TypeError(f"save: cannot store an array of dtype {data.dtype} (Python "
                             "objects); only numbers, strings and bools")
@@ -326,7 +326,7 @@ def _place(arr: np.ndarray, saved: str, map_location: Any) -> Any:
             if moved is not None and not isinstance(moved, Tensor):
                 raise TypeError(f"load: map_location returned a {type(moved).__name__}, "
                                 f"expected a Tensor or None")
-            return arr if moved is None else moved.data
+            return arr if moved is None else moved._data
         return backend.to_device(arr, map_location) if map_location else arr
     except Exception as exc:
         raise _Placement(exc) from None

@@ -14,13 +14,16 @@ check their arguments, apply the one dtype rule (:func:`tinytrain.dtypes.result_
 and call ``Function.apply``. In-place ops (``add_``, ``x += y``, ``x[i] = v``, ...)
 all go through :meth:`Tensor._inplace`.
 
-Writing through ``.data``. ``t.data`` is the raw NumPy/CuPy array (as in
-micrograd and DeZero), not a Tensor as in PyTorch. Assigning to it
-(``t.data = array``, and ``t.data += 1``, which Python runs as get, add in place,
-assign) bumps ``t``'s version, so a backward that needs the old values raises.
-Writing *into* the array it returns (``t.data[...] = 0``, ``np.add(t.data, 1,
-out=t.data)``) bypasses the tensor and is not seen: use ``t[...] = 0`` or
-``t.add_(1)`` under ``no_grad()`` when the change must be tracked.
+``.data``, as PyTorch's. ``t.data`` is a new Tensor on ``t``'s memory (the same array,
+no copy) that does not require grad, has no ``grad_fn`` and keeps its own version
+counter: in-place writes through it (``p.data.add_(g, alpha=-lr)``,
+``m.weight.data.normal_(0, 0.02)``) change ``t``'s values without autograd seeing them, so
+a backward that saved ``t`` runs on the new values, as in PyTorch. Assigning
+(``t.data = other``, a Tensor or an array) gives ``t`` other memory and bumps ``t``'s
+version, so a backward that saved the old values raises (PyTorch's runs on the new ones);
+``t.data += 1`` writes in place and puts the same memory back, which is not a new one.
+The raw NumPy/CuPy array is ``t._data`` inside the package; users get it with
+``t.numpy()`` on the CPU (or ``np.asarray(t)``).
 """
 
 from __future__ import annotations
@@ -279,14 +282,20 @@ class Tensor:
         self._grad = value
 
     @property
-    def data(self) -> Any:
-        """The raw NumPy/CuPy array. Assigning to it bumps the version (module docstring)."""
-        return self._data
+    def data(self) -> Tensor:
+        """A new Tensor on this tensor's memory (the same array, no copy), outside autograd:
+        ``requires_grad=False``, no ``grad_fn``, its own version counter, as PyTorch's
+        ``.data``. Writing in place through it changes this tensor unseen by autograd.
+        Assigning a Tensor (or a NumPy/CuPy array) gives this tensor that memory, any shape,
+        and bumps its version; the same memory put back (``t.data += 1``) does not."""
+        return Tensor(self._data)  # an array: a fresh version counter
 
     @data.setter
-    def data(self, value: Any) -> None:
-        self._data = value._data if isinstance(value, Tensor) else value
-        self._version_counter[0] += 1
+    def data(self, value: Tensor | Any) -> None:
+        array = value._data if isinstance(value, Tensor) else value
+        if array is not vars(self).get("_data"):  # (vars: a lazy placeholder's ._data raises)
+            self._data = array
+            self._version_counter[0] += 1
 
     @property
     def _version(self) -> int:

@@ -568,7 +568,7 @@ def train_one_epoch(model: tt.nn.Module, opt: optim.Optimizer, sched: Any, loade
         opt.step()
         if sched is not None:
             sched.step()
-        running = running + loss.data  # stays on the device: no sync per step
+        running = running + loss._data  # stays on the device: no sync per step
         window += 1
         seen += y.shape[0]
         if window == log_every or i == len(loader) - 1:
@@ -589,7 +589,7 @@ def train_one_epoch(model: tt.nn.Module, opt: optim.Optimizer, sched: Any, loade
 def _not_finite(named: dict[str, Any]) -> str | None:
     """The first name whose array (or Tensor, or number) holds NaN or inf."""
     for name, v in named.items():
-        data = v.data if isinstance(v, tt.Tensor) else v
+        data = v._data if isinstance(v, tt.Tensor) else v
         if hasattr(data, "dtype") and data.dtype.kind == "f":
             xp = get_array_module(data)
             if not bool(xp.isfinite(data).all()):

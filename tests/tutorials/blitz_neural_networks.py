@@ -1,8 +1,8 @@
 # PyTorch's 60-minute blitz, "Neural Networks" (pytorch.org/tutorials,
 # beginner_source/blitz/neural_networks_tutorial.py; BSD-3-Clause), ported to tinytrain by
-# changing the import lines (each marked with what it was). Two more lines differ, marked
-# "tinytrain: differs", because of documented differences: grad_fn.next_functions holds
-# the nodes (not (node, index) pairs), and .data is the raw NumPy array (no .sub_).
+# changing the import lines (each marked with what it was). One more line differs, marked
+# "tinytrain: differs", because of a documented difference: grad_fn.next_functions holds
+# the nodes (not (node, index) pairs).
 import tinytrain as torch  # tinytrain: was import torch
 import tinytrain.nn as nn  # tinytrain: was import torch.nn as nn
 import tinytrain.nn.functional as F  # tinytrain: was import torch.nn.functional as F
@@ -87,7 +87,7 @@ print(net.conv1.bias.grad)
 
 learning_rate = 0.01
 for f in net.parameters():
-    f.data -= f.grad.data * learning_rate  # tinytrain: differs, was f.data.sub_(f.grad.data * learning_rate)
+    f.data.sub_(f.grad.data * learning_rate)
 
 import tinytrain.optim as optim  # tinytrain: was import torch.optim as optim
 

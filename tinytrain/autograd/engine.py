@@ -202,7 +202,7 @@ def _run_hooks(hooks: Mapping[int, Callable[[Any], Any]], grad: Any) -> Any:
         if result.dtype != grad.dtype or result.device != given.device:
             raise RuntimeError(f"hook '{name}' has changed the type of value (was {grad.dtype} "
                                f"on {given.device}, got {result.dtype} on {result.device})")
-        grad = result.data
+        grad = result._data
     return grad
 
 
@@ -213,7 +213,8 @@ def _retain(t: Any, grad: Any) -> None:
     if t._grad is None:
         t._grad = type(t)(grad.astype(t.dtype, order="C", copy=True))
     else:
-        t._grad.data += grad
+        t._grad._data += grad
+        t._grad._version_counter[0] += 1  # written in place
 
 
 def _skip(node: Node, deps: dict, buffers: dict, ready: list, retain_graph: bool,

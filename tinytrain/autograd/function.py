@@ -137,7 +137,7 @@ class Context:
                     "one of the variables needed for gradient computation has been modified by "
                     f"an inplace operation: [{array.dtype} {list(array.shape)}] is at version "
                     f"{entry[0][0]}; expected version {entry[1]} instead. Hint: an in-place op "
-                    "(x += ..., x.add_(...), x.data += ..., an optimizer step) changed it after "
+                    "(x += ..., x.add_(...), x.data = ..., an optimizer step) changed it after "
                     "this op used it; use an out-of-place op (x = x + ...) or x.clone() instead."
                 )
         return self._saved  # type: ignore[return-value]
@@ -346,10 +346,11 @@ class AccumulateGrad(Node):
             # (a C-contiguous copy, as PyTorch lays out .grad like its parameter: a gradient
             # that came through a transpose would otherwise make p.grad.view(-1) fail)
             t._grad = Tensor(grad if own else grad.astype(t.dtype, order="C", copy=True))
-        elif getattr(t._grad.data.flags, "writeable", True):  # (CuPy's arrays have no flag)
-            t._grad.data += grad
+        elif getattr(t._grad._data.flags, "writeable", True):  # (CuPy's arrays have no flag)
+            t._grad._data += grad
+            t._grad._version_counter[0] += 1  # written in place, as PyTorch's accumulation
         else:  # a .grad assigned as a read-only broadcast view: replaced, not written
-            t._grad = Tensor(t._grad.data + grad)
+            t._grad = Tensor(t._grad._data + grad)
         for hook in list(t._post_accumulate_grad_hooks.values()):
             hook(t)
         return ()

@@ -71,7 +71,7 @@ def _seeds(outputs: tuple[Any, ...], grads: Any) -> list[Any]:
         if g is None:
             if out.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            seeds.append(get_array_module(out.data).ones_like(out.data))
+            seeds.append(get_array_module(out._data).ones_like(out._data))
             continue
         if not isinstance(g, Tensor):
             raise TypeError(f"gradients can be either Tensors or None, but got "
@@ -83,7 +83,7 @@ def _seeds(outputs: tuple[Any, ...], grads: Any) -> list[Any]:
         if g.device != out.device:
             raise RuntimeError(f"invalid gradient at index {i} - expected device "
                                f"{out.device} but got {g.device}")
-        seeds.append(g.data if g.dtype == out.dtype else g.data.astype(out.dtype))
+        seeds.append(g._data if g.dtype == out.dtype else g._data.astype(out.dtype))
     return seeds
 
 
@@ -192,7 +192,7 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None,
                                    f"have been used in the graph. Set allow_unused=True if "
                                    f"this is the desired behavior.")
             results.append(None if not materialize_grads else
-                           function.Tensor(get_array_module(t.data).zeros_like(t.data)))
+                           function.Tensor(get_array_module(t._data).zeros_like(t._data)))
             continue
         results.append(function.Tensor(g if g.dtype == t.dtype else g.astype(t.dtype)))
     if type(inputs) is dict:

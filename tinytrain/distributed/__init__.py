@@ -467,15 +467,15 @@ def _array(tensor: Any, what: str, bytes_of_bool: bool = False) -> Any:
     g = group(what)
     where = f"{what} on rank {g.rank}"
     if not isinstance(tensor, Tensor):
-        hint = ("; pass the Tensor itself (p.grad, not p.grad.data: tinytrain's .data is the "
-                "raw array)" if hasattr(tensor, "dtype") else "")
+        hint = ("; pass the Tensor itself (p.grad, not an array such as p.grad.numpy())"
+                if hasattr(tensor, "dtype") else "")
         raise TypeError(f"{where}: expected a tinytrain Tensor, got "
                         f"{type(tensor).__name__}{hint}")
     if tensor.device != g.device:
         raise RuntimeError(
             f"{where}: the {g.backend} backend communicates {g.device} tensors, but this one "
             f"is on {tensor.device}; move it with .to({g.device!r})")
-    array = tensor.data
+    array = tensor._data
     if not array.flags.c_contiguous:
         array = get_array_module(array).ascontiguousarray(array)
     if bytes_of_bool:
@@ -489,11 +489,11 @@ def _array(tensor: Any, what: str, bytes_of_bool: bool = False) -> Any:
 def _copy_back(tensor: Tensor, array: Any) -> Any:
     """For a tensor that a collective writes: None when ``array`` is the tensor's own memory,
     else a function that copies ``array`` (its staged copy) into it."""
-    if tensor.data.flags.c_contiguous:
+    if tensor._data.flags.c_contiguous:
         return None
 
     def copy() -> None:
-        tensor.data[...] = array.view(tensor.data.dtype)
+        tensor._data[...] = array.view(tensor._data.dtype)
     return copy
 
 
@@ -616,7 +616,7 @@ def all_reduce(tensor: Tensor, op: str = "sum", group: Any = None,
     :class:`Work`; the values are valid after ``wait()``."""
     g = _the_group(group, "all_reduce")
     array, op_used = _reduction(tensor, op, "all_reduce")
-    _same_call_on_every_rank(f"all_reduce(op={op!r})", tensor.data)  # bool says bool
+    _same_call_on_every_rank(f"all_reduce(op={op!r})", tensor._data)  # bool says bool
     return _finish(g.all_reduce(array, op_used).then(_copy_back(tensor, array)), async_op)
 
 
@@ -628,7 +628,7 @@ def reduce(tensor: Tensor, dst: int | None = None, op: str = "sum", group: Any =
     g = _the_group(group, "reduce")
     dst = _root(g, "reduce", "dst", dst, group_dst, default=None)
     array, op_used = _reduction(tensor, op, "reduce")
-    _same_call_on_every_rank(f"reduce(dst={dst}, op={op!r})", tensor.data)
+    _same_call_on_every_rank(f"reduce(dst={dst}, op={op!r})", tensor._data)
     copy = _copy_back(tensor, array) if g.rank == dst else None
     return _finish(g.reduce(array, dst, op_used).then(copy), async_op)
 
@@ -641,7 +641,7 @@ def broadcast(tensor: Tensor, src: int | None = None, group: Any = None,
     g = _the_group(group, "broadcast")
     src = _root(g, "broadcast", "src", src, group_src)
     array = _movable(tensor, f"broadcast(src={src})")
-    _same_call_on_every_rank(f"broadcast(src={src})", tensor.data)
+    _same_call_on_every_rank(f"broadcast(src={src})", tensor._data)
     copy = _copy_back(tensor, array) if g.rank != src else None
     return _finish(g.broadcast(array, src).then(copy), async_op)
 
@@ -672,7 +672,7 @@ def _copy_parts(whole: Any, tensors: Any) -> Any:
     ``tensors[r]``."""
     def copy() -> None:
         for part, t in zip(whole, tensors):
-            t.data[...] = part.view(t.data.dtype)  # (a bool tensor's bytes were gathered)
+            t._data[...] = part.view(t._data.dtype)  # (a bool tensor's bytes were gathered)
     return copy
 
 
@@ -692,7 +692,7 @@ def all_gather(tensor_list: list[Tensor], tensor: Tensor, group: Any = None,
     g = _the_group(group, "all_gather")
     array = _movable(tensor, "all_gather")
     _one_per_rank(g, tensor_list, tensor, "tensor_list", "all_gather")
-    _same_call_on_every_rank("all_gather", tensor.data)
+    _same_call_on_every_rank("all_gather", tensor._data)
     whole = get_array_module(array).empty((g.world_size, *array.shape), array.dtype)
     work = g.all_gather(array, whole)
     return _finish(work.then(_copy_parts(whole, tensor_list)), async_op)
@@ -716,7 +716,7 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group: A
             f"{list(output_tensor.shape)} but the input is {input_tensor.dtype} {list(shape)}: "
             f"the output must have the input's dtype and shape "
             f"{' or '.join(str(list(f)) for f in forms[::-1])}")
-    _same_call_on_every_rank(what, input_tensor.data)
+    _same_call_on_every_rank(what, input_tensor._data)
     return _finish(g.all_gather(array, out).then(_copy_back(output_tensor, out)), async_op)
 
 
@@ -738,7 +738,7 @@ def gather(tensor: Tensor, gather_list: list[Tensor] | None = None, dst: int | N
     elif gather_list:
         raise ValueError(f"{what} on rank {g.rank}: gather_list must not be given on a rank "
                          "other than dst")
-    _same_call_on_every_rank(what, tensor.data)
+    _same_call_on_every_rank(what, tensor._data)
     whole = (get_array_module(array).empty((g.world_size, *array.shape), array.dtype)
              if g.rank == dst else None)
     work = g.gather(array, whole, dst)
@@ -766,7 +766,7 @@ def scatter(tensor: Tensor, scatter_list: list[Tensor] | None = None, src: int |
     elif scatter_list:
         raise ValueError(f"{what} on rank {g.rank}: scatter_list must not be given on a rank "
                          "other than src")
-    _same_call_on_every_rank(what, tensor.data)
+    _same_call_on_every_rank(what, tensor._data)
     return _finish(g.scatter(stack, out, src).then(_copy_back(tensor, out)), async_op)
 
 
@@ -786,7 +786,7 @@ def reduce_scatter_tensor(output: Tensor, input: Tensor, op: str = "sum", group:
             f"{list(input.shape)} but output is {output.dtype} {list(output.shape)}: the input "
             f"must have the output's dtype and shape "
             f"{' or '.join(str(list(f)) for f in forms[::-1])}")
-    _same_call_on_every_rank(f"{what}(op={op!r})", input.data)
+    _same_call_on_every_rank(f"{what}(op={op!r})", input._data)
     return _finish(g.reduce_scatter(array, out, op_used).then(_copy_back(output, out)),
                    async_op)
 
@@ -802,7 +802,7 @@ def reduce_scatter(output: Tensor, input_list: list[Tensor], op: str = "sum",
     _one_per_rank(g, input_list, output, "input_list", what)
     stack = get_array_module(out).stack([_movable(t, what) for t in input_list])
     op_used = _reduce_op(g, output, op, what)
-    _same_call_on_every_rank(f"{what}(op={op!r})", output.data)
+    _same_call_on_every_rank(f"{what}(op={op!r})", output._data)
     return _finish(g.reduce_scatter(stack, out, op_used).then(_copy_back(output, out)),
                    async_op)
 
@@ -880,17 +880,17 @@ def all_to_all(output_tensor_list: list[Tensor], input_tensor_list: list[Tensor]
             if t.dtype != first.dtype:
                 raise ValueError(f"{where}: {name}[{i}] is {t.dtype} but input_tensor_list[0] "
                                  f"is {first.dtype}; every tensor must have the same dtype")
-    xp = get_array_module(first.data)
+    xp = get_array_module(first._data)
     array = xp.concatenate([_movable(t, what).reshape(-1) for t in input_tensor_list])
-    send = [int(t.data.size) for t in input_tensor_list]
-    recv = [int(t.data.size) for t in output_tensor_list]
+    send = [int(t._data.size) for t in input_tensor_list]
+    recv = [int(t._data.size) for t in output_tensor_list]
     out = xp.empty(sum(recv), array.dtype)
     _counts_agree(g, f"{what} of {first.dtype}", send, recv)
     starts = np.concatenate([[0], np.cumsum(recv)])
 
     def copy_out() -> None:
         for t, a, b in zip(output_tensor_list, starts[:-1], starts[1:]):
-            t.data[...] = out[a:b].view(t.data.dtype).reshape(t.shape)
+            t._data[...] = out[a:b].view(t._data.dtype).reshape(t.shape)
     return _finish(g.all_to_all(array, out, send, recv).then(copy_out), async_op)
 
 

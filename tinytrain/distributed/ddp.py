@@ -108,7 +108,7 @@ class Bucket:
 
     def is_bound(self, slot: int) -> bool:
         grad = self.params[slot].grad
-        return grad is self.grads[slot] and grad.data is self.views[slot]
+        return grad is self.grads[slot] and grad._data is self.views[slot]
 
 
 class DistributedDataParallel(Module):
@@ -274,7 +274,7 @@ class DistributedDataParallel(Module):
 
     def _broadcast_from_rank0(self, buffers: bool) -> None:
         state = self._state() if buffers else list(self.module.named_parameters())
-        works = [self.group.broadcast(t.data, 0) for _, t in state]
+        works = [self.group.broadcast(t._data, 0) for _, t in state]
         for w in works:
             w.wait()
 
@@ -285,7 +285,7 @@ class DistributedDataParallel(Module):
         if not buffers:
             return
         self._check_group_alive()
-        works = [self.group.broadcast(t.data, 0) for t in buffers]
+        works = [self.group.broadcast(t._data, 0) for t in buffers]
         for w in works:
             w.wait()
         self._buffers_in_sync = True
@@ -293,12 +293,12 @@ class DistributedDataParallel(Module):
     def _make_buckets(self, named: list[tuple[str, Tensor]], first_cap: int,
                       cap: int) -> list[Bucket]:
         params = [p for _, p in named]
-        layout = assign_buckets([p.data.nbytes for p in params], first_cap, cap,
+        layout = assign_buckets([p._data.nbytes for p in params], first_cap, cap,
                                 keys=[p.dtype for p in params])
         buckets = []
         for index, members in enumerate(layout):
             ps = [params[i] for i in members]
-            xp = get_array_module(ps[0].data)
+            xp = get_array_module(ps[0]._data)
             buffer = xp.zeros(sum(p.numel() for p in ps), dtype=ps[0].dtype)
             views, offset = [], 0
             for p in ps:
@@ -367,7 +367,7 @@ class DistributedDataParallel(Module):
                 if p.grad is None:
                     b.views[slot][...] = 0
                 else:  # a gradient the user assigned: keep its values
-                    b.views[slot][...] = p.grad.data
+                    b.views[slot][...] = p.grad._data
         for slot in unbound:
             b.grads[slot].data = b.views[slot]
             b.params[slot].grad = b.grads[slot]

@@ -1459,12 +1459,12 @@ def max_unpool2d(
     if _unbatched(x):
         x, indices = x.unsqueeze(0), indices.unsqueeze(0)
     if indices.numel():
-        xp = get_array_module(indices.data)
-        low, high = int(xp.min(indices.data)), int(xp.max(indices.data))
+        xp = get_array_module(indices._data)
+        low, high = int(xp.min(indices._data)), int(xp.max(indices._data))
         if low < 0 or high >= size[0] * size[1]:
             raise IndexRangeError(f"{name}: found an invalid max index {low if low < 0 else high} "
                                   f"(output planes are {size[0]}x{size[1]})")
-    out = pooling.MaxUnpool2dFunction.apply(x, indices.data, size)
+    out = pooling.MaxUnpool2dFunction.apply(x, indices._data, size)
     return out.squeeze(0) if len(x_shape) == 3 else out
 
 

@@ -356,7 +356,7 @@ def _class_targets(name: str, scores: Tensor, targets: Any, reduction: str,
     on the GPU are range-checked here only when the loss kernel does not check them itself
     (``checked_by_kernel``): reading their min and max would wait for the GPU every step.
     """
-    t = targets.data if isinstance(targets, Tensor) else targets
+    t = targets._data if isinstance(targets, Tensor) else targets
     on_host = backend.device_of(t) == "cpu"
     if on_host:
         t = np.asarray(t)
@@ -380,7 +380,7 @@ def _class_targets(name: str, scores: Tensor, targets: Any, reduction: str,
                                   f"values from {lo} to {hi}")
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{name}: unknown reduction {reduction!r}; use one of {_REDUCTIONS}")
-    return backend.get_array_module(scores.data).asarray(t)
+    return backend.get_array_module(scores._data).asarray(t)
 
 
 def cross_entropy(input: Tensor, target: Tensor | Any, weight: Tensor | None = None,  # noqa: A002
@@ -485,10 +485,10 @@ def nll_loss(input: Tensor, target: Tensor | Any, weight: Tensor | None = None, 
 
 def _class_weight(name: str, weight: Tensor | None, logp: Tensor) -> Any:
     """The class weights as a raw array ``[C]`` of the scores' dtype (ones if None)."""
-    xp, c = backend.get_array_module(logp.data), logp.shape[1]
+    xp, c = backend.get_array_module(logp._data), logp.shape[1]
     if weight is None:
         return xp.ones(c, dtype=logp.dtype)
-    w = weight.data if isinstance(weight, Tensor) else xp.asarray(weight)
+    w = weight._data if isinstance(weight, Tensor) else xp.asarray(weight)
     if tuple(w.shape) != (c,):
         raise ShapeError(f"{name}: weight must be [C] = [{c}] (one per class), got shape "
                          f"{tuple(w.shape)}")
@@ -499,7 +499,7 @@ def _nll(logp: Tensor, t: Any, weight: Tensor | None, ignore_index: int, reducti
          label_smoothing: float = 0.0, name: str = "cross_entropy") -> Tensor:
     """PyTorch's weighted NLL with ignored targets and label smoothing, from ops on
     ``logp [N, C]`` (the slow path of ``cross_entropy`` / ``nll_loss``)."""
-    xp = backend.get_array_module(logp.data)
+    xp = backend.get_array_module(logp._data)
     n, c = logp.shape
     w = _class_weight(name, weight, logp)
     keep = t != ignore_index
@@ -519,7 +519,7 @@ def _nll(logp: Tensor, t: Any, weight: Tensor | None, ignore_index: int, reducti
     def mean(total: Any) -> Tensor:
         return Tensor(xp.where(none_kept, 1, total).astype(logp.dtype))
 
-    total = w_t.data.sum()
+    total = w_t._data.sum()
     if label_smoothing:
         smooth = where(kept, -(logp * Tensor(w)).sum(1), 0.0)
         if reduction == "mean":
@@ -714,10 +714,10 @@ def binary_cross_entropy(input: Tensor, target: Tensor,  # noqa: A002
     name = "binary_cross_entropy"
     reduction = _legacy_reduction(name, size_average, reduce, reduction)
     _same_shape(name, input, target)
-    if input.numel() and not ((input.data >= 0) & (input.data <= 1)).all():
+    if input.numel() and not ((input._data >= 0) & (input._data <= 1)).all():
         raise ValueError(f"{name}: input must be probabilities in [0, 1]; for "
                          "logits use binary_cross_entropy_with_logits")
-    if target.numel() and not ((target.data >= 0) & (target.data <= 1)).all():
+    if target.numel() and not ((target._data >= 0) & (target._data <= 1)).all():
         raise ValueError(f"{name}: all elements of target should be between 0 and 1 (labels "
                          f"such as -1/1, or a 0-255 mask, need mapping to 0/1 first)")
     target = target.to(dtype=input.dtype)
@@ -881,7 +881,7 @@ def dropout2d(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """Integer classes ``[*]`` -> int64 ``[*, num_classes]`` with a 1 at each class
     (``num_classes=-1``: the largest class + 1)."""
-    t = tensor.data if isinstance(tensor, Tensor) else np.asarray(tensor)
+    t = tensor._data if isinstance(tensor, Tensor) else np.asarray(tensor)
     if t.dtype.kind not in "iu":
         raise DTypeError(f"one_hot is only applicable to index tensor of integer type, got "
                          f"{t.dtype}")
@@ -970,7 +970,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,  # 
     if scale_grad_by_freq or sparse:
         raise ValueError("embedding: scale_grad_by_freq and sparse are not supported in "
                          "tinytrain; leave them out")
-    idx = input.data if isinstance(input, Tensor) else np.asarray(input)
+    idx = input._data if isinstance(input, Tensor) else np.asarray(input)
     if idx.dtype.kind not in "iu":
         raise DTypeError(f"embedding: indices must be integers, got {idx.dtype}")
     if weight.ndim != 2:
@@ -994,12 +994,12 @@ def _renorm_rows(weight: Tensor, idx: Any, max_norm: float, norm_type: float) ->
     its norm exceeds ``max_norm``, in place (a new version: a graph that saved the old
     rows refuses to run backward). The norm in the weight's dtype, the scale in float64
     rounded to it, as PyTorch's CPU kernel."""
-    xp = backend.get_array_module(weight.data)
+    xp = backend.get_array_module(weight._data)
     rows = xp.unique(idx.reshape(-1))
     with no_grad():
-        norms = Tensor(weight.data[rows]).norm(norm_type, 1).data.astype(np.float64)
+        norms = Tensor(weight._data[rows]).norm(norm_type, 1)._data.astype(np.float64)
     scale = xp.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0).astype(weight.dtype)
-    weight.data[rows] = weight.data[rows] * scale[:, None]
+    weight._data[rows] = weight._data[rows] * scale[:, None]
     weight._version_counter[0] += 1
 
 
@@ -1500,7 +1500,7 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float,  # noq
         if var < 0:
             raise ValueError("var has negative entry/entries")
         var = input.new_full(input.shape, float(var)).detach()
-    elif var.numel() and bool((var.data < 0).any()):
+    elif var.numel() and bool((var._data < 0).any()):
         raise ValueError("var has negative entry/entries")
     if var.shape != input.shape:
         if input.shape[:-1] == var.shape:
@@ -1579,7 +1579,7 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     if target.dtype != np.int64:
         raise DTypeError(f"expected scalar type Long but found "
                          f"{torch_scalar_name(target.dtype)}")
-    t = target.data.reshape(n)
+    t = target._data.reshape(n)
     if t.size and (int(t.min()) < 0 or int(t.max()) >= c):
         raise IndexRangeError(f"{name}: target out of range: classes must lie in [0, {c}), "
                               f"got values from {int(t.min())} to {int(t.max())}")
@@ -1684,7 +1684,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         scale = 1 / math.sqrt(E) if E else 1.0
     scores = query @ key.transpose(-2, -1) * scale
     allowed = None  # a bool array [L, S] or [*, L, S]: which keys each query may attend to
-    xp = backend.get_array_module(scores.data)
+    xp = backend.get_array_module(scores._data)
     if is_causal:
         allowed = xp.tril(xp.ones((L, S), dtype=bool))
     if attn_mask is not None:
@@ -1703,7 +1703,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
             raise InvalidArgument(f"{name}: attn_mask is on {attn_mask.device}, the query on "
                                   f"{query.device}")
         if attn_mask.dtype == np.bool_:
-            m = attn_mask.data
+            m = attn_mask._data
             allowed = m if allowed is None else allowed & m
         else:
             scores = scores + attn_mask.to(dtype=query.dtype)
@@ -1711,7 +1711,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         scores = where(Tensor(allowed), scores, -math.inf)
     # Rows with no key to attend to: their softmax would be 0/0. Scores of 0 there (a finite
     # softmax, nothing NaN in the backward pass), then zero weights, as PyTorch's kernel.
-    dead = Tensor(xp.isneginf(scores.data).all(-1, keepdims=True))
+    dead = Tensor(xp.isneginf(scores._data).all(-1, keepdims=True))
     weights = where(dead, 0.0, where(dead, 0.0, scores).softmax(-1))
     if dropout_p > 0:
         weights = dropout(weights, dropout_p)

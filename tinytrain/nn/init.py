@@ -5,9 +5,10 @@ PyTorch's defaults for Linear and Conv2d are ``kaiming_uniform_(w, a=sqrt(5))``
 (which works out to U(-1/sqrt(fan_in), 1/sqrt(fan_in))) and a bias drawn from
 the same range.
 
-Each function fills its argument in place and returns it. The argument may also be the
-raw array ``m.weight.data`` (PyTorch's tutorials write ``nn.init.normal_(m.weight.data,
-0.0, 0.02)``; in tinytrain ``.data`` is the array itself), which is filled the same way.
+Each function fills its argument in place and returns it. PyTorch's tutorials write
+``nn.init.normal_(m.weight.data, 0.0, 0.02)``: ``.data`` is a Tensor sharing the weight's
+memory (outside autograd), so the weight is filled. A raw NumPy/CuPy array is filled the
+same way.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from tinytrain.tensor import Tensor
 
 
 def _fill(t: Tensor | np.ndarray, values: Any) -> Tensor:
-    t = t if isinstance(t, Tensor) else Tensor(t)  # a raw array (m.weight.data) as a Tensor
-    t.data[...] = backend.to_device(np.asarray(values).astype(t.dtype), t.device)
+    t = t if isinstance(t, Tensor) else Tensor(t)  # a raw NumPy/CuPy array, as a Tensor
+    t._data[...] = backend.to_device(np.asarray(values).astype(t.dtype), t.device)
     t._version_counter[0] += 1  # an in-place write, as fill_ / copy_ count it
     return t
 

@@ -52,7 +52,7 @@ class Parameter(Tensor):
     """A leaf tensor that a Module registers as trainable (``requires_grad=True``)."""
 
     def __init__(self, data: Any, requires_grad: bool = True) -> None:
-        super().__init__(data.data if isinstance(data, Tensor) else data,
+        super().__init__(data._data if isinstance(data, Tensor) else data,
                          requires_grad=requires_grad)
 
     def __repr__(self) -> str:
@@ -95,10 +95,10 @@ class UninitializedTensorMixin:
     def _data(self, value: Any) -> None:
         self.__dict__["_data"] = value
 
-    data = property(lambda self: self.__dict__["_data"], Tensor.data.fset,
-                    doc="The empty placeholder array (its dtype and device only).")
-    dtype = property(lambda self: self.data.dtype)
-    device = property(lambda self: backend.device_of(self.data))
+    data = property(lambda self: Tensor(self.__dict__["_data"]), Tensor.data.fset,
+                    doc="A Tensor of the empty placeholder array (its dtype and device only).")
+    dtype = property(lambda self: self.__dict__["_data"].dtype)
+    device = property(lambda self: backend.device_of(self.__dict__["_data"]))
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -108,7 +108,7 @@ class UninitializedTensorMixin:
 
     def materialize(self, shape: tuple[int, ...]) -> None:
         """Become a regular tensor of ``shape`` (zeros; the layer then initialises it)."""
-        placeholder = self.data
+        placeholder = self.__dict__["_data"]
         self.__class__ = self.cls_to_become
         self.data = backend.get_array_module(placeholder).zeros(shape, placeholder.dtype)
 
@@ -590,7 +590,7 @@ class Module:
                     f"load_state_dict for {type(self).__name__}: {name} is uninitialized in "
                     f"the state dict (saved from a lazy module before its first forward); "
                     f"call that model once on a dummy batch (net(X)) before state_dict()")
-            value = value.data if isinstance(value, Tensor) else value
+            value = value._data if isinstance(value, Tensor) else value
             if not isinstance(getattr(value, "dtype", None), np.dtype):  # lists, torch's...
                 try:
                     value = np.asarray(value)
@@ -614,7 +614,7 @@ class Module:
                 continue
             if isinstance(own[name], UninitializedTensorMixin):
                 own[name].materialize(tuple(value.shape))  # as PyTorch's lazy load hook
-            own[name].data[...] = backend.to_device(value, own[name].device)
+            own[name]._data[...] = backend.to_device(value, own[name].device)
             own[name]._version_counter[0] += 1  # in place: a graph that saved it must not run
         return IncompatibleKeys(missing, unexpected)
 
@@ -662,10 +662,11 @@ class Module:
             for holder in (t, t._grad):  # (._grad: a non-leaf buffer's .grad would warn)
                 if holder is None:
                     continue
+                array = holder.__dict__["_data"]  # (a lazy placeholder's too: not ._data)
                 if device is not None:
-                    holder.data = backend.to_device(holder.data, device)
+                    holder.data = array = backend.to_device(array, device)
                 if dtype is not None and holder.dtype.kind == "f":
-                    holder.data = holder.data.astype(dtype, copy=False)
+                    holder.data = array.astype(dtype, copy=False)
         return self
 
     def cpu(self) -> Module:
@@ -700,7 +701,7 @@ class Module:
             if set_to_none:
                 p.grad = None
             elif p.grad is not None:
-                p.grad.data[...] = 0
+                p.grad._data[...] = 0
 
     # ------------------------------------------------------------ printing
 

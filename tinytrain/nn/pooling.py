@@ -189,7 +189,7 @@ def max_indices(x: Any, windows: Windows) -> Any:
 def max_pool(x: Tensor, windows: Windows) -> tuple[Tensor, Tensor]:
     """``(out [N, C, Ho, Wo], indices [N, C, Ho, Wo] int64)``: each window's maximum and
     its index into the ``H * W`` plane; the gradient goes to that index."""
-    indices = max_indices(x.data, windows)
+    indices = max_indices(x._data, windows)
     return PlaneGather.apply(x, indices, _lowest(x.dtype)), Tensor(indices)
 
 
@@ -218,7 +218,7 @@ def avg_divisor(meta: Pool2dMeta, count_include_pad: bool, divisor_override: int
 
 def avg_pool(x: Tensor, windows: Windows, divisor: np.ndarray) -> Tensor:
     """``[N, C, Ho, Wo]``: each window's sum (padding counts 0) over ``divisor [Ho, Wo]``."""
-    xp = get_array_module(x.data)
+    xp = get_array_module(x._data)
     sums = PlaneGather.apply(x, windows.table(xp)[None, None], 0).sum(2)
     return sums / Tensor(xp.asarray(divisor, dtype=x.dtype))
 

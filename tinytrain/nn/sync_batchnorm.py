@@ -175,7 +175,7 @@ class SyncBatchNorm(_BatchNorm):
             raise TypeError(f"SyncBatchNorm: expected a floating point input, got {x.dtype}")
         _same_precision("SyncBatchNorm", x, self.weight, self.bias)
         factor = self._count_batch()
-        mean, var, count = global_batch_statistics(x.data, self.process_group)
+        mean, var, count = global_batch_statistics(x._data, self.process_group)
         if count == 1:  # (every rank sees the same count, so every rank raises)
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
                              f"size {list(x.shape)} on this rank and 1 value over all ranks")

@@ -76,8 +76,8 @@ def _canonical_mask(mask: Tensor | None, name: str, dtype: Any, other: Tensor | 
                       "same type for both instead.", stacklevel=3)
     if mask.dtype.kind == "f":
         return mask
-    xp = backend.get_array_module(mask.data)
-    return Tensor(xp.where(mask.data, -math.inf, 0.0).astype(np.dtype(dtype)))
+    xp = backend.get_array_module(mask._data)
+    return Tensor(xp.where(mask._data, -math.inf, 0.0).astype(np.dtype(dtype)))
 
 
 def _generate_square_subsequent_mask(sz: int, device: Any = None, dtype: Any = None) -> Tensor:
@@ -239,7 +239,7 @@ def _multi_head_attention_forward(
     k = k.reshape(k.shape[0], N, num_heads, head_dim).permute(1, 2, 0, 3)
     v = v.reshape(v.shape[0], N, num_heads, head_dim).permute(1, 2, 0, 3)
     if add_zero_attn:  # one more key and value, zeros
-        zeros = Tensor(backend.get_array_module(k.data).zeros((N, num_heads, 1, head_dim),
+        zeros = Tensor(backend.get_array_module(k._data).zeros((N, num_heads, 1, head_dim),
                                                               dtype=k.dtype))
         k, v = _cat([k, zeros], 2), _cat([v, zeros], 2)
         attn_mask = None if attn_mask is None else F.pad(attn_mask, (0, 1))
@@ -623,7 +623,7 @@ class TransformerEncoder(Module):
         if is_grad_enabled() and any(t is not None and t.requires_grad for t in args):
             return False
         if getattr(self, "mask_check", True):  # unpadded positions first in each row
-            valid = (key_padding_mask == 0).data
+            valid = (key_padding_mask == 0)._data
             if bool((valid[:, 1:] > valid[:, :-1]).any()):
                 return False
         return True

@@ -84,7 +84,7 @@ def affine_grid(theta: Tensor, size: Any, align_corners: bool | None = None) -> 
     if theta.shape[0] != n:
         raise ShapeError(f"affine_grid: theta holds {theta.shape[0]} matrices for a size of "
                          f"batch {n}")
-    xp = backend.get_array_module(theta.data)
+    xp = backend.get_array_module(theta._data)
     dtype = np.dtype(theta.dtype)
     base = xp.empty((h, w, 3), dtype=dtype)
     base[..., 0] = _steps(w, align, xp, dtype)[None, :]
@@ -117,12 +117,12 @@ def _reflect(coord: Tensor, twice_low: int, twice_high: int) -> Tensor:
         return coord * 0
     low, span = twice_low / 2, (twice_high - twice_low) / 2
     d = coord - low
-    xp = backend.get_array_module(d.data)
-    a = d * Tensor(xp.where(d.data < 0, -1, 1).astype(d.dtype))  # |d|, its gradient -1 or 1
+    xp = backend.get_array_module(d._data)
+    a = d * Tensor(xp.where(d._data < 0, -1, 1).astype(d.dtype))  # |d|, its gradient -1 or 1
     with np.errstate(invalid="ignore"):  # (an infinite coordinate: NaN, which _clip makes 0)
         flips = (a.detach() / span).floor()
         extra = a - flips * span  # (fmod(|d|, span))
-        return where(Tensor(xp.fmod(flips.data, 2) == 0), extra, span - extra) + low
+        return where(Tensor(xp.fmod(flips._data, 2) == 0), extra, span - extra) + low
 
 
 def _source_index(coord: Tensor, size: int, padding_mode: str, align: bool) -> Tensor:
@@ -206,14 +206,14 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",  # noqa: A0
     ix = _source_index(grid[..., 0], w, padding_mode, align)
     iy = _source_index(grid[..., 1], h, padding_mode, align)
     flat = input.reshape(n, c, h * w)
-    xp = backend.get_array_module(ix.data)
+    xp = backend.get_array_module(ix._data)
     if mode == "nearest":
-        out = _read(flat, _index(xp.rint(ix.data)), _index(xp.rint(iy.data)), h, w)
+        out = _read(flat, _index(xp.rint(ix._data)), _index(xp.rint(iy._data)), h, w)
         # the grid joins the graph with a zero gradient (PyTorch's: zeros, not None)
         with np.errstate(invalid="ignore"):  # (inf + -inf, unused)
             return where(Tensor(xp.zeros((), dtype=bool)), (ix + iy).unsqueeze(1), out)
     x0, y0 = ix.detach().floor(), iy.detach().floor()
-    xi, yi = _index(x0.data), _index(y0.data)
+    xi, yi = _index(x0._data), _index(y0._data)
     with np.errstate(invalid="ignore"):  # (an infinite coordinate, zeros padding: NaN, as torch)
         dx, dy = ix - x0, iy - y0  # the distances to the top-left neighbour, differentiable
         out = _read(flat, xi, yi, h, w) * ((1 - dx) * (1 - dy)).unsqueeze(1)

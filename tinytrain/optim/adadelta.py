@@ -42,7 +42,7 @@ class Adadelta(Optimizer):
     @no_grad()
     def step(self) -> None:
         for group, p, g, state in self._updates(_new_state):
-            xp = get_array_module(p.data)
+            xp = get_array_module(p._data)
             lr, rho, eps = float(group["lr"]), group["rho"], group["eps"]
             v, u = state["square_avg"], state["acc_delta"]
             v *= rho
@@ -50,7 +50,7 @@ class Adadelta(Optimizer):
             delta = xp.sqrt(u + eps) / xp.sqrt(v + eps) * g
             u *= rho
             u += (1 - rho) * delta * delta
-            p.data -= (lr * delta).astype(p.dtype, copy=False)
+            p._data -= (lr * delta).astype(p.dtype, copy=False)
 
 
 def _new_state(data: Any, group: dict[str, Any]) -> dict[str, Any]:

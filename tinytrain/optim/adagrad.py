@@ -39,7 +39,7 @@ class Adagrad(Optimizer):
                                       foreach=foreach, maximize=maximize,
                                       differentiable=differentiable, fused=fused))
         for p in self._params():
-            self.state[p] = {"step": 0, **_new_state(p.data, self.defaults)}
+            self.state[p] = {"step": 0, **_new_state(p._data, self.defaults)}
 
     @no_grad()
     def step(self) -> None:
@@ -47,7 +47,7 @@ class Adagrad(Optimizer):
             clr = float(group["lr"]) / (1 + (state["step"] - 1) * group["lr_decay"])
             s = state["sum"]
             s += g * g
-            p.data -= (clr * g / (get_array_module(s).sqrt(s) + group["eps"])).astype(
+            p._data -= (clr * g / (get_array_module(s).sqrt(s) + group["eps"])).astype(
                 p.dtype, copy=False)
 
 

@@ -46,17 +46,17 @@ class Adam(Optimizer):
     @no_grad()
     def step(self) -> None:
         for group, p, g, state in self._updates(adam_state, l2=False):  # decay: below
-            lr, weight_decay = group["lr"], group["weight_decay"]
+            lr, weight_decay = float(group["lr"]), group["weight_decay"]  # (a Tensor lr too)
             if group["decoupled_weight_decay"] and weight_decay:  # shrink the weights instead
-                p.data *= 1 - lr * weight_decay
+                p._data *= 1 - lr * weight_decay
                 weight_decay = 0
             if group["amsgrad"]:
-                amsgrad_step(p.data, g, state["exp_avg"], state["exp_avg_sq"],
+                amsgrad_step(p._data, g, state["exp_avg"], state["exp_avg_sq"],
                              state["max_exp_avg_sq"], state["step"], lr, group["betas"],
                              group["eps"], weight_decay)
             else:
-                kernels.for_array(p.data).adam_step(
-                    p.data, g, state["exp_avg"], state["exp_avg_sq"], state["step"], lr,
+                kernels.for_array(p._data).adam_step(
+                    p._data, g, state["exp_avg"], state["exp_avg_sq"], state["step"], lr,
                     group["betas"], group["eps"], weight_decay)
 
 

@@ -36,13 +36,13 @@ class Adamax(Optimizer):
     @no_grad()
     def step(self) -> None:
         for group, p, g, state in self._updates(_new_state):
-            xp = get_array_module(p.data)
+            xp = get_array_module(p._data)
             lr, (beta1, beta2), eps = float(group["lr"]), group["betas"], group["eps"]
             m, u = state["exp_avg"], state["exp_inf"]
             m += (g - m) * (1 - beta1)
             u *= beta2
             xp.maximum(u, xp.abs(g) + eps, out=u)
-            p.data -= (lr / (1 - beta1 ** state["step"]) * m / u).astype(p.dtype, copy=False)
+            p._data -= (lr / (1 - beta1 ** state["step"]) * m / u).astype(p.dtype, copy=False)
 
 
 def _new_state(data: Any, group: dict[str, Any]) -> dict[str, Any]:

@@ -215,7 +215,7 @@ class LBFGS(Optimizer):
         """Every parameter's gradient, flattened and concatenated (a new array) [n]; zeros
         for a parameter without a gradient."""
         params = self._params()
-        xp = get_array_module(params[0].data)
+        xp = get_array_module(params[0]._data)
         return xp.concatenate([xp.zeros(p.numel(), p.dtype) if p.grad is None
                                else self._grad(p).reshape(-1) for p in params])
 
@@ -223,17 +223,17 @@ class LBFGS(Optimizer):
         """``x = x + t * d``: each parameter moves by its slice of ``d`` [n], in place."""
         offset = 0
         for p in self._params():
-            p.data += (t * d[offset:offset + p.numel()]).reshape(p.shape).astype(p.dtype,
-                                                                                copy=False)
+            p._data += (t * d[offset:offset + p.numel()]).reshape(p.shape).astype(p.dtype,
+                                                                                  copy=False)
             p._version_counter[0] += 1  # written in place: a graph that saved p must see it
             offset += p.numel()
 
     def _clone_param(self) -> list[Any]:
-        return [p.data.copy() for p in self._params()]
+        return [p._data.copy() for p in self._params()]
 
     def _set_param(self, arrays: list[Any]) -> None:
         for p, data in zip(self._params(), arrays, strict=True):
-            p.data[...] = data
+            p._data[...] = data
             p._version_counter[0] += 1
 
     def _evaluate(self, closure: Callable[[], Any]) -> float:
@@ -267,7 +267,7 @@ class LBFGS(Optimizer):
         tolerance_grad, tolerance_change = group["tolerance_grad"], group["tolerance_change"]
         line_search_fn, history_size = group["line_search_fn"], group["history_size"]
         params = self._params()
-        xp = get_array_module(params[0].data)
+        xp = get_array_module(params[0]._data)
 
         state = self.state[params[0]]  # (the one state, kept as the first parameter's)
         state.setdefault("func_evals", 0)

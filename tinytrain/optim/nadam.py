@@ -51,14 +51,14 @@ class NAdam(Optimizer):
     @no_grad()
     def step(self) -> None:
         for group, p, g, state in self._updates(_new_state, l2=False):  # decay: below
-            xp = get_array_module(p.data)
+            xp = get_array_module(p._data)
             lr, (beta1, beta2), eps = float(group["lr"]), group["betas"], group["eps"]
             t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
             weight_decay = group["weight_decay"]
             if weight_decay and group["decoupled_weight_decay"]:
-                p.data *= 1 - lr * weight_decay
+                p._data *= 1 - lr * weight_decay
             elif weight_decay:
-                g = g + weight_decay * p.data
+                g = g + weight_decay * p._data
             mu = beta1 * (1.0 - 0.5 * 0.96 ** (t * group["momentum_decay"]))
             mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * group["momentum_decay"]))
             state["mu_product"] *= mu  # (a 0-d array: in place, in its own dtype)
@@ -67,9 +67,9 @@ class NAdam(Optimizer):
             v *= beta2
             v += (1 - beta2) * g * g
             denom = xp.sqrt(v / (1 - beta2 ** t)) + eps
-            p.data -= (lr * (1.0 - mu) / (1.0 - mu_product) * g / denom).astype(
+            p._data -= (lr * (1.0 - mu) / (1.0 - mu_product) * g / denom).astype(
                 p.dtype, copy=False)
-            p.data -= (lr * mu_next / (1.0 - mu_product * mu_next) * m / denom).astype(
+            p._data -= (lr * mu_next / (1.0 - mu_product * mu_next) * m / denom).astype(
                 p.dtype, copy=False)
 
 

@@ -146,7 +146,7 @@ class Optimizer:
                 if set_to_none:
                     p.grad = None
                 elif p.grad is not None:
-                    p.grad.data[...] = 0
+                    p.grad._data[...] = 0
 
     def step(self) -> None:
         raise NotImplementedError
@@ -154,12 +154,12 @@ class Optimizer:
     def _updates(self, new_state: Callable[[Any, dict[str, Any]], dict[str, Any]],
                  l2: bool = True) -> Iterator[tuple[dict[str, Any], Tensor, Any, dict[str, Any]]]:
         """Every parameter that has a gradient, as ``(group, p, g, state)``, for a ``step()``
-        that then updates ``p.data`` in place.
+        that then updates ``p._data`` (the array) in place.
 
         ``g`` is the gradient array (negated when the group has ``maximize``), plus
         ``weight_decay * p`` when ``l2`` (PyTorch's coupled weight decay; pass False where
         the update decays the weights itself). ``state`` is
-        ``p``'s: made at the first step as ``{"step": 0, **new_state(p.data, group)}``, and
+        ``p``'s: made at the first step as ``{"step": 0, **new_state(p._data, group)}``, and
         its ``"step"`` counted. After each update ``p``'s version is bumped: a graph that
         saved ``p`` must see the write.
         """
@@ -172,10 +172,10 @@ class Optimizer:
                 if group.get("maximize"):  # ascend: PyTorch negates the gradient first
                     g = -g
                 if wd:
-                    g = g + wd * p.data
+                    g = g + wd * p._data
                 state = self.state.setdefault(p, {})
                 if not state:
-                    state.update(step=0, **new_state(p.data, group))
+                    state.update(step=0, **new_state(p._data, group))
                 state["step"] += 1
                 yield group, p, g, state
                 p._version_counter[0] += 1
@@ -184,13 +184,13 @@ class Optimizer:
         """``p.grad``'s array, checked: a gradient assigned by hand with another shape would
         otherwise fail deep in the update with NumPy's broadcast error (PyTorch refuses the
         assignment itself)."""
-        g = p.grad.data
+        g = p.grad._data
         if tuple(g.shape) != p.shape:
             raise ShapeError(f"{type(self).__name__}.step: a parameter of shape {p.shape} has "
                              f"a .grad of shape {tuple(g.shape)}")
         for name, v in self.state.get(p, {}).items():  # (a model moved after a step: its
-            v = v.data if isinstance(v, Tensor) else v     # state stayed behind)
-            if getattr(v, "ndim", 0) and type(v) is not type(p.data):
+            v = v._data if isinstance(v, Tensor) else v     # state stayed behind)
+            if getattr(v, "ndim", 0) and type(v) is not type(p._data):
                 raise RuntimeError(
                     f"{type(self).__name__}.step: the state {name!r} of a parameter of shape "
                     f"{p.shape} is on {backend.device_of(v)}, the parameter on {p.device} (the "
@@ -255,7 +255,7 @@ class Optimizer:
             return type(v)(self._loaded(i, p, k, item) for item in v)
         tensor = isinstance(v, Tensor) and self._user  # a user optimizer's own
         #                                 Tensor state stays one; built-ins keep arrays
-        v = v.data if tensor else v
+        v = v._data if tensor else v
         if hasattr(v, "__array__") and not hasattr(v, "astype"):  # PyTorch's tensors
             v = np.asarray(v)
             v = int(v) if k == "step" and v.ndim == 0 else v

@@ -43,14 +43,14 @@ class RAdam(Optimizer):
     @no_grad()
     def step(self) -> None:
         for group, p, g, state in self._updates(adam_state, l2=False):  # decay: below
-            xp = get_array_module(p.data)
+            xp = get_array_module(p._data)
             lr, (beta1, beta2), eps = float(group["lr"]), group["betas"], group["eps"]
             t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
             weight_decay = group["weight_decay"]
             if weight_decay and group["decoupled_weight_decay"]:
-                p.data *= 1 - lr * weight_decay
+                p._data *= 1 - lr * weight_decay
             elif weight_decay:
-                g = g + weight_decay * p.data
+                g = g + weight_decay * p._data
             m += (g - m) * (1 - beta1)
             v *= beta2
             v += (1 - beta2) * g * g
@@ -62,6 +62,6 @@ class RAdam(Optimizer):
                 rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf
                                  / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
                 adaptive = math.sqrt(bias_correction2) / (xp.sqrt(v) + eps)
-                p.data -= (m_hat * lr * adaptive * rect).astype(p.dtype, copy=False)
+                p._data -= (m_hat * lr * adaptive * rect).astype(p.dtype, copy=False)
             else:
-                p.data -= (m_hat * lr).astype(p.dtype, copy=False)
+                p._data -= (m_hat * lr).astype(p.dtype, copy=False)

@@ -40,7 +40,7 @@ class RMSprop(Optimizer):
     @no_grad()
     def step(self) -> None:
         for group, p, g, state in self._updates(_new_state):
-            xp = get_array_module(p.data)
+            xp = get_array_module(p._data)
             lr, alpha = float(group["lr"]), group["alpha"]  # (a Tensor lr too)
             eps, momentum = group["eps"], group["momentum"]
             v = state["square_avg"]
@@ -56,9 +56,9 @@ class RMSprop(Optimizer):
                 buf = state["momentum_buffer"]
                 buf *= momentum
                 buf += g / avg
-                p.data -= (lr * buf).astype(p.dtype, copy=False)
+                p._data -= (lr * buf).astype(p.dtype, copy=False)
             else:
-                p.data -= (lr * g / avg).astype(p.dtype, copy=False)
+                p._data -= (lr * g / avg).astype(p.dtype, copy=False)
 
 
 def _new_state(data: Any, group: dict[str, Any]) -> dict[str, Any]:

@@ -56,9 +56,10 @@ class SGD(Optimizer):
                     state = self.state.setdefault(p, {})
                     buf = state.get("momentum_buffer")
                     if buf is None:  # the first step fills it with the gradient
-                        buf = state["momentum_buffer"] = get_array_module(p.data).empty_like(p.data)
+                        buf = state["momentum_buffer"] = get_array_module(p._data).empty_like(
+                            p._data)
                         first = True
                 g = -self._grad(p) if group["maximize"] else self._grad(p)
-                kernels.for_array(p.data).sgd_step(p.data, g, buf, lr, mom, damp, wd, nesterov,
+                kernels.for_array(p._data).sgd_step(p._data, g, buf, lr, mom, damp, wd, nesterov,
                                                    first)
                 p._version_counter[0] += 1  # written in place: a graph that saved p must see it

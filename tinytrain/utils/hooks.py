@@ -146,7 +146,7 @@ class BackwardHook:
         new = list(args)
         for i, t in zip(index, BackwardHookFunction.apply(hook, *tensors)):
             new[i] = t
-        like = [(t.shape, t.dtype, get_array_module(t.data)) for t in tensors]
+        like = [(t.shape, t.dtype, get_array_module(t._data)) for t in tensors]
         return (tuple(new) if type(args) is tuple else type(args)(*new)), index, like
 
     def setup_input_hook(self, args: tuple) -> tuple:
@@ -221,7 +221,7 @@ class BackwardHook:
         for i, (shape, dtype, _) in zip(index, like):
             g = grads[i]
             if g is not None:
-                g = g.data if isinstance(g, Tensor) else g
+                g = g._data if isinstance(g, Tensor) else g
                 if tuple(g.shape) != shape:
                     raise RuntimeError(f"backward hook of {type(self.module).__name__}: "
                                        f"{what}[{i}] has shape {tuple(g.shape)}, but the "

@@ -74,7 +74,7 @@ def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
     if vec.numel() < need:
         raise ShapeError(f"vector_to_parameters: the vector has {vec.numel()} elements, the "
                          f"parameters {need}")
-    flat = vec.data.reshape(-1)
+    flat = vec._data.reshape(-1)
     for p in params:
         if p.dtype.kind == "f" and vec.dtype.kind != "f":  # (a float parameter stays float)
             raise TypeError(f"vector_to_parameters: the vector is {vec.dtype}, the parameters "
