@@ -273,6 +273,20 @@ def _draw_conv_parameters(layer: Module) -> None:
         init.uniform_(layer.bias, -bound, bound)
 
 
+def _make_conv_parameters(layer: Module, name: str, weight_shape: tuple[int, ...],
+                          out_channels: int, bias: bool, device: Any, dtype: Any) -> None:
+    """A (transposed) convolution's ``weight`` of ``weight_shape`` and ``bias``
+    ``[out_channels]`` (or the bias registered as None), then drawn by the layer's
+    ``reset_parameters``."""
+    layer.weight = Parameter(factory_tensor(name, weight_shape, device=device, dtype=dtype))
+    if bias:
+        layer.bias = Parameter(factory_tensor(name, (out_channels,), device=device,
+                                              dtype=dtype))
+    else:
+        layer.register_parameter("bias", None)
+    layer.reset_parameters()
+
+
 class Conv2d(Module):
     """A convolution layer: ``weight [out, in / groups, Kh, Kw]`` and ``bias [out]``.
 
@@ -334,15 +348,9 @@ class Conv2d(Module):
             self.padding = pair(padding, "padding", "Conv2d")
             (ph, pw) = self.padding
             self._pads = (pw, pw, ph, ph)
-        self.weight = Parameter(factory_tensor(
-            "Conv2d", (out_channels, in_channels // groups, *self.kernel_size), device=device,
-            dtype=dtype))
-        if bias:
-            self.bias = Parameter(factory_tensor("Conv2d", (out_channels,), device=device,
-                                                 dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _make_conv_parameters(self, "Conv2d",
+                              (out_channels, in_channels // groups, *self.kernel_size),
+                              out_channels, bias, device, dtype)
 
     def reset_parameters(self) -> None:
         """Draw the weight and bias again, as the constructor does (re-initialise a model)."""
@@ -555,14 +563,8 @@ class ConvTranspose2d(Module):
             raise ValueError(f"{name}: output_padding {self.output_padding} must be smaller "
                              f"than the stride {self.stride}")
         self.groups, self.dilation, self.padding_mode = 1, (1, 1), padding_mode
-        self.weight = Parameter(factory_tensor(
-            name, (in_channels, out_channels, *self.kernel_size), device=device, dtype=dtype))
-        if bias:
-            self.bias = Parameter(factory_tensor(name, (out_channels,), device=device,
-                                                 dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _make_conv_parameters(self, name, (in_channels, out_channels, *self.kernel_size),
+                              out_channels, bias, device, dtype)
 
     def reset_parameters(self) -> None:
         """Draw the weight and bias again, as the constructor does (re-initialise a model)."""
@@ -1028,15 +1030,9 @@ class Conv1d(Module):
         else:
             self.padding = (_single(padding, "padding", "Conv1d"),)
             self._pads = (self.padding[0], self.padding[0])
-        self.weight = Parameter(factory_tensor(
-            "Conv1d", (out_channels, in_channels // groups, self.kernel_size[0]), device=device,
-            dtype=dtype))
-        if bias:
-            self.bias = Parameter(factory_tensor("Conv1d", (out_channels,), device=device,
-                                                 dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _make_conv_parameters(self, "Conv1d",
+                              (out_channels, in_channels // groups, self.kernel_size[0]),
+                              out_channels, bias, device, dtype)
 
     def reset_parameters(self) -> None:
         """Draw the weight and bias again, as the constructor does (re-initialise a model)."""
@@ -1123,14 +1119,8 @@ class ConvTranspose1d(Module):
             raise ValueError(f"{name}: output_padding {self.output_padding} must be smaller "
                              f"than the stride {self.stride}")
         self.groups, self.dilation, self.padding_mode = 1, (1,), padding_mode
-        self.weight = Parameter(factory_tensor(
-            name, (in_channels, out_channels, self.kernel_size[0]), device=device, dtype=dtype))
-        if bias:
-            self.bias = Parameter(factory_tensor(name, (out_channels,), device=device,
-                                                 dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _make_conv_parameters(self, name, (in_channels, out_channels, self.kernel_size[0]),
+                              out_channels, bias, device, dtype)
 
     def reset_parameters(self) -> None:
         """Draw the weight and bias again, as the constructor does."""
