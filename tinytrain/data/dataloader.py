@@ -365,8 +365,8 @@ def _is_namedtuple(value: Any) -> bool:
 def _stack(raw: Sequence[Any], field: str, who: Callable[[int], str]) -> np.ndarray:
     """One field of every sample of a batch, stacked: ``[B, *shape]``; shapes and dtypes
     must agree (the error names the first sample that differs)."""
-    if all(isinstance(v, numbers.Real) and not isinstance(v, np.generic) for v in raw):
-        return _python_numbers(raw)
+    if all(isinstance(v, bool | int | float) and not isinstance(v, np.generic) for v in raw):
+        return default_collate(list(raw)).numpy()  # (PyTorch's dtypes for Python numbers)
     values = [_as_field(value, field, who(j)) for j, value in enumerate(raw)]
     shape, dtype = values[0].shape, values[0].dtype
     for j, v in enumerate(values):
@@ -381,17 +381,6 @@ def _stack(raw: Sequence[Any], field: str, who: Callable[[int], str]) -> np.ndar
                 f"{who(0)} has dtype {dtype} (all samples of a batch need the same dtype)"
             )
     return np.stack(values)
-
-
-def _python_numbers(values: Sequence[numbers.Real]) -> np.ndarray:
-    """A field of Python numbers ``[B]``, with the dtype PyTorch's collate gives it: float64
-    when the first is a float, else ``tt.tensor``'s (int64 for ints, bool for bools, the
-    default float dtype when a float follows a first int, as ``torch.tensor([1, 0.5])``)."""
-    from tinytrain.tensor import tensor
-
-    if isinstance(values[0], float) or not isinstance(values[0], numbers.Integral):
-        return np.array([float(v) for v in values], dtype=np.float64)
-    return tensor(list(values)).numpy()
 
 
 def default_convert(data: Any) -> Any:
