@@ -138,6 +138,56 @@ class Conv2dFunction(Function):
         gx, gw, gb = kernels.for_array(grad_out).conv2d_backward(grad_out, x, w, meta, needs)
         return gx, gw, gb, None
 
+    @staticmethod
+    def backward_graph(ctx: Context, grad_out: Tensor, saved: tuple) -> tuple[Any, ...]:
+        """The backward as ops that are differentiable again (``create_graph``): dX is the
+        transposed convolution of dY, dW a :class:`Conv2dWeightGrad`, db a sum."""
+        x, w = saved
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        meta = ctx.meta
+        return (ConvTranspose2dFunction.apply(grad_out, w, None, meta) if need_x else None,
+                Conv2dWeightGrad.apply(grad_out, x, meta) if need_w else None,
+                grad_out.sum((0, 2, 3)) if need_b else None, None)
+
+
+class Conv2dWeightGrad(Function):
+    """A convolution's weight gradient ``dW = conv2d_backward_weight(dY, X)`` as an op of
+    its own: what ``Conv2dFunction`` and ``ConvTranspose2dFunction`` return for dW in a
+    ``create_graph`` pass, so that dW can be differentiated again (WGAN-GP's penalty on a
+    convolutional critic). ``dW`` is linear in each input: its gradient ``H`` (``dW``'s
+    shape) goes to dY as ``conv2d(X, H)`` and to X as ``conv_transpose2d(dY, H)``.
+    """
+
+    new_grads = True
+
+    @staticmethod
+    def forward(grad_out: Any, x: Any, meta: Conv2dMeta) -> Any:
+        if meta.batch == 0:
+            return _zeros_like_of(x, meta.weight_shape, np.result_type(grad_out, x))
+        return kernels.for_array(x).conv2d_backward_weight(grad_out, x, meta)
+
+    @staticmethod
+    def setup_context(ctx: Context, inputs: tuple[Any, ...], output: Any) -> None:
+        grad_out, x, ctx.meta = inputs
+        ctx.save_for_backward(x if ctx.needs_input_grad[0] else None,
+                              grad_out if ctx.needs_input_grad[1] else None)
+
+    @staticmethod
+    def backward(ctx: Context, h: Any) -> tuple[Any, ...]:
+        x, grad_out = ctx.saved_tensors
+        k, meta = kernels.for_array(h), ctx.meta
+        return (k.conv2d_forward(x, h, None, meta) if ctx.needs_input_grad[0] else None,
+                k.conv2d_backward_input(grad_out, h, meta) if ctx.needs_input_grad[1] else None,
+                None)
+
+    @staticmethod
+    def backward_graph(ctx: Context, h: Tensor, saved: tuple) -> tuple[Any, ...]:
+        x, grad_out = saved
+        meta = ctx.meta
+        return (Conv2dFunction.apply(x, h, None, meta) if ctx.needs_input_grad[0] else None,
+                ConvTranspose2dFunction.apply(grad_out, h, None, meta)
+                if ctx.needs_input_grad[1] else None, None)
+
 
 def conv2d(
     x: Tensor,
@@ -425,6 +475,16 @@ class ConvTranspose2dFunction(Function):
         return (k.conv2d_forward(grad_out, w, None, meta) if need_x else None,
                 k.conv2d_backward_weight(x, grad_out, meta) if need_w else None,
                 k.conv2d_backward_bias(grad_out) if need_b else None, None)
+
+    @staticmethod
+    def backward_graph(ctx: Context, grad_out: Tensor, saved: tuple) -> tuple[Any, ...]:
+        """As :meth:`Conv2dFunction.backward_graph`, the roles swapped as in ``backward``."""
+        x, w = saved
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        meta = ctx.meta
+        return (Conv2dFunction.apply(grad_out, w, None, meta) if need_x else None,
+                Conv2dWeightGrad.apply(x, grad_out, meta) if need_w else None,
+                grad_out.sum((0, 2, 3)) if need_b else None, None)
 
 
 def _transposed_meta(x_shape: tuple[int, ...], w_shape: tuple[int, ...],
