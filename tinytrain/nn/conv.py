@@ -36,6 +36,7 @@ import numpy as np
 
 from tinytrain import kernels
 from tinytrain.autograd import Context, Function
+from tinytrain.autograd.ops import IndexGrad
 from tinytrain.backend import get_array_module
 from tinytrain.dtypes import DTypeError, DTypeNotImplementedError, torch_scalar_name
 from tinytrain.kernels.shapes import Conv2dMeta, IntOrPair, Pool2dMeta, pair
@@ -701,6 +702,25 @@ class MaxPool2dFunction(Function):
         if ctx.meta.batch == 0:
             return _zeros_like_of(grad_out, x.shape, grad_out.dtype), None
         return kernels.for_array(grad_out).max_pool2d_backward(grad_out, x, ctx.meta), None
+
+    @staticmethod
+    def backward_graph(ctx: Context, grad_out: Tensor, saved: tuple) -> tuple[Any, None]:
+        """Each window's gradient added at its arg-max (found again by the forward kernel),
+        as an :class:`~tinytrain.autograd.ops.IndexGrad`, whose gradient gathers there again;
+        the arg-max is piecewise constant in ``x`` (no gradient through it)."""
+        (x,) = saved
+        meta = ctx.meta
+        if meta.batch == 0:
+            return Tensor(_zeros_like_of(x._data, x.shape, grad_out.dtype)), None
+        xp = get_array_module(x._data)
+        _, argmax = kernels.for_array(x._data).max_pool2d_forward(x._data, meta)
+        k = argmax.astype(np.int64)
+        rows = xp.arange(meta.out_h).reshape(-1, 1) * meta.stride_h - meta.pad_h
+        cols = xp.arange(meta.out_w) * meta.stride_w - meta.pad_w
+        index = (xp.arange(meta.batch).reshape(-1, 1, 1, 1),
+                 xp.arange(meta.channels).reshape(1, -1, 1, 1),
+                 rows + k // meta.kernel_w, cols + k % meta.kernel_w)
+        return IndexGrad.apply(grad_out, x.shape, index), None
 
 
 def _squeezed(result: Any) -> Any:
