@@ -572,8 +572,9 @@ class Function:
         if any_needs and is_grad_enabled() and _differentiable(out):
             ctx = Context(tuple(needs))
             raw = tuple(raw)
-            try:
-                cls.setup_context(ctx, raw, out)
+            try:  # (the wrapped array: a NumPy scalar result became a 0-d array, which
+                # a saved output must be to be recognised as the output: _saved_versions)
+                cls.setup_context(ctx, raw, output._data)
             except AttributeError as error:
                 explain_array_error(cls, "setup_context", error)
                 raise
