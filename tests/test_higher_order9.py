@@ -112,15 +112,19 @@ def test_hessian_of_an_mlp_loss_and_hvp_match_torch(dtypes):
     for m, dt in ((tt, tdt), (torch, pdt)):
         xs, ts = leaf(m, x, dt, requires_grad=False), leaf(m, target, dt, requires_grad=False)
         params = tuple(leaf(m, p, dt, requires_grad=False) for p in values)
-        hess = m.autograd.functional.hessian(lambda *p: mlp(m, xs, p, ts), params)
+
+        def loss(*p, m=m, xs=xs, ts=ts):
+            return mlp(m, xs, p, ts)
+
+        hess = m.autograd.functional.hessian(loss, params)
         # a Hessian-vector product by hand: the gradient of (grad . v)
         ps = [leaf(m, p, dt) for p in values]
         grads = m.autograd.grad(mlp(m, xs, ps, ts), ps, create_graph=True)
         dot = sum((g * leaf(m, u, dt, requires_grad=False)).sum() for g, u in zip(grads, v))
         hv = m.autograd.grad(dot, ps)
         vs = tuple(leaf(m, u, dt, requires_grad=False) for u in v)
-        _, fhvp = m.autograd.functional.hvp(lambda *p: mlp(m, xs, p, ts), params, vs)
-        _, fvhp = m.autograd.functional.vhp(lambda *p: mlp(m, xs, p, ts), params, vs)
+        _, fhvp = m.autograd.functional.hvp(loss, params, vs)
+        _, fvhp = m.autograd.functional.vhp(loss, params, vs)
         results[m] = [h for row in hess for h in row] + list(hv) + list(fhvp) + list(fvhp)
     assert len(results[tt]) == 16 + 12
     for a, b in zip(results[tt], results[torch]):
@@ -245,6 +249,15 @@ OPS = {
                                       ).pow(2).sum() + x.amax(1).sum() ** 2,
     "conv_pool": lambda m, x, w: lib(m)[1].max_pool2d(lib(m)[1].conv2d(
         x.reshape(1, 1, 3, 4), w.reshape(2, 1, 2, 3)[:, :, :, :2], padding=1), 2).tanh().sum(),
+    "conv_transpose_avg_pool": lambda m, x, w: lib(m)[1].avg_pool2d(
+        lib(m)[1].conv_transpose2d(x.reshape(1, 1, 3, 4), w.reshape(1, 2, 2, 3), stride=2)
+        ** 2, 2, padding=1).exp().sum(),
+    "activations": lambda m, x, w: (lib(m)[1].gelu(x) * lib(m)[1].silu(x) + lib(m)[1].elu(x)
+                                    + lib(m)[1].softplus(x) + lib(m)[1].logsigmoid(x)).sum(),
+    "bce_losses": lambda m, x, w: lib(m)[1].binary_cross_entropy(x.sigmoid(), x.cos() ** 2)
+    + lib(m)[1].binary_cross_entropy_with_logits(x, x.sin() ** 2),
+    "layer_norm_std": lambda m, x, w: (lib(m)[1].layer_norm(x, (4,)) * x.std(1, keepdim=True)
+                                       ).tanh().sum() + x.logsumexp(0).sum(),
 }
 
 
@@ -382,3 +395,30 @@ def test_retain_graph_defaults_to_create_graph_and_in_place_writes_still_raise()
             x.add_(1)
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             g.sum().backward()
+
+
+PIECEWISE = {
+    "relu": lambda m, x: lib(m)[1].relu(x),
+    "leaky_relu": lambda m, x: lib(m)[1].leaky_relu(x, 0.1),
+    "abs": lambda m, x: x.abs(),
+    "max_pool2d": lambda m, x: lib(m)[1].max_pool2d(x.reshape(1, 1, 2, 3), 2, 1),
+    "clamp": lambda m, x: x.clamp(-0.5, 0.5),
+    "maximum": lambda m, x: m.maximum(x, x.flip(0)),
+    "amax": lambda m, x: x.amax(1),
+    "where": lambda m, x: m.where(x > 0, x, x * 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PIECEWISE))
+def test_piecewise_linear_ops_gradients_are_in_the_graph_exactly_when_torchs_are(name):
+    """Their second derivative is 0, but PyTorch's gradient of ReLU, leaky ReLU, abs and max
+    pooling still reads the input: it requires grad and a later backward gives zeros (not
+    "does not require grad"); those of clamp, maximum, amax and where do not."""
+    seen = {}
+    for m in (tt, torch):
+        x = leaf(m, [[0.3, -0.7, 1.2], [-0.1, 0.9, -2.0]], None)
+        (g,) = m.autograd.grad(PIECEWISE[name](m, x).sum(), x, create_graph=True)
+        gg = m.autograd.grad(g.sum(), x)[0] if g.requires_grad else None
+        gg = None if gg is None else (gg + x.detach() * 0).tolist()  # (torch's ZeroTensor)
+        seen[m] = (g.requires_grad, gg, g.tolist())
+    assert seen[tt] == seen[torch]

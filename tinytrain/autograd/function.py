@@ -39,8 +39,9 @@ also when forward's first parameter is called ``self`` or ``context`` (older tut
 with another name, ``forward``'s signature decides at each call, taking ``ctx`` first only
 when the inputs alone do not fit it.
 ``apply`` then runs ``forward(ctx, *inputs)`` on the Tensors themselves under
-``no_grad``, and the node calls ``backward`` with a Tensor (also under ``no_grad``)
-and unwraps the Tensors it returns. Everything else is
+``no_grad``, and the node calls ``backward`` with a Tensor (also under ``no_grad``; with
+grad mode on in a ``create_graph=True`` pass, so that its Tensor ops are differentiated
+again, as in PyTorch) and unwraps the Tensors it returns. Everything else is
 shared: the same ``Context`` (``save_for_backward``, ``saved_tensors`` with its version
 check, ``needs_input_grad``), the same graph nodes and engine. The array style stays
 the faster one (no Tensor wrapping inside), which is why tinytrain's ops use it.
@@ -70,6 +71,13 @@ op's node, or an :class:`AccumulateGrad` for a leaf that requires grad.
   or the output, its version is recorded; if it changed before backward reads
   it, backward raises PyTorch's "modified by an inplace operation" error instead
   of computing a wrong gradient.
+
+Higher-order gradients: a Function may also define ``backward_graph(ctx, grad, saved)``,
+its backward written with differentiable tinytrain ops on Tensors, which a
+``create_graph=True`` pass runs instead of ``backward``; ``saved`` are the saved arrays as
+Tensors connected to the graph (an input's is that input, the output's has the node as its
+``grad_fn``: the record above says which). See the DESIGN section of
+:mod:`tinytrain.autograd.engine`.
 """
 
 from __future__ import annotations

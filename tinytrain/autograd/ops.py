@@ -133,12 +133,41 @@ def _broadcast_graph(grad: Any, shape: tuple[int, ...]) -> Any:
     return grad if grad.shape == tuple(shape) else Expand.apply(grad, tuple(shape))
 
 
-def masked_graph(g: Any, weight: Any) -> Any:
-    """:func:`_masked` of a Tensor ``g``: ``g * weight`` where the constant array ``weight``
-    (a mask, or 0 / 0.5 / 1) is nonzero, 0 elsewhere."""
-    if weight.dtype != bool:
-        return Where.apply(weight != 0, g * _const(weight.astype(g.dtype)), g.dtype.type(0))
-    return Where.apply(weight, g, g.dtype.type(0))
+def masked_graph(g: Any, weight: Any, anchor: Any = None) -> Any:
+    """:func:`_masked` of a Tensor ``g`` (:class:`GradMask`): ``g * weight`` where the
+    constant array ``weight`` (a mask, or 0 / 0.5 / 1) is nonzero, 0 elsewhere; ``anchor``,
+    the op's saved input or output, gets a zero gradient (see GradMask)."""
+    return GradMask.apply(g, weight, anchor)
+
+
+class GradMask(Function):
+    """``g * weight`` where ``weight`` is nonzero, 0 elsewhere (:func:`_masked`): the
+    backward of a piecewise-linear op (ReLU, leaky ReLU, clamp, maximum) in a
+    ``create_graph`` pass. Its derivative is the same mask; ``anchor`` (the op's input or
+    output, or None) gets zeros: PyTorch's double backward of ReLU, leaky ReLU, abs and max
+    pooling reads the input, so their gradients belong to the input's graph
+    (``requires_grad``, and a later backward gives the input zeros, not nothing); so do
+    these (clamp's, maximum's and where's do not, in both)."""
+
+    @staticmethod
+    def forward(g, weight, anchor):
+        return _masked(g, weight)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, ctx.weight, anchor = inputs
+        ctx.like = None if anchor is None else (anchor.shape, anchor.dtype)
+
+    @staticmethod
+    def backward(ctx, h):
+        zero = (get_array_module(h).zeros(*ctx.like) if ctx.needs_input_grad[2] else None)
+        return _masked(h, ctx.weight), None, zero
+
+    @staticmethod
+    def backward_graph(ctx, h, saved):
+        zero = (_const(get_array_module(h._data).zeros(*ctx.like))
+                if ctx.needs_input_grad[2] else None)
+        return GradMask.apply(h, ctx.weight, None), None, zero
 
 
 def _zero_grads_graph(ctx: Any, g: Any, shapes: tuple) -> tuple:
@@ -496,7 +525,7 @@ class Clamp(Function):
             keep = keep & (a >= ctx.lo)
         if ctx.hi is not None:
             keep = keep & (a <= ctx.hi)
-        return masked_graph(g, keep), None, None
+        return masked_graph(g, keep), None, None  # (PyTorch's: not in a's graph)
 
 
 class ClampTensor(Function):
@@ -585,8 +614,8 @@ class Abs(Function):
 
     @staticmethod
     def backward_graph(ctx, g, saved):
-        (a,) = saved
-        return g * _const(get_array_module(a._data).sign(a._data))
+        (a,) = saved  # (sign(a): in a's graph with a zero gradient, as PyTorch's sgn)
+        return g * Rounding.apply(a, "sign")
 
 
 class Exp(Function):
@@ -762,7 +791,7 @@ class ReLU(Function):
     @staticmethod
     def backward_graph(ctx, g, saved):
         (out,) = saved
-        return masked_graph(g, out._data > 0)
+        return masked_graph(g, out._data > 0, out)
 
 
 class Dropout(Function):
@@ -1334,10 +1363,11 @@ class IndexGrad(Function):
     """The gradient of ``a[index]``: zeros of ``a``'s ``shape`` with ``g`` added at ``index``
     (a plain add for basic indices, ``add.at`` for advanced ones, where an index may repeat
     and its gradients accumulate). Index's backward; as an op of its own, Index's backward
-    in a ``create_graph`` pass, whose gradient is ``g[index]`` again."""
+    in a ``create_graph`` pass, whose gradient is ``g[index]`` again. ``anchor``: as in
+    :class:`GradMask` (max pooling's input, whose arg-max chose the places)."""
 
     @staticmethod
-    def forward(g, shape, index):
+    def forward(g, shape, index, anchor=None):
         grad = get_array_module(g).zeros(shape, dtype=g.dtype)
         if is_basic_index(index):
             grad[index] += g
@@ -1348,14 +1378,17 @@ class IndexGrad(Function):
     @staticmethod
     def setup_context(ctx, inputs, output):
         ctx.index = inputs[2]
+        ctx.like = (inputs[3].shape, inputs[3].dtype) if len(inputs) > 3 else None
 
     @staticmethod
     def backward(ctx, h):
-        return Index.forward(h, ctx.index), None, None
+        zero = (get_array_module(h).zeros(*ctx.like),) if ctx.like is not None else ()
+        return Index.forward(h, ctx.index), None, None, *zero
 
     @staticmethod
     def backward_graph(ctx, h, saved):
-        return Index.apply(h, ctx.index), None, None
+        zero = (_const(get_array_module(h._data).zeros(*ctx.like)),) if ctx.like else ()
+        return Index.apply(h, ctx.index), None, None, *zero
 
 
 class IndexPut(Function):
@@ -1603,6 +1636,18 @@ class BinaryCrossEntropy(Function):
                 gy = g * (xp.maximum(xp.log(1 - p), -100) - xp.maximum(xp.log(p), -100))
         return gp, gy
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        p, y = saved
+        gp = gy = None
+        if ctx.needs_input_grad[0]:
+            floor = p.dtype.type(np.float32(1e-12))
+            gp = g * (p - y) / Maximum.apply(p * (1 - p), floor)
+        if ctx.needs_input_grad[1]:
+            low = p.dtype.type(-100)
+            gy = g * (Maximum.apply(Log.apply(1 - p), low) - Maximum.apply(Log.apply(p), low))
+        return gp, gy
+
 
 class CrossEntropy(Function):
     """Mean (or sum) negative log-likelihood of integer ``targets [N]`` under ``logits [N, C]``.
@@ -1843,10 +1888,11 @@ class LeakyReLU(Function):
     def backward_graph(ctx, g, saved):
         (a,) = saved
         slope = g.dtype.type(ctx.slope)
-        if ctx.elu:  # (exp of min(a, 0): no inf on the side where() drops, whose gradient is NaN)
-            below = g * (slope * Exp.apply(Clamp.apply(a, None, a.dtype.type(0))))
-        else:
-            below = g * slope
+        if not ctx.elu:
+            xp = get_array_module(a._data)
+            return masked_graph(g, xp.where(a._data > 0, 1, slope).astype(g.dtype), a), None, None
+        # (exp of min(a, 0): no inf on the side where() drops, whose gradient would be NaN)
+        below = g * (slope * Exp.apply(Clamp.apply(a, None, a.dtype.type(0))))
         return Where.apply(a._data > 0, g, below), None, None
 
 

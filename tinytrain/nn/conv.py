@@ -720,7 +720,7 @@ class MaxPool2dFunction(Function):
         index = (xp.arange(meta.batch).reshape(-1, 1, 1, 1),
                  xp.arange(meta.channels).reshape(1, -1, 1, 1),
                  rows + k // meta.kernel_w, cols + k % meta.kernel_w)
-        return IndexGrad.apply(grad_out, x.shape, index), None
+        return IndexGrad.apply(grad_out, x.shape, index, x), None
 
 
 def _squeezed(result: Any) -> Any:
@@ -794,6 +794,38 @@ class AvgPool2dFunction(Function):
             return _zeros_like_of(grad_out, shape, grad_out.dtype), None, None
         k = kernels.for_array(grad_out)
         return k.avg_pool2d_backward(grad_out, meta, ctx.count_include_pad), None, None
+
+    @staticmethod
+    def backward_graph(ctx: Context, grad_out: Tensor, saved: tuple) -> tuple[Any, None, None]:
+        return AvgPool2dGrad.apply(grad_out, ctx.meta, ctx.count_include_pad), None, None
+
+
+class AvgPool2dGrad(Function):
+    """Average pooling's input gradient as an op (its backward in a ``create_graph`` pass).
+    It is linear in dY and the adjoint of the pooling, so its own gradient is the pooling."""
+
+    @staticmethod
+    def forward(grad_out: Any, meta: Pool2dMeta, count_include_pad: bool) -> Any:
+        return AvgPool2dFunction.backward(_PoolContext(meta, count_include_pad), grad_out)[0]
+
+    @staticmethod
+    def setup_context(ctx: Context, inputs: tuple[Any, ...], output: Any) -> None:
+        _, ctx.meta, ctx.count_include_pad = inputs
+
+    @staticmethod
+    def backward(ctx: Context, h: Any) -> tuple[Any, None, None]:
+        return AvgPool2dFunction.forward(h, ctx.meta, ctx.count_include_pad), None, None
+
+    @staticmethod
+    def backward_graph(ctx: Context, h: Tensor, saved: tuple) -> tuple[Any, None, None]:
+        return AvgPool2dFunction.apply(h, ctx.meta, ctx.count_include_pad), None, None
+
+
+class _PoolContext:
+    """What :meth:`AvgPool2dFunction.backward` reads from its context."""
+
+    def __init__(self, meta: Pool2dMeta, count_include_pad: bool) -> None:
+        self.meta, self.count_include_pad = meta, count_include_pad
 
 
 def avg_pool2d(
