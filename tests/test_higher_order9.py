@@ -252,6 +252,8 @@ OPS = {
     "conv_transpose_avg_pool": lambda m, x, w: lib(m)[1].avg_pool2d(
         lib(m)[1].conv_transpose2d(x.reshape(1, 1, 3, 4), w.reshape(1, 2, 2, 3), stride=2)
         ** 2, 2, padding=1).exp().sum(),
+    "conv_groups_dilation": lambda m, x, w: lib(m)[1].conv2d(
+        x.reshape(1, 2, 2, 3), w[:, :2].reshape(2, 1, 1, 2), groups=2, dilation=2).sin().sum(),
     "activations": lambda m, x, w: (lib(m)[1].gelu(x) * lib(m)[1].silu(x) + lib(m)[1].elu(x)
                                     + lib(m)[1].softplus(x) + lib(m)[1].logsigmoid(x)).sum(),
     "bce_losses": lambda m, x, w: lib(m)[1].binary_cross_entropy(x.sigmoid(), x.cos() ** 2)
