@@ -258,6 +258,11 @@ OPS = {
                                     + lib(m)[1].softplus(x) + lib(m)[1].logsigmoid(x)).sum(),
     "bce_losses": lambda m, x, w: lib(m)[1].binary_cross_entropy(x.sigmoid(), x.cos() ** 2)
     + lib(m)[1].binary_cross_entropy_with_logits(x, x.sin() ** 2),
+    "batch_group_norm_l1": lambda m, x, w: (
+        lib(m)[1].batch_norm(x.reshape(3, 2, 2), None, None, training=True).sin().sum()
+        + lib(m)[1].group_norm(x.reshape(1, 4, 3), 2).pow(3).sum()
+        + lib(m)[1].smooth_l1_loss(x, x.detach().cos() * 2)
+        * lib(m)[1].l1_loss(x, w[0, :4].expand(3, 4))),
     "layer_norm_std": lambda m, x, w: (lib(m)[1].layer_norm(x, (4,)) * x.std(1, keepdim=True)
                                        ).tanh().sum() + x.logsumexp(0).sum(),
 }
