@@ -375,6 +375,14 @@ def test_an_op_without_double_backward_raises_naming_it():
     with pytest.raises(NotImplementedError, match="MineBackward: a Function in tinytrain's "
                                                   "array style"):
         Mine.apply(x).sum().backward(create_graph=True)
+    # one array given as two different tensors: which is which cannot be told, so it raises
+    (g,) = tt.autograd.grad((x * x.detach()).sum(), x)  # (first order: as before)
+    assert g.tolist() == [1.0, 2.0, 3.0]
+    with pytest.raises(NotImplementedError, match="MulBackward: one of its saved arrays was "
+                                                  "given as two different tensors"):
+        tt.autograd.grad((x * x.detach()).sum(), x, create_graph=True)
+    (g,) = tt.autograd.grad((x * x.detach().clone()).sum(), x, create_graph=True)
+    assert g.tolist() == [1.0, 2.0, 3.0] and not g.requires_grad  # as torch's
     # a subclass that redefines backward does not inherit its parent's double backward
     assert tt.autograd.ops.Log2.backward_graph is not tt.autograd.ops.Log.backward_graph
     (g,) = tt.autograd.grad(x.log2().sum(), x, create_graph=True)
