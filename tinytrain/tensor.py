@@ -639,17 +639,14 @@ class Tensor:
         ``gradient`` is required unless self has one element. Without
         ``retain_graph`` the graph's saved arrays are freed as it runs, and a
         second backward through it raises. ``inputs`` (a tensor or a sequence): only
-        these accumulate ``.grad``, as :func:`tinytrain.autograd.backward`. ``create_graph``
-        (higher-order gradients, which tinytrain does not compute) raises, saying so.
+        these accumulate ``.grad``, as :func:`tinytrain.autograd.backward`. ``create_graph``:
+        the ``.grad`` Tensors get graphs of their own, to be differentiated again
+        (higher-order gradients; ``retain_graph`` then defaults to True, as in PyTorch).
         """
-        if create_graph:
-            raise NotImplementedError(
-                "backward(create_graph=True): tinytrain computes first-order gradients only "
-                "(no higher-order gradients); leave the argument out")
-        if inputs is not None:
+        if inputs is not None or create_graph:
             if gradient is not None and not isinstance(gradient, Tensor):
                 gradient = tensor(gradient, dtype=self.dtype, device=self.device)
-            gradients.backward(self, gradient, retain_graph, inputs=inputs)
+            gradients.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
             return
         retain_graph = builtins.bool(retain_graph)
         if not self.requires_grad:
@@ -2804,6 +2801,10 @@ class _To(Function):
     @staticmethod
     def backward(ctx, g):
         return backend.to_device(g, ctx.device).astype(ctx.dtype, copy=False), None, None
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return _To.apply(g, ctx.device, ctx.dtype), None, None
 
 
 def _is_scalar_operand(x: Any) -> bool:

@@ -1,6 +1,7 @@
 """Reverse-mode automatic differentiation: Function, the graph nodes, the engine."""
 
 from tinytrain._missing import module_getattr as _module_getattr
+from tinytrain.autograd import functional
 from tinytrain.autograd.engine import queue_callback, run_backward
 from tinytrain.autograd.function import AccumulateGrad, Context, Function, Node
 from tinytrain.autograd.grad_mode import (
@@ -19,6 +20,7 @@ __all__ = [
     "Node",
     "backward",
     "enable_grad",
+    "functional",
     "grad",
     "inference_mode",
     "is_grad_enabled",
@@ -32,7 +34,5 @@ __getattr__ = _module_getattr(__name__, {
     "Variable": "Tensors record gradients themselves: tt.tensor(data, requires_grad=True)",
     "gradcheck": "not in tinytrain; compare with finite differences in float64, or with "
                  "PyTorch (as tests/test_ops.py does)",
-    "functional": "tinytrain has no autograd.functional (jacobian, hessian); differentiate "
-                  "one scalar at a time with backward()",
 }, "tinytrain.autograd has Function, grad, backward, no_grad, enable_grad, set_grad_enabled "
    "and inference_mode")

@@ -24,6 +24,44 @@ nodes left out keep what they saved. Several outputs are one pass from a :class:
 The pass runs under ``no_grad``, as PyTorch's (without ``create_graph``): a hook or a
 callback that updates a parameter in place (an optimizer step in a post-accumulate hook)
 records nothing, and a ``Function``'s backward written with Tensor ops builds no graph.
+
+Higher-order gradients: ``create_graph=True`` (DESIGN)
+------------------------------------------------------
+``backward(create_graph=True)`` and ``autograd.grad(..., create_graph=True)`` run a second
+mode of the same walk (:func:`_propagate_graph`), as PyTorch's: the gradients are Tensors,
+the pass runs with grad mode *on*, buffers are summed with Tensor ops, so every gradient
+records the graph of how it was computed and can be differentiated again (WGAN-GP's
+gradient penalty, Hessian-vector products, MAML, the n-th derivative of ``tanh``).
+
+* Each node runs ``apply_graph`` instead of ``apply``. A built-in op's
+  ``backward_graph(ctx, grad, saved)`` is its backward written with differentiable
+  tinytrain ops (a conv2d's dX is a ``conv_transpose2d``, its dW a ``Conv2dWeightGrad``
+  whose own backward is again convolutions, so any order works). ``saved`` are the arrays
+  ``setup_context`` saved, given back as Tensors *connected to the graph*
+  (``Node.saved_graph``): ``Function.apply`` already matched each saved array to an input
+  or the output by identity (``_saved_versions``, for the in-place version check); the same
+  record says which, so an input's array comes back as that input (a leaf itself, or a
+  Tensor whose ``grad_fn`` is the input's node) and the output's as a Tensor whose
+  ``grad_fn`` is the node itself. The version check runs as before: a saved tensor modified
+  in place still raises.
+* An op without ``backward_graph`` raises a NotImplementedError that names it and lists the
+  ops that have one, never a gradient whose graph is missing. A subclass that redefines
+  ``backward`` does not inherit its parent's ``backward_graph``.
+* PyTorch-style (ctx) user Functions run their backward on Tensors with grad mode on, so
+  their Tensor ops record the graph (``once_differentiable`` makes a later backward
+  through them raise, as PyTorch's).
+* A leaf's AccumulateGrad sets ``.grad`` to a copy of the first gradient, then to ``.grad +
+  grad`` (out of place): ``x.grad.requires_grad`` is True when the gradient depends on
+  something that requires grad, as in PyTorch; ``retain_grad`` does the same; hooks see
+  and return Tensors with graphs; ``autograd.grad`` returns them.
+* ``retain_graph`` defaults to ``create_graph`` (PyTorch's rule): the saved outputs above
+  point back into the first-order graph, which a double backward runs through again.
+
+The first-order path is untouched: ``Function.apply`` records the same things as before
+(the saved arrays' source is one more item of the version entry it already made), and
+:func:`_propagate` is not shared with the graph mode, so it has no per-node test of the
+mode (its loop is benchmarked); the two loops differ only in the node call and in the
+first-order one's ownership bookkeeping (``owned``), which Tensors do not need.
 """
 
 from __future__ import annotations
@@ -35,8 +73,8 @@ from typing import Any
 import numpy as np
 
 from tinytrain.autograd import function
-from tinytrain.autograd.function import AccumulateGrad, Node, NodeName
-from tinytrain.autograd.grad_mode import no_grad
+from tinytrain.autograd.function import AccumulateGrad, Node, NodeName, accumulate_graph
+from tinytrain.autograd.grad_mode import enable_grad, no_grad
 
 _local = threading.local()
 
@@ -78,6 +116,8 @@ class GraphRoot(Node):
     def apply(self, grad: Any) -> tuple[Any, ...]:
         return self.grads
 
+    apply_graph = apply  # (the seeds are Tensors in a create_graph pass)
+
     def release(self) -> None:
         pass
 
@@ -118,16 +158,23 @@ def _count_dependencies(root: Node, capture: Mapping[Node, Any] | None = None
 
 def run_backward(root: Node, grad: Any, retain_graph: bool = False,
                  owned: bool = False,
-                 capture: Mapping[Node, Callable[[Any], None]] | None = None) -> None:
+                 capture: Mapping[Node, Callable[[Any], None]] | None = None,
+                 create_graph: bool = False) -> None:
     """Propagate ``grad`` (the gradient of the root's output) to every leaf, then run the
     callbacks queued meanwhile. ``owned``: the caller made ``grad`` and keeps no reference.
     ``capture``: only the nodes on a path to these run; each gets ``capture[node](gradient)``
-    with its whole gradient, and runs itself only if another captured node is below it."""
+    with its whole gradient, and runs itself only if another captured node is below it.
+    ``create_graph``: ``grad`` is a Tensor and so is every gradient of the pass, with its
+    graph (the module docstring's second mode)."""
     stack = _callbacks()
     stack.append([])
     try:
-        with no_grad(), np.errstate(all="ignore"):  # inf and NaN gradients, silently, as
-            _propagate(root, grad, retain_graph, owned, capture)  # PyTorch (tinytrain/__init__)
+        # inf and NaN gradients, silently, as PyTorch (tinytrain/__init__)
+        with (enable_grad() if create_graph else no_grad()), np.errstate(all="ignore"):
+            if create_graph:
+                _propagate_graph(root, grad, retain_graph, capture)
+            else:
+                _propagate(root, grad, retain_graph, owned, capture)
             queued = stack[-1]
             while queued:
                 queued.pop(0)()
@@ -179,15 +226,52 @@ def _propagate(root: Node, grad: Any, retain_graph: bool, owned: bool,
                     _skip(child, deps, buffers, ready, retain_graph, capture)
 
 
+def _propagate_graph(root: Node, grad: Any, retain_graph: bool,
+                     capture: Mapping[Node, Callable[[Any], None]] | None = None) -> None:
+    """:func:`_propagate` with Tensor gradients that keep their graph (``create_graph``):
+    each node runs ``apply_graph``; nothing is owned or written in place."""
+    deps = _count_dependencies(root, capture)
+    buffers: dict[Node, Any] = {root: grad}
+    ready = [root]
+    while ready:
+        node = ready.pop()
+        grad_out = buffers.pop(node)
+        if node.pre_hooks:
+            grad_out = _run_hooks(node.pre_hooks, grad_out, graph=True)
+        if node.retained is not None:
+            t = node.retained()
+            if t is not None:
+                accumulate_graph(t, grad_out)
+        if capture is not None and node in capture:
+            capture[node](grad_out)
+            if _ends_here(node, deps):
+                continue
+        grads = node.apply_graph(grad_out)
+        if not retain_graph:
+            node.release()
+        for child, g in zip(node.next_functions, grads):
+            if child not in deps:
+                continue
+            if g is not None:
+                buffers[child] = buffers[child] + g if child in buffers else g
+            deps[child] -= 1
+            if deps[child] == 0:
+                if child in buffers:
+                    ready.append(child)
+                else:
+                    _skip(child, deps, buffers, ready, retain_graph, capture)
+
+
 def _ends_here(node: Node, deps: dict[Node, int]) -> bool:
     """In a partial pass: no node that runs is below this (captured) one."""
     return not any(child in deps for child in node.next_functions)
 
 
-def _run_hooks(hooks: Mapping[int, Callable[[Any], Any]], grad: Any) -> Any:
-    """``grad`` through a tensor's hooks in order; a Tensor one returns replaces it."""
+def _run_hooks(hooks: Mapping[int, Callable[[Any], Any]], grad: Any, graph: bool = False) -> Any:
+    """``grad`` through a tensor's hooks in order; a Tensor one returns replaces it.
+    (``graph``: a create_graph pass, where ``grad`` is a Tensor with its graph.)"""
     for hook in list(hooks.values()):
-        result = hook(function.Tensor(grad))
+        result = hook(grad if graph else function.Tensor(grad))
         if result is None:
             continue
         name = getattr(hook, "__name__", type(hook).__name__)
@@ -202,7 +286,7 @@ def _run_hooks(hooks: Mapping[int, Callable[[Any], Any]], grad: Any) -> Any:
         if result.dtype != grad.dtype or result.device != given.device:
             raise RuntimeError(f"hook '{name}' has changed the type of value (was {grad.dtype} "
                                f"on {given.device}, got {result.dtype} on {result.device})")
-        grad = result._data
+        grad = result if graph else result._data
     return grad
 
 

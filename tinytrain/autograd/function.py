@@ -39,8 +39,9 @@ also when forward's first parameter is called ``self`` or ``context`` (older tut
 with another name, ``forward``'s signature decides at each call, taking ``ctx`` first only
 when the inputs alone do not fit it.
 ``apply`` then runs ``forward(ctx, *inputs)`` on the Tensors themselves under
-``no_grad``, and the node calls ``backward`` with a Tensor (also under ``no_grad``)
-and unwraps the Tensors it returns. Everything else is
+``no_grad``, and the node calls ``backward`` with a Tensor (also under ``no_grad``; with
+grad mode on in a ``create_graph=True`` pass, so that its Tensor ops are differentiated
+again, as in PyTorch) and unwraps the Tensors it returns. Everything else is
 shared: the same ``Context`` (``save_for_backward``, ``saved_tensors`` with its version
 check, ``needs_input_grad``), the same graph nodes and engine. The array style stays
 the faster one (no Tensor wrapping inside), which is why tinytrain's ops use it.
@@ -70,10 +71,18 @@ op's node, or an :class:`AccumulateGrad` for a leaf that requires grad.
   or the output, its version is recorded; if it changed before backward reads
   it, backward raises PyTorch's "modified by an inplace operation" error instead
   of computing a wrong gradient.
+
+Higher-order gradients: a Function may also define ``backward_graph(ctx, grad, saved)``,
+its backward written with differentiable tinytrain ops on Tensors, which a
+``create_graph=True`` pass runs instead of ``backward``; ``saved`` are the saved arrays as
+Tensors connected to the graph (an input's is that input, the output's has the node as its
+``grad_fn``: the record above says which). See the DESIGN section of
+:mod:`tinytrain.autograd.engine`.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -179,6 +188,23 @@ def _describes(value: Any, depth: int = 0) -> bool:
 _NOT_A_TENSOR = "not a Tensor"  # Node.input_meta of an input that was a number (or None)
 
 
+def no_double_backward(name: str) -> str:
+    """The message for a node without ``backward_graph`` in a ``create_graph`` pass."""
+    return (f"backward(create_graph=True) through {name}: tinytrain has no double backward "
+            f"for this op yet; supported: {', '.join(double_backward_ops())}")
+
+
+def double_backward_ops() -> list[str]:
+    """The names of the Functions that have a ``backward_graph`` (tinytrain's own)."""
+    names, stack = set(), [Function]
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if cls.backward_graph is not None and not cls._user and not cls.__name__.startswith("_"):
+            names.add(cls.__name__)
+    return sorted(names)
+
+
 def explain_array_error(cls: type[Function], method: str, error: AttributeError) -> None:
     """If a user's array-style Function called a Tensor method on a raw array, raise the
     error again with what to do instead (PyTorch's docs write these methods on Tensors)."""
@@ -234,6 +260,55 @@ class Node:
             raise
         return grads if self.input_meta is None else self._fitted(grads)
 
+    def apply_graph(self, grad: Tensor) -> tuple[Any, ...]:
+        """``apply`` in a ``create_graph=True`` pass: the Function's ``backward_graph`` on the
+        Tensor ``grad`` and the saved arrays as Tensors of the graph (:meth:`saved_graph`),
+        with grad mode on, so that the gradients it returns (Tensors) have a graph too. A
+        Function without one raises (never a gradient without its graph)."""
+        backward_graph = self.fn.backward_graph
+        if backward_graph is None:
+            if self.fn._user:
+                raise NotImplementedError(
+                    f"backward(create_graph=True) through {self.name}: a Function in "
+                    f"tinytrain's array style (setup_context) has no double backward; write "
+                    f"it in PyTorch's style (forward(ctx, ...), backward on Tensors), whose "
+                    f"backward is differentiated, or give it a backward_graph(ctx, grad, saved)")
+            raise NotImplementedError(no_double_backward(self.name))
+        grads = self._check(backward_graph(self.ctx, grad, self.saved_graph()))
+        return grads if self.input_meta is None else self._fitted(grads, graph=True)
+
+    def saved_graph(self) -> tuple[Any, ...]:
+        """The saved arrays as Tensors connected to the graph (PyTorch's SavedVariable
+        unpacked in a double backward): an input's array is that input (a leaf itself, or a
+        Tensor whose ``grad_fn`` is the input's node), the output's has this node as its
+        ``grad_fn``; anything else (an index, a mask) is a constant Tensor. The version check
+        of ``saved_tensors`` runs first, and the Tensors share the counters it checks."""
+        saved = self.ctx.saved_tensors
+        tensors = []
+        for s, entry in zip(saved, self.ctx._versions):
+            source = None if entry is None else entry[2]
+            node = self if source == _OUTPUT else None
+            if source is not None and source >= 0:
+                node = self.next_functions[source]
+                if type(node) is AccumulateGrad:
+                    tensors.append(node.tensor)  # the leaf itself
+                    continue
+            if source == _AMBIGUOUS:
+                raise NotImplementedError(
+                    f"backward(create_graph=True) through {self.name}: one of its saved arrays "
+                    f"was given as two different tensors (x * x.detach() shares x's memory); "
+                    f"its double backward cannot tell them apart: use x.detach().clone()")
+            if s is None:
+                tensors.append(None)
+                continue
+            t = Tensor(s)
+            if entry is not None:
+                t._version_counter = entry[0]
+            if node is not None:
+                t.grad_fn, t._requires_grad = node, True
+            tensors.append(t)
+        return tuple(tensors)
+
     def check_inputs(self, inputs: tuple) -> Node:
         """A user's Function: check what forward saved (PyTorch's error for a number),
         and record the inputs' shapes and dtypes, so that backward's gradients are checked
@@ -247,11 +322,12 @@ class Node:
                                 for x, n in zip(inputs, self.next_functions))
         return self
 
-    def _fitted(self, grads: tuple) -> tuple:
-        return tuple(self._fit(i, g) for i, g in enumerate(grads))
+    def _fitted(self, grads: tuple, graph: bool = False) -> tuple:
+        return tuple(self._fit(i, g, graph) for i, g in enumerate(grads))
 
-    def _fit(self, i: int, g: Any) -> Any:
-        """Gradient ``i`` as an array of its input's shape and dtype."""
+    def _fit(self, i: int, g: Any, graph: bool = False) -> Any:
+        """Gradient ``i`` as an array of its input's shape and dtype (``graph``: as a Tensor,
+        its graph kept, in a ``create_graph`` pass)."""
         meta = self.input_meta[i]
         if g is None or meta is None:  # (a Tensor that needs no gradient may get anything)
             return None
@@ -263,7 +339,10 @@ class Node:
             raise RuntimeError(f"{self.fn.__name__}.backward returned {type(g).__name__} as the "
                                f"gradient of input {i}; expected a Tensor or None")
         shape, dtype = meta
-        g = g._data if isinstance(g, Tensor) else g
+        if graph:
+            g = g if isinstance(g, Tensor) else Tensor(g)
+        else:
+            g = g._data if isinstance(g, Tensor) else g
         if g.shape != shape:
             try:
                 fits = np.broadcast_shapes(shape, g.shape) == g.shape
@@ -273,10 +352,13 @@ class Node:
                 raise RuntimeError(
                     f"{self.fn.__name__}.backward returned an invalid gradient at index {i}: "
                     f"got shape {g.shape} but expected a shape compatible with {shape}")
-            from tinytrain.autograd.ops import unbroadcast  # (ops imports this module)
+            from tinytrain.autograd import ops  # (ops imports this module)
 
-            g = unbroadcast(g, shape)  # the broadcast dims summed back, as PyTorch
-        return g if g.dtype == dtype else g.astype(dtype)
+            # the broadcast dims summed back, as PyTorch
+            g = ops.unbroadcast_graph(g, shape) if graph else ops.unbroadcast(g, shape)
+        if g.dtype == dtype:
+            return g
+        return g.to(dtype=dtype) if graph else g.astype(dtype)
 
     def _check(self, grads: Any) -> tuple[Any, ...]:
         if not isinstance(grads, tuple):
@@ -307,6 +389,11 @@ class CtxNode(Node):
         with no_grad():
             grads = self._check(self.fn.backward(self.ctx, Tensor(grad)))
         return self._fitted(grads)
+
+    def apply_graph(self, grad: Tensor) -> tuple[Any, ...]:
+        """In a ``create_graph`` pass the user's backward runs on Tensors with grad mode on
+        (as in PyTorch), so its Tensor ops record the graph of the gradients."""
+        return self._fitted(self._check(self.fn.backward(self.ctx, grad)), graph=True)
 
 
 class AccumulateGrad(Node):
@@ -355,8 +442,32 @@ class AccumulateGrad(Node):
             hook(t)
         return ()
 
+    def apply_graph(self, grad: Tensor) -> tuple[Any, ...]:
+        """``apply`` in a ``create_graph`` pass: ``.grad`` becomes a Tensor with a graph, as
+        PyTorch's (a copy of the first gradient, then ``grad + new``, out of place)."""
+        t = self.tensor
+        if not t._requires_grad:
+            return ()
+        if grad.shape != t.shape:
+            raise RuntimeError(
+                f"gradient of shape {grad.shape} does not match the leaf's shape {t.shape}"
+            )
+        accumulate_graph(t, grad)
+        for hook in list(t._post_accumulate_grad_hooks.values()):
+            hook(t)
+        return ()
+
     def release(self) -> None:
         pass
+
+
+def accumulate_graph(t: Tensor, grad: Tensor) -> None:
+    """Add ``grad`` into ``t.grad`` keeping its graph (a ``create_graph`` pass: a leaf's
+    AccumulateGrad, or ``retain_grad``), as PyTorch: a copy of the first gradient (a Tensor
+    with a ``grad_fn`` when ``grad`` requires grad), then ``t.grad + grad``."""
+    if grad.dtype != t.dtype:
+        grad = grad.to(dtype=t.dtype)
+    t._grad = grad.clone() if t._grad is None else t._grad + grad
 
 
 class Function:
@@ -368,6 +479,10 @@ class Function:
     """
 
     new_grads: bool = False
+    #: ``backward_graph(ctx, grad, saved)``: backward written with differentiable Tensor ops,
+    #: for ``create_graph=True`` (engine.py's docstring); None: no double backward (a class
+    #: that redefines ``backward`` without it gets None, not its parent's).
+    backward_graph: Callable[..., Any] | None = None
     _ctx_style: bool = False  # PyTorch's forward(ctx, *inputs) (module docstring); per class
     _user: bool = False  # defined outside tinytrain: its backward's gradients are checked
     row_major: bool = False  # a new layout (not elementwise): the result made row-major
@@ -398,6 +513,8 @@ class Function:
             cls.apply = classmethod(_apply_with_arguments)  # type: ignore[method-assign]
         cls._fills_defaults = cls._user and own_setup and any(
             p.default is not p.empty for p in cls._forward_signature.parameters.values())
+        if "backward" in vars(cls) and "backward_graph" not in vars(cls):
+            cls.backward_graph = None  # (a parent's would differentiate the wrong formula)
 
     @staticmethod
     def forward(*inputs: Any) -> Any:
@@ -463,8 +580,9 @@ class Function:
         if any_needs and is_grad_enabled() and _differentiable(out):
             ctx = Context(tuple(needs))
             raw = tuple(raw)
-            try:
-                cls.setup_context(ctx, raw, out)
+            try:  # (the wrapped array: a NumPy scalar result became a 0-d array, which
+                # a saved output must be to be recognised as the output: _saved_versions)
+                cls.setup_context(ctx, raw, output._data)
             except AttributeError as error:
                 explain_array_error(cls, "setup_context", error)
                 raise
@@ -671,26 +789,71 @@ def _share_version_if_view(output: Tensor, out: Any, inputs: tuple, raw: tuple,
             return
 
 
+#: Where a saved array came from (the third item of its version entry), besides an input's
+#: index: the output, or two different input Tensors on that one array (``x * x.detach()``).
+_OUTPUT, _AMBIGUOUS = -1, -2
+
+
 def _saved_versions(saved: tuple, inputs: tuple, raw: tuple, output: Tensor) -> tuple:
-    """For each saved array that is an input's or the output's: (its counter, its version)."""
+    """For each saved array that is an input's or the output's: (its counter, its version,
+    where it came from: the input's index, ``_OUTPUT``, or ``_AMBIGUOUS``). The version guards
+    in-place writes; where it came from lets a ``create_graph`` pass give it back as a Tensor
+    connected to the graph (:meth:`Node.saved_graph`)."""
     entries = []
     for s in saved:
         entry = None
         if s is output._data:
-            entry = (output._version_counter, output._version_counter[0])
+            entry = (output._version_counter, output._version_counter[0], _OUTPUT)
         elif s is not None:
-            for x, r in zip(inputs, raw):
+            for i, (x, r) in enumerate(zip(inputs, raw)):
                 if r is s and isinstance(x, Tensor):
-                    entry = (x._version_counter, x._version_counter[0])
-                    break
+                    if entry is None:
+                        entry = (x._version_counter, x._version_counter[0], i)
+                    elif x is not inputs[entry[2]]:
+                        entry = (*entry[:2], _AMBIGUOUS)
         entries.append(entry)
     return tuple(entries)
 
 
 def once_differentiable(backward: Callable) -> Callable:
-    """PyTorch's decorator for a ``backward`` that is not itself differentiable: tinytrain's
-    backward always runs under ``no_grad`` (no double backward), so it changes nothing."""
-    return backward
+    """PyTorch's decorator for a ctx-style ``backward`` that is not itself differentiable.
+
+    The backward runs under ``no_grad``. In a ``create_graph=True`` pass whose incoming
+    gradient requires grad, its results are returned through a node that raises PyTorch's
+    RuntimeError if a later backward reaches it ("trying to differentiate twice ..."):
+    never a silently wrong higher derivative. Elsewhere it changes nothing."""
+    @functools.wraps(backward)
+    def wrapped(ctx: Context, *grads: Any) -> Any:
+        with no_grad():
+            results = backward(ctx, *grads)
+        if not is_grad_enabled() or not any(isinstance(g, Tensor) and g.requires_grad
+                                            for g in grads):
+            return results
+        single = not isinstance(results, tuple)
+        results = tuple(None if r is None else
+                        _DelayedError.apply(Tensor(r).detach().requires_grad_(True))
+                        for r in ((results,) if single else results))
+        return results[0] if single else results
+
+    return wrapped
+
+
+class _DelayedError(Function):
+    """The result of a ``@once_differentiable`` backward in a ``create_graph`` pass: a copy
+    whose own backward raises (PyTorch's ``DelayedError``)."""
+
+    @staticmethod
+    def forward(a):
+        return a.copy()
+
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError("trying to differentiate twice a function that was marked with "
+                           "@once_differentiable")
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        _DelayedError.backward(ctx, g)
 
 
 def on_one_device(name: str, inputs: tuple[Any, ...]) -> tuple[Any, ...]:

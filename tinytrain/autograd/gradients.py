@@ -6,8 +6,10 @@ this for one tensor); ``grad(outputs, inputs)`` *returns* the gradients with res
 (:func:`~tinytrain.autograd.engine.run_backward`): ``grad`` and ``backward(inputs=...)`` give it
 a *capture*, the nodes of the inputs (a leaf's AccumulateGrad, an intermediate's
 ``grad_fn``) and what to do with the gradient that reaches each; only the part of the graph
-between the outputs and those nodes runs. As PyTorch's, first order only: ``create_graph``
-(and ``is_grads_batched``) raise NotImplementedError.
+between the outputs and those nodes runs. ``create_graph=True`` makes the pass record the
+graph of the gradients themselves, so that they can be differentiated again (higher-order
+gradients; the engine's docstring says how); ``retain_graph`` then defaults to True, as in
+PyTorch. ``is_grads_batched`` raises NotImplementedError (tinytrain has no vmap).
 """
 
 from __future__ import annotations
@@ -21,10 +23,6 @@ from tinytrain.autograd.function import Node
 from tinytrain.backend import get_array_module
 
 __all__ = ["backward", "grad"]
-
-_HIGHER_ORDER = ("tinytrain computes first-order gradients only (its backward builds no graph "
-                 "of its own)")
-
 
 def _tensors(what: str, value: Any) -> tuple[Any, ...]:
     """A Tensor or a sequence of them as a tuple; a non-Tensor item is a TypeError."""
@@ -50,9 +48,10 @@ def _inputs(fn: str, inputs: Any) -> tuple[Any, ...]:
     return inputs
 
 
-def _seeds(outputs: tuple[Any, ...], grads: Any) -> list[Any]:
+def _seeds(outputs: tuple[Any, ...], grads: Any, graph: bool = False) -> list[Any]:
     """The gradient of each output, as an array of its shape and dtype (PyTorch's
-    ``_make_grads``): the given one, or ones for a one-element output."""
+    ``_make_grads``): the given one, or ones for a one-element output. ``graph``: as Tensors
+    (a create_graph pass; a given gradient keeps its own graph)."""
     Tensor = function.Tensor  # noqa: N806
     if grads is None:
         grads = (None,) * len(outputs)
@@ -71,7 +70,8 @@ def _seeds(outputs: tuple[Any, ...], grads: Any) -> list[Any]:
         if g is None:
             if out.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            seeds.append(get_array_module(out._data).ones_like(out._data))
+            ones = get_array_module(out._data).ones_like(out._data)
+            seeds.append(Tensor(ones) if graph else ones)
             continue
         if not isinstance(g, Tensor):
             raise TypeError(f"gradients can be either Tensors or None, but got "
@@ -83,18 +83,23 @@ def _seeds(outputs: tuple[Any, ...], grads: Any) -> list[Any]:
         if g.device != out.device:
             raise RuntimeError(f"invalid gradient at index {i} - expected device "
                                f"{out.device} but got {g.device}")
-        seeds.append(g._data if g.dtype == out.dtype else g._data.astype(out.dtype))
+        if graph:
+            seeds.append(g if g.dtype == out.dtype else g.to(dtype=out.dtype))
+        else:
+            seeds.append(g._data if g.dtype == out.dtype else g._data.astype(out.dtype))
     return seeds
 
 
 def _run(outputs: tuple[Any, ...], seeds: list[Any], retain_graph: bool,
-         capture: Mapping[Node, Callable[[Any], None]] | None) -> None:
+         capture: Mapping[Node, Callable[[Any], None]] | None,
+         create_graph: bool = False) -> None:
     """One engine pass from ``outputs`` (a :class:`~engine.GraphRoot` over several)."""
     if len(outputs) == 1 and capture is None:  # Tensor.backward's path
-        engine.run_backward(outputs[0]._grad_node(), seeds[0], retain_graph)
+        engine.run_backward(outputs[0]._grad_node(), seeds[0], retain_graph,
+                            create_graph=create_graph)
         return
     root = engine.GraphRoot([out._grad_node() for out in outputs], seeds)
-    engine.run_backward(root, None, retain_graph, capture=capture)
+    engine.run_backward(root, None, retain_graph, capture=capture, create_graph=create_graph)
 
 
 def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None = None,
@@ -106,10 +111,12 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
     a one-element tensor: ones), a Tensor or a sequence. ``retain_graph`` as in
     ``Tensor.backward``. ``inputs`` (a Tensor, a sequence or a dict of them): only these
     get ``.grad`` (an intermediate one too), and only the graph above them runs.
-    ``grad_variables`` is the deprecated name of ``grad_tensors``.
+    ``grad_variables`` is the deprecated name of ``grad_tensors``. ``create_graph``: the
+    ``.grad`` Tensors get graphs of their own (higher-order gradients; ``retain_graph``
+    defaults to it).
     """
-    if create_graph:
-        raise NotImplementedError(f"backward(create_graph=True): {_HIGHER_ORDER}")
+    if retain_graph is None:
+        retain_graph = create_graph
     if grad_variables is not None:
         warnings.warn("`grad_variables` is deprecated. Use `grad_tensors` instead.",
                       FutureWarning, stacklevel=2)
@@ -127,20 +134,23 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
                 raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
             if t.grad_fn is not None:  # an intermediate keeps its gradient from now on, as
                 t.retain_grad()       # PyTorch's backward(inputs=) makes it (retains_grad)
-            capture[t._grad_node()] = _accumulate_into(t)
+            capture[t._grad_node()] = _accumulate_into(t, create_graph)
         if not capture:
             raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     outputs = _tensors("outputs", tensors)
-    _run(outputs, _seeds(outputs, grad_tensors), bool(retain_graph), capture)
+    _run(outputs, _seeds(outputs, grad_tensors, create_graph), bool(retain_graph), capture,
+         create_graph)
 
 
-def _accumulate_into(t: Any) -> Callable[[Any], None]:
+def _accumulate_into(t: Any, create_graph: bool = False) -> Callable[[Any], None]:
     """What ``backward(inputs=...)`` does with ``t``'s gradient: a leaf's AccumulateGrad
     adds it into ``.grad`` (and runs the post-accumulate hooks); an intermediate adds it
     into its ``.grad`` (once: a ``retain_grad()`` on it has done so already)."""
     node = t._grad_node()
     if t.grad_fn is None:
-        return node.apply
+        return node.apply_graph if create_graph else node.apply
+    if create_graph:
+        return lambda g: None if t.retains_grad else function.accumulate_graph(t, g)
     return lambda g: None if t.retains_grad else engine._retain(t, g)
 
 
@@ -158,17 +168,18 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None,
     one-element outputs (ones). ``retain_graph``: keep the graph's saved arrays for another
     pass (default: freed, as ``backward``). An input the outputs do not depend on is an
     error unless ``allow_unused`` (its gradient is then None) or ``materialize_grads``
-    (zeros). ``only_inputs`` is deprecated and ignored, as in PyTorch; ``create_graph``
-    and ``is_grads_batched`` raise NotImplementedError (first order only).
+    (zeros). ``only_inputs`` is deprecated and ignored, as in PyTorch. ``create_graph``: the
+    gradients returned have graphs of their own, to be differentiated again (higher-order
+    gradients; ``retain_graph`` defaults to it). ``is_grads_batched`` raises
+    NotImplementedError (no vmap).
     """
     if materialize_grads and allow_unused is False:
         raise ValueError("Expected allow_unused to be True or not passed when "
                          "materialize_grads=True, but got: allow_unused=False.")
     if allow_unused is None:
         allow_unused = materialize_grads
-    if create_graph:
-        raise NotImplementedError(f"grad(create_graph=True): {_HIGHER_ORDER}; "
-                                  f"differentiate a scalar once, with create_graph=False")
+    if retain_graph is None:
+        retain_graph = create_graph
     if is_grads_batched:
         raise NotImplementedError("grad(is_grads_batched=True): tinytrain has no vmap; call "
                                   "grad once per row of grad_outputs (retain_graph=True)")
@@ -178,11 +189,12 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None,
         warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to "
                       "True). To accumulate gradient for other parts of the graph, please use "
                       "torch.autograd.backward.", FutureWarning, stacklevel=2)
-    seeds = _seeds(outputs, grad_outputs)
+    seeds = _seeds(outputs, grad_outputs, create_graph)
     nodes = [t._grad_node() for t in tensors]
     found: dict[Node, Any] = {}
     _run(outputs, seeds, bool(retain_graph),
-         {node: (lambda g, node=node: found.__setitem__(node, g)) for node in nodes})
+         {node: (lambda g, node=node: found.__setitem__(node, g)) for node in nodes},
+         create_graph)
     results = []
     for i, (t, node) in enumerate(zip(tensors, nodes)):
         g = found.get(node)
@@ -194,7 +206,10 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None,
             results.append(None if not materialize_grads else
                            function.Tensor(get_array_module(t._data).zeros_like(t._data)))
             continue
-        results.append(function.Tensor(g if g.dtype == t.dtype else g.astype(t.dtype)))
+        if create_graph:  # (a Tensor with its graph)
+            results.append(g if g.dtype == t.dtype else g.to(dtype=t.dtype))
+        else:
+            results.append(function.Tensor(g if g.dtype == t.dtype else g.astype(t.dtype)))
     if type(inputs) is dict:
         return dict(zip(inputs.keys(), results))
     return tuple(results)

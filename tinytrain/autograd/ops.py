@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from tinytrain import kernels
+from tinytrain.autograd import function as _function
 from tinytrain.autograd.function import Function, _root
 from tinytrain.backend import get_array_module, index_add, index_reduce
 
@@ -91,6 +92,101 @@ def _expand_reduced(grad: Any, shape: tuple[int, ...], axis: tuple[int, ...] | N
     return grad
 
 
+# ------------------------------------- Tensor-level helpers of backward_graph (create_graph)
+#
+# A ``backward_graph(ctx, g, saved)`` is the op's backward written with differentiable ops on
+# Tensors (``g`` and the saved arrays as Tensors of the graph: ``Node.saved_graph``), for a
+# ``create_graph=True`` pass (the engine's docstring). They call the ops' ``apply`` directly
+# (the arguments are already checked) or Tensor operators, never NumPy-only functions.
+
+
+def _const(array: Any) -> Any:
+    """A constant Tensor (no graph) on ``array``: a mask, an index, a one-hot matrix."""
+    return _function.Tensor(array)
+
+
+def unbroadcast_graph(grad: Any, shape: tuple[int, ...]) -> Any:
+    """:func:`unbroadcast` of a Tensor, with differentiable ops."""
+    shape = tuple(shape)
+    if grad.shape == shape:
+        return grad
+    extra = grad.ndim - len(shape)
+    axes = tuple(range(extra)) + tuple(
+        i + extra for i, n in enumerate(shape) if n == 1 and grad.shape[i + extra] != 1
+    )
+    return Reshape.apply(Sum.apply(grad, axes, True), shape)
+
+
+def expand_reduced_graph(grad: Any, shape: tuple[int, ...], axis: tuple[int, ...] | None,
+                         keepdims: bool) -> Any:
+    """:func:`_expand_reduced` of a Tensor: the reduced axes put back, of size 1."""
+    if axis is None:
+        kept = (1,) * len(shape)
+    elif keepdims:
+        return grad
+    else:
+        kept = tuple(1 if i in axis else n for i, n in enumerate(shape))
+    return grad if grad.shape == kept else Reshape.apply(grad, kept)
+
+
+def _broadcast_graph(grad: Any, shape: tuple[int, ...]) -> Any:
+    return grad if grad.shape == tuple(shape) else Expand.apply(grad, tuple(shape))
+
+
+def masked_graph(g: Any, weight: Any, anchor: Any = None) -> Any:
+    """:func:`_masked` of a Tensor ``g`` (:class:`GradMask`): ``g * weight`` where the
+    constant array ``weight`` (a mask, or 0 / 0.5 / 1) is nonzero, 0 elsewhere; ``anchor``,
+    the op's saved input or output, gets a zero gradient (see GradMask)."""
+    return GradMask.apply(g, weight, anchor)
+
+
+class GradMask(Function):
+    """``g * weight`` where ``weight`` is nonzero, 0 elsewhere (:func:`_masked`): the
+    backward of a piecewise-linear op (ReLU, leaky ReLU, clamp, maximum) in a
+    ``create_graph`` pass. Its derivative is the same mask; ``anchor`` (the op's input or
+    output, or None) gets zeros: PyTorch's double backward of ReLU, leaky ReLU, abs and max
+    pooling reads the input, so their gradients belong to the input's graph
+    (``requires_grad``, and a later backward gives the input zeros, not nothing); so do
+    these (clamp's, maximum's and where's do not, in both)."""
+
+    @staticmethod
+    def forward(g, weight, anchor):
+        return _masked(g, weight)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, ctx.weight, anchor = inputs
+        ctx.like = None if anchor is None else (anchor.shape, anchor.dtype)
+
+    @staticmethod
+    def backward(ctx, h):
+        zero = (get_array_module(h).zeros(*ctx.like) if ctx.needs_input_grad[2] else None)
+        return _masked(h, ctx.weight), None, zero
+
+    @staticmethod
+    def backward_graph(ctx, h, saved):
+        zero = (_const(get_array_module(h._data).zeros(*ctx.like))
+                if ctx.needs_input_grad[2] else None)
+        return GradMask.apply(h, ctx.weight, None), None, zero
+
+
+def _zero_grads_graph(ctx: Any, g: Any, shapes: tuple) -> tuple:
+    """Zero gradients (constants) of the given shapes, where needed: piecewise-constant ops."""
+    xp = get_array_module(g._data)
+    return tuple(_const(xp.zeros(shape, g.dtype)) if need else None
+                 for shape, need in zip(shapes, ctx.needs_input_grad))
+
+
+def _one_hot(targets: Any, shape: tuple[int, int], dtype: Any) -> Any:
+    """``[N, C]`` rows of 0 with 1 at each target, and the ``[N, 1]`` rows not ignored
+    (target -100, which the CUDA kernel skips): arrays, no host sync."""
+    xp = get_array_module(targets)
+    keep = targets != -100
+    safe = xp.where(keep, targets, 0)
+    return ((xp.arange(shape[1]) == safe[:, None]).astype(dtype),
+            keep[:, None].astype(dtype))
+
+
 # ------------------------------------------------------------ elementwise, binary
 
 
@@ -109,6 +205,12 @@ class Add(Function):
         return (unbroadcast(g, sa) if ctx.needs_input_grad[0] else None,
                 unbroadcast(g, sb) if ctx.needs_input_grad[1] else None)
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        sa, sb = ctx.shapes
+        return (unbroadcast_graph(g, sa) if ctx.needs_input_grad[0] else None,
+                unbroadcast_graph(g, sb) if ctx.needs_input_grad[1] else None)
+
 
 class Sub(Function):
     @staticmethod
@@ -124,6 +226,12 @@ class Sub(Function):
         sa, sb = ctx.shapes
         return (unbroadcast(g, sa) if ctx.needs_input_grad[0] else None,
                 unbroadcast(-g, sb) if ctx.needs_input_grad[1] else None)
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        sa, sb = ctx.shapes
+        return (unbroadcast_graph(g, sa) if ctx.needs_input_grad[0] else None,
+                unbroadcast_graph(-g, sb) if ctx.needs_input_grad[1] else None)
 
 
 class Mul(Function):
@@ -146,6 +254,13 @@ class Mul(Function):
         return (unbroadcast(g * b, sa) if ctx.needs_input_grad[0] else None,
                 unbroadcast(g * a, sb) if ctx.needs_input_grad[1] else None)
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        b, a = saved
+        sa, sb = ctx.shapes
+        return (unbroadcast_graph(g * b, sa) if ctx.needs_input_grad[0] else None,
+                unbroadcast_graph(g * a, sb) if ctx.needs_input_grad[1] else None)
+
 
 class Div(Function):
     @staticmethod
@@ -164,6 +279,14 @@ class Div(Function):
         sa, sb = ctx.shapes
         ga = unbroadcast(g / b, sa) if ctx.needs_input_grad[0] else None
         gb = unbroadcast(-g * (a / b) / b, sb) if ctx.needs_input_grad[1] else None
+        return ga, gb
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        b, a = saved
+        sa, sb = ctx.shapes
+        ga = unbroadcast_graph(g / b, sa) if ctx.needs_input_grad[0] else None
+        gb = unbroadcast_graph(-g * (a / b) / b, sb) if ctx.needs_input_grad[1] else None
         return ga, gb
 
 
@@ -196,6 +319,19 @@ class Pow(Function):
                 # d(a^b)/db = a^b log(a), and 0 where a == 0 and b >= 0 (as PyTorch)
                 gb = xp.where((a == 0) & (b >= 0), 0, g * out * xp.log(a))
                 gb = unbroadcast(gb.astype(g.dtype, copy=False), b.shape)
+        return ga, gb
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        a, b, out = saved
+        xp, zero = get_array_module(g._data), g.dtype.type(0)
+        ga = gb = None
+        if ctx.needs_input_grad[0]:
+            ga = Where.apply(xp.asarray(b._data == 0), zero, g * b * a ** (b - 1))
+            ga = unbroadcast_graph(ga, a.shape)
+        if ctx.needs_input_grad[1]:
+            at_zero = xp.asarray((a._data == 0) & (b._data >= 0))
+            gb = unbroadcast_graph(Where.apply(at_zero, zero, g * out * Log.apply(a)), b.shape)
         return ga, gb
 
 
@@ -342,6 +478,16 @@ class Maximum(Function):
             if ctx.needs_input_grad[1] else None
         return ga, gb
 
+    @classmethod
+    def backward_graph(cls, ctx, g, saved):
+        a, b = (t._data for t in saved)
+        one, share = g.dtype.type(1), (a == b) * g.dtype.type(0.5)
+        ga = unbroadcast_graph(masked_graph(g, one - cls.wins(b, a) - share), a.shape) \
+            if ctx.needs_input_grad[0] else None
+        gb = unbroadcast_graph(masked_graph(g, one - cls.wins(a, b) - share), b.shape) \
+            if ctx.needs_input_grad[1] else None
+        return ga, gb
+
 
 class Minimum(Maximum):
     pick = staticmethod(lambda xp: xp.minimum)
@@ -370,6 +516,16 @@ class Clamp(Function):
         if ctx.hi is not None:
             keep = keep & (a <= ctx.hi)
         return _masked(g, keep), None, None
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        a = saved[0]._data
+        keep = get_array_module(a).ones(a.shape, bool)
+        if ctx.lo is not None:
+            keep = keep & (a >= ctx.lo)
+        if ctx.hi is not None:
+            keep = keep & (a <= ctx.hi)
+        return masked_graph(g, keep), None, None  # (PyTorch's: not in a's graph)
 
 
 class ClampTensor(Function):
@@ -405,6 +561,25 @@ class ClampTensor(Function):
             ghi = unbroadcast(_masked(g, above), hi.shape)
         return ga, glo, ghi
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        a, lo, hi = (None if t is None else t._data for t in saved)
+        keep = get_array_module(a).ones(a.shape, bool)
+        if lo is not None:
+            keep = keep & (a >= lo)
+        if hi is not None:
+            keep = keep & (a <= hi)
+        ga = unbroadcast_graph(masked_graph(g, keep), a.shape) if ctx.needs_input_grad[0] \
+            else None
+        glo = ghi = None
+        if lo is not None and ctx.needs_input_grad[1]:
+            below = (a < lo) & (lo < hi) if hi is not None else a < lo
+            glo = unbroadcast_graph(masked_graph(g, below), lo.shape)
+        if hi is not None and ctx.needs_input_grad[2]:
+            above = (a > hi) | (hi < lo) if lo is not None else a > hi
+            ghi = unbroadcast_graph(masked_graph(g, above), hi.shape)
+        return ga, glo, ghi
+
 
 # ------------------------------------------------------------ elementwise, unary
 
@@ -416,6 +591,10 @@ class Neg(Function):
 
     @staticmethod
     def backward(ctx, g):
+        return -g
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
         return -g
 
 
@@ -433,6 +612,11 @@ class Abs(Function):
         (a,) = ctx.saved_tensors
         return g * get_array_module(a).sign(a)
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (a,) = saved  # (sign(a): in a's graph with a zero gradient, as PyTorch's sgn)
+        return g * Rounding.apply(a, "sign")
+
 
 class Exp(Function):
     @staticmethod
@@ -446,6 +630,11 @@ class Exp(Function):
     @staticmethod
     def backward(ctx, g):
         (out,) = ctx.saved_tensors
+        return g * out
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (out,) = saved
         return g * out
 
 
@@ -463,6 +652,11 @@ class Log(Function):
         (a,) = ctx.saved_tensors
         return g / a
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (a,) = saved
+        return g / a
+
 
 class Log2(Log):
     """``log2`` itself (not ``log(x) / log(2)``, which misses exact powers: 14.999999)."""
@@ -476,6 +670,11 @@ class Log2(Log):
         (a,) = ctx.saved_tensors
         return g / (a * math.log(2))
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (a,) = saved
+        return g / (a * math.log(2))
+
 
 class Log10(Log):
     """``log10`` itself (``log(1000) / log(10)`` is 2.9999999999999996)."""
@@ -487,6 +686,11 @@ class Log10(Log):
     @staticmethod
     def backward(ctx, g):
         (a,) = ctx.saved_tensors
+        return g / (a * math.log(10))
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (a,) = saved
         return g / (a * math.log(10))
 
 
@@ -504,6 +708,11 @@ class Sqrt(Function):
         (out,) = ctx.saved_tensors
         return g / (2 * out)
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (out,) = saved
+        return g / (2 * out)
+
 
 class StdFromVar(Sqrt):
     """``std = sqrt(var)``: where the variance is 0 (all values equal) the gradient is 0, as
@@ -515,6 +724,13 @@ class StdFromVar(Sqrt):
         (out,) = ctx.saved_tensors
         with np.errstate(divide="ignore", invalid="ignore"):
             return get_array_module(out).where(out == 0, 0, g / (2 * out)).astype(out.dtype)
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (out,) = saved
+        zero = out._data == 0
+        safe = Where.apply(zero, out.dtype.type(1), out)  # (no inf, whose gradient is NaN)
+        return Where.apply(zero, g.dtype.type(0), g / (2 * safe))
 
 
 class Normal(Function):
@@ -536,6 +752,10 @@ class Normal(Function):
         return tuple(xp.zeros(shape, dtype) if need else None
                      for (shape, dtype), need in zip(ctx.like, ctx.needs_input_grad)) + (None,)
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return _zero_grads_graph(ctx, g, [shape for shape, _ in ctx.like]) + (None,)
+
 
 class Bernoulli(Function):
     """1 where ``uniform < p``, else 0, in ``p``'s dtype: a draw of ``torch.bernoulli(p)``
@@ -548,6 +768,10 @@ class Bernoulli(Function):
     @staticmethod
     def backward(ctx, g):
         return get_array_module(g).zeros_like(g), None
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return _const(get_array_module(g._data).zeros_like(g._data)), None
 
 
 class ReLU(Function):
@@ -563,6 +787,11 @@ class ReLU(Function):
     def backward(ctx, g):
         (out,) = ctx.saved_tensors
         return kernels.for_array(g).relu_backward(g, out)
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (out,) = saved
+        return masked_graph(g, out._data > 0, out)
 
 
 class Dropout(Function):
@@ -583,6 +812,10 @@ class Dropout(Function):
     def backward(ctx, g):
         return kernels.for_array(g).dropout_backward(g, ctx.p, ctx.seed), None, None
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return Dropout.apply(g, ctx.p, ctx.seed), None, None  # (linear: the same mask)
+
 
 class Sigmoid(Function):
     @staticmethod
@@ -601,6 +834,11 @@ class Sigmoid(Function):
         (s,) = ctx.saved_tensors
         return g * s * (1 - s)
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (s,) = saved
+        return g * s * (1 - s)
+
 
 class Tanh(Function):
     @staticmethod
@@ -614,6 +852,11 @@ class Tanh(Function):
     @staticmethod
     def backward(ctx, g):
         (t,) = ctx.saved_tensors
+        return g * (1 - t * t)
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (t,) = saved
         return g * (1 - t * t)
 
 
@@ -642,6 +885,11 @@ class Sum(Function):
     def backward(ctx, g):
         g = _expand_reduced(g, ctx.shape, ctx.axis, ctx.keepdims)
         return get_array_module(g).broadcast_to(g, ctx.shape).copy(), None, None
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        g = expand_reduced_graph(g, ctx.shape, ctx.axis, ctx.keepdims)
+        return _broadcast_graph(g, ctx.shape), None, None
 
 
 class LogSumExp(Function):
@@ -674,6 +922,13 @@ class LogSumExp(Function):
             weight = get_array_module(a).exp(a - _expand_reduced(out, a.shape, axis, keepdims))
         return _expand_reduced(g, a.shape, axis, keepdims) * weight, None, None
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        a, out = saved
+        axis, keepdims = ctx.axis, ctx.keepdims
+        weight = Exp.apply(a - expand_reduced_graph(out, a.shape, axis, keepdims))
+        return expand_reduced_graph(g, a.shape, axis, keepdims) * weight, None, None
+
 
 class Mean(Function):
     row_major = True  # a new layout, as PyTorch's (Function.apply)
@@ -693,6 +948,11 @@ class Mean(Function):
     def backward(ctx, g):
         g = _expand_reduced(g, ctx.shape, ctx.axis, ctx.keepdims) / g.dtype.type(ctx.count)
         return get_array_module(g).broadcast_to(g, ctx.shape).copy(), None, None
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        g = expand_reduced_graph(g, ctx.shape, ctx.axis, ctx.keepdims) / g.dtype.type(ctx.count)
+        return _broadcast_graph(g, ctx.shape), None, None
 
 
 class Amax(Function):
@@ -724,6 +984,13 @@ class Amax(Function):
         g = _expand_reduced(g, ctx.shape, ctx.axis, ctx.keepdims)
         count = mask.sum(axis=ctx.axis, keepdims=True)
         return _masked(g / count.astype(g.dtype, copy=False), mask), None, None
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        mask = saved[0]._data
+        g = expand_reduced_graph(g, ctx.shape, ctx.axis, ctx.keepdims)
+        count = mask.sum(axis=ctx.axis, keepdims=True).astype(g.dtype)
+        return masked_graph(g / _const(count), mask), None, None
 
 
 class Amin(Amax):
@@ -832,6 +1099,16 @@ class TakeAlongDim(Function):
         chosen = xp.arange(ctx.shape[ctx.axis]).reshape(place) == ctx.index
         return xp.where(chosen, g, g.dtype.type(0)), None, None, None
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        xp = get_array_module(g._data)
+        if not ctx.keepdims:
+            g = Reshape.apply(g, g.shape[:ctx.axis] + (1,) + g.shape[ctx.axis:])
+        place = [1] * len(ctx.shape)
+        place[ctx.axis] = ctx.shape[ctx.axis]
+        chosen = xp.arange(ctx.shape[ctx.axis]).reshape(place) == ctx.index
+        return masked_graph(g, chosen), None, None, None
+
 
 # ---------------------------------------------------------------------- linear algebra
 
@@ -869,6 +1146,36 @@ class MatMul(Function):
             gb = (a[None, :] if a.ndim == 1 else a).swapaxes(-1, -2) @ g  # [..., K, M]
             gb = unbroadcast(gb[..., 0] if len(sb) == 1 else gb, sb)
         return ga, gb
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        b, a = saved
+        sa, sb = ctx.shapes
+        if len(sb) == 1:  # (the same rule as backward: the dropped axes put back)
+            g = Reshape.apply(g, g.shape + (1,))
+        if len(sa) == 1:
+            g = Reshape.apply(g, g.shape[:-1] + (1,) + g.shape[-1:])
+        ga = gb = None
+        if ctx.needs_input_grad[0]:
+            bm = Reshape.apply(b, (b.shape[0], 1)) if b.ndim == 1 else b
+            ga = MatMul.apply(g, _swap_last(bm))  # [..., N, K]
+            if len(sa) == 1:
+                ga = Reshape.apply(ga, ga.shape[:-2] + ga.shape[-1:])
+            ga = unbroadcast_graph(ga, sa)
+        if ctx.needs_input_grad[1]:
+            am = Reshape.apply(a, (1, a.shape[0])) if a.ndim == 1 else a
+            gb = MatMul.apply(_swap_last(am), g)  # [..., K, M]
+            if len(sb) == 1:
+                gb = Reshape.apply(gb, gb.shape[:-1])
+            gb = unbroadcast_graph(gb, sb)
+        return ga, gb
+
+
+def _swap_last(t: Any) -> Any:
+    """A Tensor with its last two dims swapped (``swapaxes(-1, -2)``), differentiable."""
+    dims = list(range(t.ndim))
+    dims[-2], dims[-1] = dims[-1], dims[-2]
+    return Permute.apply(t, tuple(dims))
 
 
 class Einsum(Function):
@@ -952,6 +1259,21 @@ class Linear(Function):
         w, x = ctx.saved_tensors
         return kernels.for_array(g).linear_backward(g, x, w, ctx.needs_input_grad)
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        w, x = saved
+        need_x, need_w, need_b = ctx.needs_input_grad
+        gx = MatMul.apply(g, w) if need_x else None  # [*, out] @ [out, in]
+        gw = gb = None
+        if need_w or need_b:
+            rows = math.prod(g.shape[:-1])
+            g2 = Reshape.apply(g, (rows, g.shape[-1]))
+            if need_w:
+                gw = MatMul.apply(Permute.apply(g2, (1, 0)), Reshape.apply(x, (rows, x.shape[-1])))
+            if need_b:
+                gb = Sum.apply(g2, (0,), False)
+        return gx, gw, gb
+
 
 # ------------------------------------------------------------------------ shapes
 
@@ -969,6 +1291,10 @@ class Reshape(Function):
     def backward(ctx, g):
         return g.reshape(ctx.shape), None
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return Reshape.apply(g, ctx.shape), None
+
 
 class Permute(Function):
     @staticmethod
@@ -982,6 +1308,10 @@ class Permute(Function):
     @staticmethod
     def backward(ctx, g):
         return g.transpose(ctx.inverse), None
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return Permute.apply(g, ctx.inverse), None
 
 
 def is_basic_index(index: Any) -> bool:
@@ -1022,13 +1352,43 @@ class Index(Function):
 
     @staticmethod
     def backward(ctx, g):
-        xp = get_array_module(g)
-        grad = xp.zeros(ctx.shape, dtype=ctx.dtype)
-        if is_basic_index(ctx.index):
-            grad[ctx.index] += g
+        return IndexGrad.forward(g, ctx.shape, ctx.index), None
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return IndexGrad.apply(g, ctx.shape, ctx.index), None
+
+
+class IndexGrad(Function):
+    """The gradient of ``a[index]``: zeros of ``a``'s ``shape`` with ``g`` added at ``index``
+    (a plain add for basic indices, ``add.at`` for advanced ones, where an index may repeat
+    and its gradients accumulate). Index's backward; as an op of its own, Index's backward
+    in a ``create_graph`` pass, whose gradient is ``g[index]`` again. ``anchor``: as in
+    :class:`GradMask` (max pooling's input, whose arg-max chose the places)."""
+
+    @staticmethod
+    def forward(g, shape, index, anchor=None):
+        grad = get_array_module(g).zeros(shape, dtype=g.dtype)
+        if is_basic_index(index):
+            grad[index] += g
         else:
-            index_add(grad, ctx.index, g)  # repeated indices accumulate
-        return grad, None
+            index_add(grad, index, g)  # repeated indices accumulate
+        return grad
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.index = inputs[2]
+        ctx.like = (inputs[3].shape, inputs[3].dtype) if len(inputs) > 3 else None
+
+    @staticmethod
+    def backward(ctx, h):
+        zero = (get_array_module(h).zeros(*ctx.like),) if ctx.like is not None else ()
+        return Index.forward(h, ctx.index), None, None, *zero
+
+    @staticmethod
+    def backward_graph(ctx, h, saved):
+        zero = (_const(get_array_module(h._data).zeros(*ctx.like)),) if ctx.like else ()
+        return Index.apply(h, ctx.index), None, None, *zero
 
 
 class IndexPut(Function):
@@ -1087,6 +1447,10 @@ class Clone(Function):
     def backward(ctx, g):
         return g
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return g
+
 
 class Cat(Function):
     """Arrays joined along ``axis`` (``torch.cat``); backward splits the gradient again."""
@@ -1107,6 +1471,13 @@ class Cat(Function):
         parts = get_array_module(g).split(g, ctx.bounds, axis=ctx.axis)
         return (None, *(p if need else None
                         for p, need in zip(parts, ctx.needs_input_grad[1:])))
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        axis = ctx.axis
+        bounds = [0, *ctx.bounds, g.shape[axis]]
+        return (None, *(Index.apply(g, (slice(None),) * axis + (slice(lo, hi),)) if need else None
+                        for lo, hi, need in zip(bounds, bounds[1:], ctx.needs_input_grad[1:])))
 
 
 # -------------------------------------------------------------------- softmax, loss
@@ -1137,6 +1508,11 @@ class LogSoftmax(Function):
         xp = get_array_module(g)
         return g - xp.exp(out) * g.sum(axis=ctx.axis, keepdims=True), None
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (out,) = saved
+        return g - Exp.apply(out) * Sum.apply(g, (ctx.axis,), True), None
+
 
 class Softmax(Function):
     row_major = True  # a new layout, as PyTorch's (Function.apply)
@@ -1157,6 +1533,11 @@ class Softmax(Function):
     def backward(ctx, g):
         (p,) = ctx.saved_tensors
         return p * (g - (g * p).sum(axis=ctx.axis, keepdims=True)), None
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (p,) = saved
+        return p * (g - Sum.apply(g * p, (ctx.axis,), True)), None
 
 
 class NLLLoss(Function):
@@ -1184,6 +1565,14 @@ class NLLLoss(Function):
         grad[xp.arange(n), targets] = scale
         return grad, None, None
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        onehot, _ = _one_hot(saved[0]._data, ctx.shape, ctx.dtype)
+        n = ctx.shape[0]
+        scale = (-g / g.dtype.type(n) if ctx.reduction == "mean" else -g if ctx.reduction == "sum"
+                 else Reshape.apply(-g, (n, 1)))
+        return _const(onehot) * scale, None, None
+
 
 class BCEWithLogits(Function):
     """Binary cross-entropy of targets ``y`` in [0, 1] under logits ``z`` (same shape),
@@ -1206,6 +1595,13 @@ class BCEWithLogits(Function):
         e = xp.exp(-xp.abs(z))
         sig = xp.where(z >= 0, 1 / (1 + e), e / (1 + e)).astype(z.dtype, copy=False)
         gz = g * (sig - y) if ctx.needs_input_grad[0] else None
+        gy = -g * z if ctx.needs_input_grad[1] else None
+        return gz, gy
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        z, y = saved
+        gz = g * (Sigmoid.apply(z) - y) if ctx.needs_input_grad[0] else None
         gy = -g * z if ctx.needs_input_grad[1] else None
         return gz, gy
 
@@ -1240,6 +1636,18 @@ class BinaryCrossEntropy(Function):
                 gy = g * (xp.maximum(xp.log(1 - p), -100) - xp.maximum(xp.log(p), -100))
         return gp, gy
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        p, y = saved
+        gp = gy = None
+        if ctx.needs_input_grad[0]:
+            floor = p.dtype.type(np.float32(1e-12))
+            gp = g * (p - y) / Maximum.apply(p * (1 - p), floor)
+        if ctx.needs_input_grad[1]:
+            low = p.dtype.type(-100)
+            gy = g * (Maximum.apply(Log.apply(1 - p), low) - Maximum.apply(Log.apply(p), low))
+        return gp, gy
+
 
 class CrossEntropy(Function):
     """Mean (or sum) negative log-likelihood of integer ``targets [N]`` under ``logits [N, C]``.
@@ -1267,6 +1675,17 @@ class CrossEntropy(Function):
         k = kernels.for_array(logits)
         return k.cross_entropy_backward(logits, targets, g, ctx.reduction), None, None
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        logits, targets = saved
+        onehot, kept = _one_hot(targets._data, logits.shape, logits.dtype)
+        diff = (Softmax.apply(logits, 1) - _const(onehot)) * _const(kept)
+        if ctx.reduction == "none":
+            return diff * Reshape.apply(g, (g.shape[0], 1)), None, None
+        if ctx.reduction == "mean":  # over the rows not ignored (all of them on the CPU)
+            g = g / _const(get_array_module(kept).maximum(kept.sum(), 1).astype(g.dtype))
+        return diff * g, None, None
+
 
 # ------------------------------------------------------- more element-wise ops
 
@@ -1285,6 +1704,11 @@ class Sin(Function):
         (a,) = ctx.saved_tensors
         return g * get_array_module(a).cos(a)
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (a,) = saved
+        return g * Cos.apply(a)
+
 
 class Cos(Function):
     @staticmethod
@@ -1299,6 +1723,11 @@ class Cos(Function):
     def backward(ctx, g):
         (a,) = ctx.saved_tensors
         return -g * get_array_module(a).sin(a)
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (a,) = saved
+        return -g * Sin.apply(a)
 
 
 class Log1p(Function):
@@ -1315,6 +1744,11 @@ class Log1p(Function):
     @staticmethod
     def backward(ctx, g):
         (a,) = ctx.saved_tensors
+        return g / (1 + a)
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (a,) = saved
         return g / (1 + a)
 
 
@@ -1334,6 +1768,11 @@ class Expm1(Function):
         (out,) = ctx.saved_tensors
         return g * (out + 1)
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (out,) = saved
+        return g * (out + 1)
+
 
 class Rounding(Function):
     """``floor``, ``ceil``, ``round``, ``trunc``, ``sign`` (by name): piecewise constant, so
@@ -1350,6 +1789,10 @@ class Rounding(Function):
     @staticmethod
     def backward(ctx, g):
         return get_array_module(g).zeros_like(g), None
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return _const(get_array_module(g._data).zeros_like(g._data)), None
 
 
 class DivRounded(Function):
@@ -1375,6 +1818,10 @@ class DivRounded(Function):
         xp = get_array_module(g)
         return (xp.zeros(ctx.shapes[0], g.dtype) if ctx.needs_input_grad[0] else None,
                 xp.zeros(ctx.shapes[1], g.dtype) if ctx.needs_input_grad[1] else None, None)
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return _zero_grads_graph(ctx, g, ctx.shapes) + (None,)
 
 
 class Where(Function):
@@ -1402,6 +1849,16 @@ class Where(Function):
             gb = unbroadcast(xp.where(cond, zero, g), ctx.shapes[1])
         return None, ga, gb
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        cond, zero = saved[0]._data, g.dtype.type(0)
+        ga = gb = None
+        if ctx.needs_input_grad[1]:
+            ga = unbroadcast_graph(Where.apply(cond, g, zero), ctx.shapes[0])
+        if ctx.needs_input_grad[2]:
+            gb = unbroadcast_graph(Where.apply(cond, zero, g), ctx.shapes[1])
+        return None, ga, gb
+
 
 class LeakyReLU(Function):
     """``a`` where ``a > 0``, else ``slope * a``; also ``nn.ELU``'s negative side with
@@ -1427,6 +1884,17 @@ class LeakyReLU(Function):
         below = g * (slope * xp.exp(xp.minimum(a, 0))) if ctx.elu else g * slope
         return xp.where(a > 0, g, below), None, None
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (a,) = saved
+        slope = g.dtype.type(ctx.slope)
+        if not ctx.elu:
+            xp = get_array_module(a._data)
+            return masked_graph(g, xp.where(a._data > 0, 1, slope).astype(g.dtype), a), None, None
+        # (exp of min(a, 0): no inf on the side where() drops, whose gradient would be NaN)
+        below = g * (slope * Exp.apply(Clamp.apply(a, None, a.dtype.type(0))))
+        return Where.apply(a._data > 0, g, below), None, None
+
 
 class SiLU(Function):
     """``a * sigmoid(a)`` (swish); its derivative is ``s (1 + a (1 - s))``."""
@@ -1443,6 +1911,12 @@ class SiLU(Function):
     def backward(ctx, g):
         (a,) = ctx.saved_tensors
         s = Sigmoid.forward(a)
+        return g * s * (1 + a * (1 - s))
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (a,) = saved
+        s = Sigmoid.apply(a)
         return g * s * (1 + a * (1 - s))
 
 
@@ -1478,6 +1952,19 @@ class GELU(Function):
         pdf = xp.exp(-0.5 * a * a) / math.sqrt(2 * math.pi)
         return (g * (cdf + a * pdf)).astype(g.dtype, copy=False), None
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (a,) = saved
+        if ctx.approximate == "tanh":
+            t = Tanh.apply(_SQRT_2_OVER_PI * (a + 0.044715 * a ** 3))
+            d_inner = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * a * a)
+            return g * (0.5 * (1 + t) + 0.5 * a * (1 - t * t) * d_inner), None
+        from tinytrain.more_ops import Erf  # noqa: PLC0415 (more_ops imports this module)
+
+        cdf = 0.5 * (1 + Erf.apply(a * math.sqrt(0.5)))
+        pdf = Exp.apply(-0.5 * a * a) / math.sqrt(2 * math.pi)
+        return g * (cdf + a * pdf), None
+
 
 def erf(a: Any) -> Any:
     """The error function, element-wise (NumPy has none: ``math.erf`` per element on the
@@ -1510,6 +1997,12 @@ class Softplus(Function):
         (a,) = ctx.saved_tensors
         z = a * a.dtype.type(ctx.beta)
         return get_array_module(g).where(z > ctx.threshold, g, g * Sigmoid.forward(z)), None, None
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (a,) = saved
+        z = a * a.dtype.type(ctx.beta)
+        return Where.apply(z._data > ctx.threshold, g, g * Sigmoid.apply(z)), None, None
 
 
 class Norm(Function):
@@ -1544,6 +2037,21 @@ class Norm(Function):
             d = a / safe if p == 2 else xp.sign(a) * (xp.abs(a) / safe) ** (p - 1)
             return xp.where(zero, 0, g * d).astype(g.dtype, copy=False), None, None, None
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        a, out = saved
+        p = ctx.p
+        g = expand_reduced_graph(g, a.shape, ctx.axis, ctx.keepdims)
+        out = expand_reduced_graph(out, a.shape, ctx.axis, ctx.keepdims)
+        at_zero = out._data == 0
+        zero = at_zero if p == 2 else at_zero | (a._data == 0)
+        safe = Where.apply(at_zero, out.dtype.type(1), out)
+        if p == 2:
+            d = a / safe
+        else:
+            d = _const(get_array_module(a._data).sign(a._data)) * (Abs.apply(a) / safe) ** (p - 1)
+        return Where.apply(zero, g.dtype.type(0), g * d), None, None, None
+
 
 # -------------------------------------------------------- shapes: expand, repeat, pad
 
@@ -1562,6 +2070,10 @@ class Expand(Function):
     @staticmethod
     def backward(ctx, g):
         return unbroadcast(g, ctx.shape), None
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return unbroadcast_graph(g, ctx.shape), None
 
 
 def strided_view(a: Any, shape: tuple[int, ...], strides: tuple[int, ...],
@@ -1674,6 +2186,10 @@ class Flip(Function):
     def backward(ctx, g):
         return get_array_module(g).flip(g, ctx.axes), None
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return Flip.apply(g, ctx.axes), None
+
 
 class Repeat(Function):
     """``a`` tiled ``reps`` times per dimension (``Tensor.repeat``; ``len(reps) >= a.ndim``,
@@ -1697,6 +2213,12 @@ class Repeat(Function):
         summed = g.reshape(split).sum(axis=tuple(range(0, len(split), 2)))
         return summed.reshape(ctx.in_shape), None
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        split = tuple(n for pair in zip(ctx.reps, ctx.shape) for n in pair)
+        summed = Sum.apply(Reshape.apply(g, split), tuple(range(0, len(split), 2)), False)
+        return Reshape.apply(summed, ctx.in_shape), None
+
 
 class Pad(Function):
     """Constant padding: ``widths`` is one ``(before, after)`` pair per dimension."""
@@ -1714,6 +2236,10 @@ class Pad(Function):
     @staticmethod
     def backward(ctx, g):
         return g[ctx.crop], None, None
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return Index.apply(g, ctx.crop), None, None
 
 
 class Cumsum(Function):
@@ -1734,6 +2260,11 @@ class Cumsum(Function):
     def backward(ctx, g):
         xp = get_array_module(g)
         return xp.flip(xp.flip(g, ctx.axis).cumsum(axis=ctx.axis), ctx.axis), None
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        axes = (ctx.axis,)
+        return Flip.apply(Cumsum.apply(Flip.apply(g, axes), ctx.axis), axes), None
 
 
 class Cumprod(Function):
@@ -1793,6 +2324,10 @@ class Roll(Function):
     def backward(ctx, g):
         return get_array_module(g).roll(g, ctx.back, ctx.axes), None, None
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return Roll.apply(g, ctx.back, ctx.axes), None, None
+
 
 # ------------------------------------------------------------ gather and scatter
 
@@ -1828,6 +2363,10 @@ class Gather(Function):
         grad = get_array_module(g).zeros(ctx.shape, dtype=g.dtype)
         index_add(grad, _full_index(ctx.index, ctx.axis), g)
         return grad, None, None
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return IndexGrad.apply(g, ctx.shape, _full_index(ctx.index, ctx.axis)), None, None
 
 
 class Scatter(Function):
@@ -2011,6 +2550,15 @@ class Embedding(Function):
         index_add(grad, ctx.indices, g)
         if ctx.padding_idx is not None:
             grad[ctx.padding_idx] = 0
+        return grad, None, None
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        grad = IndexGrad.apply(g, ctx.shape, ctx.indices)
+        if ctx.padding_idx is not None:
+            xp = get_array_module(g._data)
+            rows = (xp.arange(ctx.shape[0]) != ctx.padding_idx)[:, None]
+            grad = masked_graph(grad, xp.broadcast_to(rows, ctx.shape))
         return grad, None, None
 
 

@@ -36,6 +36,7 @@ import numpy as np
 
 from tinytrain import kernels
 from tinytrain.autograd import Context, Function
+from tinytrain.autograd.ops import IndexGrad
 from tinytrain.backend import get_array_module
 from tinytrain.dtypes import DTypeError, DTypeNotImplementedError, torch_scalar_name
 from tinytrain.kernels.shapes import Conv2dMeta, IntOrPair, Pool2dMeta, pair
@@ -137,6 +138,56 @@ class Conv2dFunction(Function):
                       for need, shape in zip(needs, shapes)), None)
         gx, gw, gb = kernels.for_array(grad_out).conv2d_backward(grad_out, x, w, meta, needs)
         return gx, gw, gb, None
+
+    @staticmethod
+    def backward_graph(ctx: Context, grad_out: Tensor, saved: tuple) -> tuple[Any, ...]:
+        """The backward as ops that are differentiable again (``create_graph``): dX is the
+        transposed convolution of dY, dW a :class:`Conv2dWeightGrad`, db a sum."""
+        x, w = saved
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        meta = ctx.meta
+        return (ConvTranspose2dFunction.apply(grad_out, w, None, meta) if need_x else None,
+                Conv2dWeightGrad.apply(grad_out, x, meta) if need_w else None,
+                grad_out.sum((0, 2, 3)) if need_b else None, None)
+
+
+class Conv2dWeightGrad(Function):
+    """A convolution's weight gradient ``dW = conv2d_backward_weight(dY, X)`` as an op of
+    its own: what ``Conv2dFunction`` and ``ConvTranspose2dFunction`` return for dW in a
+    ``create_graph`` pass, so that dW can be differentiated again (WGAN-GP's penalty on a
+    convolutional critic). ``dW`` is linear in each input: its gradient ``H`` (``dW``'s
+    shape) goes to dY as ``conv2d(X, H)`` and to X as ``conv_transpose2d(dY, H)``.
+    """
+
+    new_grads = True
+
+    @staticmethod
+    def forward(grad_out: Any, x: Any, meta: Conv2dMeta) -> Any:
+        if meta.batch == 0:
+            return _zeros_like_of(x, meta.weight_shape, np.result_type(grad_out, x))
+        return kernels.for_array(x).conv2d_backward_weight(grad_out, x, meta)
+
+    @staticmethod
+    def setup_context(ctx: Context, inputs: tuple[Any, ...], output: Any) -> None:
+        grad_out, x, ctx.meta = inputs
+        ctx.save_for_backward(x if ctx.needs_input_grad[0] else None,
+                              grad_out if ctx.needs_input_grad[1] else None)
+
+    @staticmethod
+    def backward(ctx: Context, h: Any) -> tuple[Any, ...]:
+        x, grad_out = ctx.saved_tensors
+        k, meta = kernels.for_array(h), ctx.meta
+        return (k.conv2d_forward(x, h, None, meta) if ctx.needs_input_grad[0] else None,
+                k.conv2d_backward_input(grad_out, h, meta) if ctx.needs_input_grad[1] else None,
+                None)
+
+    @staticmethod
+    def backward_graph(ctx: Context, h: Tensor, saved: tuple) -> tuple[Any, ...]:
+        x, grad_out = saved
+        meta = ctx.meta
+        return (Conv2dFunction.apply(x, h, None, meta) if ctx.needs_input_grad[0] else None,
+                ConvTranspose2dFunction.apply(grad_out, h, None, meta)
+                if ctx.needs_input_grad[1] else None, None)
 
 
 def conv2d(
@@ -426,6 +477,16 @@ class ConvTranspose2dFunction(Function):
                 k.conv2d_backward_weight(x, grad_out, meta) if need_w else None,
                 k.conv2d_backward_bias(grad_out) if need_b else None, None)
 
+    @staticmethod
+    def backward_graph(ctx: Context, grad_out: Tensor, saved: tuple) -> tuple[Any, ...]:
+        """As :meth:`Conv2dFunction.backward_graph`, the roles swapped as in ``backward``."""
+        x, w = saved
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        meta = ctx.meta
+        return (Conv2dFunction.apply(grad_out, w, None, meta) if need_x else None,
+                Conv2dWeightGrad.apply(x, grad_out, meta) if need_w else None,
+                grad_out.sum((0, 2, 3)) if need_b else None, None)
+
 
 def _transposed_meta(x_shape: tuple[int, ...], w_shape: tuple[int, ...],
                      b_shape: tuple[int, ...] | None, stride: IntOrPair, padding: IntOrPair,
@@ -642,6 +703,25 @@ class MaxPool2dFunction(Function):
             return _zeros_like_of(grad_out, x.shape, grad_out.dtype), None
         return kernels.for_array(grad_out).max_pool2d_backward(grad_out, x, ctx.meta), None
 
+    @staticmethod
+    def backward_graph(ctx: Context, grad_out: Tensor, saved: tuple) -> tuple[Any, None]:
+        """Each window's gradient added at its arg-max (found again by the forward kernel),
+        as an :class:`~tinytrain.autograd.ops.IndexGrad`, whose gradient gathers there again;
+        the arg-max is piecewise constant in ``x`` (no gradient through it)."""
+        (x,) = saved
+        meta = ctx.meta
+        if meta.batch == 0:
+            return Tensor(_zeros_like_of(x._data, x.shape, grad_out.dtype)), None
+        xp = get_array_module(x._data)
+        _, argmax = kernels.for_array(x._data).max_pool2d_forward(x._data, meta)
+        k = argmax.astype(np.int64)
+        rows = xp.arange(meta.out_h).reshape(-1, 1) * meta.stride_h - meta.pad_h
+        cols = xp.arange(meta.out_w) * meta.stride_w - meta.pad_w
+        index = (xp.arange(meta.batch).reshape(-1, 1, 1, 1),
+                 xp.arange(meta.channels).reshape(1, -1, 1, 1),
+                 rows + k // meta.kernel_w, cols + k % meta.kernel_w)
+        return IndexGrad.apply(grad_out, x.shape, index, x), None
+
 
 def _squeezed(result: Any) -> Any:
     """An unbatched call's result: the batch of one taken off (each of ``(out, indices)``)."""
@@ -714,6 +794,38 @@ class AvgPool2dFunction(Function):
             return _zeros_like_of(grad_out, shape, grad_out.dtype), None, None
         k = kernels.for_array(grad_out)
         return k.avg_pool2d_backward(grad_out, meta, ctx.count_include_pad), None, None
+
+    @staticmethod
+    def backward_graph(ctx: Context, grad_out: Tensor, saved: tuple) -> tuple[Any, None, None]:
+        return AvgPool2dGrad.apply(grad_out, ctx.meta, ctx.count_include_pad), None, None
+
+
+class AvgPool2dGrad(Function):
+    """Average pooling's input gradient as an op (its backward in a ``create_graph`` pass).
+    It is linear in dY and the adjoint of the pooling, so its own gradient is the pooling."""
+
+    @staticmethod
+    def forward(grad_out: Any, meta: Pool2dMeta, count_include_pad: bool) -> Any:
+        return AvgPool2dFunction.backward(_PoolContext(meta, count_include_pad), grad_out)[0]
+
+    @staticmethod
+    def setup_context(ctx: Context, inputs: tuple[Any, ...], output: Any) -> None:
+        _, ctx.meta, ctx.count_include_pad = inputs
+
+    @staticmethod
+    def backward(ctx: Context, h: Any) -> tuple[Any, None, None]:
+        return AvgPool2dFunction.forward(h, ctx.meta, ctx.count_include_pad), None, None
+
+    @staticmethod
+    def backward_graph(ctx: Context, h: Tensor, saved: tuple) -> tuple[Any, None, None]:
+        return AvgPool2dFunction.apply(h, ctx.meta, ctx.count_include_pad), None, None
+
+
+class _PoolContext:
+    """What :meth:`AvgPool2dFunction.backward` reads from its context."""
+
+    def __init__(self, meta: Pool2dMeta, count_include_pad: bool) -> None:
+        self.meta, self.count_include_pad = meta, count_include_pad
 
 
 def avg_pool2d(

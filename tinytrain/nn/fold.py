@@ -110,6 +110,10 @@ class UnfoldFunction(Function):
     def backward(ctx: Context, grad_out: Any) -> tuple[Any, None]:
         return col2im(grad_out, ctx.blocks), None
 
+    @staticmethod
+    def backward_graph(ctx: Context, grad_out: Any, saved: tuple) -> tuple[Any, None]:
+        return FoldFunction.apply(grad_out, ctx.blocks), None  # (the two are adjoints)
+
 
 class FoldFunction(Function):
     """col2im; its gradient is im2col of the output's."""
@@ -127,6 +131,10 @@ class FoldFunction(Function):
     @staticmethod
     def backward(ctx: Context, grad_out: Any) -> tuple[Any, None]:
         return im2col(grad_out, ctx.blocks), None
+
+    @staticmethod
+    def backward_graph(ctx: Context, grad_out: Any, saved: tuple) -> tuple[Any, None]:
+        return UnfoldFunction.apply(grad_out, ctx.blocks), None
 
 
 def _floating(op: str, x: Tensor) -> None:
