@@ -1,0 +1,295 @@
+"""Real PyTorch client programs ported by their imports, run with tinytrain and with PyTorch
+on the same data and the same random numbers, and what porting them found.
+
+Programs (whole scripts in ``tests/tutorials/``, each line that differs from the original
+marked ``# tinytrain:``, see tests/test_tutorials.py): Andrej Karpathy's makemore lectures 1-5
+(bigram counts, the neural bigram, the MLP, batch norm by hand, backprop by hand, the
+WaveNet), PyTorch's "Learn the basics" pages not ported before (tensors, data, build model,
+autograd, optimization, save and load), the "NLP from scratch" char-RNN classification and
+generation tutorials, and the spatial transformer networks tutorial.
+
+The two libraries' random generators differ (tinytrain's is NumPy's PCG64), so a run with
+PyTorch *replays* tinytrain's draws: :class:`Draws` records every value tinytrain's random
+functions, ``nn.init`` functions and dropouts gave, and PyTorch's same calls (made for real,
+so their arguments are checked and their shapes and dtypes compared) return those values.
+With the same numbers the two runs compare tightly: float64 where the program's tensors
+follow the default dtype (the test sets it for both), float32 otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from test_tutorials import TUTORIALS, run
+
+import tinytrain as tt
+
+#: The random functions a program may call, by name in both libraries' top modules.
+RANDOM_FUNCTIONS = ("rand", "randn", "randint", "randperm", "multinomial", "rand_like",
+                    "randn_like", "randint_like", "normal", "bernoulli")
+#: ``nn.init``'s random fillers (the modules' constructors call them in torch's order).
+RANDOM_INITS = ("uniform_", "normal_", "kaiming_uniform_", "kaiming_normal_",
+                "xavier_uniform_", "xavier_normal_", "trunc_normal_", "orthogonal_")
+#: Functional dropouts: the mask is what is replayed.
+DROPOUTS = ("dropout", "dropout1d", "dropout2d", "dropout3d")
+
+
+class Draws:
+    """The random values of one tinytrain run, in the order they were drawn, to replay in a
+    PyTorch run of the same program (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.values: list[tuple[str, np.ndarray]] = []
+        self.depth = 0  # an init that calls another init records once, the outer one
+        self.replayed = 0
+
+    @contextlib.contextmanager
+    def _outermost(self):
+        self.depth += 1
+        try:
+            yield self.depth == 1
+        finally:
+            self.depth -= 1
+
+    def _patch(self, monkeypatch, lib, wrap) -> None:
+        for name in RANDOM_FUNCTIONS:
+            if hasattr(tt, name):
+                monkeypatch.setattr(lib, name, wrap(name, getattr(lib, name), "function"))
+        for name in RANDOM_INITS:
+            monkeypatch.setattr(lib.nn.init, name, wrap(name, getattr(lib.nn.init, name), "init"))
+        F = lib.nn.functional
+        for name in DROPOUTS:
+            if hasattr(tt.nn.functional, name):
+                monkeypatch.setattr(F, name, wrap(name, getattr(F, name), "dropout"))
+
+    def record(self, monkeypatch) -> None:
+        """Patch tinytrain so that its random draws are kept."""
+        def wrap(name, real, kind):
+            def recording(*args, **kwargs):
+                with self._outermost() as outer:
+                    out = real(*args, **kwargs)
+                    if not outer:
+                        return out
+                    if kind == "dropout":
+                        x = args[0]
+                        training = kwargs.get("training", args[2] if len(args) > 2 else True)
+                        if not training:
+                            return out
+                        assert not (x.detach().numpy() == 0).any(), "a mask needs x != 0"
+                        self.values.append((name, out.detach().numpy() != 0))
+                    else:
+                        self.values.append((name, np.array(out.detach().numpy())))
+                    return out
+            return recording
+        self._patch(monkeypatch, tt, wrap)
+
+    def replay(self, monkeypatch) -> None:
+        """Patch PyTorch so that its random calls give the recorded values."""
+        def wrap(name, real, kind):
+            def replaying(*args, **kwargs):
+                with self._outermost() as outer:
+                    out = real(*args, **kwargs)
+                if not outer or (kind == "dropout" and not kwargs.get(
+                        "training", args[2] if len(args) > 2 else True)):
+                    return out
+                assert self.replayed < len(self.values), f"{name}: tinytrain drew less"
+                was, value = self.values[self.replayed]
+                self.replayed += 1
+                assert was == name and tuple(out.shape) == value.shape, (name, was, value.shape)
+                if kind == "dropout":
+                    p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
+                    return args[0] * torch.from_numpy(value) / (1 - p)
+                assert str(out.dtype).removeprefix("torch.") == value.dtype.name, (name, out)
+                with torch.no_grad():
+                    out.copy_(torch.from_numpy(value))
+                return out
+            return replaying
+        self._patch(monkeypatch, torch, wrap)
+
+    def all_replayed(self) -> bool:
+        return self.replayed == len(self.values)
+
+
+def names_txt(n: int = 320) -> bytes:
+    """A made-up ``names.txt`` for makemore: ``n`` names of one to three syllables, one a
+    line, using all 26 letters (the lectures' vocabulary of 27 with '.'); the first five are
+    the real file's (lecture 1 hard-codes the five bigrams of "emma")."""
+    rng = np.random.default_rng(9)
+    onsets = ["", "b", "br", "c", "ch", "d", "em", "f", "g", "h", "j", "k", "l", "m", "n",
+              "p", "r", "s", "sh", "t", "v", "w", "z", "kr", "st"]
+    vowels = ["a", "e", "i", "o", "u", "ia", "ai", "y", "ee", "ou"]
+    codas = ["", "", "n", "l", "r", "s", "h", "th", "x", "q", "ng"]
+    names = ["emma", "olivia", "ava", "isabella", "sophia"]
+    for _ in range(n - len(names)):
+        names.append("".join(rng.choice(onsets) + rng.choice(vowels) + rng.choice(codas)
+                             for _ in range(rng.integers(1, 4))))
+    assert len(set("".join(names))) == 26
+    return "\n".join(names).encode() + b"\n"
+
+
+def run_both(name, tmp_path, monkeypatch, capsys, files=None, argv=(), dtype=None):
+    """Run tutorial ``name`` with tinytrain (its draws recorded), then with PyTorch (replaying
+    them), under default dtype ``dtype`` when given: ``{lib: (output, globals, plots)}``
+    (``plots``: the pyplot calls ``matplotlib_shim`` recorded). Both runs must warn alike."""
+    draws, results, warned = Draws(), {}, {}
+    monkeypatch.syspath_prepend(str(TUTORIALS))
+    import matplotlib_shim
+
+    for lib in ("tinytrain", "torch"):
+        matplotlib_shim.calls.clear()
+        with monkeypatch.context() as patches:
+            (draws.record if lib == "tinytrain" else draws.replay)(patches)
+            module = tt if lib == "tinytrain" else torch
+            before = module.get_default_dtype()
+            if dtype is not None:
+                module.set_default_dtype(getattr(module, dtype))
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    results[lib] = (*run(name, lib, tmp_path, patches, capsys, argv, files),
+                                    list(matplotlib_shim.calls))
+                # (open('names.txt').read(): the file is closed by the garbage collector)
+                warned[lib] = [(w.category, str(w.message)) for w in caught
+                               if w.category is not ResourceWarning]
+            finally:
+                module.set_default_dtype(before)
+    assert draws.all_replayed(), (draws.replayed, len(draws.values))
+    assert warned["tinytrain"] == warned["torch"]  # the same warnings, as many times
+    return results
+
+
+def numbers(text: str) -> list[float]:
+    return [float(x) for x in re.findall(r"-?\d+\.\d+(?:e[-+]?\d+)?", text)]
+
+
+# ------------------------------------------------------------------ makemore
+
+
+def test_makemore_part1_bigrams(tmp_path, monkeypatch, capsys):
+    """Counts in an int32 table (``N[ix1, ix2] += 1``), ``P /= P.sum(1, keepdims=True)``,
+    sampling by ``multinomial`` from a seeded Generator, the log likelihood; then the neural
+    bigram: ``F.one_hot(xs).float() @ W``, ``W.grad = None``, ``W.data += -50 * W.grad``."""
+    runs = run_both("makemore_part1_bigrams.py", tmp_path, monkeypatch, capsys,
+                    files={"names.txt": names_txt()})
+    (ours, v, _), (theirs, w, _) = runs["tinytrain"], runs["torch"]
+    np.testing.assert_array_equal(v["N"].numpy(), w["N"].numpy())
+    assert v["N"].dtype == tt.int32 and v["N"].sum().item() == w["n"]
+    np.testing.assert_allclose(v["P"].numpy(), w["P"].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(numbers(ours), numbers(theirs), rtol=1e-5, atol=1e-6)
+    losses = [float(x) for x in re.findall(r"^(\d\.\d+)$", ours, re.M)]
+    counting, one_step, descent = losses[0], losses[1], losses[2:]  # nll / n, then losses
+    assert len(descent) == 100 and one_step > 3, losses
+    # gradient descent approaches the counting model's loss (the lecture's point)
+    assert descent[0] > counting + 0.8 and descent[-1] < counting + 0.15, (counting, descent)
+    assert _same_but_for_rounding(ours, theirs)  # float32: printed to the last digits
+    np.testing.assert_allclose(v["W"].detach().numpy(), w["W"].detach().numpy(), rtol=1e-4,
+                               atol=1e-5)
+
+
+def _documented(text: str) -> str:
+    """An output with README's documented differences taken out: sizes are plain tuples
+    (``torch.Size([2, 3])`` prints ``(2, 3)``), dtypes print without ``torch.``, and graph
+    nodes have their own names (``grad_fn=<...>`` is not compared)."""
+    text = re.sub(r"torch\.Size\(\[([^\]]*)\]\)",
+                  lambda m: str(tuple(int(d) for d in m.group(1).split(",") if d.strip())), text)
+    text = re.sub(r"torch\.(float|int|bool|uint)", r"\1", text)
+    return re.sub(r"grad_fn=<\w+>", "grad_fn=<...>", text)
+
+
+def _same_but_for_rounding(ours: str, theirs: str) -> bool:
+    """The outputs are the same but for the last digits of their decimals (and README's
+    documented differences)."""
+    number = r"[-+]?\d+\.\d+(e[-+]?\d+)?"  # (a mean of 1e-19 prints as +0.000000 or -0.000000)
+    return re.sub(number, "X", _documented(ours)) == re.sub(number, "X", _documented(theirs))
+
+
+def _split_loss(lib, forward, X, Y) -> float:
+    with lib.no_grad():
+        return lib.nn.functional.cross_entropy(forward(X), Y).item()
+
+
+def test_makemore_part2_mlp(tmp_path, monkeypatch, capsys):
+    """Embedding by ``C[X]``, ``emb.view(-1, 30)``, ``torch.randint`` minibatches, a step
+    schedule on ``p.data += -lr * p.grad``; then sampling with ``F.softmax`` and a Generator.
+    float64 (the default dtype of both runs): the same numbers to 1e-9 after 2000 steps."""
+    runs = run_both("makemore_part2_mlp.py", tmp_path, monkeypatch, capsys,
+                    files={"names.txt": names_txt()}, dtype="float64")
+    (ours, v, _), (theirs, w, _) = runs["tinytrain"], runs["torch"]
+    assert _same_but_for_rounding(ours, theirs), _diff(ours, theirs)
+    np.testing.assert_allclose(numbers(ours), numbers(theirs), rtol=1e-9)
+    np.testing.assert_allclose(v["lossi"], w["lossi"], rtol=1e-9)
+    for a, b in zip(v["parameters"], w["parameters"]):
+        assert a.dtype == tt.float64 and b.dtype == torch.float64
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-8, atol=1e-10)
+    lossi = np.asarray(v["lossi"])
+    assert lossi[:50].mean() > lossi[-200:].mean() + 0.5  # log10 of the loss: it learns
+    assert v["Xtr"].shape[1] == 3 and v["Xtr"].dtype == tt.int64
+    assert len(re.findall(r"^\(\d+, 3\) \(\d+,\)$", ours, re.M)) == 3  # build_dataset's prints
+
+    def forward(X, C=v["C"], W1=v["W1"], b1=v["b1"], W2=v["W2"], b2=v["b2"]):
+        return tt.tanh(C[X].view(-1, 30) @ W1 + b1) @ W2 + b2
+    assert _split_loss(tt, forward, v["Xtr"], v["Ytr"]) < 2.6  # ln 27 = 3.3 is chance
+
+
+def _diff(ours: str, theirs: str) -> list[tuple[str, str]]:
+    """The first lines where two outputs differ (an assertion's message)."""
+    return [(a, b) for a, b in zip(_documented(ours).splitlines(),
+                                   _documented(theirs).splitlines()) if a != b][:5]
+
+
+def _same_plots(ours, theirs, rtol=1e-9, atol=1e-12) -> None:
+    assert [c[0] for c in ours] == [c[0] for c in theirs]
+    for (name, a, ka), (_, b, kb) in zip(ours, theirs):
+        assert ka == kb and len(a) == len(b), name
+        for x, y in zip(a, b):
+            if isinstance(x, np.ndarray):
+                assert x.shape == y.shape and x.dtype.kind == y.dtype.kind, (name, x, y)
+                np.testing.assert_allclose(x.astype(float), y.astype(float), rtol=rtol,
+                                           atol=atol, err_msg=name)
+            else:
+                assert x == y, name
+
+
+def test_makemore_part3_batchnorm(tmp_path, monkeypatch, capsys):
+    """Batch norm by hand (``hpreact.mean(0, keepdim=True)``, ``.std``, running statistics
+    under no_grad), a (5/3)/fan_in**0.5 init, ``@torch.no_grad()`` on split_loss; then the
+    deeper net of hand-written Linear/BatchNorm1d/Tanh classes with ``retain_grad()`` on each
+    layer's output, the update:data ratios and the histograms of activations and gradients
+    (``torch.histogram(t, density=True)``, ``(t.abs() > 0.97).float().mean()``, printed by
+    '%+.2f' % tensor): all the same numbers as PyTorch's in float64."""
+    runs = run_both("makemore_part3_bn.py", tmp_path, monkeypatch, capsys,
+                    files={"names.txt": names_txt()}, dtype="float64")
+    (ours, v, our_plots), (theirs, w, their_plots) = runs["tinytrain"], runs["torch"]
+    assert _same_but_for_rounding(ours, theirs), _diff(ours, theirs)
+    np.testing.assert_allclose(numbers(ours), numbers(theirs), rtol=1e-7, atol=1e-12)
+    np.testing.assert_allclose(v["ud"], w["ud"], rtol=1e-8, atol=1e-12)
+    _same_plots(our_plots, their_plots, rtol=1e-7)
+    dead = [a[0] for name, a, _ in our_plots if name == "imshow"]
+    assert len(dead) == 1 and dead[0].dtype == bool and dead[0].shape == (32, 200)
+    train, val = (float(x) for x in re.findall(r"^(?:train|val) ([\d.]+)$", ours, re.M))
+    assert train < 2.6 and val < 2.9, ours  # ln 27 = 3.3 is chance
+    saturated = [float(x) for x in re.findall(r"saturated: ([\d.]+)%", ours)]
+    assert len(saturated) == 5 and max(saturated) < 10, saturated  # batch norm: few dead
+    for layer, other in zip(v["layers"], w["layers"]):
+        np.testing.assert_allclose(layer.out.grad.numpy(), other.out.grad.numpy(), rtol=1e-6,
+                                   atol=1e-12)
+
+
+# ------------------------------------------------------------------ what the programs found
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"density": True}, {"range": (-1.0, 1.0)}])
+def test_histogram_takes_100_bins_by_default_as_torch(kwargs):
+    """makemore 3: ``hy, hx = torch.histogram(t, density=True)`` (it raised TypeError)."""
+    x = np.random.default_rng(0).standard_normal(500)
+    ours, theirs = tt.histogram(tt.tensor(x), **kwargs), torch.histogram(torch.tensor(x),
+                                                                         **kwargs)
+    assert ours.hist.shape == (100,) and ours.bin_edges.shape == (101,)
+    np.testing.assert_allclose(ours.hist.numpy(), theirs.hist.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(ours.bin_edges.numpy(), theirs.bin_edges.numpy(), rtol=1e-12,
+                               atol=1e-15)
