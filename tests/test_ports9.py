@@ -154,8 +154,9 @@ def run_both(name, tmp_path, monkeypatch, capsys, files=None, argv=(), dtype=Non
                     results[lib] = (*run(name, lib, tmp_path, patches, capsys, argv, files),
                                     list(matplotlib_shim.calls))
                 # (open('names.txt').read(): the file is closed by the garbage collector)
-                warned[lib] = [(w.category, str(w.message)) for w in caught
-                               if w.category is not ResourceWarning]
+                warned[lib] = [(w.category, re.sub(r" \(Triggered internally at .*", "",
+                                                   str(w.message), flags=re.S))
+                               for w in caught if w.category is not ResourceWarning]
             finally:
                 module.set_default_dtype(before)
     assert draws.all_replayed(), (draws.replayed, len(draws.values))
