@@ -29,6 +29,8 @@ from test_tutorials import TUTORIALS, run
 
 import tinytrain as tt
 
+pytestmark = pytest.mark.usefixtures("torch_single_thread")  # (two threads: 5x slower here)
+
 #: The random functions a program may call, by name in both libraries' top modules.
 RANDOM_FUNCTIONS = ("rand", "randn", "randint", "randperm", "multinomial", "rand_like",
                     "randn_like", "randint_like", "normal", "bernoulli")
@@ -294,3 +296,35 @@ def test_histogram_takes_100_bins_by_default_as_torch(kwargs):
     np.testing.assert_allclose(ours.hist.numpy(), theirs.hist.numpy(), rtol=1e-12)
     np.testing.assert_allclose(ours.bin_edges.numpy(), theirs.bin_edges.numpy(), rtol=1e-12,
                                atol=1e-15)
+
+
+CMP = re.compile(r"^(\w+)\s+\| exact: (True |False) \| approximate: (True |False) \| "
+                 r"maxdiff: (\S+)$", re.M)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_makemore_part4_manual_backprop(dtype, tmp_path, monkeypatch, capsys):
+    """Hand-written gradients of every intermediate compared with ``.grad`` after
+    ``retain_grad()`` (``torch.all(dt == t.grad)``, ``torch.allclose``, ``(dt -
+    t.grad).abs().max()``), ``logprobs[range(n), Yb]``, ``dC[ix] += demb[k,j]`` with a 0-d index
+    tensor, ``F.one_hot(...) * dlogit_maxes``; then training by the manual backward under
+    ``no_grad``. The lecture's float32 too: there its manual gradients are exact in PyTorch,
+    and must be in tinytrain (the same formulas of the same ops)."""
+    runs = run_both("makemore_part4_backprop.py", tmp_path, monkeypatch, capsys,
+                    files={"names.txt": names_txt()}, dtype=dtype)
+    (ours, v, _), (theirs, w, _) = runs["tinytrain"], runs["torch"]
+    checks = {lib: CMP.findall(out) for lib, out in (("tinytrain", ours), ("torch", theirs))}
+    assert len(checks["tinytrain"]) == 28 and len(checks["torch"]) == 28
+    tol = 1e-14 if dtype == "float64" else 1e-6
+    for (name, exact, approx, maxdiff), theirs_check in zip(checks["tinytrain"],
+                                                           checks["torch"]):
+        assert name == theirs_check[0] and approx.strip() == "True", (name, maxdiff)
+        assert float(maxdiff) < tol, (name, maxdiff)
+    # exercise 1 is exact in tinytrain (PyTorch's tanh backward rounds differently from
+    # (1.0 - h**2) * dh); the one-go formulas of exercises 2 and 3 only approximate
+    assert [c[1] for c in checks["tinytrain"]] == ["True "] * 26 + ["False"] * 2
+    without = [CMP.sub("", out) for out in (ours, theirs)]
+    assert _same_but_for_rounding(*without), _diff(*without)
+    rtol = 1e-9 if dtype == "float64" else 2e-4
+    np.testing.assert_allclose(v["lossi"], w["lossi"], rtol=rtol)
+    assert np.mean(v["lossi"][:20]) > np.mean(v["lossi"][-20:]) + 0.1  # it learns
