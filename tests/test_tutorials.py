@@ -28,6 +28,7 @@ from tinytrain.data import MNISTMini
 
 TUTORIALS = Path(__file__).parent / "tutorials"
 MARK = re.compile(r"^(\s*)(.*?)\s*# tinytrain: was (.*)$")
+FEWER = re.compile(r"^(\s*)(.*?)\s*# tinytrain: fewer steps, was (.*)$")
 
 
 def is_import(code: str) -> bool:
@@ -81,18 +82,19 @@ def test_the_copies_differ_from_pytorch_only_in_marked_import_lines():
         for line in path.read_text().splitlines():
             if line.lstrip().startswith("#"):
                 continue
-            m = MARK.match(line)
-            if m and is_import(m.group(3)):
-                assert is_import(m.group(2)), (path.name, line)
-            elif m:  # only a step count made smaller: the same line with other numbers
-                assert m.group(3).startswith("fewer steps, was "), (path.name, line)
-                was = m.group(3).removeprefix("fewer steps, was ")
+            m, fewer = MARK.match(line), FEWER.match(line)
+            if m:
+                assert is_import(m.group(3)) and is_import(m.group(2)), (path.name, line)
+            elif fewer:  # only step counts made smaller: the same line with other numbers
+                was, m = fewer.group(3), fewer
                 assert re.sub(r"\d+", "N", was) == re.sub(r"\d+", "N", m.group(2)), line
                 changed = [(int(a), int(b)) for a, b in zip(re.findall(r"\d+", was),
                                                             re.findall(r"\d+", m.group(2)))
                            if a != b]
                 assert changed and all(a > b for a, b in changed), line  # each one smaller
-            elif "tinytrain: differs" in line:
+            else:
+                assert "tinytrain:" not in line or "tinytrain: differs" in line, line
+            if "tinytrain: differs" in line:
                 other_changes.setdefault(path.name, []).append(line)
     # next_functions[0][0]: README, "Differences from PyTorch"
     assert {k: len(v) for k, v in other_changes.items()} == {"blitz_neural_networks.py": 1}

@@ -74,7 +74,7 @@ for p in parameters:
   p.requires_grad = True
 
 # same optimization as last time
-max_steps = 2000  # tinytrain: fewer steps, was max_steps = 200000
+max_steps = 1000  # tinytrain: fewer steps, was max_steps = 200000
 batch_size = 32
 lossi = []
 
@@ -109,12 +109,12 @@ for i in range(max_steps):
   loss.backward()
 
   # update
-  lr = 0.1 if i < 1000 else 0.01 # step learning rate decay  # tinytrain: fewer steps, was lr = 0.1 if i < 100000 else 0.01 # step learning rate decay
+  lr = 0.1 if i < 500 else 0.01 # step learning rate decay  # tinytrain: fewer steps, was lr = 0.1 if i < 100000 else 0.01 # step learning rate decay
   for p in parameters:
     p.data += -lr * p.grad
 
   # track stats
-  if i % 500 == 0: # print every once in a while  # tinytrain: fewer steps, was if i % 10000 == 0: # print every once in a while
+  if i % 250 == 0: # print every once in a while  # tinytrain: fewer steps, was if i % 10000 == 0: # print every once in a while
     print(f'{i:7d}/{max_steps:7d}: {loss.item():.4f}')
   lossi.append(loss.log10().item())
 
@@ -293,7 +293,7 @@ for i in range(max_steps):
   with torch.no_grad():
     ud.append([((lr*p.grad).std() / p.data.std()).log10().item() for p in parameters])
 
-  if i >= 300:  # tinytrain: fewer steps, was if i >= 1000:
+  if i >= 200:  # tinytrain: fewer steps, was if i >= 1000:
     break # AFTER_DEBUG: would take out obviously to run full optimization
 
 # visualize histograms
