@@ -316,7 +316,7 @@ def test_makemore_part4_manual_backprop(dtype, tmp_path, monkeypatch, capsys):
     checks = {lib: CMP.findall(out) for lib, out in (("tinytrain", ours), ("torch", theirs))}
     assert len(checks["tinytrain"]) == 28 and len(checks["torch"]) == 28
     tol = 1e-14 if dtype == "float64" else 1e-6
-    for (name, exact, approx, maxdiff), theirs_check in zip(checks["tinytrain"],
+    for (name, _exact, approx, maxdiff), theirs_check in zip(checks["tinytrain"],
                                                            checks["torch"]):
         assert name == theirs_check[0] and approx.strip() == "True", (name, maxdiff)
         assert float(maxdiff) < tol, (name, maxdiff)
@@ -328,3 +328,54 @@ def test_makemore_part4_manual_backprop(dtype, tmp_path, monkeypatch, capsys):
     rtol = 1e-9 if dtype == "float64" else 2e-4
     np.testing.assert_allclose(v["lossi"], w["lossi"], rtol=rtol)
     assert np.mean(v["lossi"][:20]) > np.mean(v["lossi"][-20:]) + 0.1  # it learns
+
+
+def test_makemore_part5_wavenet(tmp_path, monkeypatch, capsys):
+    """Hand-written Embedding / FlattenConsecutive (``x.view(B, T//n, C*n)``, ``squeeze(1)``)
+    / Linear / BatchNorm1d over dims (0, 1) of 3-D input / Sequential classes, seeded by
+    ``torch.manual_seed(42)`` (the global stream), eval mode by ``layer.training = False``,
+    sampling by ``multinomial`` without a generator; float64."""
+    runs = run_both("makemore_part5_cnn1.py", tmp_path, monkeypatch, capsys,
+                    files={"names.txt": names_txt()}, dtype="float64")
+    (ours, v, our_plots), (theirs, w, their_plots) = runs["tinytrain"], runs["torch"]
+    assert _same_but_for_rounding(ours, theirs), _diff(ours, theirs)
+    np.testing.assert_allclose(numbers(ours), numbers(theirs), rtol=1e-8)
+    np.testing.assert_allclose(v["lossi"], w["lossi"], rtol=1e-8)
+    _same_plots(our_plots, their_plots, rtol=1e-8)
+    shapes = re.findall(r"^(\w+) : (\(.*\))$", ours, re.M)
+    assert shapes[:5] == [("Embedding", "(4, 8, 24)"), ("FlattenConsecutive", "(4, 4, 48)"),
+                          ("Linear", "(4, 4, 128)"), ("BatchNorm1d", "(4, 4, 128)"),
+                          ("Tanh", "(4, 4, 128)")] and shapes[-1] == ("Linear", "(4, 27)")
+    assert "tensor(True)" in ours
+    bn = v["model"].layers[3]
+    assert bn.running_mean.shape == (1, 1, 128)  # the lecture's 3-D running statistics
+    train, val = (float(x) for x in re.findall(r"^(?:train|val) ([\d.]+)$", ours, re.M))
+    assert train < 2.7 and val < 3.0, ours
+    plotted = our_plots[-1][1][0]
+    assert plotted.shape == (5,) and plotted[0] > plotted[-1]  # the loss curve descends
+
+
+@pytest.mark.parametrize("shapes", [((2, 3, 4, 5), (5, 6)), ((3, 4, 5), (5, 6)),
+                                    ((4, 5), (5, 6)), ((2, 1, 4, 5), (3, 5, 6))])
+def test_matmul_gradients_of_a_sequence_times_a_matrix_match_torch(shapes):
+    """The WaveNet's ``x @ self.weight`` on ``[B, T, C]``: the weight's gradient is one
+    product over all the rows now (also for a non-contiguous ``x``)."""
+    rng = np.random.default_rng(5)
+    a, b = (rng.standard_normal(s) for s in shapes)
+    _assert_same_with_grads(lambda x, w: x @ w, [a, b])
+    _assert_same_with_grads(lambda x, w: x.transpose(-1, -2).transpose(-1, -2) @ w, [a, b])
+    at = np.ascontiguousarray(np.swapaxes(a, -1, -2))
+    _assert_same_with_grads(lambda x, w: x.transpose(-1, -2) @ w, [at, b])
+
+
+def _assert_same_with_grads(fn, arrays) -> None:
+    results = []
+    for lib in (tt, torch):
+        xs = [lib.tensor(a, requires_grad=True) for a in arrays]
+        out = fn(*xs)
+        ramp = np.linspace(-1, 1, out.numel()).reshape(tuple(out.shape))
+        (out * lib.tensor(ramp)).sum().backward()
+        results.append([out.detach().numpy()] + [x.grad.numpy() for x in xs])
+    for ours, theirs in zip(*results):
+        assert ours.shape == theirs.shape
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
