@@ -36,13 +36,13 @@ def is_import(code: str) -> bool:
 
 
 def as_pytorch(source: str) -> str:
-    """The program as PyTorch's: each marked import back to what it was (torchvision and
-    matplotlib stay the shims: the data must be the same, and nothing is drawn; fewer steps
-    stay fewer: the runs must compare)."""
+    """The program as PyTorch's: each marked import back to what it was (imports of the
+    ``*_shim.py`` stand-ins for torchvision, matplotlib and pandas stay: the data must be
+    the same, and nothing is drawn; fewer steps stay fewer: the runs must compare)."""
     out = []
     for line in source.splitlines():
         m = MARK.match(line)
-        if m and is_import(m.group(3)) and not re.search(r"torchvision|matplotlib", m.group(3)):
+        if m and is_import(m.group(3)) and not re.search(r"\w_shim\b", m.group(2)):
             line = m.group(1) + m.group(3)
         out.append(line)
     return "\n".join(out) + "\n"
