@@ -495,3 +495,24 @@ def test_basics_data(tmp_path, monkeypatch, capsys):
         assert x.dtype == tt.float32 and y.dtype == tt.int64 and str(ty.dtype) == "torch.int64"
         np.testing.assert_array_equal(x.numpy(), tx.numpy())
         np.testing.assert_array_equal(y.numpy(), ty.numpy())
+
+
+def test_basics_save_and_load(tmp_path, monkeypatch, capsys):
+    """``torch.save(model.state_dict())``, ``load_state_dict(torch.load(...,
+    weights_only=True))`` into a fresh model, ``model.eval()``, and the whole model saved and
+    loaded (``weights_only=False``): the "pretrained" weights come back, and the loaded
+    model (in eval mode: no dropout) gives PyTorch's outputs."""
+    runs = run_both("basics_saveloadrun_tutorial.py", tmp_path, monkeypatch, capsys)
+    (_, v, _), (_, w, _) = runs["tinytrain"], runs["torch"]
+    ours, theirs = v["model"], w["model"]
+    assert type(ours).__module__.startswith("tinytrain") and not ours.training
+    assert not any(m.training for m in ours.modules())
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    for name, p in ours.state_dict().items():
+        np.testing.assert_array_equal(p.numpy(), theirs.state_dict()[name].numpy(), name)
+    x = np.random.default_rng(1).random((2, 3, 16, 16), dtype=np.float32)
+    with tt.no_grad(), torch.no_grad():
+        np.testing.assert_allclose(ours(tt.tensor(x)).numpy(),
+                                   theirs(torch.tensor(x)).numpy(), rtol=1e-5, atol=1e-6)
+    state = tt.load(tmp_path / "tinytrain" / "model_weights.pth", weights_only=True)
+    assert list(state) == list(theirs.state_dict())

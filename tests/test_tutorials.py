@@ -65,6 +65,7 @@ def run(name: str, lib: str, tmp_path: Path, monkeypatch, capsys, argv=(),
 
     monkeypatch.setattr(torchvision_shim, "as_tensor",
                         tt.tensor if lib == "tinytrain" else torch.from_numpy)
+    monkeypatch.setattr(torchvision_shim, "library", tt if lib == "tinytrain" else torch)
     monkeypatch.setattr(sys, "argv", [str(program), *argv])
     tt.manual_seed(0)
     torch.manual_seed(0)
