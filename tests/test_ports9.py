@@ -516,3 +516,66 @@ def test_basics_save_and_load(tmp_path, monkeypatch, capsys):
                                    theirs(torch.tensor(x)).numpy(), rtol=1e-5, atol=1e-6)
     state = tt.load(tmp_path / "tinytrain" / "model_weights.pth", weights_only=True)
     assert list(state) == list(theirs.state_dict())
+
+
+# ------------------------------------------------------------------ NLP from scratch
+
+
+def names_by_language(n: int = 40) -> dict[str, bytes]:
+    """Made-up ``data/names/<Language>.txt`` files for the char-RNN tutorials: ``n``
+    capitalised names a language, each language from its own syllables (so they can be told
+    apart), some with accents that ``unicodeToAscii`` strips."""
+    syllables = {
+        "Chinese": (["zh", "ch", "x", "q", "w", "l", "h", "y"], ["ang", "ao", "ei", "ing", "u"]),
+        "German": (["sch", "k", "m", "w", "br", "h", "st"], ["ü", "er", "ann", "ei", "ö"]),
+        "Italian": (["r", "b", "c", "f", "g", "l", "m"], ["ossi", "ini", "ello", "à", "etti"]),
+        "Russian": (["v", "p", "k", "s", "d", "z", "m"], ["ov", "ev", "sky", "in", "enko"]),
+        "Spanish": (["g", "r", "m", "d", "l", "s", "j"], ["ez", "ñez", "ado", "ia", "es"]),
+    }
+    rng = np.random.default_rng(7)
+    files = {}
+    for language, (onsets, rhymes) in syllables.items():
+        names = ["".join(rng.choice(onsets) + rng.choice(rhymes)
+                         for _ in range(rng.integers(1, 3))).capitalize() for _ in range(n)]
+        files[f"data/names/{language}.txt"] = ("\n".join(names) + "\n").encode()
+    return files
+
+
+def _without_times(text: str) -> str:
+    return re.sub(r"\d+m \d+s", "(time)", text)
+
+
+def test_char_rnn_classification(tmp_path, monkeypatch, capsys):
+    """The hand-written RNN module (``torch.cat((input, hidden), 1)`` into i2h / i2o, then
+    LogSoftmax), one letter at a time from a one-hot ``lineToTensor``, NLLLoss, the update
+    ``p.data.add_(p.grad.data, alpha=-learning_rate)``, ``topk``, a confusion matrix filled
+    by ``confusion[i][j] += 1``: the same numbers as PyTorch's in float64."""
+    runs = run_both("char_rnn_classification_tutorial.py", tmp_path, monkeypatch, capsys,
+                    files=names_by_language(), dtype="float64")
+    (ours, v, our_plots), (theirs, w, their_plots) = runs["tinytrain"], runs["torch"]
+    ours, theirs = _without_times(ours), _without_times(theirs)
+    assert _same_but_for_rounding(ours, theirs), _diff(ours, theirs)
+    np.testing.assert_allclose(numbers(ours), numbers(theirs), rtol=1e-9)
+    np.testing.assert_allclose(v["all_losses"], w["all_losses"], rtol=1e-9)
+    _same_plots(our_plots, their_plots)
+    assert "Slusarski" in ours and "(5, 1, 57)" in ours  # unicodeToAscii; lineToTensor('Jones')
+    losses = v["all_losses"]
+    assert len(losses) == 10 and np.mean(losses[-3:]) < losses[0] - 0.15, losses  # ln 5: 1.6
+    confusion = v["confusion"].numpy()
+    assert np.trace(confusion) / 5 > 0.35, confusion  # chance: 0.2
+
+
+def test_char_rnn_generation(tmp_path, monkeypatch, capsys):
+    """A category one-hot concatenated with the letter and the hidden state, ``nn.Dropout``
+    (its masks replayed), ``loss = torch.Tensor([0]); loss += l`` over the letters,
+    ``target_line_tensor.unsqueeze_(-1)``, ``torch.LongTensor(list)``, sampling by
+    ``output.topk(1)`` and ``all_letters[topi]`` (a 0-d tensor as a string index)."""
+    runs = run_both("char_rnn_generation_tutorial.py", tmp_path, monkeypatch, capsys,
+                    files=names_by_language(), dtype="float64")
+    (ours, v, _), (theirs, w, _) = runs["tinytrain"], runs["torch"]
+    ours, theirs = _without_times(ours), _without_times(theirs)
+    assert ours == theirs, _diff(ours, theirs)
+    np.testing.assert_allclose(v["all_losses"], w["all_losses"], rtol=1e-9)
+    losses = v["all_losses"]
+    assert len(losses) == 20 and np.mean(losses[-3:]) < np.mean(losses[:3]) - 0.15, losses
+    assert "O'Neal" in ours and ours.count("\n") > 12

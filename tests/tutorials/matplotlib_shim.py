@@ -19,6 +19,8 @@ calls: list[tuple[str, list[Any], dict[str, Any]]] = []
 
 
 def _value(a: Any) -> Any:
+    if isinstance(a, _Figure):
+        return "<figure part>"
     if hasattr(a, "shape") or (isinstance(a, list) and a and not isinstance(a[0], str)):
         return np.asarray(a)
     return a
@@ -35,9 +37,16 @@ class _Recorder:
     def __iter__(self):  # fig, ax = plt.subplots()
         return iter((_Figure(), _Figure()))
 
+    def __getattr__(self, name: str) -> _Recorder:  # ax.xaxis.set_major_locator(...)
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Recorder(f"{self.name}.{name}")
+
 
 class _Figure:
     def __getattr__(self, name: str) -> _Recorder:
+        if name.startswith("__"):
+            raise AttributeError(name)
         return _Recorder(name)
 
     def __iter__(self):
