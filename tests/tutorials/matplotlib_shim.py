@@ -52,6 +52,9 @@ class _Figure:
     def __iter__(self):
         return iter((_Figure(), _Figure()))
 
+    def __getitem__(self, i: int) -> _Figure:  # axarr[0].imshow(...)
+        return _Figure()
+
 
 def __getattr__(name: str) -> _Recorder:
     if name.startswith("__"):
