@@ -616,8 +616,8 @@ def test_spatial_transformer_tutorial(tmp_path, monkeypatch, capsys):
     ours_model, theirs_model = v["model"], w["model"]
     _copy_state(ours_model, theirs_model)
     x = np.random.default_rng(3).standard_normal((4, 1, 28, 28)).astype(np.float32)
-    with tt.no_grad(), torch.no_grad():
-        for fn in ("stn", "__call__"):
+    with tt.no_grad(), torch.no_grad(), pytest.warns(UserWarning, match="align_corners=False"):
+        for fn in ("stn", "__call__"):  # (both warn that align_corners defaults to False)
             np.testing.assert_allclose(getattr(ours_model, fn)(tt.tensor(x)).numpy(),
                                        getattr(theirs_model, fn)(torch.tensor(x)).numpy(),
                                        rtol=1e-4, atol=1e-5, err_msg=fn)
