@@ -28,6 +28,7 @@ from tinytrain.data import MNISTMini
 
 TUTORIALS = Path(__file__).parent / "tutorials"
 MARK = re.compile(r"^(\s*)(.*?)\s*# tinytrain: was (.*)$")
+FEWER = re.compile(r"^(\s*)(.*?)\s*# tinytrain: fewer steps, was (.*)$")
 
 
 def is_import(code: str) -> bool:
@@ -35,12 +36,13 @@ def is_import(code: str) -> bool:
 
 
 def as_pytorch(source: str) -> str:
-    """The program as PyTorch's: each marked import back to what it was (torchvision stays
-    the shim: the data must be the same; fewer steps stay fewer: the runs must compare)."""
+    """The program as PyTorch's: each marked import back to what it was (imports of the
+    ``*_shim.py`` stand-ins for torchvision, matplotlib and pandas stay: the data must be
+    the same, and nothing is drawn; fewer steps stay fewer: the runs must compare)."""
     out = []
     for line in source.splitlines():
         m = MARK.match(line)
-        if m and is_import(m.group(3)) and "torchvision" not in m.group(3):
+        if m and is_import(m.group(3)) and not re.search(r"\w_shim\b", m.group(2)):
             line = m.group(1) + m.group(3)
         out.append(line)
     return "\n".join(out) + "\n"
@@ -63,6 +65,7 @@ def run(name: str, lib: str, tmp_path: Path, monkeypatch, capsys, argv=(),
 
     monkeypatch.setattr(torchvision_shim, "as_tensor",
                         tt.tensor if lib == "tinytrain" else torch.from_numpy)
+    monkeypatch.setattr(torchvision_shim, "library", tt if lib == "tinytrain" else torch)
     monkeypatch.setattr(sys, "argv", [str(program), *argv])
     tt.manual_seed(0)
     torch.manual_seed(0)
@@ -75,20 +78,24 @@ def run(name: str, lib: str, tmp_path: Path, monkeypatch, capsys, argv=(),
 def test_the_copies_differ_from_pytorch_only_in_marked_import_lines():
     other_changes = {}
     for path in sorted(TUTORIALS.glob("*.py")):
-        if path.name == "torchvision_shim.py":
+        if path.name.endswith("_shim.py"):
             continue
         for line in path.read_text().splitlines():
             if line.lstrip().startswith("#"):
                 continue
-            m = MARK.match(line)
-            if m and is_import(m.group(3)):
-                assert is_import(m.group(2)), (path.name, line)
-            elif m:  # only a step count made smaller: the same line with other numbers
-                assert m.group(3).startswith("fewer steps, was "), (path.name, line)
-                was = m.group(3).removeprefix("fewer steps, was ")
+            m, fewer = MARK.match(line), FEWER.match(line)
+            if m:
+                assert is_import(m.group(3)) and is_import(m.group(2)), (path.name, line)
+            elif fewer:  # only step counts made smaller: the same line with other numbers
+                was, m = fewer.group(3), fewer
                 assert re.sub(r"\d+", "N", was) == re.sub(r"\d+", "N", m.group(2)), line
-                assert int(re.findall(r"\d+", was)[0]) > int(re.findall(r"\d+", m.group(2))[0])
-            elif "tinytrain: differs" in line:
+                changed = [(int(a), int(b)) for a, b in zip(re.findall(r"\d+", was),
+                                                            re.findall(r"\d+", m.group(2)))
+                           if a != b]
+                assert changed and all(a > b for a, b in changed), line  # each one smaller
+            else:
+                assert "tinytrain:" not in line or "tinytrain: differs" in line, line
+            if "tinytrain: differs" in line:
                 other_changes.setdefault(path.name, []).append(line)
     # next_functions[0][0]: README, "Differences from PyTorch"
     assert {k: len(v) for k, v in other_changes.items()} == {"blitz_neural_networks.py": 1}

@@ -485,12 +485,14 @@ def histc(input: Any, bins: int = 100, min: float = 0, max: float = 0, *,  # noq
 HistogramResult = namedtuple("histogram", ["hist", "bin_edges"])
 
 
-def histogram(input: Tensor, bins: int | Tensor, *, range: Sequence[float] | None = None,  # noqa: A001, A002
+def histogram(input: Tensor, bins: int | Tensor = 100, *,  # noqa: A002
+              range: Sequence[float] | None = None,  # noqa: A002
               weight: Tensor | None = None, density: bool = False) -> HistogramResult:
     """A histogram of ``input``'s values, as ``torch.histogram``: ``(hist, bin_edges)``.
 
-    ``bins`` is a count of equal-width bins over ``range`` (default: the data's min and max;
-    one value, or no data, widened by 0.5 each side) or a 1-D tensor of increasing edges.
+    ``bins`` is a count of equal-width bins (100 by default, as PyTorch's) over ``range``
+    (default: the data's min and max; one value, or no data, widened by 0.5 each side) or a
+    1-D tensor of increasing edges.
     Value ``v`` goes in bin ``i`` when ``edges[i] <= v < edges[i + 1]``, the last edge in the
     last bin; values outside the edges (and NaN) are not counted. ``weight`` (the input's
     shape) adds its values instead of ones; ``density`` divides by the total and the bin

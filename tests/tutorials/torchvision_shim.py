@@ -12,12 +12,16 @@ their import lines; where they imported torchvision they import this module, whi
 * ``datasets.FashionMNIST(...)``: the same part of mini MNIST (the quickstart only needs
   ten classes of 28x28 images);
 * ``transforms.Compose`` / ``ToTensor`` / ``Normalize`` (``ToTensor`` gives the running
-  library's tensor, see :data:`as_tensor`), and ``utils.make_grid``.
+  library's tensor, see :data:`as_tensor`), and ``utils.make_grid``;
+* ``io.decode_image`` (of ``.npy`` files) and ``models.vgg16``: a VGG of VGG-16's layout
+  made small, built of the running library's layers (:data:`library`).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
@@ -98,3 +102,38 @@ def make_grid(images, padding=2):
 datasets = SimpleNamespace(MNIST=mnist, FashionMNIST=mnist, CIFAR10=CIFAR10)
 transforms = SimpleNamespace(Compose=Compose, ToTensor=ToTensor, Normalize=Normalize)
 utils = SimpleNamespace(make_grid=make_grid)
+
+
+def decode_image(path):
+    """``torchvision.io.decode_image``: here a ``.npy`` file of a ``uint8 [C, H, W]`` image,
+    as the running library's tensor."""
+    return as_tensor(np.load(path))
+
+
+io = SimpleNamespace(decode_image=decode_image)
+
+
+#: The running library (``tinytrain`` or ``torch``), set by the tests as :data:`as_tensor`.
+library: Any = None
+
+
+def vgg16(weights=None):
+    """VGG-16's layout (``features``, ``avgpool``, ``classifier`` with dropout) on 3 x 16 x 16
+    images, two conv stages of 8 and 16 channels: an ``nn.Sequential`` of the running
+    library's layers. ``weights="IMAGENET1K_V1"`` loads fixed made-up "pretrained" weights."""
+    nn = library.nn
+    model = nn.Sequential(OrderedDict(
+        features=nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(inplace=True),
+                               nn.MaxPool2d(2, 2), nn.Conv2d(8, 16, 3, padding=1),
+                               nn.ReLU(inplace=True), nn.MaxPool2d(2, 2)),
+        avgpool=nn.AdaptiveAvgPool2d((2, 2)), flatten=nn.Flatten(),
+        classifier=nn.Sequential(nn.Linear(64, 32), nn.ReLU(True), nn.Dropout(p=0.5),
+                                 nn.Linear(32, 10))))
+    if weights is not None:
+        rng = np.random.default_rng(16)
+        model.load_state_dict({name: as_tensor(rng.standard_normal(tuple(p.shape)).astype(
+            np.float32) * 0.1) for name, p in model.state_dict().items()})
+    return model
+
+
+models = SimpleNamespace(vgg16=vgg16)

@@ -378,7 +378,10 @@ class Node:
         self.ctx.free()
 
     def __repr__(self) -> str:
-        return f"<{self.name}>"
+        """PyTorch's (Python's default) form, ``<AddBackward object at 0x7f...>``: what
+        ``print(z.grad_fn)`` shows; the name has no version digit (a tensor's printout
+        names its node ``grad_fn=<AddBackward>``)."""
+        return f"<{self.name} object at {id(self):#x}>"
 
 
 class CtxNode(Node):
