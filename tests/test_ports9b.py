@@ -1,0 +1,77 @@
+"""Real PyTorch programs that differentiate gradients (``create_graph=True``) or run recurrent
+layers, ported by their imports, run with tinytrain and with PyTorch on the same data and the
+same random numbers (``Draws`` of tests/test_ports9.py: the runs' random draws, layer inits,
+dropout masks and shuffles are tinytrain's, replayed in PyTorch), and what porting found.
+
+Programs (whole scripts in ``tests/tutorials/``, changed lines marked ``# tinytrain:``):
+Erik Linder-Noren's WGAN-GP (PyTorch-GAN), ...
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+from test_ports9 import _diff, _same_but_for_rounding, numbers, run_both
+from test_tutorials import TUTORIALS
+
+import tinytrain as tt
+
+pytestmark = pytest.mark.usefixtures("torch_single_thread")
+
+
+def _losses(pattern: str, text: str) -> np.ndarray:
+    return np.array([[float(x) for x in m] for m in re.findall(pattern, text)])
+
+
+def test_wgan_gp(tmp_path, monkeypatch, capsys):
+    """PyTorch-GAN's ``wgan_gp.py``: ``Variable(Tensor(np.random.random(...)))``,
+    ``imgs.type(Tensor)``, ``Tensor(B, 1).fill_(1.0)`` as ``grad_outputs`` of
+    ``autograd.grad(..., create_graph=True, retain_graph=True, only_inputs=True)``, the
+    penalty ``((gradients.norm(2, dim=1) - 1) ** 2).mean()`` backpropagated into the critic
+    (through its LeakyReLUs twice), BatchNorm1d(out, 0.8) in the generator, n_critic = 5. One
+    epoch of 20 batches, float32: the same losses and the same sampled images as PyTorch."""
+    monkeypatch.syspath_prepend(str(TUTORIALS))
+    import torchvision_shim
+
+    torchvision_shim.saved_images.clear()
+    runs = run_both("gan_wgan_gp.py", tmp_path, monkeypatch, capsys,
+                    argv=["--n_epochs", "1", "--img_size", "14", "--latent_dim", "16"])
+    (ours, v, _), (theirs, w, _) = runs["tinytrain"], runs["torch"]
+    assert _same_but_for_rounding(ours, theirs), _diff(ours, theirs)
+    pattern = r"\[D loss: (-?[\d.]+)\] \[G loss: (-?[\d.]+)\]"
+    a, b = _losses(pattern, ours), _losses(pattern, theirs)
+    assert a.shape == (4, 2), ours
+    np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+    assert a[-1, 0] < a[0, 0] - 3, a  # the critic learns to tell real from generated
+    (path, ours, kw), (path2, theirs, _) = torchvision_shim.saved_images  # one in each run
+    assert path == path2 == "images/0.png" and kw == {"nrow": 5, "normalize": True}
+    assert ours.shape == (25, 1, 14, 14) and ours.dtype == np.float32
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("lib", [tt, torch], ids=["tinytrain", "torch"])
+def test_autograd_variable_is_a_detached_tensor(lib):
+    """``torch.autograd.Variable`` (GAN and RL repositories still import it): a Tensor that is
+    ``data.detach()`` (the same memory, a new leaf) with ``requires_grad`` as asked."""
+    from_lib = lib.autograd.Variable
+    a = lib.ones(2)
+    v = from_lib(a)
+    assert type(v) is lib.Tensor and v is not a and not v.requires_grad
+    v[0] = 5.0  # the same memory
+    assert a[0].item() == 5.0
+    w = from_lib(a, requires_grad=True)
+    assert w.is_leaf and w.requires_grad and not a.requires_grad
+    b = a * lib.ones(2, requires_grad=True)
+    assert from_lib(b).grad_fn is None and from_lib(b, True).requires_grad
+    assert isinstance(a, from_lib) and not isinstance([1.0], from_lib)
+    empty = from_lib()
+    assert tuple(empty.shape) == (0,) and str(empty.dtype).endswith("float32")
+    with pytest.raises(TypeError, match="Variable data has to be a tensor, but got list"):
+        from_lib([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="(?i)only Tensors of floating point"):
+        from_lib(lib.ones(2, dtype=lib.int64), requires_grad=True)
+    with pytest.warns(UserWarning, match="volatile was removed"):
+        from_lib(a, volatile=True)
