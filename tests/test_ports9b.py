@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from test_ports9 import _diff, _same_but_for_rounding, numbers, run_both
+from test_ports9 import _diff, _same_but_for_rounding, run_both
 from test_tutorials import TUTORIALS
 
 import tinytrain as tt
@@ -39,7 +39,7 @@ def test_wgan_gp(tmp_path, monkeypatch, capsys):
     torchvision_shim.saved_images.clear()
     runs = run_both("gan_wgan_gp.py", tmp_path, monkeypatch, capsys,
                     argv=["--n_epochs", "1", "--img_size", "14", "--latent_dim", "16"])
-    (ours, v, _), (theirs, w, _) = runs["tinytrain"], runs["torch"]
+    (ours, _, _), (theirs, _, _) = runs["tinytrain"], runs["torch"]
     assert _same_but_for_rounding(ours, theirs), _diff(ours, theirs)
     pattern = r"\[D loss: (-?[\d.]+)\] \[G loss: (-?[\d.]+)\]"
     a, b = _losses(pattern, ours), _losses(pattern, theirs)
