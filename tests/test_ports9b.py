@@ -9,6 +9,7 @@ Erik Linder-Noren's WGAN-GP (PyTorch-GAN), ...
 
 from __future__ import annotations
 
+import io
 import re
 
 import numpy as np
@@ -101,3 +102,60 @@ def test_maml_sine(tmp_path, monkeypatch, capsys):
     assert len(v["maml"].meta_losses) == len(v["fomaml"].meta_losses) == 10
     # after one inner step from MAML's weights the test tasks are fitted best
     assert maml[1] < maml[0] - 0.2 and maml[1] < fomaml[1] - 1 and maml[1] < pretrained[1] - 1
+
+
+def burgers_shock_mat(nx: int = 64, nt: int = 26) -> bytes:
+    """``data/burgers_shock.mat`` for the PINN (``t [nt, 1]``, ``x [nx, 1]``, ``usol [nx, nt]``,
+    as the original file, smaller): Burgers' equation with nu = 0.01/pi from u(x, 0) =
+    -sin(pi x) on [-1, 1] x [0, 0.99], by the Cole-Hopf formula with Gauss-Hermite
+    quadrature, as the file was made; in ``np.savez`` format (``scipy_shim.loadmat``)."""
+    nu = 0.01 / np.pi
+    x, t = np.linspace(-1, 1, nx), np.linspace(0, 0.99, nt)
+    z, weights = np.polynomial.hermite.hermgauss(120)
+    u = np.empty((nx, nt))
+    u[:, 0] = -np.sin(np.pi * x)
+    for j, tj in enumerate(t[1:], 1):
+        y = x[:, None] - np.sqrt(4 * nu * tj) * z[None, :]
+        f = np.exp(-np.cos(np.pi * y) / (2 * np.pi * nu))
+        u[:, j] = -(weights * np.sin(np.pi * y) * f).sum(1) / (weights * f).sum(1)
+    buffer = io.BytesIO()
+    np.savez(buffer, t=t[:, None], x=x[:, None], usol=u)
+    return buffer.getvalue()
+
+
+def test_pinn_burgers(tmp_path, monkeypatch, capsys):
+    """A PINN for Burgers' equation: u_t, u_x by ``torch.autograd.grad(u, t, grad_outputs=
+    torch.ones_like(u), retain_graph=True, create_graph=True)``, u_xx from u_x, inputs made by
+    ``torch.tensor(X[:, 0:1], requires_grad=True).float()`` (non-leaves), the loss of the data
+    and the residual backpropagated through the second derivatives, LBFGS with the strong
+    Wolfe line search. float32, so the runs part ways slowly (L-BFGS amplifies the last
+    bits); the residual of tinytrain's trained network equals PyTorch's for the same weights."""
+    runs = run_both("pinn_burgers.py", tmp_path, monkeypatch, capsys,
+                    files={"data/burgers_shock.mat": burgers_shock_mat()})
+    (ours, v, _), (theirs, w, _) = runs["tinytrain"], runs["torch"]
+    pattern = r"Iter (\d+), Loss: ([\d.e+-]+), Loss_u: ([\d.e+-]+), Loss_f: ([\d.e+-]+)"
+    a, b = _losses(pattern, ours), _losses(pattern, theirs)
+    assert a.shape == (10, 4) and b.shape == (10, 4), (ours, theirs)
+    np.testing.assert_allclose(a[0], b[0], rtol=1e-4)  # iteration 10; at 20 they differ ~1e-3
+    assert a[-1, 1] < a[0, 1] / 2 and b[-1, 1] < b[0, 1] / 2, (a, b)  # both learn
+    ours_model, theirs_model = v["model"], w["model"]
+    assert v["u_pred"].dtype == np.float32 and v["u_pred"].shape == (64 * 26, 1)
+    assert v["error_u"] < 0.7 and abs(v["error_u"] - w["error_u"]) < 0.15, (v["error_u"],
+                                                                             w["error_u"])
+    theirs_model.dnn.load_state_dict({k: torch.from_numpy(np.array(p.numpy())) for k, p in
+                                      ours_model.dnn.state_dict().items()})
+    x_f = v["X_f_train"]
+    for lib, model in (("tinytrain", ours_model), ("torch", theirs_model)):
+        x = (tt if lib == "tinytrain" else torch).tensor(x_f[:, 0:1], requires_grad=True)
+        t = (tt if lib == "tinytrain" else torch).tensor(x_f[:, 1:2], requires_grad=True)
+        model.dnn.zero_grad()  # (the last closure's gradients differ)
+        f = model.net_f(x.float(), t.float())
+        f.pow(2).mean().backward()
+        model.residual = f.detach().numpy(), x.grad.numpy(), [
+            p.grad.numpy() for p in model.dnn.parameters()]
+    (f1, gx1, gp1), (f2, gx2, gp2) = ours_model.residual, theirs_model.residual
+    np.testing.assert_allclose(f1, f2, rtol=1e-4, atol=1e-6)
+    assert gx1.dtype == np.float64  # through .float(): the gradient of the float64 leaf
+    np.testing.assert_allclose(gx1, gx2, rtol=1e-3, atol=1e-6)  # third derivatives
+    for p, q in zip(gp1, gp2):
+        np.testing.assert_allclose(p, q, rtol=1e-3, atol=1e-6)
