@@ -204,7 +204,6 @@ def loss_on_random_task(initial_model, K, num_steps, optim=torch.optim.SGD):
 
 
 def average_losses(initial_model, n_samples, K=10, n_steps=10, optim=torch.optim.SGD):
-    x = np.linspace(-5, 5, 2)  # dummy input for test_set
     avg_losses = [0] * (n_steps + 1)
     for i in range(n_samples):
         losses = loss_on_random_task(initial_model, K, n_steps, optim)
