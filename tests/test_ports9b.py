@@ -159,3 +159,113 @@ def test_pinn_burgers(tmp_path, monkeypatch, capsys):
     np.testing.assert_allclose(gx1, gx2, rtol=1e-3, atol=1e-6)  # third derivatives
     for p, q in zip(gp1, gp2):
         np.testing.assert_allclose(p, q, rtol=1e-3, atol=1e-6)
+
+
+def test_hessian_snippets(tmp_path, monkeypatch, capsys):
+    """``autograd.functional.hessian`` of one and of two inputs, an HVP by
+    ``autograd.grad(grad, x, grad_outputs=v)`` and by ``(grad @ v).backward()``, the Hessian
+    row by row, ``hvp`` / ``vhp``, the Hessian of an MLP's loss in its flattened parameters,
+    Newton's method for logistic regression with ``torch.linalg.solve`` and with
+    ``torch.inverse`` of ``hessian(nll, w)``, and ``jacobian`` of a network (of a batch, of its
+    weights). float64: the same numbers as PyTorch's to 1e-9; Newton converges quadratically."""
+    runs = run_both("hessian_snippets.py", tmp_path, monkeypatch, capsys, dtype="float64")
+    (ours, v, _), (theirs, w, _) = runs["tinytrain"], runs["torch"]
+    assert _same_but_for_rounding(ours, theirs), _diff(ours, theirs)
+    # the Newton losses are float32 (``y`` is ``.float()``: the loss has the target's dtype)
+    losses = [np.array([float(x) for x in re.findall(r"loss ([\d.]+)", out)])
+              for out in (ours, theirs)]
+    assert len(losses[0]) == 6
+    np.testing.assert_allclose(*losses, rtol=1e-6)
+    mine, torch_numbers = (numbers(re.sub(r"loss [\d.]+", "", out)) for out in (ours, theirs))
+    assert len(mine) == len(torch_numbers) > 40
+    np.testing.assert_allclose(mine, torch_numbers, rtol=1e-9, atol=1e-12)
+    for name in ("H", "H_full", "H_params", "J", "J_batch", "Jw", "w", "w2"):
+        assert v[name].dtype == tt.float64, name
+        newton = name in ("H", "w", "w2")  # from the float32 loss's gradient: float32 digits
+        np.testing.assert_allclose(v[name].detach().numpy(), w[name].detach().numpy(),
+                                   rtol=1e-6 if newton else 1e-9, atol=1e-12, err_msg=name)
+    assert ours.count("True") == 7 and "False" not in ours  # 6 allclose, requires_grad=True
+    gradients = [float(g) for g in re.findall(r"\|grad\| ([\d.e+-]+)", ours)]
+    assert gradients[-1] < 1e-5 and gradients[-1] < gradients[-2] ** 2 * 20, gradients
+
+
+def _both(array: np.ndarray, requires_grad: bool = False):
+    return (tt.tensor(array, requires_grad=requires_grad),
+            torch.tensor(array, requires_grad=requires_grad))
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [((3, 3), (3,)), ((3, 3), (3, 2)),
+                                             ((2, 3, 3), (2, 3)), ((2, 3, 3), (3, 4)),
+                                             ((3, 3), (2, 3, 1))])
+def test_linalg_solve_and_inv_as_torch(a_shape, b_shape):
+    """``linalg.solve`` (vector right-hand sides by PyTorch's rule, broadcast batches),
+    ``linalg.inv`` / ``torch.inverse`` / ``Tensor.inverse``: values, gradients and second
+    derivatives (float64) as torch's."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(a_shape) + 3 * np.eye(a_shape[-1])
+    b = rng.standard_normal(b_shape)
+    (A, tA), (B, tB) = _both(a, True), _both(b, True)
+    outs = [(tt.linalg.solve(A, B), torch.linalg.solve(tA, tB)),
+            (tt.linalg.inv(A), torch.linalg.inv(tA)), (tt.inverse(A), torch.inverse(tA)),
+            (A.inverse(), tA.inverse())]
+    for ours, theirs in outs:
+        assert tuple(ours.shape) == tuple(theirs.shape)
+        np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-12)
+    for lib, (X, Y) in (("tt", (A, B)), ("torch", (tA, tB))):
+        mod = tt if lib == "tt" else torch
+        out = (mod.linalg.solve(X, Y) ** 2).sum() + mod.linalg.inv(X).sin().sum()
+        gA, gB = mod.autograd.grad(out, (X, Y), create_graph=True)
+        second = mod.autograd.grad((gA ** 2).sum() + gB.sum(), (X, Y))
+        results = [gA, gB, *second]
+        if lib == "tt":
+            ours = [r.detach().numpy() for r in results]
+        else:
+            for o, t in zip(ours, results):
+                np.testing.assert_allclose(o, t.detach().numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_linalg_solve_errors_as_torch():
+    for lib in (tt, torch):
+        with pytest.raises(lib.linalg.LinAlgError, match="singular"):
+            lib.linalg.solve(lib.ones(2, 2, dtype=lib.float64), lib.ones(2, dtype=lib.float64))
+        with pytest.raises(lib.linalg.LinAlgError, match="singular"):
+            lib.linalg.inv(lib.zeros(2, 2))
+        with pytest.raises(RuntimeError, match="batches of square matrices, but they are 2 by 3"):
+            lib.linalg.solve(lib.ones(2, 3), lib.ones(2))
+        with pytest.raises(RuntimeError, match="Incompatible shapes of A and B"):
+            lib.linalg.solve(lib.eye(3), lib.ones(4, 1))
+        with pytest.raises(RuntimeError, match="Expected A and B to have the same dtype"):
+            lib.linalg.solve(lib.eye(3), lib.ones(3, dtype=lib.float64))
+        with pytest.raises(RuntimeError, match="Expected a floating point"):
+            lib.linalg.inv(lib.ones(2, 2, dtype=lib.int64))
+        assert issubclass(lib.linalg.LinAlgError, RuntimeError)
+    x = np.random.default_rng(0).standard_normal((3, 3)) + 2 * np.eye(3)
+    b = np.ones((2, 3))
+    np.testing.assert_allclose(tt.linalg.solve(tt.tensor(x), tt.tensor(b), left=False).numpy(),
+                               torch.linalg.solve(torch.tensor(x), torch.tensor(b),
+                                                  left=False).numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("in_dtype,target_dtype", [("float64", "float32"),
+                                                   ("float32", "float64"),
+                                                   ("float64", "float16")])
+def test_bce_with_logits_has_the_targets_dtype(in_dtype, target_dtype):
+    """``F.binary_cross_entropy_with_logits(logits, labels.float())`` of float64 logits: a
+    float32 loss in PyTorch (it found the Newton snippet's losses differing at 1e-9: PyTorch
+    rounds the loss to the target's dtype); the gradient keeps the logits' dtype."""
+    x = np.array([0.3, -1.2, 2.0, 0.0])
+    y = np.array([1.0, 0.0, 1.0, 1.0])
+    got = {}
+    for lib in (tt, torch):
+        logits = lib.tensor(x, dtype=getattr(lib, in_dtype), requires_grad=True)
+        labels = lib.tensor(y, dtype=getattr(lib, target_dtype))
+        for reduction in ("none", "sum", "mean"):
+            loss = lib.nn.functional.binary_cross_entropy_with_logits(
+                logits, labels, reduction=reduction, pos_weight=lib.tensor([2.0]))
+            (grad,) = lib.autograd.grad(loss.sum(), logits)
+            got.setdefault(reduction, []).append((str(loss.dtype).removeprefix("torch."),
+                                                  str(grad.dtype).removeprefix("torch."),
+                                                  loss.detach().double().numpy()))
+    for (d1, g1, v1), (d2, g2, v2) in got.values():
+        assert d1 == d2 == target_dtype and g1 == g2 == in_dtype
+        np.testing.assert_allclose(v1, v2, rtol=2e-3 if "float16" in target_dtype else 1e-6)
