@@ -28,7 +28,6 @@ from tinytrain import (
     version,
 )
 from tinytrain._missing import TORCH_HINTS as _HINTS
-from tinytrain.linalg import inv as inverse
 from tinytrain._missing import module_getattr as _module_getattr
 from tinytrain.amp import autocast
 from tinytrain.autograd import (
@@ -206,6 +205,7 @@ from tinytrain.functions import (
     where,
 )
 from tinytrain.kernels.cpu.parallel import get_num_threads, set_num_threads
+from tinytrain.linalg import inv as inverse
 from tinytrain.more_ops import (
     addcdiv,
     addcmul,
