@@ -4,7 +4,11 @@ same random numbers (``Draws`` of tests/test_ports9.py: the runs' random draws, 
 dropout masks and shuffles are tinytrain's, replayed in PyTorch), and what porting found.
 
 Programs (whole scripts in ``tests/tutorials/``, changed lines marked ``# tinytrain:``):
-Erik Linder-Noren's WGAN-GP (PyTorch-GAN), ...
+Erik Linder-Noren's WGAN-GP (PyTorch-GAN, MLPs), MAML and first-order MAML on sine waves, the
+Burgers PINN of the PINNs PyTorch ports (L-BFGS), and second-order snippets (``hessian``,
+HVPs, Newton's method for logistic regression, ``jacobian``). They found: ``autograd.Variable``
+missing, ``linalg.solve`` / ``inv`` missing, and the dtype of ``binary_cross_entropy_with_logits``
+with targets of another float dtype (PyTorch's is the target's); tests for each against torch.
 """
 
 from __future__ import annotations
