@@ -173,7 +173,7 @@ def test_linalg_names_tinytrain_lacks_say_so():
     with pytest.raises(NotImplementedError, match="singular value decomposition"):
         tt.linalg.norm(tt.tensor(MATRIX), ord="nuc")
     with pytest.raises(AttributeError, match="tinytrain.linalg has norm, vector_norm"):
-        tt.linalg.inv  # noqa: B018
+        tt.linalg.svd  # noqa: B018
 
 
 def test_clip_by_linalg_vector_norm_trains_as_torch():

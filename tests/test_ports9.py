@@ -46,8 +46,9 @@ DROPOUTS = ("dropout", "dropout1d", "dropout2d", "dropout3d")
 class Draws:
     """The random values of one tinytrain run, in the order they were drawn, to replay in a
     PyTorch run of the same program (see the module docstring): the program's own calls of
-    the random functions, and the ``nn.init`` fillers and dropouts of the layers (a
-    library's internal draws, a shuffling sampler's, are each library's own)."""
+    the random functions, the ``nn.init`` fillers and dropouts of the layers, and the
+    permutations of shuffling samplers and ``random_split`` (a library's other internal
+    draws are each library's own)."""
 
     def __init__(self) -> None:
         self.values: list[tuple[str, np.ndarray]] = []
@@ -97,6 +98,21 @@ class Draws:
                     return out
             return recording
         self._patch(monkeypatch, tt, wrap)
+        real_indices = tt.utils.data.RandomSampler.indices
+
+        def indices(sampler):  # a shuffling DataLoader's epoch, random_split's permutation
+            out = real_indices(sampler)
+            if not sampler.replacement:
+                self.values.append(("permutation", np.array(out)))
+            return out
+        monkeypatch.setattr(tt.utils.data.RandomSampler, "indices", indices)
+
+    def _permutation(self, n: int) -> list[int]:
+        assert self.replayed < len(self.values), "permutation: tinytrain drew less"
+        was, value = self.values[self.replayed]
+        self.replayed += 1
+        assert was == "permutation" and len(value) == n, (was, value.shape, n)
+        return value.tolist()
 
     def replay(self, monkeypatch) -> None:
         """Patch PyTorch so that its random calls give the recorded values."""
@@ -120,6 +136,15 @@ class Draws:
                 return out
             return replaying
         self._patch(monkeypatch, torch, wrap)
+        real_iter = torch.utils.data.RandomSampler.__iter__
+
+        def sampler_iter(sampler):
+            if sampler.replacement:
+                return real_iter(sampler)
+            return iter(self._permutation(sampler.num_samples))
+        monkeypatch.setattr(torch.utils.data.RandomSampler, "__iter__", sampler_iter)
+        monkeypatch.setattr(torch.utils.data.dataset, "randperm",  # random_split's
+                            lambda n, generator=None: torch.tensor(self._permutation(n)))
 
     def all_replayed(self) -> bool:
         return self.replayed == len(self.values)

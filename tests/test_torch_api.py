@@ -216,7 +216,7 @@ def test_torch_nn_parallel_is_the_distributed_wrapper():
 @pytest.mark.parametrize("module,name,hint", [
     (tt, "compile", "call the model directly"),
     (tt, "jit", "no TorchScript"),
-    (tt.autograd, "Variable", "requires_grad=True"),
+    (tt.autograd, "gradcheck", "finite differences"),
     (tt, "complex64", "no bfloat16 or complex"),
     (tt, "no_such_thing", "the part of PyTorch"),
     (nn, "CTCLoss", "tinytrain.nn has AdaptiveAvgPool"),

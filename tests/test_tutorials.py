@@ -70,6 +70,7 @@ def run(name: str, lib: str, tmp_path: Path, monkeypatch, capsys, argv=(),
     tt.manual_seed(0)
     torch.manual_seed(0)
     random.seed(0)
+    np.random.seed(0)  # (NumPy's global generator: a program's np.random.random / normal)
     capsys.readouterr()
     variables = runpy.run_path(str(program), run_name="__main__")
     return capsys.readouterr().out, variables

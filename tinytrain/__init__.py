@@ -205,6 +205,7 @@ from tinytrain.functions import (
     where,
 )
 from tinytrain.kernels.cpu.parallel import get_num_threads, set_num_threads
+from tinytrain.linalg import inv as inverse
 from tinytrain.more_ops import (
     addcdiv,
     addcmul,
@@ -392,7 +393,7 @@ __all__ = [
     "Generator",
     "ge", "get_default_device", "get_default_dtype", "get_num_threads", "get_rng_state",
     "greater", "greater_equal", "gt", "half", "index_select", "inference_mode", "int", "int8",
-    "index_add", "initial_seed", "histc", "histogram", "bincount",
+    "index_add", "initial_seed", "inverse", "histc", "histogram", "bincount",
     "int16", "int32", "int64", "is_floating_point", "is_grad_enabled", "is_tensor", "isclose",
     "isfinite", "isinf", "isnan", "le", "less", "less_equal", "linspace", "load", "log",
     "lerp",

@@ -107,7 +107,7 @@ dequantize det diagflat diagonal_scatter digamma digamma_ dim_order divide_ dspl
 exp2 exp2_ expm1_ exponential_ fix fix_ float_power float_power_ floor_divide floor_divide_
 frexp gcd gcd_ ge_ geometric_ geqrf ger grad_dtype greater_ greater_equal_ gt_ hardshrink
 hash_tensor histogram hsplit i0 i0_ igamma igamma_ igammac igammac_ imag index index_copy
-index_copy_ index_fill index_fill_ indices inner int_repr inverse
+index_copy_ index_fill index_fill_ indices inner int_repr
 ipu is_coalesced is_complex is_conj is_distributed is_inference is_ipu is_maia is_meta
 is_mkldnn is_mps is_mtia is_neg is_nested is_nonzero is_quantized is_same_size is_set_to
 is_shared is_signed is_sparse is_sparse_csr is_vulkan is_xla is_xpu isneginf isposinf isreal

@@ -1,10 +1,12 @@
-"""``tinytrain.linalg``: the norms of ``torch.linalg`` that training scripts use.
+"""``tinytrain.linalg``: the parts of ``torch.linalg`` that training scripts use.
 
 ``vector_norm`` (gradient clipping, normalising embeddings), ``matrix_norm`` and ``norm``
 (which picks one of them, as PyTorch's), written with the Tensor's differentiable
-reductions. The matrix norms that need a singular value decomposition (``ord`` 2, -2 and
-``"nuc"``) and the rest of ``torch.linalg`` (``inv``, ``solve``, ``svd``, ...) are not in
-tinytrain: they raise, naming what to use instead.
+reductions; ``solve`` and ``inv`` (Newton steps, natural gradients), one differentiable
+``Solve`` op whose gradients are again solves, so they can be differentiated again. The
+matrix norms that need a singular value decomposition (``ord`` 2, -2 and ``"nuc"``) and the
+rest of ``torch.linalg`` (``svd``, ``eigh``, ...) are not in tinytrain: they raise, naming
+what to use instead.
 """
 
 from __future__ import annotations
@@ -16,11 +18,17 @@ from typing import Any
 import numpy as np
 
 from tinytrain import _missing
-from tinytrain.autograd.ops import InvalidArgument
+from tinytrain.autograd.function import Function
+from tinytrain.autograd.ops import InvalidArgument, unbroadcast, unbroadcast_graph
+from tinytrain.backend import get_array_module
 from tinytrain.dtypes import DTypeError
 from tinytrain.tensor import Tensor
 
-__all__ = ["matrix_norm", "norm", "vector_norm"]
+__all__ = ["LinAlgError", "inv", "matrix_norm", "norm", "solve", "vector_norm"]
+
+
+class LinAlgError(RuntimeError):
+    """PyTorch's ``torch.linalg.LinAlgError``: a singular matrix in ``solve`` / ``inv``."""
 
 _SVD = ("needs a singular value decomposition, which tinytrain does not have; compute it on "
         "x.numpy() with numpy.linalg")
@@ -108,5 +116,100 @@ def norm(A: Tensor, ord: Any = None, dim: Any = None, keepdim: bool = False,  # 
     return vector_norm(A, ord, dim, keepdim, dtype=dtype)
 
 
-__getattr__ = _missing.module_getattr(__name__, {}, "tinytrain.linalg has norm, vector_norm "
-                                      "and matrix_norm; " + _missing._NUMPY)
+class Solve(Function):
+    """``X = A^-1 B`` for ``A [*, n, n]`` and ``B [*, n, k]`` (batch dims broadcast). Its
+    gradients are ``gB = A^-T g`` (a solve again) and ``gA = -gB X^T``."""
+
+    @staticmethod
+    def forward(A, B, fn):
+        xp = get_array_module(A)
+        try:
+            return xp.linalg.solve(A, B)
+        except np.linalg.LinAlgError:
+            what = ("The solver failed because the input matrix is singular." if fn == "solve"
+                    else "The inversion could not be completed because the input matrix is "
+                    "singular.")
+            raise LinAlgError(f"linalg.{fn}: {what}") from None
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        A, B, _ = inputs
+        ctx.save_for_backward(A, output)
+        ctx.shapes = (A.shape, B.shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        A, X = ctx.saved_tensors
+        xp = get_array_module(g)
+        gB = xp.linalg.solve(xp.swapaxes(A, -1, -2), g)
+        gA = -(gB @ xp.swapaxes(X, -1, -2)) if ctx.needs_input_grad[0] else None
+        sa, sb = ctx.shapes
+        return (None if gA is None else unbroadcast(gA, sa),
+                unbroadcast(gB, sb) if ctx.needs_input_grad[1] else None, None)
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        A, X = saved
+        gB = Solve.apply(A.transpose(-1, -2), g, "solve")
+        gA = -(gB @ X.transpose(-1, -2)) if ctx.needs_input_grad[0] else None
+        sa, sb = ctx.shapes
+        return (None if gA is None else unbroadcast_graph(gA, sa),
+                unbroadcast_graph(gB, sb) if ctx.needs_input_grad[1] else None, None)
+
+
+def _square(fn: str, A: Any) -> Tensor:
+    if not isinstance(A, Tensor):
+        raise TypeError(f"linalg.{fn}(): argument 'A' must be Tensor, not {type(A).__name__}")
+    if A.dtype.kind != "f":
+        raise DTypeError(f"linalg.{fn}: Expected a floating point or complex tensor as input. "
+                         f"Got {A.dtype}")
+    if A.ndim < 2:
+        raise InvalidArgument(f"linalg.{fn}: The input tensor A must have at least 2 "
+                              f"dimensions.")
+    if A.shape[-1] != A.shape[-2]:
+        raise InvalidArgument(f"linalg.{fn}: A must be batches of square matrices, but they "
+                              f"are {A.shape[-2]} by {A.shape[-1]} matrices")
+    return A
+
+
+def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
+    """The solution ``X`` of ``A X = B`` (``X A = B`` with ``left=False``), differentiable in
+    ``A`` and ``B`` (to any order).
+
+    Shapes: ``A [*, n, n]``; ``B [*, n, k]`` gives ``X [*, n, k]``, and ``B`` is a batch of
+    vectors, ``X [*, n]``, when it is 1-D or ``B.shape == A.shape[:-1]`` (PyTorch's rule);
+    batch dims broadcast. A singular ``A`` raises :class:`LinAlgError` (CPU; CuPy returns
+    non-finite values instead)."""
+    A = _square("solve", A)
+    if not isinstance(B, Tensor):
+        raise TypeError(f"linalg.solve(): argument 'B' must be Tensor, not {type(B).__name__}")
+    if B.dtype != A.dtype:
+        raise InvalidArgument(f"linalg.solve: Expected A and B to have the same dtype, but "
+                              f"found A of type {A.dtype} and B of type {B.dtype} instead")
+    vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    if not left:
+        if vector:
+            raise InvalidArgument("linalg.solve: Vector broadcasting of the left hand side "
+                                  "is not supported for left=False. In this case "
+                                  "linalg.solve is equivalent to B / A.squeeze(-1)")
+        return solve(A.transpose(-1, -2), B.transpose(-1, -2)).transpose(-1, -2)
+    Bm = B.unsqueeze(-1) if vector else B
+    if Bm.ndim < 2 or Bm.shape[-2] != A.shape[-1]:
+        raise InvalidArgument(f"linalg.solve: Incompatible shapes of A and B for the equation "
+                              f"AX = B ({A.shape[-2]}x{A.shape[-1]} and "
+                              f"{'x'.join(str(d) for d in B.shape[-2:])})")
+    X = Solve.apply(A, Bm, "solve")
+    return X.squeeze(-1) if vector else X
+
+
+def inv(A: Tensor) -> Tensor:
+    """The inverse of each matrix ``A [*, n, n]`` -> ``[*, n, n]`` (``solve(A, I)``),
+    differentiable to any order; :class:`LinAlgError` for a singular one."""
+    A = _square("inv", A)
+    xp = get_array_module(A._data)
+    eye = Tensor(xp.eye(A.shape[-1], dtype=A.dtype))
+    return Solve.apply(A, eye, "inv")
+
+
+__getattr__ = _missing.module_getattr(__name__, {}, "tinytrain.linalg has norm, vector_norm, "
+                                      "matrix_norm, solve and inv; " + _missing._NUMPY)

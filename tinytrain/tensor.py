@@ -2307,6 +2307,12 @@ class Tensor:
         indices = Tensor((index if keepdim else index.squeeze(axis)).astype(int64, copy=False))
         return MedianResult(values, indices)
 
+    def inverse(self) -> Tensor:
+        """The inverse of each matrix ``[*, n, n]``: ``tinytrain.linalg.inv(self)``."""
+        from tinytrain.linalg import inv
+
+        return inv(self)
+
     @_accumulates_in_float32
     def norm(self, p: Any = "fro", dim: Any = None, keepdim: bool = False) -> Tensor:
         """The ``p``-norm over ``dim`` (all entries if None): 2 / ``"fro"`` / None (default),

@@ -11,8 +11,9 @@ their import lines; where they imported torchvision they import this module, whi
   pattern, 60%, plus noise, 40%;
 * ``datasets.FashionMNIST(...)``: the same part of mini MNIST (the quickstart only needs
   ten classes of 28x28 images);
-* ``transforms.Compose`` / ``ToTensor`` / ``Normalize`` (``ToTensor`` gives the running
-  library's tensor, see :data:`as_tensor`), and ``utils.make_grid``;
+* ``transforms.Compose`` / ``ToTensor`` / ``Normalize`` / ``Resize`` (``ToTensor`` gives the
+  running library's tensor, see :data:`as_tensor`), ``utils.make_grid`` and
+  ``utils.save_image`` (recorded in :data:`saved_images`, nothing written);
 * ``io.decode_image`` (of ``.npy`` files) and ``models.vgg16``: a VGG of VGG-16's layout
   made small, built of the running library's layers (:data:`library`).
 """
@@ -64,6 +65,21 @@ class Normalize:
         return (x - as_tensor(self.mean)) / as_tensor(self.std)
 
 
+class Resize:
+    """``Resize(size)`` of a ``[C, H, W]`` array: the shorter side to ``size`` (nearest
+    pixels; the shim's images are already arrays, torchvision's would be PIL images)."""
+
+    def __init__(self, size):
+        self.size = size
+
+    def __call__(self, x):
+        h, w = x.shape[-2:]
+        oh, ow = ((self.size, self.size * w // h) if h <= w else (self.size * h // w, self.size)
+                  ) if isinstance(self.size, int) else tuple(self.size)
+        rows, cols = np.arange(oh) * h // oh, np.arange(ow) * w // ow
+        return x[..., rows[:, None], cols[None, :]]
+
+
 def mnist(root, train=True, download=False, transform=None, target_transform=None):
     ds = MNISTMini(train=train, transform=transform, target_transform=target_transform)
     keep = np.random.default_rng(0).permutation(len(ds))[:MNIST_SIZES[train]]
@@ -91,6 +107,15 @@ class CIFAR10(Dataset):
         return (self.transform(image) if self.transform else image), self.targets[i]
 
 
+#: ``save_image``'s calls: ``(path, images as float32 [B, C, H, W], keywords)``.
+saved_images: list = []
+
+
+def save_image(tensor, fp, **kwargs):
+    """``torchvision.utils.save_image``: records the images (no PNG is written)."""
+    saved_images.append((fp, np.array(tensor.detach().numpy()), kwargs))
+
+
 def make_grid(images, padding=2):
     """``[B, C, H, W]`` -> ``[C, H, B * (W + padding)]``: the images side by side, as a
     tensor of the library the images come from."""
@@ -100,8 +125,9 @@ def make_grid(images, padding=2):
 
 
 datasets = SimpleNamespace(MNIST=mnist, FashionMNIST=mnist, CIFAR10=CIFAR10)
-transforms = SimpleNamespace(Compose=Compose, ToTensor=ToTensor, Normalize=Normalize)
-utils = SimpleNamespace(make_grid=make_grid)
+transforms = SimpleNamespace(Compose=Compose, ToTensor=ToTensor, Normalize=Normalize,
+                             Resize=Resize)
+utils = SimpleNamespace(make_grid=make_grid, save_image=save_image)
 
 
 def decode_image(path):

@@ -12,12 +12,14 @@ from tinytrain.autograd.grad_mode import (
     set_grad_enabled,
 )
 from tinytrain.autograd.gradients import backward, grad
+from tinytrain.autograd.variable import Variable
 
 __all__ = [
     "AccumulateGrad",
     "Context",
     "Function",
     "Node",
+    "Variable",
     "backward",
     "enable_grad",
     "functional",
@@ -31,7 +33,6 @@ __all__ = [
 ]
 
 __getattr__ = _module_getattr(__name__, {
-    "Variable": "Tensors record gradients themselves: tt.tensor(data, requires_grad=True)",
     "gradcheck": "not in tinytrain; compare with finite differences in float64, or with "
                  "PyTorch (as tests/test_ops.py does)",
 }, "tinytrain.autograd has Function, grad, backward, no_grad, enable_grad, set_grad_enabled "

@@ -690,11 +690,14 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,  # noqa: A00
 
     ``weight`` (broadcast to the input's shape) scales each element's loss; ``pos_weight``
     (broadcast along the last dim, e.g. ``[C]`` for ``[N, C]``) scales the positive term,
-    ``-p y log sigmoid(x)``, as in PyTorch.
+    ``-p y log sigmoid(x)``, as in PyTorch. The loss has the dtype of a floating ``target``,
+    as PyTorch's (which computes it in place in a copy of the target): float64 logits with
+    ``labels.float()`` give a float32 loss (the input's gradient stays float64).
     """
     name = "binary_cross_entropy_with_logits"
     reduction = _legacy_reduction(name, size_average, reduce, reduction)
     _same_shape(name, input, target)
+    out_dtype = target.dtype if target.dtype.kind == "f" else input.dtype
     target = target.to(dtype=input.dtype)
     loss = O.BCEWithLogits.apply(input, target)  # softplus(-x) + (1 - y) x
     if pos_weight is not None:  # the positive term, -y log sigmoid(x) = y softplus(-x), p times
@@ -702,6 +705,8 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,  # noqa: A00
             * softplus(-input)
     if weight is not None:
         loss = loss * _as_weight(name, "weight", weight, input)
+    if loss.dtype != out_dtype:
+        loss = loss.to(dtype=out_dtype)
     return _reduce(loss, reduction, name)
 
 
