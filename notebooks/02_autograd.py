@@ -2069,7 +2069,13 @@ for name in list(passes)[1:]:
 # again, so any order works);
 # [tinytrain/autograd/gradients.py](../tinytrain/autograd/gradients.py) (`grad`) and
 # [tinytrain/autograd/functional.py](../tinytrain/autograd/functional.py) (`jacobian`,
-# `hessian`, `vjp`, `jvp`, `hvp`, `vhp`).
+# `hessian`, `vjp`, `jvp`, `hvp`, `vhp`). Whole programs that use them, which the tests run
+# with tinytrain and with PyTorch and compare: a WGAN-GP
+# ([tests/tutorials/gan_wgan_gp.py](../tests/tutorials/gan_wgan_gp.py)), MAML on sine waves
+# ([maml_sine.py](../tests/tutorials/maml_sine.py)), a physics-informed network whose loss
+# holds $u_{xx}$ ([pinn_burgers.py](../tests/tutorials/pinn_burgers.py)) and second-order
+# snippets, Newton's method for logistic regression among them
+# ([hessian_snippets.py](../tests/tutorials/hessian_snippets.py)).
 
 
 # %% [markdown]
