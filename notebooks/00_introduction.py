@@ -95,8 +95,9 @@
 #   package's `Tensor`, and `get_array_module` for NumPy or CuPy.
 # * **[Chapter 2 — Autograd](02_autograd.ipynb)**, 3–4 h; before it: chapter 1, the chain
 #   rule. *You build* a scalar autograd, then `Function`, `ctx` and the backward engine;
-#   `Module`, `Linear`, cross-entropy, SGD and Adam; and train a small MLP with them. *You
-#   use* `tinytrain.autograd`, `nn` and `optim`, to compare with.
+#   `Module`, `Linear`, cross-entropy, SGD and Adam; and train a small MLP with them; then
+#   gradients of gradients, for Newton's method. *You use* `tinytrain.autograd` (its
+#   `create_graph=True` for a Hessian-vector product), `nn` and `optim`, to compare with.
 # * **[Chapter 3 — Conv2d on the CPU](03_conv2d_cpu.ipynb)**, 4 h; before it: chapters 1–2.
 #   *You build* naive loops, one matrix product per kernel offset, im2col as a view, the
 #   column-shift kernel (which the package's dX runs; its forward and dW pack windows

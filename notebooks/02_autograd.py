@@ -16,7 +16,9 @@
 # them in one backward sweep whose cost is a small multiple of the forward pass. This
 # chapter builds it twice — first for scalars, where every step is visible, then for
 # tensors, the way `tinytrain.autograd` does it — then builds the pieces of training on top
-# (modules, a layer, a loss, two optimizers) and trains a small network with them.
+# (modules, a layer, a loss, two optimizers) and trains a small network with them. It ends
+# with gradients of gradients: what Newton's method, Hessian-vector products, gradient
+# penalties and MAML need.
 #
 # **What you will build / learn in this chapter**
 #
@@ -38,6 +40,11 @@
 # 7. A small MLP trained on two moons three times from the same initial weights — with what
 #    we built, with `tinytrain`, with PyTorch — and the scalar `Value` engine timed against
 #    the tensor engine on the same network.
+# 8. Gradients of gradients: `Value` closures that compute with Values, so that a gradient
+#    has a graph and can be differentiated again; Newton's method with them; then the
+#    package's `create_graph=True`: the derivatives of `tanh` up to the fourth, a
+#    Hessian-vector product checked against finite differences and the full Hessian, and
+#    how `backward_graph` and the saved arrays reconnected to the graph make it work.
 
 # %%
 # %matplotlib inline
@@ -354,7 +361,7 @@ print("Exercise 2.1: topological_order is a valid order, gives Value.backward's 
 # **selective save**: `d(a*b)/da` needs only `b` and `d(a*b)/db` needs only `a`, so when just
 # one input requires a gradient only one array is kept alive until backward. For a layer
 # whose input is a large batch of images this is a real memory saving. Here is tinytrain's
-# `Mul`:
+# `Mul` (its last method, `backward_graph`, is for gradients of gradients: section 8):
 
 # %%
 import inspect
@@ -1677,6 +1684,401 @@ print(f"the Value engine takes {ratio:,.0f}x as long per step; it builds "
 
 
 # %% [markdown]
+# ## 8. Gradients of gradients
+#
+# Everything so far needed the gradient as a *number*: an optimizer reads it and moves the
+# weights. Some methods need to differentiate the gradient itself:
+#
+# * **Newton's method** jumps to the minimum of the parabola that has the function's value,
+#   slope and curvature at the current point, $x \leftarrow x - f'(x) / f''(x)$: it needs the
+#   second derivative. With many parameters $f''$ is the Hessian $H$, a $P \times P$ matrix
+#   that nobody forms for a real network (a million weights: a million million entries), but
+#   its product with a vector, $Hv$, costs about two backward passes. Hessian-free
+#   optimisation, and the measures of how sharp a minimum is (its largest curvatures), are
+#   built on such products.
+# * **Gradient penalties.** WGAN-GP trains its critic $D$ with a loss that contains the
+#   critic's gradient with respect to its input, $\lambda (\lVert \nabla_{\hat x} D(\hat x)
+#   \rVert - 1)^2$ at points $\hat x$ between real and generated samples; the critic's weights
+#   follow the gradient of that loss: a derivative of a derivative.
+# * **MAML** learns initial weights $w$ that adapt to a new task in one gradient step,
+#   $w' = w - \alpha \nabla L(w)$. The gradient of the loss after the step, $L_2(w')$, with
+#   respect to $w$ goes through that inner gradient, so it contains the Hessian of $L$ (times
+#   a vector).
+#
+# All three need the same thing: a gradient that backward can run through again, i.e. a
+# gradient that carries the graph of how it was computed.
+#
+# ### The idea, on `Value`
+#
+# Look at section 1's `Value.__mul__` again. Its closure computes
+# `self.grad += other.data * out.grad`, with the *float* `other.data`: the gradient is a
+# float that has forgotten that it depends on `other`. Write the same line with the *Value*
+# `other`, `self.grad += other * out.grad`, and the gradient is computed by `Value`
+# operations: it is a `Value` with a graph, which `backward` can differentiate like any
+# other. That is the whole trick, and it is what PyTorch's `create_graph=True` asks for.
+# Only the closures that read `.data` change; `+`'s reads nothing (its local derivative is
+# 1), and `Value2` repeats it only so that its result is a `Value2` too.
+
+# %%
+class Value2(Value):
+    # Value whose closures compute with Values, not floats (`.data` dropped in * and **):
+    # each gradient is then a Value2 with a graph of its own.
+    def __add__(self, other):
+        other = other if isinstance(other, Value) else Value2(other)
+        out = Value2(self.data + other.data, (self, other), "+")
+        def _backward():
+            self.grad += out.grad                 # as in Value
+            other.grad += out.grad
+        out._backward = _backward
+        return out
+
+    def __mul__(self, other):
+        other = other if isinstance(other, Value) else Value2(other)
+        out = Value2(self.data * other.data, (self, other), "*")
+        def _backward():
+            self.grad += other * out.grad         # Value: other.data * out.grad
+            other.grad += self * out.grad
+        out._backward = _backward
+        return out
+
+    def __pow__(self, k):
+        out = Value2(self.data ** k, (self,), f"**{k}")
+        def _backward():
+            self.grad += k * self ** (k - 1) * out.grad   # Value: k * self.data ** (k - 1)
+        out._backward = _backward
+        return out
+
+
+# %% [markdown]
+# `value_grad(y, x)` runs section 1's `backward`, unchanged, and takes `x.grad`. Then it sets
+# every `grad` that pass touched back to 0: the next pass, through the gradient's graph,
+# goes through some of the same nodes again (`x`, and the factors the closures used), and
+# must start from zero, as a training step starts from `zero_grad`. The test function is
+# DeZero's, $f(x) = x^4 - 2x^2$; at $x = 2$ its derivatives are $f' = 4x^3 - 4x = 24$,
+# $f'' = 12x^2 - 4 = 44$, $f''' = 24x = 48$ and $f'''' = 24$.
+
+# %%
+def value_grad(y, x):
+    """dy/dx as a Value2, whose graph can be differentiated again."""
+    order = y.backward()        # the closures build the gradient's graph as they run
+    gx = x.grad
+    for v in order:             # every grad back to 0 for the next pass
+        v.grad = 0.0
+    return gx if isinstance(gx, Value) else Value2(gx)   # (0.0 if y does not use x)
+
+
+def quartic(x):
+    return x ** 4 - 2 * x ** 2
+
+
+x = Value2(2.0, label="x")
+derivatives = [quartic(x)]
+for _ in range(4):
+    derivatives.append(value_grad(derivatives[-1], x))
+print("f, f', f'', f''', f'''' at x = 2:", [d.data for d in derivatives])
+assert [d.data for d in derivatives] == [8.0, 24.0, 44.0, 48.0, 24.0]
+
+# %% [markdown]
+# The gradient of a smaller function, $x^3$ at $x = 1.5$, drawn as section 1 drew a graph:
+# `x**2 * 3 * 1 + 0`, where the `1` is the seed `out.grad` and the `0` the `grad` it was
+# added to. It is an ordinary graph with `x` among its leaves, so it has a gradient of its
+# own, $6x = 9$.
+
+# %%
+x = Value2(1.5, label="x")
+gx = value_grad(x ** 3, x)
+assert gx.data == 3 * 1.5 ** 2 and value_grad(gx, x).data == 6 * 1.5
+fig, ax = plt.subplots(figsize=(10, 3.2))
+figures.draw_graph(gx.named("dy/dx"), ax)
+ax.set_title("the gradient of y = x**3, built by backward: a graph that contains x")
+plt.show()
+
+# %% [markdown]
+# ### Newton's method
+#
+# With $f'$ and $f''$ in hand, Newton's method is three lines (DeZero's step 33 runs it on
+# this function): differentiate twice at the current `x`, step by $-f'/f''$. Both
+# derivatives are checked against their formulas at every step. For comparison, gradient
+# descent (step size 0.01, section 1's plain `Value`, first derivatives only) from the same
+# start.
+
+# %%
+newton = [2.0]
+for _ in range(7):
+    x = Value2(newton[-1])
+    gx = value_grad(quartic(x), x)
+    gx2 = value_grad(gx, x)
+    assert math.isclose(gx.data, 4 * x.data ** 3 - 4 * x.data, rel_tol=1e-14)
+    assert math.isclose(gx2.data, 12 * x.data ** 2 - 4, rel_tol=1e-14)
+    newton.append(x.data - gx.data / gx2.data)
+print("Newton:", " -> ".join(f"{v:.12f}" for v in newton))
+assert abs(newton[-1] - 1.0) < 1e-15       # f'(1) = 0 and f''(1) = 8 > 0: the minimum
+
+descent = [2.0]
+while abs(descent[-1] - 1.0) > 1e-12:
+    x = Value(descent[-1])
+    quartic(x).backward()
+    descent.append(x.data - 0.01 * x.grad)
+print(f"gradient descent needs {len(descent) - 1} steps to get within 1e-12 of the minimum")
+
+# %% [markdown]
+# Near the minimum Newton's error is roughly squared at every step (the number of correct
+# digits doubles), where gradient descent's shrinks by the same factor at every step,
+# $1 - 0.01 f''(1) = 0.92$: a straight line on a log scale. The price is the second
+# derivative and, with $P$ parameters, a $P \times P$ linear system to solve at each step.
+
+# %%
+fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.6))
+grid_x = np.linspace(-1.6, 2.1, 300)
+ax0.plot(grid_x, quartic(grid_x), color="gray", label="f(x) = x^4 - 2x^2")
+for path, marker, name in [(np.array(descent), "o", "gradient descent"),
+                           (np.array(newton), "s", "Newton")]:
+    ax0.plot(path, quartic(path), marker + "-", ms=3, label=name)
+    error = np.abs(path - 1)
+    steps = np.flatnonzero(error)                 # (Newton lands on 1.0 exactly)
+    ax1.semilogy(steps, error[steps], marker + "-", ms=3, label=name)
+ax0.set_xlabel("x")
+ax0.legend()
+ax1.set_xlabel("step")
+ax1.set_ylabel("|x - 1|")
+ax1.legend()
+ax1.grid(True, which="both", alpha=0.3)
+plt.show()
+
+# %% [markdown]
+# One more op, whose derivative is written with its *output*: $\tanh' = 1 - \tanh^2$.
+# Section 1's closure used the float `t`; this one uses the Value `out` (as `1 + -out * out`:
+# `Value` has no `1 - v`), so the gradient's graph goes through the `tanh` node itself, and
+# the next pass differentiates that `tanh` again. Remember this one: it is what the package
+# has to arrange for the arrays that a `Function` saved.
+
+# %%
+def value2_tanh(self):
+    out = Value2(math.tanh(self.data), (self,), "tanh")
+
+    def _backward():
+        self.grad += (1 + -out * out) * out.grad    # Value: (1 - t * t) * out.grad
+
+    out._backward = _backward
+    return out
+
+
+Value2.tanh = value2_tanh
+
+x = Value2(0.7)
+t = math.tanh(0.7)
+gx2 = value_grad(value_grad(x.tanh(), x), x)
+print(f"tanh''(0.7) = {gx2.data:.12f}; -2 tanh (1 - tanh^2) = {-2 * t * (1 - t * t):.12f}")
+assert math.isclose(gx2.data, -2 * t * (1 - t * t), rel_tol=1e-14)
+
+# %% [markdown]
+# ### The package: `create_graph=True`
+#
+# tinytrain spells it as PyTorch does. `tt.autograd.grad(y, x, create_graph=True)` returns
+# the gradient as a Tensor with a `grad_fn`, and a second `grad` (or `backward`) runs through
+# it; `y.backward(create_graph=True)` does the same into `x.grad`. The same function, at the
+# same point:
+
+# %%
+x = tt.tensor(2.0, dtype=tt.float64, requires_grad=True)
+y = x ** 4 - 2 * x ** 2
+(gx,) = tt.autograd.grad(y, x, create_graph=True)
+print("f'(2) =", gx)                     # a grad_fn: it can be differentiated
+(gx2,) = tt.autograd.grad(gx, x)
+print("f''(2) =", gx2)                   # create_graph=False: a plain number again
+assert gx.item() == 24.0 and gx2.item() == 44.0 and gx2.grad_fn is None
+
+# %% [markdown]
+# Now `tanh`'s first four derivatives, at 401 points at once: the `i`-th output depends only
+# on the `i`-th input, so the gradient of their *sum* holds each point's own derivative, and
+# each derivative, kept with its graph, is differentiated again for the next. The formulas
+# to check against follow from $\tanh' = 1 - \tanh^2$ and the chain rule; with
+# $t = \tanh x$ and $s = 1 - t^2$ they are $s$, $-2ts$, $-2s(1 - 3t^2)$ and
+# $8ts(2 - 3t^2)$.
+
+# %%
+xs = tt.linspace(-4, 4, 401, dtype=tt.float64, requires_grad=True)
+curves = [xs.tanh()]
+for _ in range(4):
+    (d,) = tt.autograd.grad(curves[-1].sum(), xs, create_graph=True)
+    curves.append(d)
+t = np.tanh(xs.detach().numpy())
+s = 1 - t * t
+formulas = [t, s, -2 * t * s, -2 * s * (1 - 3 * t * t), 8 * t * s * (2 - 3 * t * t)]
+for k, (curve, formula) in enumerate(zip(curves, formulas)):
+    assert np.allclose(curve.detach().numpy(), formula, rtol=1e-12, atol=1e-14), k
+
+fig, ax = plt.subplots(figsize=(7, 3.8))
+for curve, name in zip(curves, ["tanh(x)", "1st", "2nd", "3rd", "4th derivative"]):
+    ax.plot(xs.detach().numpy(), curve.detach().numpy(), label=name)
+ax.set_xlabel("x")
+ax.legend()
+ax.grid(True, alpha=0.3)
+ax.set_title("tanh and its first four derivatives, each the gradient of the one before")
+plt.show()
+
+# %% [markdown]
+# ### A Hessian-vector product
+#
+# For a loss $L(w)$ of $P$ parameters with gradient $g(w)$ and a constant vector $v$,
+# $\partial (g \cdot v) / \partial w_i = \sum_j H_{ij} v_j$: the gradient of the *number*
+# $g \cdot v$ is $Hv$. Two passes compute it, the gradient with its graph
+# (`create_graph=True`), then the gradient of one number made from it; nothing of size
+# $P \times P$ is ever formed. To see every number, the model is a tiny MLP, 2-4-2 with
+# `tanh`, on the two moons, and its loss is written as a function of one flat vector `w` of
+# its 22 parameters (the form `tt.autograd.functional` takes, below). The referee is a finite
+# difference, of two gradients this time: $Hv \approx (g(w + \epsilon v) - g(w - \epsilon
+# v)) / 2\epsilon$.
+
+# %%
+shapes = [(4, 2), (4,), (2, 4), (2,)]                # W1, b1, W2, b2
+sizes = [math.prod(shape) for shape in shapes]
+
+
+def mlp_loss(w, F, X, Y):
+    # the loss of the 2-4-2 MLP whose parameters are the flat w (F: either library's)
+    W1, b1, W2, b2 = (part.reshape(shape) for part, shape in zip(w.split(sizes), shapes))
+    return F.cross_entropy(F.linear(F.linear(X, W1, b1).tanh(), W2, b2), Y)
+
+
+def loss_of(w):
+    return mlp_loss(w, F, X_tt, Y_tt)
+
+
+def gradient_at(w_np):
+    w = tt.tensor(w_np, requires_grad=True)
+    return tt.autograd.grad(loss_of(w), w)[0].numpy()
+
+
+rng = np.random.default_rng(8)
+w_np, v_np = rng.standard_normal(sum(sizes)) / 2, rng.standard_normal(sum(sizes))
+w, v = tt.tensor(w_np, requires_grad=True), tt.tensor(v_np)
+(g,) = tt.autograd.grad(loss_of(w), w, create_graph=True)
+(hv,) = tt.autograd.grad((g * v).sum(), w)           # v is a constant: d(g . v)/dw = H v
+eps = 1e-5
+finite = (gradient_at(w_np + eps * v_np) - gradient_at(w_np - eps * v_np)) / (2 * eps)
+print(f"H v: {np.abs(hv.numpy()).max():.4f} at most; differs from the finite difference by "
+      f"{np.abs(hv.numpy() - finite).max():.1e}")
+assert np.allclose(hv.numpy(), finite, rtol=1e-6, atol=1e-8)
+
+# %% [markdown]
+# `tt.autograd.functional` packages the same passes under PyTorch's names: `hvp(f, w, v)`,
+# and `hessian(f, w)`, which builds the whole $22 \times 22$ matrix, one row per backward
+# pass through the gradient (affordable here, never for a real network). Times `v` it must
+# give our product, and it must be symmetric ($H_{ij}$ and $H_{ji}$ are the same mixed
+# derivative). PyTorch, when it is installed, computes the same product from the same
+# function.
+
+# %%
+H = tt.autograd.functional.hessian(loss_of, w.detach()).numpy()
+_, hv_functional = tt.autograd.functional.hvp(loss_of, w.detach(), v)
+assert H.shape == (22, 22) and np.allclose(H, H.T, rtol=0, atol=1e-15)
+assert np.allclose(H @ v_np, hv.numpy(), rtol=1e-12, atol=1e-15)
+assert np.allclose(hv_functional.numpy(), hv.numpy(), rtol=1e-12, atol=1e-15)
+if torch is not None:
+    _, hv_torch = torch.autograd.functional.hvp(
+        lambda w: mlp_loss(w, torch.nn.functional, X_t, Y_t), torch.from_numpy(w_np),
+        torch.from_numpy(v_np))
+    assert np.allclose(hv_torch.numpy(), hv.numpy(), rtol=1e-12, atol=1e-15)
+curvatures = np.linalg.eigvalsh(H)
+print(f"H @ v == H v{' == PyTorch' if torch is not None else ''}; eigenvalues of H from "
+      f"{curvatures[0]:.3f} to {curvatures[-1]:.3f}, {np.sum(curvatures < 0)} of 22 negative")
+assert curvatures[0] < 0 < curvatures[-1]              # (the text below reads them)
+
+fig, ax = plt.subplots(figsize=(4.6, 4))
+limit = np.abs(H).max()
+image = ax.imshow(H, cmap="RdBu_r", vmin=-limit, vmax=limit)
+for edge in np.cumsum(sizes)[:-1] - 0.5:             # the blocks of W1, b1, W2, b2
+    ax.axhline(edge, color="k", lw=0.6)
+    ax.axvline(edge, color="k", lw=0.6)
+centres = np.cumsum(sizes) - np.array(sizes) / 2 - 0.5
+ax.set_xticks(centres, ["W1", "b1", "W2", "b2"])
+ax.set_yticks(centres, ["W1", "b1", "W2", "b2"])
+fig.colorbar(image, ax=ax)
+ax.set_title("the Hessian of the MLP's loss")
+plt.show()
+
+# %% [markdown]
+# The negative eigenvalues say that at these random weights the loss curves *down* along
+# some directions. Newton's step, $-H^{-1} g$, goes to the stationary point of the local
+# quadratic, which along those directions is a maximum: one reason why second-order methods
+# for networks damp or replace $H$ (with the Gauss-Newton matrix, say), besides its size.
+#
+# ### How the package does it
+#
+# The package does what `Value2` does, with one difference that speed imposes. Section 2's
+# `Function.backward` computes on raw arrays (`Mul.backward` returns `g * b`, a NumPy array),
+# and an array carries no graph. So each built-in op has a second method,
+# `backward_graph(ctx, grad, saved)`: the same formula written with tinytrain's
+# differentiable ops on Tensors, as `Value2`'s closures are `Value`'s with `.data` dropped.
+# `saved` holds the arrays that `setup_context` saved, given back as Tensors *connected to
+# the graph* (`Node.saved_graph`). `Function.apply` already matches every saved array to an
+# input or to the output, by identity, for the in-place version check of section 5; the same
+# record says which, so an input's array comes back as that input, and the output's as a
+# Tensor whose `grad_fn` is the node itself: `Value2.tanh`'s `out`. With `create_graph=True`
+# the engine runs a second loop over the same dependency counts, with grad mode on: it calls
+# `backward_graph` instead of `backward` and sums gradients with Tensor ops. An op that has
+# no `backward_graph` raises a `NotImplementedError` that names it, rather than return a
+# gradient without its graph. `Tanh`'s two backwards read alike; the second one's `t` and
+# `g` are Tensors:
+
+# %%
+print(inspect.getsource(ops.Tanh))
+
+# %% [markdown]
+# Why two methods and two loops, rather than one backward on Tensors for everything? A
+# training step never differentiates twice, and gradients made of Tensors cost more than
+# gradients made of arrays: a Tensor around every intermediate gradient, a graph node
+# recorded for every op of the backward pass, and everything they hold kept alive. So the
+# first-order path, which every training step takes, stays on arrays, and the mode is chosen
+# once per pass, not tested at every node. The gradients of section 7's MLP, on its 300
+# points, both ways:
+
+# %%
+params_tt = list(model_tt.parameters())
+passes = {"forward only": lambda: F.cross_entropy(model_tt(X_tt), Y_tt),
+          "backward on arrays": lambda: tt.autograd.grad(passes["forward only"](), params_tt),
+          "backward with create_graph": lambda: tt.autograd.grad(passes["forward only"](),
+                                                                 params_tt, create_graph=True)}
+times = {name: [] for name in passes}
+gc.disable()                                         # as in section 7's timing
+for _ in range(100):                                 # interleaved: the same load for all three
+    for name, run in passes.items():
+        start = time.perf_counter()
+        run()
+        times[name].append(time.perf_counter() - start)
+gc.enable()
+ms = {name: float(np.median(t)) * 1e3 for name, t in times.items()}
+for name in list(passes)[1:]:
+    print(f"{name:27s} {ms[name] - ms['forward only']:.3f} ms (after a {ms['forward only']:.3f} "
+          "ms forward)")
+
+
+# %% [markdown]
+# On the 2-core development machine the pass with `create_graph` took about 1.6 times as
+# long as the pass on arrays (0.77 against 0.49 ms in one run of the cell above): a cost
+# that every training step would pay for nothing if backward always built a graph.
+#
+# Where to read more: the DESIGN section of the docstring of
+# [tinytrain/autograd/engine.py](../tinytrain/autograd/engine.py) (`_propagate_graph`, and
+# why `retain_graph` defaults to `create_graph`);
+# [tinytrain/autograd/function.py](../tinytrain/autograd/function.py) (`Node.apply_graph`,
+# `Node.saved_graph`); the `backward_graph` methods of
+# [tinytrain/autograd/ops.py](../tinytrain/autograd/ops.py) and
+# [tinytrain/nn/conv.py](../tinytrain/nn/conv.py) (a convolution's gradients are convolutions
+# again, so any order works);
+# [tinytrain/autograd/gradients.py](../tinytrain/autograd/gradients.py) (`grad`) and
+# [tinytrain/autograd/functional.py](../tinytrain/autograd/functional.py) (`jacobian`,
+# `hessian`, `vjp`, `jvp`, `hvp`, `vhp`). Whole programs that use them, which the tests run
+# with tinytrain and with PyTorch and compare: a WGAN-GP
+# ([tests/tutorials/gan_wgan_gp.py](../tests/tutorials/gan_wgan_gp.py)), MAML on sine waves
+# ([maml_sine.py](../tests/tutorials/maml_sine.py)), a physics-informed network whose loss
+# holds $u_{xx}$ ([pinn_burgers.py](../tests/tutorials/pinn_burgers.py)) and second-order
+# snippets, Newton's method for logistic regression among them
+# ([hessian_snippets.py](../tests/tutorials/hessian_snippets.py)).
+
+
+# %% [markdown]
 # ## Summary
 #
 # * **Reverse mode**: every value carries `grad = dL/d(value)`; each op passes its output's
@@ -1703,15 +2105,25 @@ print(f"the Value engine takes {ratio:,.0f}x as long per step; it builds "
 #   `tinytrain` and PyTorch from the same weights, to rounding. The scalar `Value` engine
 #   computes the same numbers with one Python object per multiply-add, and is slower by the
 #   ratio printed in section 7: tensors exist to hand whole loops to compiled code.
+# * **Gradients of gradients**: a backward that computes with the graph's own values
+#   (`other * out.grad`, not `other.data * out.grad`) returns a gradient with a graph, which
+#   backward differentiates again: Newton's method, Hessian-vector products ($Hv$ is the
+#   gradient of $g \cdot v$: two passes, no $P \times P$ matrix), gradient penalties, MAML.
+#   tinytrain's `create_graph=True` runs each op's `backward_graph` (its backward in Tensor
+#   ops) on saved arrays given back as Tensors of the graph; the first-order pass stays on
+#   arrays, because it is faster and every training step takes it.
 #
 # **Where this lives in the package**
 #
 # * [tinytrain/autograd/function.py](../tinytrain/autograd/function.py) — `Function`,
 #   `Context` (`needs_input_grad`, `save_for_backward`), `Node`, `AccumulateGrad`
 # * [tinytrain/autograd/engine.py](../tinytrain/autograd/engine.py) — `run_backward`:
-#   dependency counting, buffers, freeing saved arrays
-# * [tinytrain/autograd/ops.py](../tinytrain/autograd/ops.py) — every differentiable op, and
-#   `unbroadcast`
+#   dependency counting, buffers, freeing saved arrays; `create_graph`'s second loop
+# * [tinytrain/autograd/ops.py](../tinytrain/autograd/ops.py) — every differentiable op
+#   (`backward`, and `backward_graph` for gradients of gradients), and `unbroadcast`
+# * [tinytrain/autograd/gradients.py](../tinytrain/autograd/gradients.py) — `autograd.grad`;
+#   [tinytrain/autograd/functional.py](../tinytrain/autograd/functional.py) — `hessian`,
+#   `hvp`, `jacobian`, ...
 # * [tinytrain/autograd/grad_mode.py](../tinytrain/autograd/grad_mode.py) — `no_grad`,
 #   `enable_grad`
 # * [tinytrain/tensor.py](../tinytrain/tensor.py) — `Tensor.backward`,
