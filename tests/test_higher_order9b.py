@@ -32,17 +32,25 @@ def fn(m):
     return F if m is tt else TF
 
 
+#: The device of the test that runs (the ``device`` fixture's): tinytrain's constants go there.
+ON = {"device": "cpu"}
+
+
 def idx(m, values):
     """An int64 index tensor of ``m``."""
-    return m.tensor(np.asarray(values, dtype=np.int64))
-
-
-def ones(m, x, *shape):
-    return m.ones(*shape, dtype=x.dtype)
+    return tensor(m, np.asarray(values, dtype=np.int64))
 
 
 def const(m, values):
-    return m.tensor(np.asarray(values, dtype=np.float64))
+    return tensor(m, np.asarray(values, dtype=np.float64))
+
+
+def tensor(m, array):
+    return tt.tensor(array, device=ON["device"]) if m is tt else torch.tensor(array)
+
+
+def ones(m, x, *shape):
+    return m.ones(*shape, dtype=x.dtype, device=x.device)
 
 
 # ------------------------------------------------------------------------------ the table
@@ -71,7 +79,8 @@ OPS = {
     "remainder": (lambda m, x, w: m.remainder(x * 3, w) * x, S, S, "pos"),
     "sign_round": (lambda m, x, w: (x.sign() + m.round(x * 2) + x.floor()) * w, S, S, "normal"),
     "lerp": (lambda m, x, w: x.lerp(w, 0.3) * x + m.lerp(w, x, 0.8), S, S, "normal"),
-    "lerp_tensor": (lambda m, x, w: x.lerp(w, x.detach().sigmoid()) * w, S, S, "normal"),
+    "lerp_tensor": (lambda m, x, w: x.lerp(w, const(m, np.linspace(0, 1, 12).reshape(S))) * w,
+                    S, S, "normal"),
     # reductions and scans
     "prod_all": (lambda m, x, w: (x * w).prod(), S, S, "pos"),
     "prod_dim": (lambda m, x, w: (x * w).prod(1), S, S, "normal"),
@@ -256,7 +265,23 @@ OPS = {
         x.reshape(1, 3, 4), w.reshape(1, 3, 4), (x * w).reshape(1, 3, 4)) ** 2, S, S, "normal"),
     "bilinear": (lambda m, x, w: fn(m).bilinear(x, w, (x[:2, :, None] * w[:2, None, :]),
                                                 w[:2, 0]) ** 2, S, S, "normal"),
+    # recurrent cells (compositions; the weights are constants here)
+    "lstm_cell": (lambda m, x, w: _cell(m, "LSTMCell", x, (w, w.flip(0) * 0.5)), S, S, "normal"),
+    "gru_cell": (lambda m, x, w: _cell(m, "GRUCell", x, w), S, S, "normal"),
+    "rnn_cell_relu": (lambda m, x, w: _cell(m, "RNNCell", x, w, nonlinearity="relu"), S, S,
+                      "normal"),
 }
+
+
+def _cell(m, name, x, state, **options):
+    """``name`` (4 -> 4) of ``m`` on ``x [3, 4]`` and ``state``, with the same weights in both
+    libraries; the new state (LSTM: ``h * c``)."""
+    cell = getattr(m.nn, name)(4, 4, **options).to(device=x.device, dtype=x.dtype)
+    rng = np.random.default_rng(4)
+    for p in cell.parameters():
+        p.requires_grad_(False).copy_(tensor(m, rng.uniform(-0.6, 0.6, tuple(p.shape))))
+    out = cell(x, state)
+    return out[0] * out[1] if isinstance(out, tuple) else out
 
 
 def _setitem_copy(m, x, w):
@@ -267,8 +292,11 @@ def _setitem_copy(m, x, w):
 
 
 def _unpool(m, x, w):
-    out, indices = fn(m).max_pool2d(x.detach(), 2, 1, return_indices=True)
-    return fn(m).max_unpool2d((x * w)[:, :, :4, :5], indices, 2, 1) ** 2
+    """Unpooling at fixed indices, with no index twice (where an index repeats, the gradient
+    of every value written there is not the derivative: one of them stays, in torch too)."""
+    _, indices = fn(m).max_pool2d(const(m, np.arange(60.0).reshape(IMG)), 2, 2,
+                                  return_indices=True)
+    return fn(m).max_unpool2d((x * w)[:, :, :2, :3], indices, 2, 2, output_size=(5, 6)) ** 2
 
 
 # ------------------------------------------------------------------------------- helpers
@@ -326,6 +354,7 @@ def gradgrad(m, f, xv, wv, vv, uv, device="cpu"):
 
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_double_backward_matches_torch(name, device):
+    ON["device"] = device
     f, xv, wv, rng = draw(name)
     cache = {}
 
@@ -343,6 +372,38 @@ def test_double_backward_matches_torch(name, device):
         np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-9, err_msg=f"{name}: {what}")
 
 
+def directional(f, xv, wv, vv, uv, dx, dw, device, create_graph):
+    """``<g, u>`` for ``g = d<f(x, w), v>/d(x, w)`` and, with ``create_graph``, its derivative
+    along ``(dx, dw)`` (tinytrain's double backward); without, ``<g, u>`` alone."""
+    x, w = leaf(tt, xv, device), leaf(tt, wv, device)
+    gs = tt.autograd.grad(f(tt, x, w), (x, w), leaf(tt, vv, device, False),
+                          create_graph=create_graph, allow_unused=True)
+    s = sum((g * leaf(tt, u, device, False)).sum() for g, u in zip(gs, uv) if g is not None)
+    if not create_graph:
+        return s.item()
+    if not s.requires_grad:
+        return 0.0
+    hs = tt.autograd.grad(s, (x, w), allow_unused=True)
+    return sum((h * leaf(tt, d, device, False)).sum().item()
+               for h, d in zip(hs, (dx, dw)) if h is not None)
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_double_backward_matches_finite_differences(name, device):
+    """gradgradcheck without torch: the derivative of ``<g, u>`` along a random direction,
+    from the double backward, against central differences of first-order gradients."""
+    ON["device"] = device
+    f, xv, wv, rng = draw(name)
+    vv = rng.standard_normal(tuple(f(tt, leaf(tt, xv, device), leaf(tt, wv, device)).shape))
+    uv = (rng.standard_normal(xv.shape), rng.standard_normal(wv.shape))
+    dx, dw = rng.standard_normal(xv.shape), rng.standard_normal(wv.shape)
+    exact = directional(f, xv, wv, vv, uv, dx, dw, device, True)
+    eps = 1e-6
+    ahead, behind = (directional(f, xv + e * dx, wv + e * dw, vv, uv, dx, dw, device, False)
+                     for e in (eps, -eps))
+    assert exact == pytest.approx((ahead - behind) / (2 * eps), rel=1e-5, abs=1e-6)
+
+
 def graph_of_gradient(m, f, xv, wv, device="cpu"):
     """``(requires_grad, has grad_fn)`` of ``d f(x, w).sum() / dx``, ``w`` a constant."""
     x, w = leaf(m, xv, device), leaf(m, wv, device, requires_grad=False)
@@ -352,6 +413,7 @@ def graph_of_gradient(m, f, xv, wv, device="cpu"):
 
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_gradient_requires_grad_as_torchs(name, device):
+    ON["device"] = device
     f, xv, wv, _ = draw(name)
     assert graph_of_gradient(tt, f, xv, wv, device) == graph_of_gradient(torch, f, xv, wv)
 
@@ -369,7 +431,7 @@ PARITY = {
     "hardshrink": (lambda m, x: fn(m).hardshrink(x, 0.3), S),
     "threshold": (lambda m, x: fn(m).threshold(x, 0.1, -1.0), S),
     "relu": (lambda m, x: fn(m).relu(x), S),
-    "prelu": (lambda m, x: fn(m).prelu(x, m.tensor([0.2], dtype=x.dtype)), S),
+    "prelu": (lambda m, x: fn(m).prelu(x, const(m, [0.2])), S),
     "elu": (lambda m, x: fn(m).elu(x), S),
     "selu": (lambda m, x: fn(m).selu(x), S),
     "celu": (lambda m, x: fn(m).celu(x), S),
@@ -478,6 +540,7 @@ NOT_IN_GRAPH = {"prelu", "grid_sample_in"}
 
 @pytest.mark.parametrize("name", sorted(PARITY))
 def test_single_op_gradient_is_in_the_graph_as_torchs(name, device):
+    ON["device"] = device
     f, shape = PARITY[name]
     xv = np.random.default_rng(sum(map(ord, name))).standard_normal(shape)
     seen = {}
@@ -498,3 +561,63 @@ def test_single_op_gradient_is_in_the_graph_as_torchs(name, device):
         assert (ours is None) == (theirs is None)
         if ours is not None:
             np.testing.assert_allclose(ours, theirs, rtol=1e-7, atol=1e-9)
+
+
+def ctx_functions(m):
+    """Two ctx-style Functions of ``m`` whose backward reads their saved output."""
+
+    class Exp(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x.exp()
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            (y,) = ctx.saved_tensors
+            return g * y
+
+    class TanhOfProduct(m.autograd.Function):  # saves its inputs and its output
+        @staticmethod
+        def forward(ctx, x, w):
+            y = (x * w).tanh()
+            ctx.save_for_backward(x, w, y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            x, w, y = ctx.saved_tensors
+            d = g * (1 - y * y)
+            return d * w, d * x
+
+    return Exp, TanhOfProduct
+
+
+def test_ctx_style_function_that_saves_its_output_is_differentiated_through_it():
+    """PyTorch's SavedVariable of an output comes back with the Function's node as its
+    ``grad_fn``: a backward written with that output is differentiated through it (the
+    n-th derivative of an exp that saves its result is exp, not 0), and the in-place check
+    still guards it."""
+    results = {}
+    for m in (tt, torch):
+        exp, tanh_of_product = ctx_functions(m)
+        x, w = leaf(m, [0.3, -1.2, 0.8]), leaf(m, [0.5, 1.5, -0.7])
+        out, y = [], exp.apply(x).sum()
+        for _ in range(3):
+            (y,) = m.autograd.grad(y, x, create_graph=True)
+            out.append(y)
+            y = y.sum()
+        gx, gw = m.autograd.grad(tanh_of_product.apply(x, w).sum(), (x, w), create_graph=True)
+        out += [gx, gw, *m.autograd.grad((gx * gw).sum(), (x, w))]
+        y = exp.apply(x)
+        (g,) = m.autograd.grad(y.sum(), x, create_graph=True)
+        assert g.requires_grad and g.grad_fn is not None
+        with m.no_grad():
+            y.mul_(2)  # the saved output written in place: the double backward refuses
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            m.autograd.grad(g.sum(), x)
+        results[m] = [numpy(t) for t in out]
+    for a, b in zip(results[tt], results[torch]):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    np.testing.assert_allclose(results[tt][2], np.exp([0.3, -1.2, 0.8]), rtol=1e-12)

@@ -759,9 +759,9 @@ def _apply_ctx_style(cls: type[Function], inputs: tuple[Any, ...]) -> Tensor:
     if dirty is None:
         output = Tensor(out)
         output.grad_fn, output._requires_grad = node, True
-        if ctx._saved and not any(out is x for x in inputs):  # a saved output: given back in
+        if ctx._saved and not any(out is x for x in inputs):  # (which saved ones are the
+            # output: CtxNode.apply_graph gives them back in the graph)
             ctx._saved_outputs = tuple(i for i, t in enumerate(ctx._saved) if t is out) or None
-            # the graph in a create_graph pass (CtxNode.apply_graph)
     else:  # written in place: the input takes the node, as in x.mul_(k)
         if dirty.requires_grad and dirty.grad_fn is None:
             raise RuntimeError(f"{cls.__name__}: a leaf Variable that requires grad has been "
