@@ -41,7 +41,8 @@ when the inputs alone do not fit it.
 ``apply`` then runs ``forward(ctx, *inputs)`` on the Tensors themselves under
 ``no_grad``, and the node calls ``backward`` with a Tensor (also under ``no_grad``; with
 grad mode on in a ``create_graph=True`` pass, so that its Tensor ops are differentiated
-again, as in PyTorch) and unwraps the Tensors it returns. Everything else is
+again, as in PyTorch, a saved output then coming back with the node as its ``grad_fn``)
+and unwraps the Tensors it returns. Everything else is
 shared: the same ``Context`` (``save_for_backward``, ``saved_tensors`` with its version
 check, ``needs_input_grad``), the same graph nodes and engine. The array style stays
 the faster one (no Tensor wrapping inside), which is why tinytrain's ops use it.
@@ -76,8 +77,9 @@ Higher-order gradients: a Function may also define ``backward_graph(ctx, grad, s
 its backward written with differentiable tinytrain ops on Tensors, which a
 ``create_graph=True`` pass runs instead of ``backward``; ``saved`` are the saved arrays as
 Tensors connected to the graph (an input's is that input, the output's has the node as its
-``grad_fn``: the record above says which). See the DESIGN section of
-:mod:`tinytrain.autograd.engine`.
+``grad_fn``: the record above says which), and ``saved.input(i, shape, like)`` gives an
+input that was not saved, without its values, to anchor a gradient in its graph. See the
+DESIGN section of :mod:`tinytrain.autograd.engine`.
 """
 
 from __future__ import annotations
