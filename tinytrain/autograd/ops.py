@@ -241,7 +241,8 @@ class Adjoint(Function):
 
     @staticmethod
     def forward(g, op, state, i, args):
-        return op.backward(state, g)[i]
+        grad = op.backward(state, g)[i]
+        return grad.copy() if _root(grad) is _root(g) else grad  # (a new array, not a view)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
