@@ -33,7 +33,13 @@ import numpy as np
 from tinytrain import _numpy_names, backend
 from tinytrain.autograd import ops as O
 from tinytrain.autograd.function import Function, _check_same_device
-from tinytrain.autograd.ops import IndexRangeError, InvalidArgument, ShapeError, unbroadcast
+from tinytrain.autograd.ops import (
+    IndexRangeError,
+    InvalidArgument,
+    ShapeError,
+    unbroadcast,
+    unbroadcast_graph,
+)
 from tinytrain.dtypes import (
     DTypeError,
     DTypeNotImplementedError,
@@ -184,6 +190,11 @@ class Erf(Function):
         (a,) = ctx.saved_tensors
         return g * (_TWO_OVER_SQRT_PI * backend.get_array_module(a).exp(-a * a))
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (a,) = saved
+        return g * (_TWO_OVER_SQRT_PI * O.Exp.apply(-a * a))
+
 
 class Erfc(Erf):
     @staticmethod
@@ -193,6 +204,10 @@ class Erfc(Erf):
     @staticmethod
     def backward(ctx, g):
         return -Erf.backward(ctx, g)
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return -Erf.backward_graph(ctx, g, saved)
 
 
 class Erfinv(Function):
@@ -211,6 +226,11 @@ class Erfinv(Function):
         (out,) = ctx.saved_tensors
         with np.errstate(all="ignore"):
             return g * (0.5 * math.sqrt(math.pi) * backend.get_array_module(out).exp(out * out))
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (out,) = saved
+        return g * (0.5 * math.sqrt(math.pi) * O.Exp.apply(out * out))
 
 
 # ------------------------------------------------------------------ element-wise Functions
@@ -243,6 +263,16 @@ class Atan2(Function):
             return (unbroadcast(g * b * recip, _shape(a)) if ctx.needs_input_grad[0] else None,
                     unbroadcast(g * -a * recip, _shape(b)) if ctx.needs_input_grad[1] else None)
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        a, b = saved
+        square = a * a + b * b
+        origin = square._data == 0  # (0 there: the reciprocal of a safe 1, masked)
+        recip = O.Where.apply(origin, g.dtype.type(0), 1 / O.Where.apply(origin, g.dtype.type(1),
+                                                                          square))
+        return (unbroadcast_graph(g * b * recip, a.shape) if ctx.needs_input_grad[0] else None,
+                unbroadcast_graph(g * -a * recip, b.shape) if ctx.needs_input_grad[1] else None)
+
 
 class Hypot(Function):
     """``sqrt(a^2 + b^2)`` without overflow; the gradient is ``a / out``, ``b / out``."""
@@ -261,6 +291,12 @@ class Hypot(Function):
         with np.errstate(all="ignore"):
             return (unbroadcast(g * a / out, _shape(a)) if ctx.needs_input_grad[0] else None,
                     unbroadcast(g * b / out, _shape(b)) if ctx.needs_input_grad[1] else None)
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        a, b, out = saved
+        return (unbroadcast_graph(g * a / out, a.shape) if ctx.needs_input_grad[0] else None,
+                unbroadcast_graph(g * b / out, b.shape) if ctx.needs_input_grad[1] else None)
 
 
 class LogAddExp(Function):
@@ -285,6 +321,14 @@ class LogAddExp(Function):
                     if ctx.needs_input_grad[0] else None,
                     unbroadcast(g / (1 + xp.exp(a - b)), _shape(b))
                     if ctx.needs_input_grad[1] else None)
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        a, b = saved
+        return (unbroadcast_graph(g / (1 + O.Exp.apply(b - a)), a.shape)
+                if ctx.needs_input_grad[0] else None,
+                unbroadcast_graph(g / (1 + O.Exp.apply(a - b)), b.shape)
+                if ctx.needs_input_grad[1] else None)
 
 
 class XLogY(Function):
@@ -316,6 +360,18 @@ class XLogY(Function):
                 gb = unbroadcast(g * a / b, _shape(b))
         return ga, gb
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        a, b = saved
+        ga = gb = None
+        if ctx.needs_input_grad[0]:
+            skip = (a._data == 0) & (b._data <= 0)
+            ga = unbroadcast_graph(O.Where.apply(skip, g.dtype.type(0), g * O.Log.apply(b)),
+                                   a.shape)
+        if ctx.needs_input_grad[1]:
+            gb = unbroadcast_graph(g * a / b, b.shape)
+        return ga, gb
+
 
 class Copysign(Function):
     """``|a|`` with ``b``'s sign; the gradient of ``a`` is ``out / a`` (0 at ``a == 0``),
@@ -343,6 +399,16 @@ class Copysign(Function):
             gb = xp.zeros(ctx.b_shape, g.dtype)
         return ga, gb
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        a, out = saved
+        ga = None
+        if ctx.needs_input_grad[0]:
+            at_zero = a._data == 0
+            ratio = out / O.Where.apply(at_zero, a.dtype.type(1), a)  # (no 0 / 0)
+            ga = unbroadcast_graph(O.Where.apply(at_zero, g.dtype.type(0), g * ratio), a.shape)
+        return ga, O._zero_grads_graph(ctx, g, ((), ctx.b_shape))[1]
+
 
 class Heaviside(Function):
     """The step function: 0 below zero, ``values`` at zero, 1 above. PyTorch has no
@@ -356,6 +422,10 @@ class Heaviside(Function):
     @staticmethod
     def backward(ctx, g):
         raise RuntimeError("the derivative for 'heaviside' is not implemented")
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        Heaviside.backward(ctx, g)
 
 
 class NanToNum(Function):
@@ -378,6 +448,12 @@ class NanToNum(Function):
         (a,) = ctx.saved_tensors
         return g * backend.get_array_module(a).isfinite(a), None, None, None
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        a = saved[0]._data  # (a mask: PyTorch's grad * isfinite(x), not in x's graph)
+        return g * O._const(backend.get_array_module(a).isfinite(a).astype(g.dtype)), \
+            None, None, None
+
 
 class Frac(Function):
     """``a - trunc(a)`` (the sign of ``a``); the gradient passes unchanged."""
@@ -389,6 +465,10 @@ class Frac(Function):
 
     @staticmethod
     def backward(ctx, g):
+        return g
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
         return g
 
 
@@ -417,6 +497,15 @@ class Logit(Function):
         if ctx.eps is not None:
             grad = backend.get_array_module(a).where((a < ctx.eps) | (a > 1 - ctx.eps), 0, grad)
         return grad.astype(a.dtype, copy=False), None
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        (a,) = saved
+        grad = g / (a * (1 - a))
+        if ctx.eps is not None:
+            outside = (a._data < ctx.eps) | (a._data > 1 - ctx.eps)
+            grad = O.Where.apply(outside, g.dtype.type(0), grad)
+        return grad, None
 
 
 # ------------------------------------------------------------------ argument checks

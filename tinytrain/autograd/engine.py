@@ -44,12 +44,28 @@ gradient penalty, Hessian-vector products, MAML, the n-th derivative of ``tanh``
   Tensor whose ``grad_fn`` is the input's node) and the output's as a Tensor whose
   ``grad_fn`` is the node itself. The version check runs as before: a saved tensor modified
   in place still raises.
+* An op *linear* in its differentiable inputs (``Tensor.unfold``, ``diagonal``,
+  ``interpolate``, pooling's gathers, ``avg_pool2d``) needs no formula of its own: its
+  backward becomes an ``ops.Adjoint`` op (``ops.adjoint``), whose forward is the op's
+  backward and whose gradient is the op itself, so any order works (the pattern of conv2d
+  and ``conv_transpose2d``, for all of them). Gathers and scatters are each other's
+  gradients (``Index`` / ``IndexGrad``, ``Gather``): where an index repeats, the double
+  backward adds up, as the first backward reads.
+* Where PyTorch's backward of an op reads an input that its formula does not need
+  (hardtanh, threshold and the shrinks, padding by reflection or replication, average,
+  max and adaptive pooling, convolutions), PyTorch's gradient belongs to that input's graph
+  with a zero derivative: it requires grad, and a later backward gives the input zeros (or,
+  for convolutions, nothing). tinytrain's does too: ``saved.input(i, ...)`` gives the input
+  as a Tensor of the graph without its values (``SavedGraph.input``; a leaf is itself) and
+  ``ops.anchored`` / the ``anchor`` of ``GradMask`` and ``IndexGrad`` tie the gradient to it.
 * An op without ``backward_graph`` raises a NotImplementedError that names it and lists the
-  ops that have one, never a gradient whose graph is missing. A subclass that redefines
-  ``backward`` does not inherit its parent's ``backward_graph``.
+  ops that have one, never a gradient whose graph is missing (SyncBatchNorm across ranks,
+  whose statistics come from an all-reduce, is the only built-in one). A subclass that
+  redefines ``backward`` does not inherit its parent's ``backward_graph``.
 * PyTorch-style (ctx) user Functions run their backward on Tensors with grad mode on, so
   their Tensor ops record the graph (``once_differentiable`` makes a later backward
-  through them raise, as PyTorch's).
+  through them raise, as PyTorch's); an output they saved comes back with their node as its
+  ``grad_fn`` (PyTorch's SavedVariable of an output), so that is differentiated through too.
 * A leaf's AccumulateGrad sets ``.grad`` to a copy of the first gradient, then to ``.grad +
   grad`` (out of place): ``x.grad.requires_grad`` is True when the gradient depends on
   something that requires grad, as in PyTorch; ``retain_grad`` does the same; hooks see

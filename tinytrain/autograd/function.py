@@ -41,7 +41,8 @@ when the inputs alone do not fit it.
 ``apply`` then runs ``forward(ctx, *inputs)`` on the Tensors themselves under
 ``no_grad``, and the node calls ``backward`` with a Tensor (also under ``no_grad``; with
 grad mode on in a ``create_graph=True`` pass, so that its Tensor ops are differentiated
-again, as in PyTorch) and unwraps the Tensors it returns. Everything else is
+again, as in PyTorch, a saved output then coming back with the node as its ``grad_fn``)
+and unwraps the Tensors it returns. Everything else is
 shared: the same ``Context`` (``save_for_backward``, ``saved_tensors`` with its version
 check, ``needs_input_grad``), the same graph nodes and engine. The array style stays
 the faster one (no Tensor wrapping inside), which is why tinytrain's ops use it.
@@ -76,8 +77,9 @@ Higher-order gradients: a Function may also define ``backward_graph(ctx, grad, s
 its backward written with differentiable tinytrain ops on Tensors, which a
 ``create_graph=True`` pass runs instead of ``backward``; ``saved`` are the saved arrays as
 Tensors connected to the graph (an input's is that input, the output's has the node as its
-``grad_fn``: the record above says which). See the DESIGN section of
-:mod:`tinytrain.autograd.engine`.
+``grad_fn``: the record above says which), and ``saved.input(i, shape, like)`` gives an
+input that was not saved, without its values, to anchor a gradient in its graph. See the
+DESIGN section of :mod:`tinytrain.autograd.engine`.
 """
 
 from __future__ import annotations
@@ -277,7 +279,7 @@ class Node:
         grads = self._check(backward_graph(self.ctx, grad, self.saved_graph()))
         return grads if self.input_meta is None else self._fitted(grads, graph=True)
 
-    def saved_graph(self) -> tuple[Any, ...]:
+    def saved_graph(self) -> SavedGraph:
         """The saved arrays as Tensors connected to the graph (PyTorch's SavedVariable
         unpacked in a double backward): an input's array is that input (a leaf itself, or a
         Tensor whose ``grad_fn`` is the input's node), the output's has this node as its
@@ -307,7 +309,23 @@ class Node:
             if node is not None:
                 t.grad_fn, t._requires_grad = node, True
             tensors.append(t)
-        return tuple(tensors)
+        return SavedGraph(tensors, self)
+
+    def input_graph(self, i: int, shape: tuple[int, ...], like: Any) -> Any:
+        """Input ``i`` as a Tensor that carries only its history, for a zero derivative
+        (:meth:`SavedGraph.input`): a leaf is itself; another input is a broadcast zero of
+        ``shape`` (no memory; ``like``'s dtype and device) whose ``grad_fn`` is the input's
+        node; None when the input needs no gradient."""
+        node = self.next_functions[i]
+        if node is None:
+            return None
+        if type(node) is AccumulateGrad:
+            return node.tensor
+        like = like._data if isinstance(like, Tensor) else like
+        xp = get_array_module(like)
+        t = Tensor(xp.broadcast_to(xp.zeros((), like.dtype), tuple(shape)))
+        t.grad_fn, t._requires_grad = node, True
+        return t
 
     def check_inputs(self, inputs: tuple) -> Node:
         """A user's Function: check what forward saved (PyTorch's error for a number),
@@ -384,6 +402,26 @@ class Node:
         return f"<{self.name} object at {id(self):#x}>"
 
 
+class SavedGraph(tuple):
+    """``saved`` of a ``backward_graph``: the saved arrays as Tensors of the graph
+    (:meth:`Node.saved_graph`), and :meth:`input`."""
+
+    node: Node
+
+    def __new__(cls, tensors: list, node: Node) -> SavedGraph:
+        self = super().__new__(cls, tensors)
+        self.node = node
+        return self
+
+    def input(self, i: int, shape: tuple[int, ...], like: Any) -> Any:
+        """Input ``i`` in the graph without its values (:meth:`Node.input_graph`): the
+        *anchor* of an op whose gradient PyTorch computes from that input although its
+        derivative there is 0 (``hardtanh``, padding by reflection, average pooling read the
+        input in PyTorch's backward): an anchor gets a zero gradient, so the gradient
+        requires grad and a later backward gives the input zeros, as torch's."""
+        return self.node.input_graph(i, shape, like)
+
+
 class CtxNode(Node):
     """The node of a ctx-style Function: ``backward`` sees and returns Tensors (a user's,
     so its gradients are always checked: see :class:`Node`)."""
@@ -395,8 +433,27 @@ class CtxNode(Node):
 
     def apply_graph(self, grad: Tensor) -> tuple[Any, ...]:
         """In a ``create_graph`` pass the user's backward runs on Tensors with grad mode on
-        (as in PyTorch), so its Tensor ops record the graph of the gradients."""
-        return self._fitted(self._check(self.fn.backward(self.ctx, grad)), graph=True)
+        (as in PyTorch), so its Tensor ops record the graph of the gradients. A saved output
+        comes back with this node as its ``grad_fn`` (PyTorch's SavedVariable of an output),
+        so that the gradient is differentiated through it too."""
+        ctx = self.ctx
+        outputs, saved = ctx.__dict__.get("_saved_outputs"), ctx._saved
+        if not outputs or not saved:
+            return self._fitted(self._check(self.fn.backward(ctx, grad)), graph=True)
+        ctx._saved = tuple(self._connected(t) if i in outputs else t for i, t in enumerate(saved))
+        try:
+            grads = self.fn.backward(ctx, grad)
+        finally:
+            ctx._saved = saved  # (the node is not kept in its own context: no cycle)
+        return self._fitted(self._check(grads), graph=True)
+
+    def _connected(self, t: Tensor) -> Tensor:
+        """The saved output ``t`` as a Tensor on its memory, with this node as its
+        ``grad_fn`` (and its version counter, for the in-place check)."""
+        out = Tensor(t._data)
+        out._version_counter = t._version_counter
+        out.grad_fn, out._requires_grad = self, True
+        return out
 
 
 class AccumulateGrad(Node):
@@ -704,6 +761,9 @@ def _apply_ctx_style(cls: type[Function], inputs: tuple[Any, ...]) -> Tensor:
     if dirty is None:
         output = Tensor(out)
         output.grad_fn, output._requires_grad = node, True
+        if ctx._saved and not any(out is x for x in inputs):  # (which saved ones are the
+            # output: CtxNode.apply_graph gives them back in the graph)
+            ctx._saved_outputs = tuple(i for i, t in enumerate(ctx._saved) if t is out) or None
     else:  # written in place: the input takes the node, as in x.mul_(k)
         if dirty.requires_grad and dirty.grad_fn is None:
             raise RuntimeError(f"{cls.__name__}: a leaf Variable that requires grad has been "

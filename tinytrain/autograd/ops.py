@@ -155,19 +155,120 @@ class GradMask(Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        _, ctx.weight, anchor = inputs
+        g, ctx.weight, anchor = inputs
         ctx.like = None if anchor is None else (anchor.shape, anchor.dtype)
+        ctx.shape = g.shape  # (the weight may broadcast g: h is summed back)
 
     @staticmethod
     def backward(ctx, h):
         zero = (get_array_module(h).zeros(*ctx.like) if ctx.needs_input_grad[2] else None)
-        return _masked(h, ctx.weight), None, zero
+        return unbroadcast(_masked(h, ctx.weight), ctx.shape), None, zero
 
     @staticmethod
     def backward_graph(ctx, h, saved):
         zero = (_const(get_array_module(h._data).zeros(*ctx.like))
                 if ctx.needs_input_grad[2] else None)
-        return GradMask.apply(h, ctx.weight, None), None, zero
+        return unbroadcast_graph(GradMask.apply(h, ctx.weight, None), ctx.shape), None, zero
+
+
+class PiecewiseLinear(Function):
+    """An element-wise op of linear pieces whose result the caller computed from ``a``'s
+    array: ``value``, and ``slope``, its derivative (piecewise constant: a mask, or 0 / 1/6
+    / 1): hardtanh, threshold, the shrinks. The gradient is ``g * slope`` (0 where the slope
+    is 0, also for a NaN ``g``); in a ``create_graph`` pass it stays in ``a``'s graph with a
+    zero derivative (an anchor, as :class:`GradMask`'s), as PyTorch's backward of these
+    reads the input."""
+
+    @staticmethod
+    def forward(a, value, slope):
+        return value
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.slope, ctx.shape = inputs[2], inputs[0].shape
+
+    @staticmethod
+    def backward(ctx, g):
+        return _masked(g, ctx.slope), None, None
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return masked_graph(g, ctx.slope, saved.input(0, ctx.shape, g)), None, None
+
+
+class Anchor(Function):
+    """``t`` (a copy) with a second input, ``anchor``, whose derivative is 0: a gradient
+    that an op computes without reading its input (average pooling's, a convolution's dX
+    without X), put into that input's graph as PyTorch's is, whose backward reads the input
+    (see :meth:`~tinytrain.autograd.function.SavedGraph.input`). A later backward gives the
+    anchor zeros (``zeros``), or no gradient at all (PyTorch's convolutions: an undefined
+    one), as PyTorch's."""
+
+    @staticmethod
+    def forward(t, anchor, zeros):
+        return t.copy()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.like = (inputs[1].shape, inputs[1].dtype) if inputs[2] else None
+
+    @staticmethod
+    def backward(ctx, h):
+        zero = get_array_module(h).zeros(*ctx.like) if ctx.like is not None else None
+        return h, zero, None
+
+    @staticmethod
+    def backward_graph(ctx, h, saved):
+        zero = _const(get_array_module(h._data).zeros(*ctx.like)) if ctx.like is not None else None
+        return h, zero, None
+
+
+def anchored(t: Any, anchor: Any, zeros: bool = True) -> Any:
+    """``t`` in ``anchor``'s graph with a zero derivative (:class:`Anchor`); ``t`` itself
+    when ``anchor`` is None (an input that needs no gradient)."""
+    return t if anchor is None else Anchor.apply(t, anchor, zeros)
+
+
+class Adjoint(Function):
+    """The backward of an op that is linear in its differentiable inputs (the others
+    fixed: an index, a size, a mode) as an op of its own, for a ``create_graph`` pass:
+    ``g -> op.backward(state, g)[i]``, input ``i``'s gradient. It is linear too, and its own
+    gradient is its adjoint, the op itself: ``op.forward(*args)`` with ``h`` as input ``i``
+    (``args`` holds op's other arguments, zeros for its other linear inputs). In a
+    ``create_graph`` pass that is ``op.apply``, whose ``backward_graph`` is this again, so any
+    order works: the pattern of conv2d / ``conv_transpose2d`` and ``fold`` / ``unfold``, for
+    every linear op at once (:func:`adjoint` makes one)."""
+
+    @staticmethod
+    def forward(g, op, state, i, args):
+        grad = op.backward(state, g)[i]
+        return grad.copy() if _root(grad) is _root(g) else grad  # (a new array, not a view)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, ctx.op, _, ctx.i, ctx.args = inputs
+
+    @staticmethod
+    def backward(ctx, h):
+        return ctx.op.forward(*_put(ctx.args, ctx.i, h)), None, None, None, None
+
+    @staticmethod
+    def backward_graph(ctx, h, saved):
+        return ctx.op.apply(*_put(ctx.args, ctx.i, h)), None, None, None, None
+
+
+def _put(args: tuple, i: int, value: Any) -> tuple:
+    return args[:i] + (value,) + args[i + 1:]
+
+
+def adjoint(op: type[Function], ctx: Any, g: Any, i: int, args: tuple) -> Any:
+    """Input ``i``'s gradient of the linear ``op`` as an :class:`Adjoint` of ``g`` (a
+    ``backward_graph``'s). ``args``: op's forward arguments (input ``i``'s place ignored,
+    zeros for its other linear inputs). The op's backward runs on a copy of ``ctx`` that asks
+    for input ``i``'s gradient alone (and outlives ``ctx``, which a backward may free)."""
+    state = _function.Context(tuple(j == i for j in range(len(ctx.needs_input_grad))))
+    state.__dict__.update({k: v for k, v in vars(ctx).items() if k != "needs_input_grad"})
+    return Adjoint.apply(g, op, state, i, args)
 
 
 def _zero_grads_graph(ctx: Any, g: Any, shapes: tuple) -> tuple:
@@ -386,6 +487,10 @@ class FloorDiv(Function):
         raise RuntimeError("derivative for floor division (//) is not implemented (as in "
                            "PyTorch); use / for a differentiable division")
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        FloorDiv.backward(ctx, g)
+
 
 class Remainder(Function):
     """``a % b`` with the sign of ``b`` (Python's and PyTorch's rule)."""
@@ -406,6 +511,16 @@ class Remainder(Function):
         if ctx.needs_input_grad[1]:  # minus the quotient a % b took (1.0 % 0.1: -9)
             a, b = ctx.saved_tensors
             gb = unbroadcast(-g * _fmod_floor(get_array_module(g), a, b)[0], b.shape)
+        return ga, gb
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        ga = unbroadcast_graph(g, ctx.shapes[0]) if ctx.needs_input_grad[0] else None
+        gb = None
+        if ctx.needs_input_grad[1]:  # (the quotient is piecewise constant: a constant here)
+            a, b = (t._data for t in saved)
+            gb = unbroadcast_graph(-g * _const(_fmod_floor(get_array_module(a), a, b)[0]),
+                                   b.shape)
         return ga, gb
 
 
@@ -448,6 +563,16 @@ class Fmod(Function):
             a, b = ctx.saved_tensors
             with np.errstate(all="ignore"):
                 gb = unbroadcast(-g * get_array_module(g).trunc(a / b), b.shape)
+        return ga, gb
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        ga = unbroadcast_graph(g, ctx.shapes[0]) if ctx.needs_input_grad[0] else None
+        gb = None
+        if ctx.needs_input_grad[1]:  # (trunc(a / b) is piecewise constant)
+            a, b = (t._data for t in saved)
+            with np.errstate(all="ignore"):
+                gb = unbroadcast_graph(-g * _const(get_array_module(a).trunc(a / b)), b.shape)
         return ga, gb
 
 
@@ -1057,6 +1182,20 @@ class Prod(Function):
             grad = xp.where((a == 0).sum() > 1, grad.dtype.type(0), grad)
         return grad, None, None
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        """The same products of the others, by differentiable running products
+        (:class:`Cumprod`, whose double backward handles the zeros)."""
+        (a,) = saved
+        zeros = a._data == 0
+        if zeros.size == 0 or (ctx.axis is None and int(zeros.sum()) > 1):  # (PyTorch's zeros)
+            return _const(get_array_module(zeros).zeros(a.shape, g.dtype)), None, None
+        flat, axis = (Reshape.apply(a, (zeros.size,)), 0) if ctx.axis is None else (a, ctx.axis[0])
+        before = _exclusive_cumprod_graph(flat, axis)
+        after = Flip.apply(_exclusive_cumprod_graph(Flip.apply(flat, (axis,)), axis), (axis,))
+        g = expand_reduced_graph(g, a.shape, ctx.axis, ctx.keepdims)
+        return g * Reshape.apply(before * after, a.shape), None, None
+
 
 def _exclusive_cumprod(a: Any, axis: int) -> Any:
     """The running product along ``axis`` of the entries *before* each one (1 for the first)."""
@@ -1067,6 +1206,13 @@ def _exclusive_cumprod(a: Any, axis: int) -> Any:
     widths[axis] = (1, 0)
     drop_last = tuple(slice(0, -1) if d == axis else slice(None) for d in range(a.ndim))
     return get_array_module(a).pad(running[drop_last], widths, constant_values=1)
+
+
+def _exclusive_cumprod_graph(a: Any, axis: int) -> Any:
+    """:func:`_exclusive_cumprod` of a Tensor, with differentiable ops."""
+    drop_last = tuple(slice(0, -1) if d == axis else slice(None) for d in range(a.ndim))
+    widths = tuple((1, 0) if d == axis else (0, 0) for d in range(a.ndim))
+    return Pad.apply(Index.apply(Cumprod.apply(a, axis), drop_last), widths, a.dtype.type(1))
 
 
 class TakeAlongDim(Function):
@@ -1216,25 +1362,44 @@ class Einsum(Function):
             grads.append(_einsum_grad(g, out, labels, operands, i) if need else None)
         return tuple(grads)
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        lhs, out = ctx.equation.split("->")
+        labels = lhs.split(",")
+        return (None, *(_einsum_grad(g, out, labels, saved, i, graph=True) if need else None
+                        for i, need in enumerate(ctx.needs_input_grad[1:])))
 
-def _einsum_grad(g: Any, out: str, labels: list[str], operands: tuple, i: int) -> Any:
-    """The gradient of operand ``i`` of ``einsum(",".join(labels) + "->" + out, *operands)``."""
-    xp = get_array_module(g)
+
+def _einsum_grad(g: Any, out: str, labels: list[str], operands: tuple, i: int,
+                 graph: bool = False) -> Any:
+    """The gradient of operand ``i`` of ``einsum(",".join(labels) + "->" + out, *operands)``
+    (``graph``: of Tensors, with differentiable ops: an :class:`Einsum`, a broadcast, and an
+    :class:`IndexGrad` onto a repeated label's diagonal)."""
+    xp = get_array_module(g._data if graph else g)
     mine = labels[i]
     others = [s for j, s in enumerate(labels) if j != i]
     size = dict(zip(mine, operands[i].shape))
     letters = "".join(dict.fromkeys(mine))  # each label once, in the operand's order
     kept = "".join(c for c in letters if c in out or any(c in s for s in others))
     rest = [x for j, x in enumerate(operands) if j != i]
-    part = xp.asarray(xp.einsum(",".join([out, *others]) + "->" + kept, g, *rest, optimize=True))
-    part = xp.broadcast_to(part.reshape([size[c] if c in kept else 1 for c in letters]),
-                           [size[c] for c in letters])
+    equation = ",".join([out, *others]) + "->" + kept
+    kept_shape = [size[c] if c in kept else 1 for c in letters]
+    full = tuple(size[c] for c in letters)
+    if graph:
+        part = Reshape.apply(Einsum.apply(equation, g, *rest), tuple(kept_shape))
+        part = _broadcast_graph(part, full)
+    else:
+        part = xp.asarray(xp.einsum(equation, g, *rest, optimize=True))
+        part = xp.broadcast_to(part.reshape(kept_shape), full)
     if len(letters) == len(mine):
-        return part.copy()  # (row-major; ascontiguousarray would make a 0-d operand's 1-d)
-    grad = xp.zeros(operands[i].shape, dtype=g.dtype)  # a repeated label: its diagonal
-    where = [letters.index(c) for c in mine]
-    grad[tuple(xp.arange(size[c]).reshape([-1 if d == w else 1 for d in range(len(letters))])
-               for c, w in zip(mine, where))] = part
+        return part if graph else part.copy()  # (row-major; ascontiguousarray would make a
+    # 0-d operand's 1-d). A repeated label: the part goes on the operand's diagonal
+    diagonal = tuple(xp.arange(size[c]).reshape([-1 if d == letters.index(c) else 1
+                                                 for d in range(len(letters))]) for c in mine)
+    if graph:
+        return IndexGrad.apply(part, operands[i].shape, diagonal)
+    grad = xp.zeros(operands[i].shape, dtype=g.dtype)
+    grad[diagonal] = part
     return grad
 
 
@@ -1363,6 +1528,16 @@ class Index(Function):
         return IndexGrad.apply(g, ctx.shape, ctx.index), None
 
 
+class PadIndex(Index):
+    """:class:`Index` as padding by reflection or replication (``F.pad``) uses it: the same
+    op, whose gradient stays in the input's graph in a ``create_graph`` pass, as PyTorch's
+    (its backward of these paddings reads the input: a later backward gives it zeros)."""
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return IndexGrad.apply(g, ctx.shape, ctx.index, saved.input(0, ctx.shape, g)), None
+
+
 class IndexGrad(Function):
     """The gradient of ``a[index]``: zeros of ``a``'s ``shape`` with ``g`` added at ``index``
     (a plain add for basic indices, ``add.at`` for advanced ones, where an index may repeat
@@ -1418,6 +1593,17 @@ class IndexPut(Function):
             gv = unbroadcast(g[ctx.index], ctx.v_shape)
         return ga, gv, None
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        ga = gv = None
+        if ctx.needs_input_grad[0]:  # (a mask: where v was written, 0)
+            keep = get_array_module(g._data).ones(g.shape, bool)
+            keep[ctx.index] = False
+            ga = masked_graph(g, keep)
+        if ctx.needs_input_grad[1]:  # (Index: its gradient adds up repeated places)
+            gv = unbroadcast_graph(Index.apply(g, ctx.index), ctx.v_shape)
+        return ga, gv, None
+
 
 class Copy(Function):
     """The values of ``b`` broadcast to ``a``'s shape (``a.copy_(b)``); ``a``'s old values
@@ -1438,6 +1624,12 @@ class Copy(Function):
     def backward(ctx, g):
         return (get_array_module(g).zeros_like(g) if ctx.needs_input_grad[0] else None,
                 unbroadcast(g, ctx.b_shape) if ctx.needs_input_grad[1] else None)
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return (_const(get_array_module(g._data).zeros_like(g._data))
+                if ctx.needs_input_grad[0] else None,
+                unbroadcast_graph(g, ctx.b_shape) if ctx.needs_input_grad[1] else None)
 
 
 class Clone(Function):
@@ -2119,6 +2311,10 @@ class Unfold(Function):
             grad[before + (slice(k, k + ctx.step * (n - 1) + 1, ctx.step),)] += g[..., k]
         return grad, None, None, None
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):  # (linear: its adjoint is the windows again)
+        return adjoint(Unfold, ctx, g, 0, (None, ctx.axis, g.shape[-1], ctx.step)), None, None, None
+
 
 class Diagonal(Function):
     """``a.diagonal(offset, dim1, dim2)``: the entries ``[i, i + offset]`` of the ``dim1`` x
@@ -2150,6 +2346,10 @@ class Diagonal(Function):
         Diagonal.forward(grad, *ctx.args)[...] = g
         return grad, None, None, None
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return adjoint(Diagonal, ctx, g, 0, (None, *ctx.args)), None, None, None
+
 
 class DiagEmbed(Function):
     """``diag_embed(a, offset, dim1, dim2)``: zeros whose ``(dim1, dim2)`` diagonals hold
@@ -2173,6 +2373,10 @@ class DiagEmbed(Function):
     @staticmethod
     def backward(ctx, g):
         return Diagonal.forward(g, *ctx.args).copy(), None, None, None
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return adjoint(DiagEmbed, ctx, g, 0, (None, *ctx.args)), None, None, None
 
 
 class Flip(Function):
@@ -2308,6 +2512,24 @@ class Cumprod(Function):
         grad = xp.where(first, reversed_cumsum(g * through_zero), grad)
         return grad.astype(g.dtype, copy=False), None
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        """``backward``'s three cases with differentiable ops (the masks are constants)."""
+        a, out = saved
+        axis, one, zero = ctx.axis, a.dtype.type(1), g.dtype.type(0)
+
+        def reversed_cumsum(x: Any) -> Any:
+            return Flip.apply(Cumsum.apply(Flip.apply(x, (axis,)), axis), (axis,))
+
+        zeros = a._data == 0
+        zeros_so_far = zeros.cumsum(axis=axis)
+        before, first = zeros_so_far == 0, zeros & (zeros_so_far == 1)
+        grad = Where.apply(before, reversed_cumsum(g * out) / Where.apply(before, a, one), zero)
+        if not first.any():
+            return grad, None
+        through_zero = Cumprod.apply(Where.apply(first, one, a), axis)
+        return Where.apply(first, reversed_cumsum(g * through_zero), grad), None
+
 
 class Roll(Function):
     """``a`` shifted cyclically by ``shifts`` along ``axes`` (``torch.roll``; ``axes`` None:
@@ -2406,6 +2628,16 @@ class Scatter(Function):
             gs[tuple(slice(0, n) for n in ctx.index.shape)] = g[where]
         return ga, None, gs, None
 
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        where = _full_index(ctx.index, ctx.axis)
+        ga = None
+        if ctx.needs_input_grad[0]:
+            keep = get_array_module(g._data).ones(g.shape, bool)
+            keep[where] = False
+            ga = masked_graph(g, keep)
+        return ga, None, _scattered_src_grad(ctx, g) if ctx.needs_input_grad[2] else None, None
+
 
 class ScatterAdd(Function):
     """A copy of ``a`` with ``src`` (an array of ``index``'s shape at least) added at
@@ -2433,6 +2665,20 @@ class ScatterAdd(Function):
             gs = get_array_module(g).zeros(ctx.src_shape, dtype=g.dtype)
             gs[tuple(slice(0, n) for n in ctx.index.shape)] = g[_full_index(ctx.index, ctx.axis)]
         return g if ctx.needs_input_grad[0] else None, None, gs, None
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        return (g if ctx.needs_input_grad[0] else None, None,
+                _scattered_src_grad(ctx, g) if ctx.needs_input_grad[2] else None, None)
+
+
+def _scattered_src_grad(ctx: Any, g: Any, src_grad: Any = None) -> Any:
+    """A scatter's ``src`` gradient in a ``create_graph`` pass: ``g`` (or ``src_grad``,
+    already gathered) read where each value went, into the part of ``src`` that ``index``
+    covers (gather-style: its own gradient adds back at those places)."""
+    if src_grad is None:
+        src_grad = Index.apply(g, _full_index(ctx.index, ctx.axis))
+    return IndexGrad.apply(src_grad, ctx.src_shape, tuple(slice(0, n) for n in ctx.index.shape))
 
 
 def scatter_reduce_array(a: Any, index: Any, src: Any, axis: int, reduce: str,
@@ -2486,12 +2732,14 @@ class ScatterReduce(Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        ctx.a, ctx.index, ctx.src, ctx.axis, ctx.reduce, ctx.include_self = inputs
-        ctx.out = output
+        a, ctx.index, src, ctx.axis, ctx.reduce, ctx.include_self = inputs
+        ctx.save_for_backward(a, src, output)  # (saved: an in-place write raises, as PyTorch's)
+        ctx.src_shape = src.shape
 
     @staticmethod
     def backward(ctx, g):
-        a, src, out, reduce, include_self = ctx.a, ctx.src, ctx.out, ctx.reduce, ctx.include_self
+        a, src, out = ctx.saved_tensors
+        reduce, include_self = ctx.reduce, ctx.include_self
         xp = get_array_module(g)
         where = _full_index(ctx.index, ctx.axis)
         used = tuple(slice(0, n) for n in ctx.index.shape)
@@ -2530,6 +2778,51 @@ class ScatterReduce(Function):
             gs = xp.zeros(src.shape, dtype=g.dtype)
             gs[used] = gv
         return (ga if ctx.needs_input_grad[0] else None), None, gs, None, None, None
+
+    @staticmethod
+    def backward_graph(ctx, g, saved):
+        """``backward``'s formulas with differentiable ops: the counts, the masks of the
+        values equal to the result (amax, amin) and of the zeros (prod) are constants."""
+        a, src, out = saved
+        reduce, include_self, index, axis = ctx.reduce, ctx.include_self, ctx.index, ctx.axis
+        xp, one = get_array_module(g._data), g.dtype.type(1)
+        where = _full_index(index, axis)
+        used = tuple(slice(0, n) for n in index.shape)
+        if reduce == "sum":
+            ga, gv = g, Index.apply(g, where)
+        elif reduce == "mean":
+            ga = g / _const(_scatter_count(g._data, where, include_self))
+            gv = Index.apply(ga, where)
+        elif reduce in ("amax", "amin"):
+            self_is = (a._data == out._data).astype(g.dtype)
+            src_is = (src._data[used] == out._data[where]).astype(g.dtype)
+            n = self_is.copy()
+            index_add(n, where, src_is)
+            shared = g / _const(xp.where(n == 0, 1, n))
+            ga, gv = shared * _const(self_is), Index.apply(shared, where) * _const(src_is)
+        else:  # prod
+            masked_a = Where.apply(a._data == 0, one, a)
+            ga = g * ScatterReduce.apply(masked_a, index, src, axis, reduce, include_self) \
+                / masked_a
+            values = src._data[used]
+            src_zero = values == 0
+            zeros = xp.zeros(a.shape, dtype=g.dtype)
+            index_add(zeros, where, src_zero.astype(g.dtype))
+            single = src_zero & (zeros[where] == 1)
+            single_at = xp.zeros(src.shape, bool)
+            single_at[used] = single
+            without = ScatterReduce.apply(a, index, Where.apply(single_at, one, src), axis,
+                                          reduce, include_self)
+            gv = Where.apply(single, Index.apply(g * without, where),
+                             Index.apply(g * out, where) / Where.apply(src_zero, one,
+                                                                       Index.apply(src, used)))
+        if not include_self:
+            keep = xp.ones(a.shape, bool)
+            keep[where] = False
+            ga = masked_graph(ga, keep)
+        return (ga if ctx.needs_input_grad[0] else None, None,
+                _scattered_src_grad(ctx, g, gv) if ctx.needs_input_grad[2] else None,
+                None, None, None)
 
 
 class Embedding(Function):

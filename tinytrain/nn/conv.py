@@ -36,7 +36,7 @@ import numpy as np
 
 from tinytrain import kernels
 from tinytrain.autograd import Context, Function
-from tinytrain.autograd.ops import IndexGrad
+from tinytrain.autograd.ops import IndexGrad, adjoint, anchored
 from tinytrain.backend import get_array_module
 from tinytrain.dtypes import DTypeError, DTypeNotImplementedError, torch_scalar_name
 from tinytrain.kernels.shapes import Conv2dMeta, IntOrPair, Pool2dMeta, pair
@@ -142,13 +142,24 @@ class Conv2dFunction(Function):
     @staticmethod
     def backward_graph(ctx: Context, grad_out: Tensor, saved: tuple) -> tuple[Any, ...]:
         """The backward as ops that are differentiable again (``create_graph``): dX is the
-        transposed convolution of dY, dW a :class:`Conv2dWeightGrad`, db a sum."""
+        transposed convolution of dY, dW a :class:`Conv2dWeightGrad`, db a sum. dX and dW
+        are in X's and W's graph (:func:`~tinytrain.autograd.ops.anchored`), as PyTorch's,
+        whose convolution backward reads both."""
         x, w = saved
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         meta = ctx.meta
-        return (ConvTranspose2dFunction.apply(grad_out, w, None, meta) if need_x else None,
-                Conv2dWeightGrad.apply(grad_out, x, meta) if need_w else None,
+        return (_conv_anchored(ConvTranspose2dFunction.apply(grad_out, w, None, meta), saved,
+                               0, meta.input_shape) if need_x else None,
+                _conv_anchored(Conv2dWeightGrad.apply(grad_out, x, meta), saved, 1,
+                               meta.weight_shape) if need_w else None,
                 grad_out.sum((0, 2, 3)) if need_b else None, None)
+
+
+def _conv_anchored(grad: Tensor, saved: Any, i: int, shape: tuple[int, ...]) -> Tensor:
+    """A convolution's gradient of input ``i`` (0: X, 1: W) in that input's graph too, as
+    PyTorch's: its convolution backward reads both (a later backward gives it no gradient,
+    as its double backward gives an undefined one)."""
+    return anchored(grad, saved.input(i, shape, grad), zeros=False)
 
 
 class Conv2dWeightGrad(Function):
@@ -483,8 +494,10 @@ class ConvTranspose2dFunction(Function):
         x, w = saved
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         meta = ctx.meta
-        return (Conv2dFunction.apply(grad_out, w, None, meta) if need_x else None,
-                Conv2dWeightGrad.apply(x, grad_out, meta) if need_w else None,
+        return (_conv_anchored(Conv2dFunction.apply(grad_out, w, None, meta), saved, 0,
+                               meta.output_shape) if need_x else None,
+                _conv_anchored(Conv2dWeightGrad.apply(x, grad_out, meta), saved, 1,
+                               meta.weight_shape) if need_w else None,
                 grad_out.sum((0, 2, 3)) if need_b else None, None)
 
 
@@ -796,36 +809,14 @@ class AvgPool2dFunction(Function):
         return k.avg_pool2d_backward(grad_out, meta, ctx.count_include_pad), None, None
 
     @staticmethod
-    def backward_graph(ctx: Context, grad_out: Tensor, saved: tuple) -> tuple[Any, None, None]:
-        return AvgPool2dGrad.apply(grad_out, ctx.meta, ctx.count_include_pad), None, None
-
-
-class AvgPool2dGrad(Function):
-    """Average pooling's input gradient as an op (its backward in a ``create_graph`` pass).
-    It is linear in dY and the adjoint of the pooling, so its own gradient is the pooling."""
-
-    @staticmethod
-    def forward(grad_out: Any, meta: Pool2dMeta, count_include_pad: bool) -> Any:
-        return AvgPool2dFunction.backward(_PoolContext(meta, count_include_pad), grad_out)[0]
-
-    @staticmethod
-    def setup_context(ctx: Context, inputs: tuple[Any, ...], output: Any) -> None:
-        _, ctx.meta, ctx.count_include_pad = inputs
-
-    @staticmethod
-    def backward(ctx: Context, h: Any) -> tuple[Any, None, None]:
-        return AvgPool2dFunction.forward(h, ctx.meta, ctx.count_include_pad), None, None
-
-    @staticmethod
-    def backward_graph(ctx: Context, h: Tensor, saved: tuple) -> tuple[Any, None, None]:
-        return AvgPool2dFunction.apply(h, ctx.meta, ctx.count_include_pad), None, None
-
-
-class _PoolContext:
-    """What :meth:`AvgPool2dFunction.backward` reads from its context."""
-
-    def __init__(self, meta: Pool2dMeta, count_include_pad: bool) -> None:
-        self.meta, self.count_include_pad = meta, count_include_pad
+    def backward_graph(ctx: Context, grad_out: Tensor, saved: Any) -> tuple[Any, None, None]:
+        """Linear: the gradient's own gradient is the pooling (its adjoint,
+        :func:`~tinytrain.autograd.ops.adjoint`); in X's graph, as PyTorch's (whose
+        backward reads X)."""
+        meta = ctx.meta
+        grad = adjoint(AvgPool2dFunction, ctx, grad_out, 0, (None, meta, ctx.count_include_pad))
+        shape = (meta.batch, meta.channels, meta.in_h, meta.in_w)
+        return anchored(grad, saved.input(0, shape, grad_out)), None, None
 
 
 def avg_pool2d(
@@ -1341,9 +1332,11 @@ def adaptive_avg_pool2d(x: Tensor, output_size: Any) -> Tensor:
     ``x [N, C, H, W] -> [N, C, oh, ow]`` (or ``[C, H, W] -> [C, oh, ow]``; ``output_size``
     an int, a pair, or a pair with None for "keep that size"). Output cell ``i`` averages
     rows ``floor(i H / oh)`` to ``ceil((i + 1) H / oh)`` (PyTorch's windows,
-    :meth:`pooling.Windows.adaptive`). When ``oh`` divides ``H`` and ``ow`` divides ``W``
-    (``output_size=1`` included) that is :func:`avg_pool2d` with window and stride ``(H /
-    oh, W / ow)``, the kernel; other sizes take the general path.
+    :meth:`pooling.Windows.adaptive`). ``output_size=1`` is the mean over each plane, as
+    PyTorch computes it (its gradient then needs no input: ``create_graph``'s gradient does
+    not require grad, as torch's). When ``oh`` divides ``H`` and ``ow`` divides ``W`` it is
+    :func:`avg_pool2d` with window and stride ``(H / oh, W / ow)``, the kernel; other sizes
+    take the general path.
     """
     if _unbatched(x):
         return adaptive_avg_pool2d(x.unsqueeze(0), output_size).squeeze(0)
@@ -1352,6 +1345,8 @@ def adaptive_avg_pool2d(x: Tensor, output_size: Any) -> Tensor:
     if x.dtype.kind != "f":
         raise DTypeNotImplementedError(f'"adaptive_avg_pool2d" not implemented for '
                                        f'\'{torch_scalar_name(x.dtype)}\'')
+    if (oh, ow) == (1, 1):  # a mean over the plane, as PyTorch computes it (and its graph)
+        return x.mean((2, 3), keepdim=True)
     if oh and ow and h % oh == 0 and w % ow == 0:
         return avg_pool2d(x, (h // oh, w // ow))
     windows = pooling.Windows.adaptive(h, w, oh, ow)

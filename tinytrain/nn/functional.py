@@ -168,7 +168,10 @@ def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bo
         return x.clamp_(lo, hi) if inplace else x.clamp(lo, hi)
 
     def fn(t: Tensor) -> Tensor:
-        return where((t > min_val) & (t < max_val), t, t.detach().clamp(min_val, max_val))
+        a = t._data
+        inside = (a > min_val) & (a < max_val)
+        return O.PiecewiseLinear.apply(t, backend.get_array_module(a).clip(a, min_val, max_val),
+                                       inside)
 
     return _maybe_inplace("hardtanh", x, fn, inplace)
 
@@ -961,7 +964,9 @@ def pad(input: Tensor, pad: tuple[int, ...], mode: str = "constant",  # noqa: A0
         for axis, (lo, hi) in enumerate(grow):  # each padded axis: gather the right entries
             if lo or hi:
                 source = np.pad(np.arange(out.shape[axis]), (lo, hi), mode=_PAD_MODES[mode])
-                out = out.index_select(axis, Tensor(backend.to_device(source, out.device)))
+                index = (slice(None),) * axis + (backend.to_device(source, out.device),)
+                op = O.Index if mode == "circular" else O.PadIndex  # (PyTorch's graphs)
+                out = op.apply(out, index)
     return out if mode == "circular" else crop(out)
 
 
@@ -1230,7 +1235,10 @@ def threshold(input: Tensor, threshold: float, value: float,  # noqa: A002
     fill = value if input.dtype.kind == "f" else int(value)
 
     def fn(t: Tensor) -> Tensor:
-        return where(t <= threshold, t.new_full((), fill), t)
+        a = t._data
+        below = a <= threshold
+        value = backend.get_array_module(a).where(below, a.dtype.type(fill), a)
+        return O.PiecewiseLinear.apply(t, value, ~below)
 
     return input._inplace("threshold_", fn) if inplace else fn(input)
 
@@ -1252,8 +1260,10 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:  # noqa: A002
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, 0 between (gradient 1
     outside, 0 inside; a NaN stays NaN with gradient 0, as in PyTorch). ``lambd >= 0``."""
     _lambd("softshrink", input, lambd, True)
-    return where(input > lambd, input - lambd, where(input < -lambd, input + lambd,
-                                                     _nan_or_zero(input)))
+    a = input._data
+    xp, above, below = backend.get_array_module(a), a > lambd, a < -lambd
+    value = xp.where(above, a - lambd, xp.where(below, a + lambd, _nan_or_zero(a)))
+    return O.PiecewiseLinear.apply(input, value, above | below)
 
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:  # noqa: A002
@@ -1261,12 +1271,15 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:  # noqa: A002
     0, as PyTorch's vectorised kernel gives: its scalar loop, which handles the last few
     elements of a tensor, gives 1, and -0.0 for softshrink's negative middle)."""
     _lambd("hardshrink", input, lambd, False)
-    return where((input > lambd) | (input < -lambd), input, _nan_or_zero(input))
+    a = input._data
+    outside = (a > lambd) | (a < -lambd)
+    value = backend.get_array_module(a).where(outside, a, _nan_or_zero(a))
+    return O.PiecewiseLinear.apply(input, value, outside)
 
 
-def _nan_or_zero(x: Tensor) -> Tensor:
-    """0, or NaN where ``x`` is NaN, with no gradient (the shrinks' middle piece)."""
-    return where(x.isnan(), x.detach(), 0.0)
+def _nan_or_zero(a: Any) -> Any:
+    """0, or NaN where ``a`` (an array) is NaN (the shrinks' middle piece)."""
+    return backend.get_array_module(a).where(a != a, a, a.dtype.type(0))
 
 
 def tanhshrink(input: Tensor) -> Tensor:  # noqa: A002

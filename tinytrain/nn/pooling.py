@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from tinytrain.autograd import Context, Function
+from tinytrain.autograd.ops import Gather, Reshape, adjoint, anchored
 from tinytrain.backend import get_array_module, index_add
 from tinytrain.kernels.shapes import Pool2dMeta
 from tinytrain.tensor import Tensor
@@ -149,6 +150,14 @@ class PlaneGather(Function):
         index_add(grad, flat.ravel(), grad_out.ravel())
         return grad.reshape(n, c, h * w + 1)[:, :, :-1].reshape(ctx.shape), None, None
 
+    @staticmethod
+    def backward_graph(ctx: Context, grad_out: Tensor, saved: tuple) -> tuple[Any, None, None]:
+        """Linear in ``x`` (the fill aside): its adjoint, the gather itself with a fill of 0
+        (:func:`~tinytrain.autograd.ops.adjoint`), in ``x``'s graph as PyTorch's gradients
+        of max, average and adaptive pooling are (their backward reads the input)."""
+        grad = adjoint(PlaneGather, ctx, grad_out, 0, (None, ctx.index, 0))
+        return anchored(grad, saved.input(0, ctx.shape, grad_out)), None, None
+
 
 def _lowest(dtype: Any) -> Any:
     """The value no element is below: max pooling's padding (``-inf``; an integer type's
@@ -247,3 +256,12 @@ class MaxUnpool2dFunction(Function):
     def backward(ctx: Context, grad_out: Any) -> tuple[Any, None, None]:
         n, c, h, w = grad_out.shape
         return grad_out.ravel()[_flat(ctx.indices, (n, c), h * w)], None, None
+
+    @staticmethod
+    def backward_graph(ctx: Context, grad_out: Tensor, saved: tuple) -> tuple[Any, None, None]:
+        """The gradient read at the indices as a :class:`~tinytrain.autograd.ops.Gather` of
+        each plane, whose own gradient adds back at the indices (repeated ones too)."""
+        n, c, h, w = grad_out.shape
+        index = ctx.indices.reshape(n, c, -1)
+        planes = Gather.apply(Reshape.apply(grad_out, (n, c, h * w)), index, 2)
+        return Reshape.apply(planes, ctx.indices.shape), None, None

@@ -29,6 +29,7 @@ import numpy as np
 
 from tinytrain import backend
 from tinytrain.autograd import Context, Function
+from tinytrain.autograd.ops import adjoint
 from tinytrain.backend import get_array_module
 from tinytrain.dtypes import DTypeError
 from tinytrain.nn.module import Module
@@ -148,6 +149,12 @@ class InterpolateFunction(Function):
                          copy_same)
             grad = _scatter(grad, taps, axis, n_in)
         return grad, None, None, None, None
+
+    @staticmethod
+    def backward_graph(ctx: Context, grad: Tensor, saved: tuple) -> tuple[Any, ...]:
+        """Linear: the gradient's own gradient is the resize itself (the taps' adjoint)."""
+        args = (None, ctx.size, ctx.scales, ctx.mode, ctx.align_corners)
+        return adjoint(InterpolateFunction, ctx, grad, 0, args), None, None, None, None
 
 
 def _copies_same(mode: str, spatial_dims: int) -> bool:
