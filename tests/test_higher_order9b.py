@@ -19,6 +19,8 @@ The table runs on the ``device`` fixture: on CUDA too when CuPy sees a GPU.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -334,6 +336,18 @@ def draw(name):
     return f, values(xs, domain, rng), values(ws, domain, rng), rng
 
 
+@contextlib.contextmanager
+def torch_may_lack_it():
+    """Skip where the installed torch has no double backward for an op (2.11's
+    grid_sampler_2d_backward, on the GPU machine); the pinned 2.13 of CI has it."""
+    try:
+        yield
+    except RuntimeError as error:
+        if "is not implemented" not in str(error) or torch.__version__.startswith("2.13"):
+            raise
+        pytest.skip(f"torch {torch.__version__}: {error}")
+
+
 def gradgrad(m, f, xv, wv, vv, uv, device="cpu"):
     """``(g_x, g_w, d<g, u>/dx, d<g, u>/dw, d<g, u>/dv)``, Nones as zeros."""
     x, w = leaf(m, xv, device), leaf(m, wv, device)
@@ -367,7 +381,8 @@ def test_double_backward_matches_torch(name, device):
 
     vv, uv = cotangent("v"), cotangent("u")
     ours = gradgrad(tt, f, xv, wv, vv, uv, device)
-    theirs = gradgrad(torch, f, xv, wv, vv, uv)
+    with torch_may_lack_it():
+        theirs = gradgrad(torch, f, xv, wv, vv, uv)
     for what, a, b in zip(("dx", "dw", "d2x", "d2w", "d2v"), ours, theirs):
         np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-9, err_msg=f"{name}: {what}")
 
@@ -550,7 +565,8 @@ def test_single_op_gradient_is_in_the_graph_as_torchs(name, device):
         seen[m] = g.requires_grad, g.grad_fn is not None
         if g.requires_grad and name != "hardsigmoid":  # (torch: no double backward) a later
             # backward: zeros where the derivative is 0, or None, as torch's
-            (gg,) = m.autograd.grad((g * g.detach()).sum(), x, allow_unused=True)
+            with torch_may_lack_it():
+                (gg,) = m.autograd.grad((g * g.detach()).sum(), x, allow_unused=True)
             seen[m] += (None if gg is None else numpy(gg + x.detach() * 0),)
     if name in NOT_IN_GRAPH:
         assert seen[tt][0] is False and seen[torch][0] is True
