@@ -1,0 +1,109 @@
+"""PyTorch's recurrent-network programs, ported by their imports, run with tinytrain and with
+PyTorch on the same data and the same random numbers (``Draws`` of tests/test_ports9.py), and
+what porting them found.
+
+Programs (whole scripts in ``tests/tutorials/``, changed lines marked ``# tinytrain:``):
+pytorch/examples' word_language_model (``data.py``, ``model.py``, ``main.py``,
+``generate.py`` as ``wlm_*.py``: LSTM / GRU / RNN_TANH and the Transformer) and mnist_rnn,
+the newer char-RNN name classification tutorial (``nn.RNN`` in a CharRNN module), the
+"Sequence models and LSTM" POS tagger and the seq2seq translation tutorial's encoder and
+attention decoder.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+from test_ports9 import _diff, _same_but_for_rounding, numbers, run_both
+from test_tutorials import run, tutorial_module
+
+import tinytrain as tt
+
+pytestmark = pytest.mark.usefixtures("torch_single_thread")
+
+
+# ------------------------------------------------------------------ word_language_model
+
+
+def tiny_corpus() -> dict[str, bytes]:
+    """``data/wikitext-2/{train,valid,test}.txt`` made up: sentences of a small grammar
+    (determiner, optional adjective, noun, verb, preposition, determiner, noun), one a line,
+    so that a language model can learn which word class follows which."""
+    rng = np.random.default_rng(3)
+    det, adj = ["the", "a", "every"], ["red", "small", "old", "quick"]
+    noun = ["cat", "dog", "bird", "fox", "mat", "tree"]
+    verb, prep = ["sat", "ran", "slept", "looked"], ["on", "under", "near"]
+
+    def sentence() -> str:
+        words = [rng.choice(det)] + ([rng.choice(adj)] if rng.random() < 0.4 else [])
+        words += [rng.choice(noun), rng.choice(verb), rng.choice(prep), rng.choice(det),
+                  rng.choice(noun)]
+        return " ".join(words) + " ."
+
+    return {f"data/wikitext-2/{split}.txt": ("\n".join(sentence() for _ in range(n)) + "\n"
+                                              ).encode()
+            for split, n in (("train", 150), ("valid", 40), ("test", 40))}
+
+
+WLM_FILES = {"data.py": tutorial_module("wlm_data.py"), "model.py": tutorial_module("wlm_model.py")}
+WLM_ARGS = ["--emsize", "32", "--nhid", "32", "--epochs", "4", "--batch_size",
+            "8", "--bptt", "10", "--dropout", "0", "--log-interval", "5"]
+
+
+def _without_times(text: str) -> str:
+    return re.sub(r"(ms/batch|time:)\s+[\d.]+s?", r"\1 (time)", text)
+
+
+@pytest.mark.parametrize("rnn", [("LSTM", "1", True, "20"), ("GRU", "2", False, "5"),
+                                 ("RNN_TANH", "1", False, "5")], ids=lambda r: r[0])
+def test_word_language_model_rnn(rnn, tmp_path, monkeypatch, capsys):
+    """main.py: ``Corpus`` by ``torch.tensor(ids).type(torch.int64)`` and ``torch.cat``,
+    ``batchify`` (``narrow``, ``view(bsz, -1).t().contiguous()``), RNNModel with
+    ``getattr(nn, rnn_type)``, tied weights, ``uniform_`` / ``zeros_`` inits and
+    ``weight.new_zeros`` hidden states, ``repackage_hidden`` (``detach`` of a tensor or a
+    tuple), ``clip_grad_norm_`` and ``p.data.add_(p.grad, alpha=-lr)``, evaluation under
+    no_grad, ``torch.save(model, f)`` / ``torch.load(f, weights_only=False)`` and
+    ``flatten_parameters``; then generate.py samples from the checkpoint (``multinomial``
+    of ``output.squeeze().div(t).exp()``, ``input.fill_(word_idx)``). float64, dropout 0:
+    the same losses as PyTorch's to 1e-9, and the model learns the grammar."""
+    kind, layers, tied, lr = rnn
+    argv = [*WLM_ARGS, "--model", kind, "--nlayers", layers, "--lr", lr] + (
+        ["--tied"] if tied else [])
+    files = {**tiny_corpus(), **WLM_FILES}
+    runs = run_both("wlm_main.py", tmp_path, monkeypatch, capsys, files=files, argv=argv,
+                    dtype="float64")
+    (ours, v, _), (theirs, w, _) = runs["tinytrain"], runs["torch"]
+    ours, theirs = _without_times(ours), _without_times(theirs)
+    assert _same_but_for_rounding(ours, theirs), _diff(ours, theirs)
+    np.testing.assert_allclose(numbers(ours), numbers(theirs), rtol=1e-9)
+    valid = [float(x) for x in re.findall(r"valid loss\s+([\d.]+)", ours)]
+    (test,) = (float(x) for x in re.findall(r"test loss\s+([\d.]+)", ours))
+    ntokens = len(v["corpus"].dictionary)
+    assert len(valid) == 4 and valid[-1] < np.log(ntokens) - 0.9, (valid, ntokens)
+    assert test < np.log(ntokens) - 0.9 and v["model"].rnn_type == kind
+    model = v["model"]
+    assert type(model).__module__ == "model" and next(model.parameters()).dtype == tt.float64
+    if tied:
+        assert model.decoder.weight is model.encoder.weight
+    # generate.py on each run's checkpoint
+    gen_files = {**tiny_corpus(), "data.py": WLM_FILES["data.py"],
+                 "model.py": WLM_FILES["model.py"],
+                 "model.pt": lambda lib: (tmp_path / lib / "model.pt").read_bytes()}
+    (tmp_path / "gen").mkdir()
+    gens = run_both("wlm_generate.py", tmp_path / "gen", monkeypatch, capsys, files=gen_files,
+                    argv=["--words", "60", "--log-interval", "20"], dtype="float64")
+    (ours, v, _), (theirs, _, _) = gens["tinytrain"], gens["torch"]
+    assert ours == theirs == "".join(f"| Generated {i}/60 words\n" for i in (0, 20, 40))
+    text = [(tmp_path / "gen" / lib / "generated.txt").read_text() for lib in ("tinytrain",
+                                                                              "torch")]
+    assert text[0] == text[1] and text[0].count("\n") == 3
+    words = text[0].split()
+    assert len(words) == 60 and all(word in v["corpus"].dictionary.word2idx for word in words)
+    # sampled from the trained model: a determiner is followed by an adjective or a noun
+    after_det = [b for a, b in zip(words, words[1:]) if a in ("the", "a", "every")]
+    grammatical = [b in ("red", "small", "old", "quick", "cat", "dog", "bird", "fox", "mat",
+                         "tree") for b in after_det]
+    assert len(after_det) > 5 and np.mean(grammatical) > 0.8, words
