@@ -13,6 +13,8 @@ attention decoder.
 from __future__ import annotations
 
 import re
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -107,3 +109,58 @@ def test_word_language_model_rnn(rnn, tmp_path, monkeypatch, capsys):
     grammatical = [b in ("red", "small", "old", "quick", "cat", "dog", "bird", "fox", "mat",
                          "tree") for b in after_det]
     assert len(after_det) > 5 and np.mean(grammatical) > 0.8, words
+
+
+def test_word_language_model_transformer(tmp_path, monkeypatch, capsys):
+    """main.py's TransformerModel: a subclass of ``nn.Transformer`` (its unused decoder too)
+    with ``PositionalEncoding`` (``register_buffer('pe', ...)`` of ``torch.exp(torch.arange(0,
+    d, 2).float() * (-math.log(10000.0) / d))``), the causal mask ``torch.log(torch.tril(
+    torch.ones(sz, sz)))`` through ``self.encoder(src, mask=...)``; generate.py grows its input
+    by ``torch.cat([input, torch.Tensor([[word_idx]]).long()], 0)``. nn.Transformer's layers
+    keep PyTorch's dropout of 0.1, inside the attention where it cannot be replayed: the runs
+    compare by learning, and tinytrain's trained weights give PyTorch's outputs."""
+    argv = [*WLM_ARGS, "--model", "Transformer", "--nlayers", "1", "--lr", "5"]
+    results = {}
+    for lib in ("tinytrain", "torch"):
+        with monkeypatch.context() as patches:
+            out, v = run("wlm_main.py", lib, tmp_path, patches, capsys, argv,
+                         files={**tiny_corpus(), **WLM_FILES})
+        valid = [float(x) for x in re.findall(r"valid loss\s+([\d.]+)", out)]
+        (test,) = (float(x) for x in re.findall(r"test loss\s+([\d.]+)", out))
+        assert len(valid) == 4 and valid[-1] < valid[0] and test < 1.8, out  # ln 22 = 3.09
+        results[lib] = test, v
+    (ours, v), (theirs, w) = results["tinytrain"], results["torch"]
+    assert abs(ours - theirs) < 0.15, (ours, theirs)
+    model, other = v["model"], w["model"]
+    assert model.model_type == "Transformer" and len(model.decoder.weight) == 22
+    state = model.state_dict()
+    assert list(state) == list(other.state_dict())
+    assert state["pos_encoder.pe"].shape == (5000, 1, 32) and state["pos_encoder.pe"].dtype == (
+        tt.float32)
+    other.load_state_dict({k: torch.from_numpy(np.array(t.numpy())) for k, t in state.items()})
+    data = v["test_data"][:10]
+    with tt.no_grad(), torch.no_grad():
+        mine = model(data).numpy()
+        np.testing.assert_allclose(mine, other(torch.from_numpy(data.numpy())).numpy(),
+                                   rtol=1e-4, atol=1e-5)
+        assert mine.shape == (10, 10, 22)
+        np.testing.assert_allclose(model.src_mask.numpy(), other.src_mask.numpy())
+    # generate.py from tinytrain's checkpoint, and from PyTorch's model with its weights
+    module = types.ModuleType("model")  # (the run's module, for pickle to find the classes in)
+    module.__dict__.update(type(other).__init__.__globals__)
+    monkeypatch.setitem(sys.modules, "model", module)
+    torch.save(other, tmp_path / "torch" / "same.pt")
+    del sys.modules["model"]
+    (tmp_path / "gen").mkdir()
+    gen_files = {**tiny_corpus(), "data.py": WLM_FILES["data.py"],
+                 "model.py": WLM_FILES["model.py"],
+                 "model.pt": lambda lib: (tmp_path / lib / ("model.pt" if lib == "tinytrain"
+                                                            else "same.pt")).read_bytes()}
+    gens = run_both("wlm_generate.py", tmp_path / "gen", monkeypatch, capsys, files=gen_files,
+                    argv=["--words", "30", "--log-interval", "10"])
+    assert gens["tinytrain"][0] == gens["torch"][0] == "".join(
+        f"| Generated {i}/30 words\n" for i in (0, 10, 20))
+    assert tuple(gens["tinytrain"][1]["input"].shape) == (31, 1)
+    text = [(tmp_path / "gen" / lib / "generated.txt").read_text() for lib in ("tinytrain",
+                                                                              "torch")]
+    assert text[0] == text[1] and len(text[0].split()) == 30
