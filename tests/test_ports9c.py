@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import sys
 import types
+import warnings
 
 import numpy as np
 import pytest
@@ -164,3 +165,90 @@ def test_word_language_model_transformer(tmp_path, monkeypatch, capsys):
     text = [(tmp_path / "gen" / lib / "generated.txt").read_text() for lib in ("tinytrain",
                                                                               "torch")]
     assert text[0] == text[1] and len(text[0].split()) == 30
+
+
+# ------------------------------------------------------------------ mnist_rnn
+
+
+def test_mnist_rnn(tmp_path, monkeypatch, capsys):
+    """pytorch/examples' mnist_rnn: ``nn.LSTM(input_size=28, hidden_size=64,
+    batch_first=True)`` over the image rows, ``output[:, -1, :]``, BatchNorm1d, ``Dropout2d``
+    on 2-D input (PyTorch warns, and drops whole rows: its masks replayed), Adadelta, StepLR,
+    ``F.nll_loss(reduction='sum')``, shuffling DataLoaders (their orders replayed). float32:
+    PyTorch's losses, and it learns."""
+    runs = run_both("mnist_rnn.py", tmp_path, monkeypatch, capsys,
+                    argv=["--epochs", "2", "--lr", "1.0", "--batch-size", "64",
+                          "--test-batch-size", "250", "--log-interval", "5", "--save-model"])
+    (ours, v, _), (theirs, w, _) = runs["tinytrain"], runs["torch"]
+    assert _same_but_for_rounding(ours, theirs), _diff(ours, theirs)
+    np.testing.assert_allclose(numbers(ours), numbers(theirs), rtol=2e-4, atol=1e-5)
+    tests = re.findall(r"Average loss: ([\d.]+), Accuracy: (\d+)/500", ours)
+    (loss1, _), (loss2, correct) = tests
+    assert float(loss2) < float(loss1) - 0.2 and int(correct) > 150, ours  # chance: 50
+    assert "Train Epoch: 2 [960/1280 (75%)]" in ours
+    state = tt.load(tmp_path / "tinytrain" / "mnist_rnn.pt")
+    assert list(state) == list(torch.load(tmp_path / "torch" / "mnist_rnn.pt"))
+    assert state["rnn.weight_ih_l0"].shape == (256, 28)
+
+
+@pytest.mark.parametrize(("name", "shape"), [
+    ("dropout2d", (6, 40)), ("dropout2d", (4, 30, 5)), ("dropout2d", (3, 20, 2, 2)),
+    ("dropout2d", (2, 3, 8, 2, 2)), ("dropout1d", (4, 30, 5)), ("dropout1d", (30, 5)),
+    ("dropout3d", (2, 20, 2, 2, 2)), ("dropout3d", (20, 2, 2, 2)), ("dropout3d", (5, 40))])
+def test_feature_dropouts_drop_what_torch_drops(name, shape):
+    """mnist_rnn's ``nn.Dropout2d`` on ``[N, 64]`` (it raised ShapeError): PyTorch's
+    ``feature_dropout`` drops ``x[n, c]`` of ``[N, C, *]`` (each element of a 2-D input), a
+    3-D input to dropout2d is ``[N, C, L]``, dropout1d / dropout3d take unbatched input; the
+    same warnings (and the same pattern of zeros: whole features)."""
+    results = {}
+    for lib in (tt, torch):
+        lib.manual_seed(0)
+        x = lib.ones(shape, dtype=lib.float64)
+        with pytest.warns() if name != "dropout1d" and len(shape) not in (
+                {"dropout2d": (4,), "dropout3d": (5, 4)}[name]) else _no_warning() as caught:
+            out = getattr(lib.nn.functional, name)(x, 0.5)
+        results[lib.__name__] = out.numpy(), [str(w.message) for w in caught or []]
+    (ours, our_warnings), (theirs, their_warnings) = results["tinytrain"], results["torch"]
+    assert our_warnings == their_warnings
+    assert ours.shape == theirs.shape == shape and set(np.unique(ours)) <= {0.0, 2.0}
+    unbatched = (name, len(shape)) in (("dropout1d", 2), ("dropout3d", 4))
+    units = (ours[None] if unbatched else ours).reshape(-1, int(np.prod(shape[-(len(shape) - (
+        1 if unbatched else 2)):])) if len(shape) > 2 or unbatched else 1)
+    assert (units.min(1) == units.max(1)).all()  # a feature is all 0 or all 2
+    assert 0.25 < (units[:, 0] == 0).mean() < 0.75
+    for lib in (tt, torch):
+        x = lib.ones(shape)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert (getattr(lib.nn.functional, name)(x, 0.5, training=False) == 1).all()
+
+
+class _no_warning:
+    def __enter__(self):
+        self._catch = warnings.catch_warnings(record=True)
+        self.caught = self._catch.__enter__()
+        warnings.simplefilter("always")
+        return self.caught
+
+    def __exit__(self, *exc):
+        self._catch.__exit__(*exc)
+        assert not self.caught, [str(w.message) for w in self.caught]
+
+
+@pytest.mark.parametrize("lib", [tt, torch], ids=["tinytrain", "torch"])
+def test_feature_dropout_errors(lib):
+    F = lib.nn.functional
+    with pytest.raises(RuntimeError, match="Feature dropout requires at least 2 dimensions"), \
+            pytest.warns(UserWarning, match="Received a 1-D input to dropout2d"):
+        F.dropout2d(lib.ones(5), 0.5)
+    with pytest.raises(RuntimeError, match="dropout1d: Expected 2D or 3D input, but received"):
+        F.dropout1d(lib.ones(2, 3, 4, 5), 0.5)
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        F.dropout3d(lib.ones(2, 3, 4, 5, 6), 1.5)
+    x = lib.ones(4, 30, 5)
+    assert F.dropout1d(x, 1.0, inplace=True) is x and x.sum().item() == 0
+    y = lib.ones(30, 5)
+    assert F.dropout1d(y, 0.5, inplace=True) is y and y.min().item() == 0
+    m = lib.nn.Dropout3d(0.5)
+    assert m(lib.ones(2, 4, 2, 2, 2)).shape == (2, 4, 2, 2, 2)
+    assert lib.nn.Dropout1d(0.5).eval()(x) is x
