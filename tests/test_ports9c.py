@@ -91,6 +91,10 @@ def test_word_language_model_rnn(rnn, tmp_path, monkeypatch, capsys):
     assert type(model).__module__ == "model" and next(model.parameters()).dtype == tt.float64
     if tied:
         assert model.decoder.weight is model.encoder.weight
+    for (name, p), (_, q) in zip(model.named_parameters(), w["model"].named_parameters(),
+                                 strict=True):  # the reloaded best model
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-8,
+                                   atol=1e-10, err_msg=name)
     # generate.py on each run's checkpoint
     gen_files = {**tiny_corpus(), "data.py": WLM_FILES["data.py"],
                  "model.py": WLM_FILES["model.py"],
@@ -179,7 +183,7 @@ def test_mnist_rnn(tmp_path, monkeypatch, capsys):
     runs = run_both("mnist_rnn.py", tmp_path, monkeypatch, capsys,
                     argv=["--epochs", "2", "--lr", "1.0", "--batch-size", "64",
                           "--test-batch-size", "250", "--log-interval", "5", "--save-model"])
-    (ours, v, _), (theirs, w, _) = runs["tinytrain"], runs["torch"]
+    (ours, _, _), (theirs, _, _) = runs["tinytrain"], runs["torch"]
     assert _same_but_for_rounding(ours, theirs), _diff(ours, theirs)
     np.testing.assert_allclose(numbers(ours), numbers(theirs), rtol=2e-4, atol=1e-5)
     tests = re.findall(r"Average loss: ([\d.]+), Accuracy: (\d+)/500", ours)
