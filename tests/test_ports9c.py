@@ -256,3 +256,31 @@ def test_feature_dropout_errors(lib):
     m = lib.nn.Dropout3d(0.5)
     assert m(lib.ones(2, 4, 2, 2, 2)).shape == (2, 4, 2, 2, 2)
     assert lib.nn.Dropout1d(0.5).eval()(x) is x
+
+
+# ------------------------------------------------------------------ small gaps
+
+
+@pytest.mark.parametrize("lib", [tt, torch], ids=["tinytrain", "torch"])
+@pytest.mark.parametrize("dtype", ["int64", "int32", "bool"])
+def test_bce_with_an_integer_target_raises_as_torch(lib, dtype):
+    """Class labels passed as they come (``y`` of a DataLoader, int64) to
+    ``binary_cross_entropy_with_logits`` / ``BCEWithLogitsLoss`` / ``binary_cross_entropy``:
+    PyTorch raises RuntimeError (the result can't be cast to the target's dtype); tinytrain
+    converted them silently."""
+    F = lib.nn.functional
+    x, y = lib.zeros(4, requires_grad=True), lib.ones(4, dtype=getattr(lib, dtype))
+    for loss in (lambda: F.binary_cross_entropy_with_logits(x, y),
+                 lambda: lib.nn.BCEWithLogitsLoss()(x, y),
+                 lambda: lib.nn.BCEWithLogitsLoss(pos_weight=lib.ones(4))(x, y),
+                 lambda: F.binary_cross_entropy(x.sigmoid(), y), lambda: lib.nn.BCELoss()(
+                     x.sigmoid(), y)):
+        with pytest.raises(RuntimeError):
+            loss()
+    if dtype != "bool":  # (PyTorch's bool message is about subtracting bools)
+        with pytest.raises(RuntimeError, match="result type Float can't be cast to the "
+                                               "desired output type (Long|Int)"):
+            F.binary_cross_entropy_with_logits(x, y)
+        with pytest.raises(RuntimeError, match="Found dtype (Long|Int) but expected Float"):
+            F.binary_cross_entropy(x.sigmoid(), y)
+    assert F.binary_cross_entropy_with_logits(x, y.float()).item() == pytest.approx(np.log(2))

@@ -693,12 +693,20 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,  # noqa: A00
     (broadcast along the last dim, e.g. ``[C]`` for ``[N, C]``) scales the positive term,
     ``-p y log sigmoid(x)``, as in PyTorch. The loss has the dtype of a floating ``target``,
     as PyTorch's (which computes it in place in a copy of the target): float64 logits with
-    ``labels.float()`` give a float32 loss (the input's gradient stays float64).
+    ``labels.float()`` give a float32 loss (the input's gradient stays float64). An integer
+    or bool target (class labels as they come) raises DTypeError (a RuntimeError, as
+    PyTorch's): convert with ``target.float()``.
     """
     name = "binary_cross_entropy_with_logits"
     reduction = _legacy_reduction(name, size_average, reduce, reduction)
     _same_shape(name, input, target)
-    out_dtype = target.dtype if target.dtype.kind == "f" else input.dtype
+    _floating(name, input)
+    if target.dtype.kind != "f":  # (PyTorch computes the loss into a copy of the target)
+        raise DTypeError(f"{name}: result type {torch_scalar_name(input.dtype)} can't be cast "
+                         f"to the desired output type {torch_scalar_name(target.dtype)}: the "
+                         f"target must be floating (probabilities), got {target.dtype}; "
+                         f"pass target.float()")
+    out_dtype = target.dtype
     target = target.to(dtype=input.dtype)
     loss = O.BCEWithLogits.apply(input, target)  # softplus(-x) + (1 - y) x
     if pos_weight is not None:  # the positive term, -y log sigmoid(x) = y softplus(-x), p times
@@ -723,6 +731,10 @@ def binary_cross_entropy(input: Tensor, target: Tensor,  # noqa: A002
     if input.numel() and not ((input._data >= 0) & (input._data <= 1)).all():
         raise ValueError(f"{name}: input must be probabilities in [0, 1]; for "
                          "logits use binary_cross_entropy_with_logits")
+    if target.dtype.kind != "f":
+        raise DTypeError(f"{name}: Found dtype {torch_scalar_name(target.dtype)} but expected "
+                         f"{torch_scalar_name(input.dtype)}: the target must be floating "
+                         f"(probabilities), got {target.dtype}; pass target.float()")
     if target.numel() and not ((target._data >= 0) & (target._data <= 1)).all():
         raise ValueError(f"{name}: all elements of target should be between 0 and 1 (labels "
                          f"such as -1/1, or a 0-255 mask, need mapping to 0/1 first)")
