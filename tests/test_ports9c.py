@@ -284,3 +284,66 @@ def test_bce_with_an_integer_target_raises_as_torch(lib, dtype):
         with pytest.raises(RuntimeError, match="Found dtype (Long|Int) but expected Float"):
             F.binary_cross_entropy(x.sigmoid(), y)
     assert F.binary_cross_entropy_with_logits(x, y.float()).item() == pytest.approx(np.log(2))
+
+
+class _SolveThatDoesNotRaise:
+    """NumPy as CuPy behaves: ``linalg.solve`` of a singular matrix gives non-finite values
+    (cuSOLVER's zero pivot divides), it does not raise."""
+
+    linalg = types.SimpleNamespace(solve=lambda a, b: _solve_or_nan(a, b))
+    isfinite, eye = staticmethod(np.isfinite), staticmethod(np.eye)
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+
+def _solve_or_nan(a, b):
+    try:
+        return np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        with np.errstate(all="ignore"):
+            return np.full(np.broadcast_shapes(a.shape[:-1], b.shape[:-2] + (1,)) + b.shape[-1:],
+                           np.inf) * 0
+
+
+@pytest.mark.parametrize("fake_gpu", [False, True], ids=["cpu", "solve-that-does-not-raise"])
+def test_linalg_singular_raises_on_every_backend(fake_gpu, monkeypatch):
+    """``tt.linalg.solve`` / ``inv`` of a singular matrix raise ``LinAlgError`` as PyTorch's
+    (a RuntimeError) also where the array module's solve does not raise (CuPy's: it returns
+    NaN / inf), while NaN or inf in A or B still give non-finite results without raising, as
+    in PyTorch."""
+    import tinytrain.linalg as linalg
+
+    if fake_gpu:
+        monkeypatch.setattr(linalg, "get_array_module", lambda a: _SolveThatDoesNotRaise())
+    singular = np.array([[1.0, 2.0], [2.0, 4.0]])
+    for lib in (tt, torch):
+        A = lib.tensor(singular)
+        with pytest.raises(lib.linalg.LinAlgError, match="singular"):
+            lib.linalg.solve(A, lib.ones(2, dtype=lib.float64))
+        with pytest.raises(RuntimeError, match="singular"):
+            lib.linalg.inv(A.expand(3, 2, 2))
+        with pytest.raises(RuntimeError, match="singular"):
+            lib.inverse(A)
+    nan = np.array([[np.nan, 1.0], [1.0, 1.0]])
+    np.testing.assert_array_equal(tt.linalg.solve(tt.tensor(nan), tt.ones(2, dtype=tt.float64)
+                                                  ).numpy(),
+                                  torch.linalg.solve(torch.tensor(nan), torch.ones(2,
+                                                     dtype=torch.float64)).numpy())
+    B = np.array([np.inf, 1.0])
+    x = tt.linalg.solve(tt.tensor([[2.0, 1.0], [1.0, 1.0]]), tt.tensor(B, dtype=tt.float32))
+    assert not np.isfinite(x.numpy()).any()
+    ok = tt.linalg.solve(tt.tensor([[2.0, 1.0], [1.0, 1.0]]), tt.tensor([3.0, 2.0]))
+    np.testing.assert_allclose(ok.numpy(), [1.0, 1.0])
+
+
+def test_linalg_singular_raises_on_the_device(device):
+    """The same on the GPU, where CuPy's solve does not raise."""
+    A = tt.tensor([[1.0, 2.0], [2.0, 4.0]], device=device)
+    with pytest.raises(tt.linalg.LinAlgError, match="singular"):
+        tt.linalg.solve(A, tt.ones(2, device=device))
+    with pytest.raises(tt.linalg.LinAlgError, match="singular"):
+        tt.linalg.inv(A)
+    x = tt.linalg.solve(tt.tensor([[2.0, 1.0], [1.0, 1.0]], device=device),
+                        tt.tensor([3.0, 2.0], device=device))
+    np.testing.assert_allclose(x.numpy(), [1.0, 1.0], rtol=1e-6)
