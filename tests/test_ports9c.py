@@ -347,3 +347,28 @@ def test_linalg_singular_raises_on_the_device(device):
     x = tt.linalg.solve(tt.tensor([[2.0, 1.0], [1.0, 1.0]], device=device),
                         tt.tensor([3.0, 2.0], device=device))
     np.testing.assert_allclose(x.numpy(), [1.0, 1.0], rtol=1e-6)
+
+
+# ------------------------------------------------------------------ NLP tutorials
+
+
+def test_sequence_models_tutorial(tmp_path, monkeypatch, capsys):
+    """"Sequence models and LSTM": ``nn.LSTM(3, 3)`` one step at a time with ``i.view(1, 1,
+    -1)`` and a ``(h, c)`` tuple, then over the whole ``torch.cat(inputs).view(5, 1, -1)``
+    (the last output is the final state), printed; the POS tagger (``nn.Embedding``,
+    ``nn.LSTM``, ``hidden2tag``, ``F.log_softmax``, ``prepare_sequence`` by
+    ``torch.tensor(idxs, dtype=torch.long)``), 300 epochs of SGD. float64: PyTorch's
+    printout, and the tagger learns the tags."""
+    runs = run_both("sequence_models_tutorial.py", tmp_path, monkeypatch, capsys,
+                    dtype="float64")
+    (ours, v, _), (theirs, w, _) = runs["tinytrain"], runs["torch"]
+    assert _same_but_for_rounding(ours, theirs), _diff(ours, theirs)
+    np.testing.assert_allclose(numbers(ours), numbers(theirs), rtol=1e-6, atol=1e-8)
+    out, (h, c) = v["out"], v["hidden"]
+    assert out.shape == (5, 1, 3) and h.shape == c.shape == (1, 1, 3)
+    np.testing.assert_array_equal(out[-1].detach().numpy(), h[0].detach().numpy())
+    scores = v["tag_scores"]
+    np.testing.assert_allclose(scores.numpy(), w["tag_scores"].numpy(), rtol=1e-8)
+    assert scores.argmax(1).tolist() == [0, 1, 2, 0, 1]  # DET NN V DET NN
+    first = numbers(ours)[-30:-15]  # the scores before training: about ln(1/3) each
+    assert np.mean(first) < -0.9 and scores.max(1).values.mean().item() > -0.1
