@@ -372,3 +372,72 @@ def test_sequence_models_tutorial(tmp_path, monkeypatch, capsys):
     assert scores.argmax(1).tolist() == [0, 1, 2, 0, 1]  # DET NN V DET NN
     first = numbers(ours)[-30:-15]  # the scores before training: about ln(1/3) each
     assert np.mean(first) < -0.9 and scores.max(1).values.mean().item() > -0.1
+
+
+def eng_fra() -> dict[str, bytes]:
+    """A made-up ``data/eng-fra.txt`` (``English\\tFrench`` a line): "I am (very / too)
+    tired." and the like for six subjects and eight adjectives, with accents that
+    ``unicodeToAscii`` strips, the four sentences the tutorial translates at its end, and
+    lines ``filterPairs`` drops."""
+    subjects = [("I am", "Je suis"), ("He is", "Il est"), ("You are", "Vous êtes"),
+                ("They are", "Ils sont")]
+    adverbs = [("", ""), ("too ", "trop ")]
+    adjectives = [("tired", "fatigué"), ("tall", "grand"), ("happy", "content"),
+                  ("ready", "prêt"), ("sorry", "désolé"), ("proud", "fier")]
+    lines = ["Go.\tVa !", "Hello!\tSalut !", "This is a pen.\tC'est un stylo."]
+    lines += [f"{e} {ea}{eadj}.\t{f} {fa}{fadj}." for e, f in subjects for ea, fa in adverbs
+              for eadj, fadj in adjectives]
+    lines += ["He is not as tall as his father.\tIl n'est pas aussi grand que son père.",
+              "I'm too tired to drive.\tJe suis trop fatigué pour conduire.",
+              "I am sorry if this is a stupid question.\tJe suis désolé si c'est une "
+              "question idiote.", "I'm really proud of you.\tJe suis réellement fière de vous."]
+    return {"data/eng-fra.txt": ("\n".join(lines) + "\n").encode()}
+
+
+def test_seq2seq_translation_tutorial(tmp_path, monkeypatch, capsys):
+    """The seq2seq translation tutorial: ``Lang`` vocabularies, ``normalizeString``,
+    ``filterPairs`` by English prefixes, a ``TensorDataset`` of ``torch.LongTensor(int32
+    ndarray)`` with a ``RandomSampler`` (its orders replayed), EncoderRNN (``nn.GRU(...,
+    batch_first=True)``, dropout replayed), AttnDecoderRNN with Bahdanau attention
+    (``Va(tanh(Wa(q) + Ua(keys)))``, ``F.softmax``, ``torch.bmm``), teacher forcing by
+    ``target_tensor[:, i].unsqueeze(1)``, greedy decoding by ``topk(1)`` and
+    ``topi.squeeze(-1).detach()``, SOS / EOS tokens, Adam, the attention shown by
+    ``matshow``. float64: PyTorch's losses, translations and attentions, and it learns."""
+    runs = run_both("seq2seq_translation_tutorial.py", tmp_path, monkeypatch, capsys,
+                    files=eng_fra(), dtype="float64")
+    (ours, v, our_plots), (theirs, w, their_plots) = runs["tinytrain"], runs["torch"]
+    ours, theirs = (re.sub(r"\d+m \d+s", "(time)", out) for out in (ours, theirs))
+    assert ours == theirs or _same_but_for_rounding(ours, theirs), _diff(ours, theirs)
+    np.testing.assert_allclose(numbers(ours), numbers(theirs), rtol=1e-8)
+    assert "Read 55 sentence pairs\nTrimmed to 52 sentence pairs" in ours
+    losses = [float(x) for x in re.findall(r"\(\d+ \d+%\) ([\d.]+)", ours)]
+    assert len(losses) == 10 and losses[-1] < losses[0] / 2, losses
+    matshows = [c for c in our_plots if c[0] == "matshow"]
+    assert len(matshows) == 4
+    for (_, (ours_attn,), _), (_, (theirs_attn,), _) in zip(matshows, [
+            c for c in their_plots if c[0] == "matshow"]):
+        assert ours_attn.dtype == np.float64
+        np.testing.assert_allclose(ours_attn, theirs_attn, rtol=1e-8, atol=1e-12)
+        np.testing.assert_allclose(ours_attn.sum(1), 1.0)  # softmax over the source words
+    translations = re.findall(r"^= (.*)\n< (.*)$", ours, re.M)
+    # (after 60 steps of Adam at 1e-3: English sentences of the data's shape, not yet right)
+    shaped = [output.endswith("<EOS>") and output.split()[0] in ("i", "he", "you", "they")
+              for _, output in translations]
+    assert len(translations) == 10 and np.mean(shaped) >= 0.5, translations
+    for part in ("encoder", "decoder"):
+        for (name, p), (_, q) in zip(v[part].named_parameters(), w[part].named_parameters(),
+                                     strict=True):
+            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-7,
+                                       atol=1e-10, err_msg=name)
+
+
+def test_onnx_imports_and_export_says_it_cannot():
+    """word_language_model's ``import torch.onnx`` (it exports only with --onnx-export):
+    importable; ``export`` raises NotImplementedError naming what to do instead."""
+    import tinytrain.onnx
+
+    assert tt.onnx is tinytrain.onnx and callable(torch.onnx.export)
+    with pytest.raises(NotImplementedError, match="cannot export models to ONNX"):
+        tt.onnx.export(tt.nn.Linear(2, 2), (tt.zeros(1, 2),), "model.onnx")
+    with pytest.raises(AttributeError, match="tinytrain.onnx"):
+        tt.onnx.dynamo_export  # noqa: B018
