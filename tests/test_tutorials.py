@@ -48,16 +48,28 @@ def as_pytorch(source: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def tutorial_module(name: str):
+    """A file for ``run``'s ``files``: tutorial ``name`` as the running library's (a program's
+    own module, e.g. ``import model`` of a copy of pytorch/examples' ``model.py``)."""
+    def content(lib: str) -> bytes:
+        source = (TUTORIALS / name).read_text()
+        return (source if lib == "tinytrain" else as_pytorch(source)).encode()
+    return content
+
+
 def run(name: str, lib: str, tmp_path: Path, monkeypatch, capsys, argv=(),
-        files: dict[str, bytes] | None = None) -> tuple[str, dict]:
+        files: dict | None = None) -> tuple[str, dict]:
     """Run tutorial ``name`` with ``lib`` ("tinytrain" or "torch") in ``tmp_path`` (with
-    ``files`` written there first): its output and its global variables."""
+    ``files`` written there first: bytes, or a function of ``lib`` that gives them, see
+    :func:`tutorial_module`): its output and its global variables. The program's directory
+    is first on ``sys.path``, as ``python program.py`` puts it; the modules it imports from
+    there are forgotten afterwards (the other library's run imports its own)."""
     source = (TUTORIALS / name).read_text()
     program = tmp_path / lib / name
     program.parent.mkdir()
     for rel, content in (files or {}).items():
         (program.parent / rel).parent.mkdir(parents=True, exist_ok=True)
-        (program.parent / rel).write_bytes(content)
+        (program.parent / rel).write_bytes(content(lib) if callable(content) else content)
     program.write_text(source if lib == "tinytrain" else as_pytorch(source))
     monkeypatch.chdir(program.parent)
     monkeypatch.syspath_prepend(str(TUTORIALS))
@@ -72,7 +84,13 @@ def run(name: str, lib: str, tmp_path: Path, monkeypatch, capsys, argv=(),
     random.seed(0)
     np.random.seed(0)  # (NumPy's global generator: a program's np.random.random / normal)
     capsys.readouterr()
-    variables = runpy.run_path(str(program), run_name="__main__")
+    monkeypatch.syspath_prepend(str(program.parent))
+    try:
+        variables = runpy.run_path(str(program), run_name="__main__")
+    finally:
+        for module_name, module in list(sys.modules.items()):
+            if str(getattr(module, "__file__", None) or "").startswith(str(program.parent)):
+                del sys.modules[module_name]
     return capsys.readouterr().out, variables
 
 

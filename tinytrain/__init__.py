@@ -357,11 +357,12 @@ def are_deterministic_algorithms_enabled() -> bool:
     return _deterministic
 
 
-_LAZY_SUBMODULES = ("distributed", "models")
+_LAZY_SUBMODULES = ("distributed", "models", "onnx")
 
 
 def __getattr__(name: str):
-    """``tt.distributed`` / ``tt.models`` load on first use; other missing names get a hint."""
+    """``tt.distributed`` / ``tt.models`` / ``tt.onnx`` load on first use; other missing names
+    get a hint."""
     if name in _LAZY_SUBMODULES:
         try:
             return _importlib.import_module(f"tinytrain.{name}")

@@ -57,7 +57,8 @@ TORCH_HINTS = {
     "mps": "tinytrain runs on 'cpu' and 'cuda' (an NVIDIA GPU through CuPy)",
     "xpu": "tinytrain runs on 'cpu' and 'cuda' (an NVIDIA GPU through CuPy)",
     "hub": "tinytrain has no model hub; its models are in tinytrain.models",
-    "onnx": "tinytrain cannot export models; save weights with tt.save(model.state_dict(), path)",
+    "onnx": "tinytrain cannot export models to ONNX; save weights with "
+            "tt.save(model.state_dict(), path)",
     "export": "tinytrain cannot export models; save weights with tt.save(model.state_dict(), "
               "path)",
     "multiprocessing": "tinytrain starts one process per GPU with MPI (see tinytrain.distributed)",

@@ -124,12 +124,22 @@ class Solve(Function):
     def forward(A, B, fn):
         xp = get_array_module(A)
         try:
-            return xp.linalg.solve(A, B)
-        except np.linalg.LinAlgError:
-            what = ("The solver failed because the input matrix is singular." if fn == "solve"
-                    else "The inversion could not be completed because the input matrix is "
-                    "singular.")
-            raise LinAlgError(f"linalg.{fn}: {what}") from None
+            X = xp.linalg.solve(A, B)
+        except np.linalg.LinAlgError:  # NumPy: LAPACK's getrf found a zero pivot
+            X = None
+        # CuPy does not raise by default (cuSOLVER's info stays on the GPU): the zero pivot
+        # shows as inf / NaN in X. One host sync, as PyTorch's CUDA solve checks its info.
+        if X is not None and (xp is np or bool(xp.isfinite(X).all())):
+            return X
+        if not (bool(xp.isfinite(A).all()) and bool(xp.isfinite(B).all())):
+            if X is None:  # NaN or inf in A or B: NaN out, not an error, as PyTorch's
+                shape = np.broadcast_shapes(A.shape[:-2], B.shape[:-2]) + B.shape[-2:]
+                X = xp.full(shape, np.nan, dtype=A.dtype)
+            return X
+        what = ("The solver failed because the input matrix is singular." if fn == "solve"
+                else "The inversion could not be completed because the input matrix is "
+                "singular.")
+        raise LinAlgError(f"linalg.{fn}: {what}")
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -178,8 +188,8 @@ def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
 
     Shapes: ``A [*, n, n]``; ``B [*, n, k]`` gives ``X [*, n, k]``, and ``B`` is a batch of
     vectors, ``X [*, n]``, when it is 1-D or ``B.shape == A.shape[:-1]`` (PyTorch's rule);
-    batch dims broadcast. A singular ``A`` raises :class:`LinAlgError` (CPU; CuPy returns
-    non-finite values instead)."""
+    batch dims broadcast. A singular ``A`` raises :class:`LinAlgError`, on the CPU and on
+    CUDA (where finding it costs a host sync, as in PyTorch)."""
     A = _square("solve", A)
     if not isinstance(B, Tensor):
         raise TypeError(f"linalg.solve(): argument 'B' must be Tensor, not {type(B).__name__}")

@@ -35,7 +35,9 @@ from tinytrain.nn.layers import (
     CosineSimilarity,
     CrossEntropyLoss,
     Dropout,
+    Dropout1d,
     Dropout2d,
+    Dropout3d,
     Embedding,
     Flatten,
     GaussianNLLLoss,
@@ -137,7 +139,8 @@ __all__ = [
     "CosineEmbeddingLoss", "HingeEmbeddingLoss", "MarginRankingLoss", "TripletMarginLoss",
     "BCEWithLogitsLoss", "Bilinear", "CELU", "ChannelShuffle",
     "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "CosineSimilarity",
-    "CrossEntropyLoss", "DataParallel", "Dropout", "Dropout2d", "ELU", "Embedding", "Flatten",
+    "CrossEntropyLoss", "DataParallel", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "ELU",
+    "Embedding", "Flatten",
     "functional", "GELU", "GroupNorm", "Hardsigmoid", "Hardswish", "Hardtanh", "HuberLoss",
     "Identity", "init", "KLDivLoss", "L1Loss", "LayerNorm", "LocalResponseNorm",
     "LazyBatchNorm1d", "LazyBatchNorm2d",
@@ -169,7 +172,7 @@ _CONV = ("tinytrain has 2-D convolution and pooling (Conv2d, ConvTranspose2d, Ma
          "with tensor ops")
 _NORM = ("tinytrain has BatchNorm1d/2d, SyncBatchNorm, LayerNorm, GroupNorm, RMSNorm, "
          "LocalResponseNorm and InstanceNorm1d/2d/3d")
-_DROPOUT = "tinytrain has Dropout and Dropout2d"
+_DROPOUT = "tinytrain has Dropout and Dropout1d/2d/3d"
 #: PyTorch's layers that client code names (``isinstance(m, (nn.Conv1d, nn.Conv2d,
 #: nn.Conv3d))`` in an initialisation loop) and tinytrain does not implement: real Module
 #: subclasses, so that such checks work, whose constructor raises NotImplementedError.
@@ -178,7 +181,7 @@ _NOT_IMPLEMENTED = {
                      "LazyConv3d", "MaxPool3d", "AvgPool3d",
                      "AdaptiveAvgPool3d", "AdaptiveMaxPool3d"], _CONV),
     **dict.fromkeys(["BatchNorm3d", "LazyBatchNorm3d"], _NORM),
-    **dict.fromkeys(["Dropout1d", "Dropout3d", "AlphaDropout"], _DROPOUT),
+    "AlphaDropout": _DROPOUT,
     "EmbeddingBag": "tinytrain has Embedding; sum or average its rows yourself",
 }
 for _name, _hint in _NOT_IMPLEMENTED.items():

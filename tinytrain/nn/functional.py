@@ -55,7 +55,8 @@ __all__ = [
     "affine_grid", "avg_pool1d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
     "bilinear", "binary_cross_entropy_with_logits", "celu", "celu_", "channel_shuffle",
     "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d",
-    "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout", "dropout2d", "elu",
+    "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout", "dropout1d",
+    "dropout2d", "dropout3d", "elu",
     "elu_", "embedding", "fold", "gaussian_nll_loss", "gelu", "glu", "grid_sample", "group_norm",
     "gumbel_softmax", "hardshrink", "hardsigmoid", "hardswish", "hardtanh", "hardtanh_",
     "hinge_embedding_loss", "huber_loss", "instance_norm", "interpolate", "kl_div", "l1_loss",
@@ -695,12 +696,20 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,  # noqa: A00
     (broadcast along the last dim, e.g. ``[C]`` for ``[N, C]``) scales the positive term,
     ``-p y log sigmoid(x)``, as in PyTorch. The loss has the dtype of a floating ``target``,
     as PyTorch's (which computes it in place in a copy of the target): float64 logits with
-    ``labels.float()`` give a float32 loss (the input's gradient stays float64).
+    ``labels.float()`` give a float32 loss (the input's gradient stays float64). An integer
+    or bool target (class labels as they come) raises DTypeError (a RuntimeError, as
+    PyTorch's): convert with ``target.float()``.
     """
     name = "binary_cross_entropy_with_logits"
     reduction = _legacy_reduction(name, size_average, reduce, reduction)
     _same_shape(name, input, target)
-    out_dtype = target.dtype if target.dtype.kind == "f" else input.dtype
+    _floating(name, input)
+    if target.dtype.kind != "f":  # (PyTorch computes the loss into a copy of the target)
+        raise DTypeError(f"{name}: result type {torch_scalar_name(input.dtype)} can't be cast "
+                         f"to the desired output type {torch_scalar_name(target.dtype)}: the "
+                         f"target must be floating (probabilities), got {target.dtype}; "
+                         f"pass target.float()")
+    out_dtype = target.dtype
     target = target.to(dtype=input.dtype)
     loss = O.BCEWithLogits.apply(input, target)  # softplus(-x) + (1 - y) x
     if pos_weight is not None:  # the positive term, -y log sigmoid(x) = y softplus(-x), p times
@@ -725,6 +734,10 @@ def binary_cross_entropy(input: Tensor, target: Tensor,  # noqa: A002
     if input.numel() and not ((input._data >= 0) & (input._data <= 1)).all():
         raise ValueError(f"{name}: input must be probabilities in [0, 1]; for "
                          "logits use binary_cross_entropy_with_logits")
+    if target.dtype.kind != "f":
+        raise DTypeError(f"{name}: Found dtype {torch_scalar_name(target.dtype)} but expected "
+                         f"{torch_scalar_name(input.dtype)}: the target must be floating "
+                         f"(probabilities), got {target.dtype}; pass target.float()")
     if target.numel() and not ((target._data >= 0) & (target._data <= 1)).all():
         raise ValueError(f"{name}: all elements of target should be between 0 and 1 (labels "
                          f"such as -1/1, or a 0-255 mask, need mapping to 0/1 first)")
@@ -866,24 +879,88 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = Fa
     return x._inplace("dropout_", fn) if inplace else fn(x)
 
 
+def _feature_dropout(x: Tensor, p: float, training: bool, inplace: bool) -> Tensor:
+    """PyTorch's ``feature_dropout``: zero each feature ``x[n, c]`` (``[N, C, *]``, the mask
+    broadcast over the other dims) with probability ``p``, scale the rest by ``1/(1-p)``."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0 or x.numel() == 0:
+        return x
+    if x.ndim < 2:
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    _floating("dropout", x)
+    if p == 1.0:
+        mask = Tensor(backend.to_device(np.zeros((), x.dtype), x.device))
+    else:
+        keep = default_generator().random(tuple(x.shape[:2]) + (1,) * (x.ndim - 2)) >= p
+        mask = Tensor(backend.to_device((keep / (1 - p)).astype(x.dtype), x.device))
+    return x.mul_(mask) if inplace else x * mask
+
+
+def _unbatched_feature_dropout(x: Tensor, p: float, training: bool, inplace: bool,
+                               batched: bool) -> Tensor:
+    if batched:
+        return _feature_dropout(x, p, training, inplace)
+    if inplace:  # (x itself, through a view with a batch dim of 1)
+        _feature_dropout(x.unsqueeze(0), p, training, True)
+        return x
+    return _feature_dropout(x.unsqueeze(0), p, training, False).squeeze(0)
+
+
+def _deprecated_dims(name: str, ndim: int, spatial: int) -> None:
+    warnings.warn(f"{name}: Received a {ndim}-D input to {name}, which is deprecated and will "
+                  "result in an error in a future release. To retain the behavior and silence "
+                  f"this warning, please use dropout instead. Note that {name} exists to "
+                  f"provide channel-wise dropout on inputs with {spatial} spatial dimensions, "
+                  "a channel dimension, and an optional batch dimension (i.e. "
+                  f"{spatial + 1}D or {spatial + 2}D inputs).", stacklevel=3)
+
+
+def dropout1d(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
+              ) -> Tensor:
+    """Zero each channel ``x[n, c]`` of ``[N, C, L]`` (or ``[C, L]``) with probability ``p``
+    and scale the rest by ``1/(1-p)``; other ranks raise RuntimeError, as PyTorch's."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if x.ndim not in (2, 3):
+        raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {x.ndim}D "
+                           "input. Note that dropout1d exists to provide channel-wise dropout "
+                           "on inputs with 1 spatial dimension, a channel dimension, and an "
+                           "optional batch dimension (i.e. 2D or 3D inputs).")
+    return _unbatched_feature_dropout(x, p, training, inplace, x.ndim == 3)
+
+
 def dropout2d(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
               ) -> Tensor:
     """Zero each channel ``x[n, c]`` (``[N, C, H, W]``) with probability ``p`` and scale the
     rest by ``1/(1-p)`` (into ``x`` itself with ``inplace=True``); the channel mask is drawn
-    from tinytrain's generator."""
+    from tinytrain's generator. As PyTorch's: a 3-D input is taken as ``[N, C, L]`` (it
+    warns), and other ranks warn and drop ``x[n, c]`` of ``[N, C, *]`` (a 2-D input: each
+    element, as ``dropout``)."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if x.ndim not in (3, 4):
-        raise ShapeError(f"dropout2d: expected a 4-D input [N, C, H, W] (or 3-D [C, H, W]), "
-                         f"got shape {x.shape}")
-    if not training or p == 0.0:
-        return x
-    if p == 1.0:
-        mask = Tensor(backend.to_device(np.zeros((), x.dtype), x.device))
-    else:
-        keep = default_generator().random(x.shape[:-2] + (1, 1)) >= p
-        mask = Tensor(backend.to_device((keep / (1 - p)).astype(x.dtype), x.device))
-    return x.mul_(mask) if inplace else x * mask
+        _deprecated_dims("dropout2d", x.ndim, 2)
+    if x.ndim == 3:
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that "
+                      "channel-wise 1D dropout behavior is desired - input is interpreted as "
+                      "shape (N, C, L), where C is the channel dim. This behavior will change "
+                      "in a future release to interpret the input as one without a batch "
+                      "dimension, i.e. shape (C, H, W). To maintain the 1D channel-wise "
+                      "dropout behavior, please switch to using dropout1d instead.",
+                      stacklevel=2)
+    return _feature_dropout(x, p, training, inplace)
+
+
+def dropout3d(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
+              ) -> Tensor:
+    """Zero each channel ``x[n, c]`` of ``[N, C, D, H, W]`` (or ``[C, D, H, W]``) with
+    probability ``p`` and scale the rest by ``1/(1-p)``; other ranks warn, as PyTorch's."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if x.ndim not in (4, 5):
+        _deprecated_dims("dropout3d", x.ndim, 3)
+    return _unbatched_feature_dropout(x, p, training, inplace, x.ndim == 5)
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:

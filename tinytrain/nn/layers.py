@@ -444,11 +444,28 @@ class Dropout(Module):
         return f"p={self.p}, inplace={self.inplace}"
 
 
+class Dropout1d(Dropout):
+    """Zeroes whole channels (``x[n, c]`` of ``[N, C, L]`` or ``[C, L]``) with probability
+    ``p`` in training mode."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout1d(x, self.p, self.training, self.inplace)
+
+
 class Dropout2d(Dropout):
-    """Zeroes whole channels (``x[n, c]``) with probability ``p`` in training mode."""
+    """Zeroes whole channels (``x[n, c]`` of ``[N, C, H, W]``) with probability ``p`` in
+    training mode (other ranks as :func:`tinytrain.nn.functional.dropout2d`)."""
 
     def forward(self, x: Tensor) -> Tensor:
         return F.dropout2d(x, self.p, self.training, self.inplace)
+
+
+class Dropout3d(Dropout):
+    """Zeroes whole channels (``x[n, c]`` of ``[N, C, D, H, W]`` or ``[C, D, H, W]``) with
+    probability ``p`` in training mode."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout3d(x, self.p, self.training, self.inplace)
 
 
 class Sequential(Module):
