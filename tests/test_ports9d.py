@@ -13,6 +13,7 @@ Embeddings: Encoding Lexical Semantics", with the CBOW exercise's data preparati
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -50,3 +51,33 @@ def test_nlp(name, tmp_path, monkeypatch, capsys):
     print(ours)
     assert _same_but_for_rounding(ours, theirs), _diff(ours, theirs)
     np.testing.assert_allclose(numbers(ours), numbers(theirs), rtol=1e-9)
+
+
+@pytest.mark.parametrize(("lengths", "error"), [
+    ([.85, .15], None), ([.5, .3, .2], None), ([.05, .05, .9], None), ([0.0, 1.0], None),
+    ([3, 4], None), ([1.5, -.5], ValueError), ([.5, .6], ValueError), ([3, 3], ValueError),
+    ([.5, 5], ValueError), ([2.5, 4.5], TypeError)])
+def test_random_split_reads_lengths_and_fractions_as_torch(lengths, error):
+    """Fractions summing to 1 (each in [0, 1], else ValueError; an empty split warns),
+    integer lengths summing to ``len(dataset)`` (else ValueError), and non-integer lengths
+    that do sum to it (TypeError): as PyTorch's ``random_split``."""
+    results = {}
+    for lib in (tt, torch):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if error is not None:
+                with pytest.raises(error):
+                    lib.utils.data.random_split(range(7), lengths)
+                continue
+            parts = lib.utils.data.random_split(range(7), lengths,
+                                                generator=lib.Generator().manual_seed(1))
+        assert sorted(i for part in parts for i in part) == list(range(7))
+        results[lib.__name__] = ([len(part) for part in parts],
+                                 [str(w.message) for w in caught], [w.filename for w in caught])
+    if error is None:
+        (sizes, warned, files), (their_sizes, their_warned, _) = results.values()
+        assert sizes == their_sizes and warned == their_warned, results
+        assert all(f == __file__ for f in files)  # (stacklevel: the caller's line)
+    if lengths == [.05, .05, .9]:
+        assert results["tinytrain"][1] == [
+            "Length of split at index 1 is 0. This might result in an empty dataset."]
