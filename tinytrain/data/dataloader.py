@@ -268,9 +268,11 @@ def random_split(dataset: Any, lengths: Sequence[float], generator: Any = None, 
     ``lengths`` must sum to ``len(dataset)``, or be fractions that sum to 1 (``[0.8, 0.2]``:
     each gets ``floor(n * fraction)`` and the rest is dealt out one by one, as PyTorch
     does; an empty split warns, as PyTorch's). The permutation is drawn from ``generator``
-    (a :class:`tinytrain.Generator`, as PyTorch's ``generator=``), or made from tinytrain's ``seed`` (the same split for the
-    same seed), or else drawn from the global stream (``tt.manual_seed``). Each Subset's
-    ``indices`` is a list of ints, as PyTorch's (``a.indices + b.indices`` joins them).
+    (a :class:`tinytrain.Generator`, as PyTorch's ``generator=``), or made from tinytrain's
+    ``seed`` (the same split for the same seed), or else drawn from the global stream
+    (``tt.manual_seed``). Each Subset's ``indices`` is a list of ints, as PyTorch's
+    (``a.indices + b.indices`` joins them). Lengths that are neither raise ValueError, or
+    TypeError where they sum to ``len(dataset)`` but are not integers.
     """
     n = len(dataset)
     if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:  # fractions, as PyTorch reads them
