@@ -62,7 +62,9 @@ def test_char_rnn_classification_2024(tmp_path, monkeypatch, capsys):
     assert v["lineToTensor"]("Ahn").shape == (3, 1, 58)
     assert v["letterToIndex"]("ü") == 57  # out of the alphabet: "_"
     losses = v["all_losses"]  # the mean loss a name, each epoch: ln 5 = 1.61 is chance
-    assert len(losses) == 12 and losses[-1] < losses[0] - 0.5, losses
+    # (labels_uniq is list(set): the label order, so the run, follows the hash seed; over
+    # PYTHONHASHSEED 1-8 the last epoch's loss was 0.31-0.36 and the diagonal 0.68-0.88)
+    assert len(losses) == 12 and losses[-1] < 1.1 < losses[0], losses
     (confusion,) = [args[0] for name, args, _ in our_plots if name == "matshow"]
     assert confusion.shape == (5, 5)
     np.testing.assert_allclose(confusion.sum(1), 1)  # rows normalised (each class is tested)
