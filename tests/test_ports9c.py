@@ -5,9 +5,9 @@ what porting them found.
 Programs (whole scripts in ``tests/tutorials/``, changed lines marked ``# tinytrain:``):
 pytorch/examples' word_language_model (``data.py``, ``model.py``, ``main.py``,
 ``generate.py`` as ``wlm_*.py``: LSTM / GRU / RNN_TANH and the Transformer) and mnist_rnn,
-the newer char-RNN name classification tutorial (``nn.RNN`` in a CharRNN module), the
-"Sequence models and LSTM" POS tagger and the seq2seq translation tutorial's encoder and
-attention decoder.
+the "Sequence models and LSTM" POS tagger and the seq2seq translation tutorial's encoder and
+attention decoder (the newer char-RNN name classification tutorial, ``nn.RNN`` in a CharRNN
+module, is in tests/test_ports9d.py).
 """
 
 from __future__ import annotations

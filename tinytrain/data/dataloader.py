@@ -267,19 +267,32 @@ def random_split(dataset: Any, lengths: Sequence[float], generator: Any = None, 
 
     ``lengths`` must sum to ``len(dataset)``, or be fractions that sum to 1 (``[0.8, 0.2]``:
     each gets ``floor(n * fraction)`` and the rest is dealt out one by one, as PyTorch
-    does). The permutation is drawn from ``generator`` (a :class:`tinytrain.Generator`, as
-    PyTorch's ``generator=``), or made from tinytrain's ``seed`` (the same split for the
-    same seed), or else drawn from the global stream (``tt.manual_seed``). Each Subset's
-    ``indices`` is a list of ints, as PyTorch's (``a.indices + b.indices`` joins them).
+    does; an empty split warns, as PyTorch's). The permutation is drawn from ``generator``
+    (a :class:`tinytrain.Generator`, as PyTorch's ``generator=``), or made from tinytrain's
+    ``seed`` (the same split for the same seed), or else drawn from the global stream
+    (``tt.manual_seed``). Each Subset's ``indices`` is a list of ints, as PyTorch's
+    (``a.indices + b.indices`` joins them). Lengths that are neither raise ValueError, or
+    TypeError where they sum to ``len(dataset)`` but are not integers.
     """
     n = len(dataset)
-    if all(0 <= k <= 1 for k in lengths) and math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
+    if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:  # fractions, as PyTorch reads them
+        for i, k in enumerate(lengths):
+            if not 0 <= k <= 1:
+                raise ValueError(f"random_split: fraction at index {i} is not between 0 and 1: "
+                                 f"{k} in {list(lengths)}")
         counts = [math.floor(n * k) for k in lengths]
         for i in range(n - sum(counts)):
             counts[i % len(counts)] += 1
         lengths = counts
+        for i, k in enumerate(lengths):
+            if k == 0:
+                warnings.warn(f"Length of split at index {i} is 0. This might result in an "
+                              f"empty dataset.", stacklevel=2)
     if sum(lengths) != n or any(k < 0 for k in lengths):
         raise ValueError(f"random_split: lengths {list(lengths)} do not sum to len(dataset) = {n}")
+    if not all(isinstance(k, numbers.Integral) for k in lengths):
+        raise TypeError(f"random_split: lengths must be integers that sum to len(dataset) = "
+                        f"{n}, or fractions that sum to 1, got {list(lengths)}")
     perm = RandomSampler(range(n), generator=generator, seed=seed).indices()
     bounds = np.cumsum([0, *lengths])
     return [Subset(dataset, perm[a:b].tolist()) for a, b in zip(bounds[:-1], bounds[1:])]
