@@ -154,6 +154,12 @@ def _accumulates_in_float32(method: Callable[..., Tensor]) -> Callable[..., Tens
     return reduction
 
 
+def _alias(array: Any) -> Any:
+    """A new array object on ``array``'s memory (NumPy's and CuPy's ``view()``)."""
+    view = getattr(array, "view", None)
+    return array if view is None else view()
+
+
 def _broadcasts(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
     """True if ``shape`` broadcasts to ``target`` (as a value written there)."""
     try:
@@ -588,8 +594,14 @@ class Tensor:
                 self.grad_fn, self._requires_grad = None, fresh.requires_grad
 
     def detach(self) -> Tensor:
-        """The same array, cut from the graph (shares memory and version, like PyTorch)."""
-        return Tensor(self)
+        """The same memory, cut from the graph (shares memory and version, like PyTorch).
+
+        Its array is a new view object on that memory, never this tensor's own array: a
+        Function tells its inputs' saved arrays apart by identity, so that in ``x *
+        x.detach()`` a double backward differentiates the one and not the other."""
+        t = Tensor(_alias(self._data))
+        t._version_counter = self._version_counter
+        return t
 
     def detach_(self) -> Tensor:
         """Cut this tensor itself from the graph: it becomes a leaf that does not require
