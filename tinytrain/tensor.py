@@ -154,6 +154,20 @@ def _accumulates_in_float32(method: Callable[..., Tensor]) -> Callable[..., Tens
     return reduction
 
 
+def _saved_output_is(out: Tensor, target: Tensor) -> None:
+    """An in-place op ran out of place into ``out``, then wrote it into ``target``: if its
+    node saved its output (``sigmoid_``, ``exp_``), that is ``target`` from now on, so a later
+    in-place write to ``target`` makes its backward raise, as PyTorch's (the version check
+    follows ``target``'s counter)."""
+    ctx = getattr(out.grad_fn, "ctx", None)
+    versions = getattr(ctx, "_versions", None)
+    if not versions:
+        return
+    old, counter = out._version_counter, target._version_counter
+    ctx._versions = tuple(e if e is None or e[0] is not old else (counter, counter[0], *e[2:])
+                          for e in versions)
+
+
 def _alias(array: Any) -> Any:
     """A new array object on ``array``'s memory (NumPy's and CuPy's ``view()``)."""
     view = getattr(array, "view", None)
@@ -1114,6 +1128,8 @@ class Tensor:
         else:
             self._write(name, Ellipsis, out._data)
             self._version_counter[0] += 1
+        if out._requires_grad:
+            _saved_output_is(out, self)
         if view_of is not None and self._view_replay is not None:
             self._refresh_view()  # our node: this view of the parent's new graph (PyTorch's
             # view of its CopySlices), so a retained .grad sees only our own uses
