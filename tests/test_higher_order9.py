@@ -382,11 +382,14 @@ def test_an_op_without_double_backward_raises_naming_it():
                                                   "array style"):
         Mine.apply(x).sum().backward(create_graph=True)
     # one array given as two different tensors: which is which cannot be told, so it raises
-    (g,) = tt.autograd.grad((x * x.detach()).sum(), x)  # (first order: as before)
+    # (detach() makes a new array object on the memory, so it is told apart)
+    (g,) = tt.autograd.grad((x * tt.Tensor(x)).sum(), x)  # (first order: as before)
     assert g.tolist() == [1.0, 2.0, 3.0]
     with pytest.raises(NotImplementedError, match="MulBackward: one of its saved arrays was "
                                                   "given as two different tensors"):
-        tt.autograd.grad((x * x.detach()).sum(), x, create_graph=True)
+        tt.autograd.grad((x * tt.Tensor(x)).sum(), x, create_graph=True)
+    (g,) = tt.autograd.grad((x * x.detach()).sum(), x, create_graph=True)
+    assert g.tolist() == [1.0, 2.0, 3.0] and not g.requires_grad  # as torch's
     (g,) = tt.autograd.grad((x * x.detach().clone()).sum(), x, create_graph=True)
     assert g.tolist() == [1.0, 2.0, 3.0] and not g.requires_grad  # as torch's
     # a subclass that redefines backward does not inherit its parent's double backward

@@ -154,6 +154,26 @@ def _accumulates_in_float32(method: Callable[..., Tensor]) -> Callable[..., Tens
     return reduction
 
 
+def _saved_output_is(out: Tensor, target: Tensor) -> None:
+    """An in-place op ran out of place into ``out``, then wrote it into ``target``: if its
+    node saved its output (``sigmoid_``, ``exp_``), that is ``target`` from now on, so a later
+    in-place write to ``target`` makes its backward raise, as PyTorch's (the version check
+    follows ``target``'s counter)."""
+    ctx = getattr(out.grad_fn, "ctx", None)
+    versions = getattr(ctx, "_versions", None)
+    if not versions:
+        return
+    old, counter = out._version_counter, target._version_counter
+    ctx._versions = tuple(e if e is None or e[0] is not old else (counter, counter[0], *e[2:])
+                          for e in versions)
+
+
+def _alias(array: Any) -> Any:
+    """A new array object on ``array``'s memory (NumPy's and CuPy's ``view()``)."""
+    view = getattr(array, "view", None)
+    return array if view is None else view()
+
+
 def _broadcasts(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
     """True if ``shape`` broadcasts to ``target`` (as a value written there)."""
     try:
@@ -588,8 +608,14 @@ class Tensor:
                 self.grad_fn, self._requires_grad = None, fresh.requires_grad
 
     def detach(self) -> Tensor:
-        """The same array, cut from the graph (shares memory and version, like PyTorch)."""
-        return Tensor(self)
+        """The same memory, cut from the graph (shares memory and version, like PyTorch).
+
+        Its array is a new view object on that memory, never this tensor's own array: a
+        Function tells its inputs' saved arrays apart by identity, so that in ``x *
+        x.detach()`` a double backward differentiates the one and not the other."""
+        t = Tensor(_alias(self._data))
+        t._version_counter = self._version_counter
+        return t
 
     def detach_(self) -> Tensor:
         """Cut this tensor itself from the graph: it becomes a leaf that does not require
@@ -1102,6 +1128,8 @@ class Tensor:
         else:
             self._write(name, Ellipsis, out._data)
             self._version_counter[0] += 1
+        if out._requires_grad:
+            _saved_output_is(out, self)
         if view_of is not None and self._view_replay is not None:
             self._refresh_view()  # our node: this view of the parent's new graph (PyTorch's
             # view of its CopySlices), so a retained .grad sees only our own uses

@@ -20,6 +20,8 @@ the whole gradient that reaches each. Only the nodes on a path from the root to 
 one count and run; a captured node hands its gradient over and runs itself only when another
 captured node lies below it. Nothing else runs: no other leaf's ``.grad`` is touched, and the
 nodes left out keep what they saved. Several outputs are one pass from a :class:`GraphRoot`.
+As in PyTorch's engine, a captured node whose tensor has hooks hands over the gradient the
+hooks return when it ends there, and the gradient before them when it runs on.
 
 The pass runs under ``no_grad``, as PyTorch's (without ``create_graph``): a hook or a
 callback that updates a parameter in place (an optimizer step in a post-accumulate hook)
@@ -207,15 +209,19 @@ def _propagate(root: Node, grad: Any, retain_graph: bool, owned: bool,
     while ready:
         node = ready.pop()
         grad_out = buffers.pop(node)
+        ends = False
+        if capture is not None and node in capture:  # (PyTorch's order: a node that runs on
+            ends = _ends_here(node, deps)             # is captured before its tensor's hooks,
+            if not ends:                              # one that ends here after them)
+                capture[node](grad_out)
         if node.pre_hooks:  # register_hook() on the tensor this node makes (or the leaf)
             grad_out = _run_hooks(node.pre_hooks, grad_out)
             mine.discard(node)  # (a hook may have kept the gradient it was given)
         if node.retained is not None:  # retain_grad(): this is the output's whole gradient
             _retain(node.retained(), grad_out)
-        if capture is not None and node in capture:
+        if ends:
             capture[node](grad_out)
-            if _ends_here(node, deps):
-                continue  # nothing below needs it: it does not run (nor free what it saved)
+            continue  # nothing below needs it: it does not run (nor free what it saved)
         if type(node) is AccumulateGrad:
             grads = node.apply(grad_out, node in mine)
         else:
@@ -252,16 +258,20 @@ def _propagate_graph(root: Node, grad: Any, retain_graph: bool,
     while ready:
         node = ready.pop()
         grad_out = buffers.pop(node)
+        ends = False
+        if capture is not None and node in capture:  # (before the hooks unless it ends here)
+            ends = _ends_here(node, deps)
+            if not ends:
+                capture[node](grad_out)
         if node.pre_hooks:
             grad_out = _run_hooks(node.pre_hooks, grad_out, graph=True)
         if node.retained is not None:
             t = node.retained()
             if t is not None:
                 accumulate_graph(t, grad_out)
-        if capture is not None and node in capture:
+        if ends:
             capture[node](grad_out)
-            if _ends_here(node, deps):
-                continue
+            continue
         grads = node.apply_graph(grad_out)
         if not retain_graph:
             node.release()

@@ -298,8 +298,9 @@ class Node:
             if source == _AMBIGUOUS:
                 raise NotImplementedError(
                     f"backward(create_graph=True) through {self.name}: one of its saved arrays "
-                    f"was given as two different tensors (x * x.detach() shares x's memory); "
-                    f"its double backward cannot tell them apart: use x.detach().clone()")
+                    f"was given as two different tensors on one array (Tensor(x) and x.data "
+                    f"wrap x's own array); its double backward cannot tell them apart: use "
+                    f"x.detach()")
             if s is None:
                 tensors.append(None)
                 continue
@@ -853,7 +854,8 @@ def _share_version_if_view(output: Tensor, out: Any, inputs: tuple, raw: tuple,
 
 
 #: Where a saved array came from (the third item of its version entry), besides an input's
-#: index: the output, or two different input Tensors on that one array (``x * x.detach()``).
+#: index: the output, or two different input Tensors on that one array (``x * Tensor(x)``;
+#: ``x.data`` is x's own array too; ``detach()`` makes a new array object, told apart).
 _OUTPUT, _AMBIGUOUS = -1, -2
 
 

@@ -73,15 +73,60 @@ def _grads(outputs: tuple, inputs: tuple, grad_outputs: tuple | None, create_gra
                 retain_graph=True, create_graph=create_graph, allow_unused=True)
 
 
-def _fill(grads: tuple, like: tuple, strict: bool, what: str, create_graph: bool) -> tuple:
-    """Each gradient (zeros where None), detached unless ``create_graph``."""
+def _check_requires_grad(items: tuple, kind: str, strict: bool) -> None:
+    """``strict``: each item must exist and require grad (PyTorch's ``_check_requires_grad``:
+    an output computed without the inputs, a gradient independent of them)."""
+    if not strict:
+        return
+    for i, t in enumerate(items):
+        if t is None:
+            raise RuntimeError(f"The output of the user-provided function is independent of "
+                               f"input {i}. This is not allowed in strict mode.")
+        if t.requires_grad:
+            continue
+        if kind == "jacobian":
+            raise RuntimeError(f"While computing the hessian, found that the jacobian of the "
+                               f"user-provided function with respect to input {i} is "
+                               f"independent of the input. This is not allowed in strict mode. "
+                               f"You should ensure that your function is twice differentiable "
+                               f"and that the jacobian depends on the inputs (this would be "
+                               f"violated by a linear function for example).")
+        if kind == "grad_inputs":
+            raise RuntimeError(f"The gradient with respect to input {i} is independent of the "
+                               f"inputs of the user-provided function. This is not allowed in "
+                               f"strict mode.")
+        raise RuntimeError(f"Output {i} of the user-provided function does not require "
+                           f"gradients. The outputs must be computed in a differentiable manner "
+                           f"from the input when running in strict mode.")
+
+
+_INDEPENDENT = {  # what strict mode says of a missing gradient, per stage (PyTorch's words)
+    "back": "The output of the user-provided function is independent of input {i}.",
+    "back_trick": "The gradient with respect to the input is independent of entry {i} in the "
+                  "grad_outputs when using the double backward trick to compute forward mode "
+                  "gradients.",
+    "double_back": "The jacobian of the user-provided function is independent of input {i}.",
+    "double_back_trick": "The hessian of the user-provided function is independent of entry "
+                         "{i} in the grad_jacobian.",
+}
+
+
+def _fill(grads: tuple, like: tuple, strict: bool, stage: str, create_graph: bool) -> tuple:
+    """Each gradient (zeros where None), detached unless ``create_graph`` (PyTorch's
+    ``_fill_in_zeros`` and ``_grad_postprocess``). ``strict`` raises for a missing gradient,
+    and with ``create_graph`` for one that does not require grad (it would have no graph)."""
     out = []
     for i, (g, x) in enumerate(zip(grads, like)):
         if g is None:
             if strict:
-                raise RuntimeError(f"The output of the user-provided function is independent "
-                                   f"of input {i}. This is not allowed in strict mode{what}.")
+                raise RuntimeError(f"{_INDEPENDENT[stage].format(i=i)} This is not allowed in "
+                                   f"strict mode.")
             g = _zeros_like(x)
+        elif strict and create_graph and not g.requires_grad:
+            what = "hessian" if "double" in stage else "jacobian"
+            raise RuntimeError(f"The {what} of the user-provided function is independent of "
+                               f"input {i}. This is not allowed in strict mode when "
+                               f"create_graph=True.")
         out.append(g if create_graph else g.detach())
     return tuple(out)
 
@@ -118,9 +163,10 @@ def vjp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool
     with enable_grad():
         xs = _prepare(xs, create_graph)
         out_tuple, outs = _call(func, xs, "vjp")
+        _check_requires_grad(outs, "outputs", strict)
         vs = _vector(v, outs, "vjp")
         grads = _grads(outs, xs, vs, create_graph)
-        result = _fill(grads, xs, strict, "", create_graph)
+        result = _fill(grads, xs, strict, "back", create_graph)
     outs = tuple(o if create_graph else o.detach() for o in outs)
     return _untuple(outs, out_tuple), _untuple(result, in_tuple)
 
@@ -135,16 +181,12 @@ def jvp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool
     with enable_grad():
         xs = _prepare(xs, create_graph)
         out_tuple, outs = _call(func, xs, "jvp")
+        _check_requires_grad(outs, "outputs", strict)
         dummies = tuple(_zeros_like(o).requires_grad_(True) for o in outs)
         back = _grads(outs, xs, dummies, create_graph=True)
-        if strict and any(b is None for b in back):
-            raise RuntimeError("The output of the user-provided function is independent of "
-                               "an input. This is not allowed in strict mode.")
-        used = [i for i, b in enumerate(back) if b is not None and b.requires_grad]
-        grads = (None,) * len(outs) if not used else grad(
-            [back[i] for i in used], dummies, [vs[i] for i in used], retain_graph=True,
-            create_graph=create_graph, allow_unused=True)
-        result = _fill(grads, outs, False, "", create_graph)
+        _check_requires_grad(back, "grad_inputs", strict)
+        grads = _grads(back, dummies, vs, create_graph)
+        result = _fill(grads, outs, strict, "back_trick", create_graph)
     outs = tuple(o if create_graph else o.detach() for o in outs)
     return _untuple(outs, out_tuple), _untuple(result, out_tuple)
 
@@ -165,25 +207,37 @@ def jacobian(func: Callable[..., Any], inputs: Any, create_graph: bool = False,
     with enable_grad():
         xs = _prepare(xs, create_graph)
         out_tuple, outs = _call(func, xs, "jacobian")
+        _check_requires_grad(outs, "outputs", strict)
         jac = []
         for i, out in enumerate(outs):
             flat = out.reshape(-1)
             rows: list[list[Any]] = [[] for _ in xs]
             for k in range(flat.shape[0]):
                 grads = _grads((flat[k],), xs, None, create_graph)
-                what = f" (output {i}, element {k})"
-                for j, g in enumerate(_fill(grads, xs, strict, what, create_graph)):
-                    rows[j].append(g)
+                for j, (g, x) in enumerate(zip(grads, xs)):
+                    if g is None:
+                        if strict:
+                            raise RuntimeError(f"Output {i} of the user-provided function is "
+                                               f"independent of input {j}. This is not allowed "
+                                               f"in strict mode.")
+                        g = _zeros_like(x)
+                    elif strict and create_graph and not g.requires_grad:
+                        raise RuntimeError(f"The jacobian of the user-provided function is "
+                                           f"independent of input {i}. This is not allowed in "
+                                           f"strict mode when create_graph=True.")
+                    rows[j].append(g if create_graph else g.detach())
             jac.append(tuple(
                 (stack(r) if r else _zeros_like(x).reshape(0, *x.shape)).reshape(
                     *out.shape, *x.shape) for r, x in zip(rows, xs)))
     return _untuple(tuple(_untuple(row, in_tuple) for row in jac), out_tuple)
 
 
-def _scalar_output(func: Callable[..., Any], fn: str) -> Callable[..., Any]:
-    """``func`` checked to return one one-element Tensor (squeezed to 0-d)."""
+def _scalar_output(func: Callable[..., Any], fn: str, strict: bool) -> Callable[..., Any]:
+    """``func`` checked to return one one-element Tensor (squeezed to 0-d); ``strict``: one
+    that requires grad."""
     def scalar(*inputs: Any) -> Any:
         out_tuple, outs = _call(func, inputs, fn)
+        _check_requires_grad(outs, "outputs", strict)
         if out_tuple and len(outs) != 1 or outs[0].numel() != 1:
             raise RuntimeError(f"The function given to {fn} should return a single Tensor "
                                f"with a single element")
@@ -202,11 +256,13 @@ def hessian(func: Callable[..., Any], inputs: Any, create_graph: bool = False,
         raise NotImplementedError("hessian: tinytrain computes Hessians in reverse mode "
                                   "(vectorize=False, outer_jacobian_strategy='reverse-mode')")
     in_tuple, xs = _as_tuple(inputs, "inputs", "hessian")
-    scalar = _scalar_output(func, "hessian")
+    scalar = _scalar_output(func, "hessian", strict)
 
-    def gradient(*inp: Any) -> tuple[Any, ...]:
-        g = jacobian(scalar, inp, create_graph=True, strict=strict)
-        return g if isinstance(g, tuple) else (g,)
+    def gradient(*inp: Any) -> tuple[Any, ...]:  # (not strict: checked here, as PyTorch's)
+        g = jacobian(scalar, inp, create_graph=True)
+        g = g if isinstance(g, tuple) else (g,)
+        _check_requires_grad(g, "jacobian", strict)
+        return g
 
     res = jacobian(gradient, xs, create_graph=create_graph, strict=strict)
     return _untuple(tuple(_untuple(row, in_tuple) for row in res), in_tuple)
@@ -216,27 +272,33 @@ def vhp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool
         strict: bool = False) -> tuple[Any, Any]:
     """``(func(inputs), v^T H)`` for a one-element ``func``: the gradient of ``grad(func) .
     v`` (a Hessian-vector product without the Hessian)."""
-    in_tuple, xs = _as_tuple(inputs, "inputs", "vhp")
-    vs = _vector(v, xs, "vhp")
-    with enable_grad():
-        xs = _prepare(xs, create_graph)
-        out = _scalar_output(func, "vhp")(*xs)
-        first = _grads((out,), xs, None, create_graph=True)
-        if strict and any(g is None for g in first):
-            raise RuntimeError("The output of the user-provided function is independent of "
-                               "an input. This is not allowed in strict mode.")
-        used = [i for i, g in enumerate(first) if g is not None and g.requires_grad]
-        grads = (None,) * len(xs) if not used else grad(
-            [first[i] for i in used], xs, [vs[i] for i in used], retain_graph=True,
-            create_graph=create_graph, allow_unused=True)
-        result = _fill(grads, xs, False, "", create_graph)
-    return out if create_graph else out.detach(), _untuple(result, in_tuple)
+    return _hessian_product(func, inputs, v, create_graph, strict, "vhp")
 
 
 def hvp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool = False,
         strict: bool = False) -> tuple[Any, Any]:
-    """``(func(inputs), H v)`` for a one-element ``func``. A Hessian of a twice
-    differentiable function is symmetric, so ``H v`` is ``(v^T H)^T``: the same backward
-    passes as :func:`vhp` (PyTorch uses one pass more, for its forward-mode roots)."""
-    _as_tuple(inputs, "inputs", "hvp")
-    return vhp(func, inputs, v, create_graph, strict)
+    """``(func(inputs), H v)`` for a one-element ``func``, by PyTorch's double-backward
+    trick: ``H v`` is the gradient of ``u -> (u^T H) v`` with respect to a dummy ``u`` (one
+    backward pass more than :func:`vhp`). Equal to ``vhp`` where ``H`` is symmetric, not
+    where the gradient is not a true gradient (a hook that changes it)."""
+    return _hessian_product(func, inputs, v, create_graph, strict, "hvp")
+
+
+def _hessian_product(func: Callable[..., Any], inputs: Any, v: Any, create_graph: bool,
+                     strict: bool, fn: str) -> tuple[Any, Any]:
+    in_tuple, xs = _as_tuple(inputs, "inputs", fn)
+    vs = _vector(v, xs, fn)
+    with enable_grad():
+        xs = _prepare(xs, create_graph)
+        out = _scalar_output(func, fn, strict)(*xs)
+        first = _grads((out,), xs, None, create_graph=True)
+        _check_requires_grad(first, "jacobian", strict)
+        if fn == "vhp":
+            grads = _grads(first, xs, vs, create_graph)
+        else:
+            dummies = tuple(_zeros_like(x).requires_grad_(True) for x in xs)
+            back = _grads(first, xs, dummies, create_graph=True)
+            grads = _grads(back, dummies, vs, create_graph)
+        stage = "double_back" if fn == "vhp" else "double_back_trick"
+        result = _fill(grads, xs, strict, stage, create_graph)
+    return out if create_graph else out.detach(), _untuple(result, in_tuple)

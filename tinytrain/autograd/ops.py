@@ -1978,8 +1978,8 @@ class Rounding(Function):
     def forward(a, name):
         xp = get_array_module(a)
         out = getattr(xp, name)(a)
-        if name == "sign" and a.dtype.kind == "f":
-            out[xp.isnan(a)] = 0  # PyTorch's sign(nan) is 0
+        if name == "sign" and a.dtype.kind == "f":  # PyTorch's sign(nan) is 0 (not in
+            out = xp.where(xp.isnan(a), 0, out)     # place: a 0-d ``a`` gives a NumPy scalar)
         return out
 
     @staticmethod
