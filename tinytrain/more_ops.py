@@ -211,7 +211,9 @@ class Erfc(Erf):
 
 
 class Erfinv(Function):
-    """``erfinv(a)``; the derivative is ``sqrt(pi)/2 exp(erfinv(a)^2)``."""
+    """``erfinv(a)``; the derivative is ``sqrt(pi)/2 exp(erfinv(a)^2)``. It saves ``a`` and
+    computes ``erfinv(a)`` again, as PyTorch does: its result is not saved, so writing to it
+    in place (``p.erfinv_().erf_()``) leaves the backward valid, as in PyTorch."""
 
     @staticmethod
     def forward(a):
@@ -219,17 +221,19 @@ class Erfinv(Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(output)
+        ctx.save_for_backward(inputs[0])
 
     @staticmethod
     def backward(ctx, g):
-        (out,) = ctx.saved_tensors
+        (a,) = ctx.saved_tensors
+        out = erfinv_array(a)
         with np.errstate(all="ignore"):
             return g * (0.5 * math.sqrt(math.pi) * backend.get_array_module(out).exp(out * out))
 
     @staticmethod
     def backward_graph(ctx, g, saved):
-        (out,) = saved
+        (a,) = saved
+        out = Erfinv.apply(a)
         return g * (0.5 * math.sqrt(math.pi) * O.Exp.apply(out * out))
 
 

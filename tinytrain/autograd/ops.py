@@ -1979,7 +1979,8 @@ class Rounding(Function):
         xp = get_array_module(a)
         out = getattr(xp, name)(a)
         if name == "sign" and a.dtype.kind == "f":  # PyTorch's sign(nan) is 0 (not in
-            out = xp.where(xp.isnan(a), 0, out)     # place: a 0-d ``a`` gives a NumPy scalar)
+            out = xp.where(xp.isnan(a), xp.zeros((), out.dtype), out)  # place: a 0-d
+            # ``a`` gives a NumPy scalar; a zero of out's dtype: CuPy's where widens a 0)
         return out
 
     @staticmethod
