@@ -90,7 +90,10 @@ def test_binary_cross_entropy_losses_match_torch(reduction):
     p, tp = pair(probs)
     check(nn.BCELoss(reduction=reduction)(p, tt.tensor(y)),
           torch.nn.BCELoss(reduction=reduction)(tp, torch.tensor(y)), [(p, tp)], rtol=1e-5)
-    q = nn.BCEWithLogitsLoss()(tt.tensor(LOGITS), tt.tensor(LOGITS > 0))  # bool targets convert
+    for lib, L in ((torch, torch.nn), (tt, nn)):  # bool targets: a RuntimeError, as torch's
+        with pytest.raises(RuntimeError):
+            L.BCEWithLogitsLoss()(lib.tensor(LOGITS), lib.tensor(LOGITS > 0))
+    q = nn.BCEWithLogitsLoss()(tt.tensor(LOGITS), tt.tensor(LOGITS > 0).float())
     assert q.dtype == tt.float32 and q.item() > 0
     with pytest.raises(ValueError, match="probabilities"):
         F.binary_cross_entropy(tt.tensor(LOGITS), tt.zeros(5, 4))
