@@ -1980,7 +1980,7 @@ class Rounding(Function):
         out = getattr(xp, name)(a)
         if name == "sign" and a.dtype.kind == "f":  # PyTorch's sign(nan) is 0 (not in
             out = xp.where(xp.isnan(a), xp.zeros((), out.dtype), out)  # place: a 0-d
-            # ``a`` gives a NumPy scalar; a zero of out's dtype: CuPy's where widens a 0)
+            # ``a`` gives a NumPy scalar, which cannot be written in place)
         return out
 
     @staticmethod
