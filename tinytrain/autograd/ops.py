@@ -669,41 +669,34 @@ class ClampTensor(Function):
         ctx.save_for_backward(*inputs)
 
     @staticmethod
-    def backward(ctx, g):
-        a, lo, hi = ctx.saved_tensors
-        keep = True
-        if lo is not None:
-            keep = keep & (a >= lo)
-        if hi is not None:
-            keep = keep & (a <= hi)
-        ga = unbroadcast(_masked(g, keep), a.shape) if ctx.needs_input_grad[0] else None
-        glo = ghi = None
+    def masks(ctx: Any, a: Any, lo: Any, hi: Any) -> tuple[Any, Any, Any]:
+        """Where each input gets the gradient, None for one that needs none: ``a`` where
+        ``lo <= a <= hi``, ``lo`` where ``a < lo`` (and ``lo < hi``), ``hi`` where ``a > hi``
+        (or ``hi < lo``). At least one bound is given (:meth:`Tensor.clamp` checks)."""
+        keep = below = above = None
+        if ctx.needs_input_grad[0]:
+            keep = True
+            if lo is not None:
+                keep = keep & (a >= lo)
+            if hi is not None:
+                keep = keep & (a <= hi)
         if lo is not None and ctx.needs_input_grad[1]:
             below = (a < lo) & (lo < hi) if hi is not None else a < lo
-            glo = unbroadcast(_masked(g, below), lo.shape)
         if hi is not None and ctx.needs_input_grad[2]:
             above = (a > hi) | (hi < lo) if lo is not None else a > hi
-            ghi = unbroadcast(_masked(g, above), hi.shape)
-        return ga, glo, ghi
+        return keep, below, above
+
+    @staticmethod
+    def backward(ctx, g):
+        a, lo, hi = ctx.saved_tensors
+        return tuple(None if m is None else unbroadcast(_masked(g, m), x.shape)
+                     for m, x in zip(ClampTensor.masks(ctx, a, lo, hi), (a, lo, hi)))
 
     @staticmethod
     def backward_graph(ctx, g, saved):
         a, lo, hi = (None if t is None else t._data for t in saved)
-        keep = get_array_module(a).ones(a.shape, bool)
-        if lo is not None:
-            keep = keep & (a >= lo)
-        if hi is not None:
-            keep = keep & (a <= hi)
-        ga = unbroadcast_graph(masked_graph(g, keep), a.shape) if ctx.needs_input_grad[0] \
-            else None
-        glo = ghi = None
-        if lo is not None and ctx.needs_input_grad[1]:
-            below = (a < lo) & (lo < hi) if hi is not None else a < lo
-            glo = unbroadcast_graph(masked_graph(g, below), lo.shape)
-        if hi is not None and ctx.needs_input_grad[2]:
-            above = (a > hi) | (hi < lo) if lo is not None else a > hi
-            ghi = unbroadcast_graph(masked_graph(g, above), hi.shape)
-        return ga, glo, ghi
+        return tuple(None if m is None else unbroadcast_graph(masked_graph(g, m), x.shape)
+                     for m, x in zip(ClampTensor.masks(ctx, a, lo, hi), (a, lo, hi)))
 
 
 # ------------------------------------------------------------ elementwise, unary
