@@ -33,7 +33,14 @@ def test_generator_api_as_pytorch():
     seed = ours.seed()  # the operating system's entropy
     assert isinstance(seed, int) and 0 <= seed < 2**64 and ours.initial_seed() == seed
     assert ours.seed() != seed
-    assert tt.Generator(device="cuda").device == "cuda"  # (draws are made on the CPU)
+    if tt.cuda.is_available():
+        assert tt.Generator(device="cuda").device == "cuda"  # (draws are made on the CPU)
+    else:
+        with pytest.raises(RuntimeError) as theirs:
+            torch.Generator(device="cuda")  # (the pinned torch is a CPU build)
+        with pytest.raises(RuntimeError, match="CUDA is not available") as ours:
+            tt.Generator(device="cuda")
+        assert "CUDA" in str(theirs.value) and "cuda" in str(ours.value)
     with pytest.raises(ValueError, match="unknown device 'mps'"):
         tt.Generator("mps")
 

@@ -204,3 +204,39 @@ def test_get_device_as_torch(device):
     expected = torch.ones(1).get_device() if device == "cpu" else 0
     assert tt.ones(2, device=device).get_device() == expected
     assert tt.ones(2, device=device)[:1].get_device() == expected
+
+
+@pytest.mark.filterwarnings("ignore:__array_wrap__ must accept:DeprecationWarning")  # torch's
+@pytest.mark.parametrize("ufunc, args", [
+    (np.exp, ([1.0, 2.0],)), (np.exp, (1.5,)), (np.exp, ([1, 2],)), (np.add, ([1.0, 2.0], 1)),
+    (np.maximum, ([1.0, -2.0], [0.5, 0.5])), (np.greater, ([1.0, 2.0], 1.5)),
+    (np.isnan, ([1.0, float("nan")],)), (np.sqrt, ([4.0, 9.0],)),
+])
+def test_numpy_ufuncs_of_tensors_give_tensors_as_torch(ufunc, args):
+    """``np.exp(t)`` is a tensor in PyTorch (its ``__array_wrap__``), 0-d for a 0-d input,
+    NumPy's dtype (float64 for an int64 input) and uint8 for a bool result."""
+    def call(lib):
+        return ufunc(*(lib.tensor(a) if isinstance(a, (list, float)) else a for a in args))
+    ours, theirs = call(tt), call(torch)
+    assert isinstance(ours, tt.Tensor) and isinstance(theirs, torch.Tensor)
+    assert ours.shape == tuple(theirs.shape) and str(ours.dtype) == str(theirs.dtype).split(".")[1]
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+@pytest.mark.filterwarnings("ignore:__array_wrap__ must accept:DeprecationWarning")  # torch's
+def test_numpy_ufunc_of_a_tensor_that_requires_grad_raises_as_torch():
+    with pytest.raises(RuntimeError):
+        np.exp(torch.ones(2, requires_grad=True))
+    with pytest.raises(RuntimeError, match="numpy.exp of a Tensor that requires grad"):
+        np.exp(tt.ones(2, requires_grad=True))
+    assert isinstance(np.exp(tt.ones(2, requires_grad=True).detach()), tt.Tensor)
+
+
+@pytest.mark.parametrize("padding_idx", [3, -4, 10])
+def test_embedding_padding_idx_out_of_range_raises_as_torch(padding_idx):
+    for lib in (torch, tt):
+        with pytest.raises(AssertionError, match="Padding_idx must be within num_embeddings"):
+            lib.nn.Embedding(3, 2, padding_idx=padding_idx)
+        with pytest.raises(AssertionError, match="Padding_idx must be within num_embeddings"):
+            lib.nn.functional.embedding(lib.tensor([0, 1]), lib.zeros(3, 2),
+                                        padding_idx=padding_idx)

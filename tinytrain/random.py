@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from tinytrain import backend
 from tinytrain.backend import Device
 
 #: A fresh :class:`Generator`'s seed: PyTorch's (``torch.Generator().initial_seed()``).
@@ -50,12 +51,16 @@ class Generator:
     ``tt.Generator().manual_seed(42)`` gives the same sequence every time; a fresh generator
     starts from PyTorch's fixed seed (:data:`DEFAULT_SEED`). The numbers are NumPy's PCG64,
     not PyTorch's. Every draw is made on the CPU and moved to the tensor's device, so
-    ``device`` (``"cpu"`` or ``"cuda"``) is kept for PyTorch's code and changes no number.
+    ``device`` (``"cpu"`` or ``"cuda"``) is kept for PyTorch's code and changes no number;
+    a ``"cuda"`` generator needs CUDA to be available, as PyTorch's.
     A generator pickles and deep-copies with its state (the copy continues the sequence).
     """
 
     def __init__(self, device: Any = "cpu") -> None:
         self.device = Device(device)
+        if self.device.type == "cuda" and not backend.cuda_is_available():
+            raise RuntimeError(f"Generator(device={str(self.device)!r}): CUDA is not "
+                               "available here (CuPy and a GPU are needed)")
         self.manual_seed(DEFAULT_SEED)
 
     def manual_seed(self, seed: int) -> Generator:

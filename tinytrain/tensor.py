@@ -428,6 +428,21 @@ class Tensor:
             return arr.copy()
         return arr
 
+    def __array_wrap__(self, arr: np.ndarray, context: Any = None,
+                       return_scalar: bool = False) -> Tensor:
+        """A NumPy ufunc of a tensor gives a tensor, as PyTorch's (``np.exp(t)``, a 0-d
+        tensor for a 0-d input, a bool result as uint8 as PyTorch's). NumPy computed it, so
+        it has no graph: a ufunc of a tensor that requires grad raises, as PyTorch's."""
+        if context is not None and any(isinstance(a, Tensor) and a.requires_grad
+                                       for a in context[1]):
+            raise RuntimeError(
+                f"numpy.{context[0].__name__} of a Tensor that requires grad: NumPy's result "
+                "would not be part of the graph. Use the tinytrain function, or "
+                "tensor.detach() first")
+        if arr.dtype == np.bool_:
+            arr = arr.astype(np.uint8)
+        return Tensor(arr)
+
     def item(self) -> float | int | bool:
         if self._data.size != 1:
             raise InvalidArgument(

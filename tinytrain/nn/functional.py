@@ -1065,8 +1065,8 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,  # 
                          f"{weight.shape}")
     n = weight.shape[0]
     if padding_idx is not None and not -n <= padding_idx < n:
-        raise IndexRangeError(f"embedding: padding_idx {padding_idx} must be within "
-                              f"num_embeddings ({n})")
+        raise AssertionError(f"Padding_idx must be within num_embeddings (embedding: "
+                             f"padding_idx {padding_idx}, {n} embeddings)")
     if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
         raise IndexRangeError(f"embedding: index out of range in self: indices from "
                               f"{int(idx.min())} to {int(idx.max())} for {n} embeddings")

@@ -378,8 +378,8 @@ class Embedding(Module):
         self.max_norm, self.norm_type = max_norm, norm_type
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"Embedding: padding_idx {padding_idx} must be within "
-                                 f"num_embeddings ({num_embeddings})")
+                raise AssertionError(f"Padding_idx must be within num_embeddings (Embedding: "
+                                     f"padding_idx {padding_idx}, {num_embeddings} embeddings)")
             padding_idx %= num_embeddings
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = padding_idx
