@@ -24,6 +24,7 @@ from tinytrain import (
     linalg,
     nn,
     optim,
+    return_types,
     utils,
     version,
 )
