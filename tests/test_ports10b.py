@@ -83,7 +83,8 @@ def run_rl(name, tmp_path, monkeypatch, capsys, gym_name, old_api=False, argv=()
            reward_threshold=None):
     """``run_both`` of tutorial ``name`` with gym_shim installed as ``gym_name`` (the
     CartPole spec's ``reward_threshold`` lowered when given: the programs of pytorch/examples
-    stop there, "Solved!")."""
+    stop there, "Solved!"); ``runs["losses"]``: the values of each run's ``smooth_l1_loss``
+    calls (the critic's and the DQN's Huber losses), tinytrain's and PyTorch's."""
     monkeypatch.syspath_prepend(str(TUTORIALS))
     import gym_shim
 
@@ -92,7 +93,17 @@ def run_rl(name, tmp_path, monkeypatch, capsys, gym_name, old_api=False, argv=()
         for spec in gym_shim.registry.values():
             monkeypatch.setattr(spec, "reward_threshold", reward_threshold)
     monkeypatch.setattr(test_ports9, "Draws", SampleDraws)
-    return run_both(name, tmp_path, monkeypatch, capsys, argv=argv)
+    losses = {tt: [], torch: []}  # the Huber losses each run computed, in order
+    for lib in (tt, torch):  # (nn.SmoothL1Loss calls it too)
+        def recording(*args, real=lib.nn.functional.smooth_l1_loss, kept=losses[lib],
+                      **kwargs):
+            out = real(*args, **kwargs)
+            kept.append(out.item())
+            return out
+        monkeypatch.setattr(lib.nn.functional, "smooth_l1_loss", recording)
+    runs = run_both(name, tmp_path, monkeypatch, capsys, argv=argv)
+    runs["losses"] = (losses[tt], losses[torch])
+    return runs
 
 
 def _same_parameters(ours, theirs, rtol=1e-5, atol=1e-6) -> None:
@@ -139,11 +150,14 @@ def test_actor_critic(tmp_path, monkeypatch, capsys):
     assert ours == theirs
     assert len(EPISODE.findall(ours)) >= 5 and len(SOLVED.findall(ours)) == 1, ours
     _same_parameters(v["model"], w["model"])
+    ours_losses, theirs_losses = runs["losses"]  # the critic's, one a step
+    assert len(ours_losses) == len(theirs_losses) > 50
+    np.testing.assert_allclose(ours_losses, theirs_losses, rtol=1e-5, atol=1e-7)
 
 
 def test_dqn_tutorial(tmp_path, monkeypatch, capsys):
     """The DQN tutorial for 10 episodes (its CPU default, 50, made 10): the same episodes,
-    plots, replay memory and network parameters as PyTorch's."""
+    plots, losses, replay memory, network parameters and AdamW moments as PyTorch's."""
     runs = run_rl("rl_dqn_tutorial.py", tmp_path, monkeypatch, capsys, "gymnasium")
     (ours, v, our_plots), (theirs, w, their_plots) = runs["tinytrain"], runs["torch"]
     assert ours == theirs == "Complete\n"
@@ -155,6 +169,9 @@ def test_dqn_tutorial(tmp_path, monkeypatch, capsys):
     assert our_plots[-7][1] == ["Result"]  # plot_durations(show_result=True)
     np.testing.assert_array_equal(our_plots[-4][1][0], v["episode_durations"])
     assert v["device"].type == "cpu"
+    ours_losses, theirs_losses = runs["losses"]  # one a step once the memory holds a batch
+    assert len(ours_losses) == len(theirs_losses) == v["steps_done"] - v["BATCH_SIZE"] + 1
+    np.testing.assert_allclose(ours_losses, theirs_losses, rtol=1e-5, atol=1e-7)
     for net in ("policy_net", "target_net"):
         _same_parameters(v[net], w[net])
     for p, q in zip(v["policy_net"].parameters(), w["policy_net"].parameters()):
