@@ -24,6 +24,7 @@ from tinytrain import (
     linalg,
     nn,
     optim,
+    return_types,
     utils,
     version,
 )
@@ -412,7 +413,8 @@ __all__ = [
     "preserve_format",
     "promote_types", "rand", "rand_like", "randint", "randn", "randn_like", "randperm",
     "randint_like",
-    "ravel", "reciprocal", "relu", "remainder", "reshape", "result_type", "round", "rsqrt",
+    "ravel", "reciprocal", "relu", "remainder", "reshape", "result_type", "return_types",
+    "round", "rsqrt",
     "roll",
     "save", "scatter", "select", "set_default_device", "set_default_dtype", "set_grad_enabled",
     "seed",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
@@ -75,6 +76,7 @@ class Distribution:
     ``__debug__``) checks the parameters here and the values given to ``log_prob``."""
 
     has_rsample = False
+    has_enumerate_support = False
     arg_constraints: dict[str, _Constraint] = {}
     _validate_args = __debug__
 
@@ -139,6 +141,42 @@ class Distribution:
 
     def perplexity(self) -> Tensor:
         return self.entropy().exp()
+
+    def cdf(self, value: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def icdf(self, value: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def enumerate_support(self, expand: bool = True) -> Tensor:
+        raise NotImplementedError
+
+    def sample_n(self, n: int) -> Tensor:
+        """``sample((n,))``, with PyTorch's FutureWarning."""
+        warnings.warn("`sample_n(n)` will be deprecated. Use `sample((n,))` instead.",
+                      FutureWarning, stacklevel=2)
+        return self.sample((n,))
+
+    def expand(self, batch_shape: Sequence[int],
+               _instance: Distribution | None = None) -> Distribution:
+        """The same distributions repeated to ``batch_shape`` (which the current one must
+        broadcast to): a new instance whose parameters are expanded views, not copies."""
+        raise NotImplementedError
+
+    def _get_checked_instance(self, cls: type, _instance: Distribution | None) -> Any:
+        """The object :meth:`expand` fills: ``_instance``, or a new, uninitialised one of
+        this type (a subclass with its own ``__init__`` must define its own ``expand``)."""
+        if _instance is None and type(self).__init__ != cls.__init__:
+            raise NotImplementedError(
+                f"Subclass {type(self).__name__} of {cls.__name__} that defines a custom "
+                f"__init__ method must also define a custom .expand() method.")
+        return self.__new__(type(self)) if _instance is None else _instance
+
+    def _expanded(self, new: Any, batch_shape: tuple[int, ...]) -> Any:
+        """Finish :meth:`expand`: ``new``'s shapes, and this one's argument checking."""
+        Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
 
     def _validate_sample(self, value: Any) -> None:
         """PyTorch's checks of a ``log_prob`` value: a tensor, broadcastable with
@@ -279,6 +317,18 @@ class Categorical(Distribution):
         logits = self.logits.clamp(min=float(dtypes.finfo(self.logits.dtype).min))
         return -(logits * self.probs).sum(-1)
 
+    def expand(self, batch_shape: Sequence[int],
+               _instance: Distribution | None = None) -> Categorical:
+        new = self._get_checked_instance(Categorical, _instance)
+        batch_shape = tuple(batch_shape)
+        shape = batch_shape + (self._num_events,)
+        for name in ("probs", "logits"):  # (those computed so far)
+            if name in self.__dict__:
+                setattr(new, name, self.__dict__[name].expand(shape))
+                new._param = new.__dict__[name]
+        new._num_events = self._num_events
+        return self._expanded(new, batch_shape)
+
     def enumerate_support(self, expand: bool = True) -> Tensor:
         from tinytrain.tensor import arange
 
@@ -351,6 +401,16 @@ class Bernoulli(Distribution):
 
         return binary_cross_entropy_with_logits(self.logits, self.probs, reduction="none")
 
+    def expand(self, batch_shape: Sequence[int],
+               _instance: Distribution | None = None) -> Bernoulli:
+        new = self._get_checked_instance(Bernoulli, _instance)
+        batch_shape = tuple(batch_shape)
+        for name in ("probs", "logits"):
+            if name in self.__dict__:
+                setattr(new, name, self.__dict__[name].expand(batch_shape))
+                new._param = new.__dict__[name]
+        return self._expanded(new, batch_shape)
+
     def enumerate_support(self, expand: bool = True) -> Tensor:
         values = tensor([0.0, 1.0], dtype=self._param.dtype, device=self._param.device)
         values = values.reshape((-1,) + (1,) * len(self._batch_shape))
@@ -369,6 +429,13 @@ class Normal(Distribution):
         self.loc, self.scale = _as_float_tensor(loc, scale)
         both_numbers = isinstance(loc, numbers.Number) and isinstance(scale, numbers.Number)
         super().__init__(() if both_numbers else self.loc.shape, (), validate_args)
+
+    def expand(self, batch_shape: Sequence[int], _instance: Distribution | None = None
+               ) -> Normal:
+        new = self._get_checked_instance(Normal, _instance)
+        batch_shape = tuple(batch_shape)
+        new.loc, new.scale = self.loc.expand(batch_shape), self.scale.expand(batch_shape)
+        return self._expanded(new, batch_shape)
 
     @property
     def mean(self) -> Tensor:

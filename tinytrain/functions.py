@@ -10,13 +10,12 @@ from __future__ import annotations
 import builtins
 import string
 import warnings
-from collections import namedtuple
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from tinytrain import _numpy_names, backend
+from tinytrain import _numpy_names, backend, return_types
 from tinytrain.autograd import is_grad_enabled, no_grad
 from tinytrain.autograd import ops as O
 from tinytrain.dtypes import DTypeError, can_cast, result_type, torch_scalar_name
@@ -482,7 +481,7 @@ def histc(input: Any, bins: int = 100, min: float = 0, max: float = 0, *,  # noq
     return _out(_t(input).histc(bins, min, max), out, "histc", exact=True)
 
 
-HistogramResult = namedtuple("histogram", ["hist", "bin_edges"])
+HistogramResult = return_types.histogram
 
 
 def histogram(input: Tensor, bins: int | Tensor = 100, *,  # noqa: A002

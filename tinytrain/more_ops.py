@@ -24,13 +24,12 @@ import builtins
 import math
 import numbers
 import warnings
-from collections import namedtuple
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from tinytrain import _numpy_names, backend
+from tinytrain import _numpy_names, backend, return_types
 from tinytrain.autograd import ops as O
 from tinytrain.autograd.function import Function, _check_same_device
 from tinytrain.autograd.ops import (
@@ -1359,9 +1358,9 @@ def isin(elements: Any, test_elements: Any, *, assume_unique: bool = False,
 
 # ------------------------------------------------------------------ order statistics, scans
 
-KthvalueResult = namedtuple("kthvalue", ["values", "indices"])
-CummaxResult = namedtuple("cummax", ["values", "indices"])
-CumminResult = namedtuple("cummin", ["values", "indices"])
+KthvalueResult = return_types.kthvalue
+CummaxResult = return_types.cummax
+CumminResult = return_types.cummin
 
 
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False  # noqa: A002
@@ -1534,7 +1533,8 @@ def var_mean(input: Tensor, dim: Any = None, unbiased: bool | None = None,  # no
     """``(var, mean)`` over ``dim`` with :meth:`Tensor.var`'s arguments (``correction``
     1 by default)."""
     x = _tensor_arg("var_mean", "input", input, 1)
-    return (x.var(dim, unbiased, keepdim, correction=correction),
+    v = x.float() if x.dtype == np.float16 else x  # (accumulated in float32, as Tensor.var)
+    return (v._variance("var_mean", dim, unbiased, keepdim, correction).to(dtype=x.dtype),
             x.mean(None if isinstance(dim, builtins.bool) else dim, keepdim))
 
 
@@ -1542,7 +1542,9 @@ def std_mean(input: Tensor, dim: Any = None, unbiased: bool | None = None,  # no
              keepdim: bool = False, *, correction: float | None = None) -> tuple[Tensor, Tensor]:
     """``(std, mean)`` over ``dim`` with :meth:`Tensor.std`'s arguments."""
     x = _tensor_arg("std_mean", "input", input, 1)
-    return (x.std(dim, unbiased, keepdim, correction=correction),
+    v = x.float() if x.dtype == np.float16 else x  # (accumulated in float32, as Tensor.std)
+    std = O.StdFromVar.apply(v._variance("std_mean", dim, unbiased, keepdim, correction))
+    return (std.to(dtype=x.dtype),
             x.mean(None if isinstance(dim, builtins.bool) else dim, keepdim))
 
 

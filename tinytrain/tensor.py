@@ -33,16 +33,16 @@ import functools
 import math
 import numbers
 import operator
+import sys
 import warnings
 import weakref
-from collections import namedtuple
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from tinytrain import _missing, _numpy_names, backend, printing
+from tinytrain import _missing, _numpy_names, backend, printing, return_types
 from tinytrain.autograd import engine, function, gradients
 from tinytrain.autograd import ops as O
 from tinytrain.autograd.function import (
@@ -74,12 +74,12 @@ from tinytrain.dtypes import (
 from tinytrain.printing import set_printoptions
 from tinytrain.random import numpy_generator
 
-#: What ``max(dim)`` / ``min(dim)`` return: a named pair, like ``torch.return_types.max``.
-MaxResult = namedtuple("max", ["values", "indices"])
-MinResult = namedtuple("min", ["values", "indices"])
-SortResult = namedtuple("sort", ["values", "indices"])
-TopkResult = namedtuple("topk", ["values", "indices"])
-MedianResult = namedtuple("median", ["values", "indices"])
+#: What ``max(dim)`` / ``min(dim)`` return: a named pair, ``tinytrain.return_types.max``.
+MaxResult = return_types.max
+MinResult = return_types.min
+SortResult = return_types.sort
+TopkResult = return_types.topk
+MedianResult = return_types.median
 
 _LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
 #: Whether ``float()`` of a tensor that requires grad still warns (once per process, as
@@ -152,6 +152,15 @@ def _accumulates_in_float32(method: Callable[..., Tensor]) -> Callable[..., Tens
         return method(self, *args, **kwargs)
 
     return reduction
+
+
+def _warn_user(message: str) -> None:
+    """A UserWarning that points at the line that called into tinytrain (the user's), however
+    many of tinytrain's own frames lie between (as ``nn.functional._warn``)."""
+    frame, level = sys._getframe(0), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("tinytrain"):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, UserWarning, stacklevel=level)
 
 
 def _saved_output_is(out: Tensor, target: Tensor) -> None:
@@ -2253,8 +2262,15 @@ class Tensor:
         """Variance over ``dim`` (all if None): ``sum((x - mean)^2) / (N - correction)``.
 
         ``correction`` defaults to 1 (Bessel's, the unbiased estimate); ``unbiased=False``
-        (or ``var(False)``) means 0. Fewer than ``correction + 1`` values give nan or inf.
+        (or ``var(False)``) means 0. Fewer than ``correction + 1`` values give nan or inf,
+        with PyTorch's warning ("degrees of freedom is <= 0").
         """
+        return self._variance("var", dim, unbiased, keepdim, correction)
+
+    def _variance(self, name: str, dim: Any, unbiased: bool | None, keepdim: bool,
+                  correction: float | None) -> Tensor:
+        """:meth:`var` for ``name`` (``var``, ``std``, ``var_mean`` or ``std_mean``: the
+        warning names it, as PyTorch's)."""
         if isinstance(dim, builtins.bool):  # var(unbiased), PyTorch's old positional form
             dim, unbiased = None, dim
         if unbiased is not None and correction is not None:
@@ -2265,6 +2281,10 @@ class Tensor:
             raise DTypeError(f"std and var only support floating point dtypes, got {self.dtype}")
         axes = self._reduction_axes(dim)
         count = self.numel() if axes is None else int(np.prod([self.shape[a] for a in axes]))
+        # PyTorch's "reduction factor" (numel in / numel out) is 0 for any empty input
+        if (count if self.numel() else 0) - correction <= 0:  # (REINFORCE: a one-step episode)
+            _warn_user(f"{name}(): degrees of freedom is <= 0. Correction should be strictly "
+                       "less than the reduction factor (input numel divided by output numel).")
         centered = self - self.mean(axes, keepdim=True)
         with np.errstate(divide="ignore", invalid="ignore"):
             return (centered * centered).sum(axes, keepdim) / builtins.max(count - correction, 0)
@@ -2273,7 +2293,7 @@ class Tensor:
     def std(self, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
             correction: float | None = None) -> Tensor:
         """Standard deviation: ``sqrt(var(...))`` with the same arguments."""
-        return O.StdFromVar.apply(self.var(dim, unbiased, keepdim, correction=correction))
+        return O.StdFromVar.apply(self._variance("std", dim, unbiased, keepdim, correction))
 
     def logsumexp(self, dim: Any, keepdim: bool = False) -> Tensor:
         """``log(sum(exp(x)))`` over ``dim``, computed stably (the max taken out first)."""
@@ -2340,7 +2360,7 @@ class Tensor:
             return O.NanMedian.apply(self, None, False)
         _int_dim("nanmedian", dim)
         if self.ndim == 0 or self.dtype.kind != "f":  # (nothing can be NaN)
-            return self.median(dim, keepdim)
+            return return_types.nanmedian(*self.median(dim, keepdim))
         (axis,) = self._reduce_check("nanmedian", dim)
         xp = backend.get_array_module(self._data)
         count = (~self.isnan()).sum(axis, keepdim=True)._data
@@ -2348,7 +2368,7 @@ class Tensor:
         index = xp.take_along_axis(self.argsort(axis)._data, middle, axis)  # (NaNs last)
         values = O.TakeAlongDim.apply(self, index, axis, keepdim)
         indices = Tensor((index if keepdim else index.squeeze(axis)).astype(int64, copy=False))
-        return MedianResult(values, indices)
+        return return_types.nanmedian(values, indices)
 
     def inverse(self) -> Tensor:
         """The inverse of each matrix ``[*, n, n]``: ``tinytrain.linalg.inv(self)``."""

@@ -1054,6 +1054,10 @@ class Mean(Function):
     @staticmethod
     def forward(a, axis, keepdims):
         with np.errstate(all="ignore"):  # inf - inf: NaN, silently (tinytrain/__init__.py)
+            if a.size == 0:  # NaN, silently too (NumPy warns "Mean of empty slice")
+                total = a.sum(axis=axis, keepdims=keepdims)
+                count = a.size if axis is None else math.prod(a.shape[i] for i in axis)
+                return total / total.dtype.type(count)
             return a.mean(axis=axis, keepdims=keepdims)
 
     @staticmethod

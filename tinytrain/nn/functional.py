@@ -592,7 +592,8 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = No
     reduction = _legacy_reduction("smooth_l1_loss", size_average, reduce, reduction)
     _warn_broadcast("smooth_l1_loss", input, target)
     if beta < 0:
-        raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
+        raise InvalidArgument(f"smooth_l1_loss does not support negative values for beta "
+                              f"(got {beta})")
     d = input - target
     if beta == 0:
         return _reduce(d.abs(), reduction, "smooth_l1_loss")
@@ -606,7 +607,8 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",  # noqa: 
     """Per element ``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
     _warn_broadcast("huber_loss", input, target)
     if not delta > 0:
-        raise ValueError(f"huber_loss: delta must be > 0, got {delta}")
+        raise InvalidArgument(f"huber_loss does not support non-positive values for delta "
+                              f"(got {delta})")
     d = input - target
     a, q = d.abs(), d.clamp(-delta, delta)  # (an infinite d gives no NaN gradient)
     return _reduce(where(a < delta, 0.5 * q * q, delta * (a - 0.5 * delta)), reduction,
