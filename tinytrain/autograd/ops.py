@@ -1396,8 +1396,8 @@ def _einsum_arrays(xp: Any, equation: str, *operands: Any) -> Any:
 
     left = a.transpose([sa.index(c) for c in batch + only_a + summed]).reshape(
         count(batch), count(only_a), count(summed))
-    right = b.transpose([sb.index(c) for c in batch + summed + only_b]).reshape(
-        count(batch), count(summed), count(only_b))
+    right = b.transpose([sb.index(c) for c in batch + only_b + summed]).reshape(
+        count(batch), count(only_b), count(summed)).swapaxes(-1, -2)  # (BLAS reads it so)
     labels = batch + only_a + only_b
     result = xp.matmul(left, right).reshape([size[c] for c in labels])
     return result.transpose([labels.index(c) for c in out])

@@ -198,73 +198,127 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
     called many times (the graph is kept), also inside :func:`vmap`, and keeps the graph of
     its result when grad mode is on and something outside needs it (``create_graph``: by
     default whether grad mode is on, as PyTorch's)."""
-    return _vjp_with_argnums(func, *primals, has_aux=has_aux)
+    traced = _Traced(func, primals, None, has_aux)
+    traced.check_float_outputs()
+    return ((traced.output, traced.vjp_fn, traced.aux) if has_aux
+            else (traced.output, traced.vjp_fn))
 
 
 def _vjp_with_argnums(func: Callable[..., Any], *primals: Any, argnums: Any = None,
                       has_aux: bool = False) -> tuple[Any, ...]:
-    out, vjp_fn, aux, _ = _vjp_parts(func, primals, argnums, has_aux)
-    return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+    traced = _Traced(func, primals, argnums, has_aux)
+    return ((traced.output, traced.vjp_fn, traced.aux) if has_aux
+            else (traced.output, traced.vjp_fn))
 
 
-def _vjp_parts(func: Callable[..., Any], primals: tuple[Any, ...], argnums: Any,
-               has_aux: bool, randomness: str | None = None
-               ) -> tuple[Any, Callable[..., Any], Any, Callable[..., tuple[Tensor, ...]]]:
-    """``vjp``'s work: the unwrapped output, ``vjp_fn``, the aux, and ``flat_vjp(i, ct)``:
-    the flat vector-Jacobian products for cotangent ``ct`` of flat output ``i`` alone (what
-    ``jacrev`` calls once per output element)."""
-    with contextlib.ExitStack() as stack:
-        if randomness is not None:  # jacfwd: func runs as in a vmap over the basis
-            stack.enter_context(Level("vmap", tree_leaves(primals), randomness=randomness))
-        level = stack.enter_context(Level("grad", tree_leaves(primals)))
-        stack.enter_context(enable_grad())
-        if argnums is None:
-            diff_primals = tree_map(level.differentiable, primals)
-            primals = diff_primals
-        else:
-            diff_primals = _slice_argnums(primals, argnums, as_tuple=False)
-            diff_primals = tree_map(level.differentiable, diff_primals)
-            primals = _replace_args(primals, diff_primals, argnums)
-        primals_out = func(*primals)
-        aux = None
-        if has_aux:
-            if not (isinstance(primals_out, tuple) and len(primals_out) == 2):
-                raise RuntimeError("vjp(f, *primals): output of function f should be a tuple: "
-                                   "(output, aux) if has_aux is True")
-            primals_out, aux = primals_out
-            aux = _unwrap_aux(level, aux)
-        flat_out, out_spec = tree_flatten(primals_out)
-        _non_empty_tensor_output(flat_out, "vjp(f, *primals)")
-        flat_diff, diff_spec = tree_flatten(diff_primals)
-        for o in flat_out:
+class _Traced:
+    """``func`` run once at ``primals`` inside a level, its inputs ``argnums`` (None: all)
+    made differentiable: what ``vjp``, ``jacrev`` and ``jacfwd`` build on. ``output`` and
+    ``aux`` are unwrapped; ``flat_out``/``flat_diff`` are the raw outputs and differentiable
+    inputs, ``outer`` whether the outputs depend on an outer level."""
+
+    def __init__(self, func: Callable[..., Any], primals: tuple[Any, ...], argnums: Any,
+                 has_aux: bool, randomness: str | None = None) -> None:
+        with contextlib.ExitStack() as stack:
+            if randomness is not None:  # jacfwd: func runs as in a vmap over the basis
+                stack.enter_context(Level("vmap", tree_leaves(primals), randomness=randomness))
+            level = stack.enter_context(Level("grad", tree_leaves(primals)))
+            stack.enter_context(enable_grad())
+            if argnums is None:
+                diff_primals = tree_map(level.differentiable, primals)
+                primals = diff_primals
+            else:
+                diff_primals = _slice_argnums(primals, argnums, as_tuple=False)
+                diff_primals = tree_map(level.differentiable, diff_primals)
+                primals = _replace_args(primals, diff_primals, argnums)
+            primals_out = func(*primals)
+            self.aux = None
+            if has_aux:
+                if not (isinstance(primals_out, tuple) and len(primals_out) == 2):
+                    raise RuntimeError("vjp(f, *primals): output of function f should be a "
+                                       "tuple: (output, aux) if has_aux is True")
+                primals_out, aux = primals_out
+                self.aux = _unwrap_aux(level, aux)
+            self.flat_out, self.out_spec = tree_flatten(primals_out)
+            _non_empty_tensor_output(self.flat_out, "vjp(f, *primals)")
+            self.flat_diff, self.diff_spec = tree_flatten(diff_primals)
+            self.level = level
+            self.outer = level.reaches_outer(self.flat_out)
+            self.output = tree_unflatten([level.unwrap(o) for o in self.flat_out],
+                                         self.out_spec)
+
+    def check_float_outputs(self) -> None:
+        for o in self.flat_out:
             if o.dtype.kind != "f":
                 raise RuntimeError(f"vjp(f, ...): All outputs of f must be floating-point or "
                                    f"complex Tensors, got Tensor with dtype {o.dtype}")
-        outer = level.reaches_outer(flat_out)
-        results = tree_unflatten([level.unwrap(o) for o in flat_out], out_spec)
 
-    def flat_vjp(cotangents: list[Tensor], retain_graph: bool = True,
+    def flat_vjp(self, cotangents: list[Tensor], retain_graph: bool = True,
                  create_graph: bool | None = None, outputs: list[int] | None = None
                  ) -> tuple[Tensor, ...]:
+        """The vector-Jacobian products (one per flat differentiable input) of ``cotangents``
+        for the flat outputs ``outputs`` (default: all), their graph kept only when grad
+        mode is on (``create_graph=None``) and something outside needs it."""
         if create_graph is None:
             create_graph = is_grad_enabled()
-        picked = range(len(flat_out)) if outputs is None else outputs
-        create = create_graph and (outer or any(
+        picked = range(len(self.flat_out)) if outputs is None else outputs
+        create = create_graph and (self.outer or any(
             isinstance(c, Tensor) and c.requires_grad for c in cotangents))
-        grads = _autograd_grad([flat_out[i] for i in picked], flat_diff, list(cotangents),
-                               create_graph=create, retain_graph=retain_graph)
+        grads = _autograd_grad([self.flat_out[i] for i in picked], self.flat_diff,
+                               list(cotangents), create_graph=create,
+                               retain_graph=retain_graph)
         return tuple(g if create else g.detach() for g in grads)
 
-    def vjp_fn(cotangents: Any, retain_graph: bool = True, create_graph: bool | None = None
-               ) -> Any:
+    def vjp_fn(self, cotangents: Any, retain_graph: bool = True,
+               create_graph: bool | None = None) -> Any:
         flat_ct, ct_spec = tree_flatten(cotangents)
-        if ct_spec != out_spec:
+        if ct_spec != self.out_spec:
             raise RuntimeError(f"Expected pytree structure of cotangents to be the same as "
                                f"pytree structure of outputs to the function. cotangents: "
-                               f"{ct_spec}, primal output: {out_spec}")
-        return tree_unflatten(flat_vjp(flat_ct, retain_graph, create_graph), diff_spec)
+                               f"{ct_spec}, primal output: {self.out_spec}")
+        return tree_unflatten(self.flat_vjp(flat_ct, retain_graph, create_graph),
+                              self.diff_spec)
 
-    return results, vjp_fn, aux, flat_vjp
+    def rows(self) -> list[list[list[Tensor]]]:
+        """Reverse mode: ``rows[i][j]``, for differentiable input ``i`` and output ``j``, the
+        list of the gradients of output ``j``'s elements, in order (one backward each)."""
+        rows = [[[] for _ in self.flat_out] for _ in self.flat_diff]
+        for j, out in enumerate(self.flat_out):
+            flat = out.detach().reshape(-1)
+            for e in range(flat.shape[0]):
+                basis = flat.new_zeros(flat.shape)
+                basis[e] = 1
+                for i, g in enumerate(self.flat_vjp([basis.reshape(out.shape)], outputs=[j])):
+                    rows[i][j].append(g)
+        return rows
+
+    def columns(self) -> list[list[list[Tensor]]]:
+        """"Forward mode" by the double-vjp trick: ``columns[i][j]``, for differentiable input
+        ``i`` and output ``j``, the list of the derivatives of output ``j`` with respect to
+        input ``i``'s elements, in order. One backward with dummy cotangents ``u`` gives
+        ``g_i = u^T J_i`` (linear in ``u``); the gradient of ``g_i[k]`` with respect to ``u``
+        is column ``k`` of ``J_i`` (one more backward per input element)."""
+        level = self.level
+        columns = [[[] for _ in self.flat_out] for _ in self.flat_diff]
+        live = [j for j, o in enumerate(self.flat_out) if o.requires_grad]
+        dummies = [level.private(_zeros_like(self.flat_out[j]).requires_grad_(True))
+                   for j in live]
+        with enable_grad():
+            back = (_autograd_grad_raw([self.flat_out[j] for j in live], self.flat_diff,
+                                       dummies, retain_graph=True, create_graph=True,
+                                       allow_unused=True)
+                    if live else (None,) * len(self.flat_diff))
+            for i, (g, x) in enumerate(zip(back, self.flat_diff)):
+                flat_g = g.reshape(-1) if g is not None and g.requires_grad else None
+                for k in range(x.numel()):
+                    derivs = (_autograd_grad_raw(flat_g[k], dummies, retain_graph=True,
+                                                 create_graph=self.outer, allow_unused=True)
+                              if flat_g is not None else (None,) * len(live))
+                    found = dict(zip(live, derivs))
+                    for j, out in enumerate(self.flat_out):
+                        d = found.get(j)
+                        columns[i][j].append(_zeros_like(out) if d is None else d)
+        return columns
 
 
 # ------------------------------------------------------------------ jvp
@@ -369,43 +423,36 @@ def _jvp_with_argnums(func: Callable[..., Any], primals: Any, tangents: Any, arg
 
 
 def _jacobian(func: Callable[..., Any], args: tuple[Any, ...], argnums: Any, has_aux: bool,
-              chunk_size: int | None, randomness: str | None) -> Any:
-    """The Jacobian of ``func`` at ``args`` with respect to ``argnums``, in reverse mode: one
-    vector-Jacobian product per output element (``jacrev``'s layout: per output, per
-    primal, ``[*output.shape, *primal.shape]``)."""
+              forward: bool, randomness: str | None = None) -> Any:
+    """The Jacobian of ``func`` at ``args`` with respect to ``argnums``, by rows (reverse
+    mode) or by columns (``forward``): per output, per primal, ``[*output.shape,
+    *primal.shape]``, in ``jacrev``'s nesting (outputs outside, primals inside)."""
     from tinytrain.functions import stack  # noqa: PLC0415
 
-    output, _, aux, flat_vjp = _vjp_parts(func, args, argnums, has_aux, randomness)
-    flat_output, output_spec = tree_flatten(output)
+    traced = _Traced(func, args, argnums, has_aux, randomness)
+    if not forward:
+        traced.check_float_outputs()
     primals = _slice_argnums(args, argnums)
     flat_primals, primals_spec = tree_flatten(primals)
-    # one list of rows per primal; the rows of output j follow those of output j - 1
-    rows: list[list[Tensor]] = [[] for _ in flat_primals]
-    for j, out in enumerate(flat_output):
-        flat = out.detach().reshape(-1)
-        for e in range(flat.shape[0]):
-            basis = flat.new_zeros(flat.shape)
-            basis[e] = 1
-            grads = flat_vjp([basis.reshape(out.shape)], outputs=[j])
-            for r, g in zip(rows, grads):
-                r.append(g)
-    per_input = []
-    for r, p in zip(rows, flat_primals):
-        start, blocks = 0, []
-        for out in flat_output:
-            n = out.numel()
-            if n == 0:
-                blocks.append(p.detach().new_zeros((*out.shape, *p.shape)))
+    parts = traced.columns() if forward else traced.rows()
+    blocks = []  # blocks[j][i]: output j, primal i
+    for j, out in enumerate(traced.flat_out):
+        row = []
+        for i, p in enumerate(flat_primals):
+            pieces = parts[i][j]
+            if not pieces:  # an empty output or input
+                row.append(p.detach().new_zeros((*out.shape, *p.shape)).to(dtype=out.dtype))
+            elif forward:
+                row.append(traced.level.unwrap(
+                    stack(pieces, dim=-1).reshape(*out.shape, *p.shape)))
             else:
-                blocks.append(stack(r[start:start + n]).reshape(*out.shape, *p.shape))
-            start += n
-        per_input.append(blocks)
-    per_output = tuple(tree_unflatten([blocks[j] for blocks in per_input], primals_spec)
-                       for j in range(len(flat_output)))
+                row.append(stack(pieces).reshape(*out.shape, *p.shape))
+        blocks.append(row)
+    per_output = [tree_unflatten(row, primals_spec) for row in blocks]
     if isinstance(argnums, int):
-        per_output = tuple(jac[0] for jac in per_output)
-    jac = tree_unflatten(list(per_output), output_spec)
-    return (jac, aux) if has_aux else jac
+        per_output = [jac[0] for jac in per_output]
+    jac = tree_unflatten(per_output, traced.out_spec)
+    return (jac, traced.aux) if has_aux else jac
 
 
 def jacrev(func: Callable[..., Any], argnums: argnums_t = 0, *, has_aux: bool = False,
@@ -425,28 +472,29 @@ def jacrev(func: Callable[..., Any], argnums: argnums_t = 0, *, has_aux: bool = 
 
     @_wraps(func)
     def wrapper_fn(*args: Any) -> Any:
-        return _jacobian(func, args, argnums, has_aux, chunk_size, None)
+        return _jacobian(func, args, argnums, has_aux, forward=False)
     return wrapper_fn
 
 
 def jacfwd(func: Callable[..., Any], argnums: argnums_t = 0, has_aux: bool = False, *,
            randomness: str = "error") -> Callable[..., Any]:
     """``torch.func.jacfwd``: the Jacobian of ``func`` with respect to ``argnums``, with
-    :func:`jacrev`'s layout and results.
+    :func:`jacrev`'s layout and results, computed column by column (cost: one backward pass
+    per *input* element, so it is the cheaper one for tall Jacobians, as in PyTorch).
 
     Differs from PyTorch in how, not what: PyTorch pushes one forward-mode JVP per input
-    element through ``vmap``; tinytrain has no forward-mode AD, so the same Jacobian is
-    computed in reverse mode (one vector-Jacobian product per output element: ``func`` runs
-    once, and no double backward is needed). ``randomness`` is vmap's: with ``'error'`` (the
-    default) a random operation inside ``func`` raises, as in PyTorch; with ``'same'`` or
-    ``'different'`` it runs (once: every column of the Jacobian sees the same draws, which
-    is PyTorch's ``'same'``)."""
+    element through ``vmap``; tinytrain has no forward-mode AD, so each column is a JVP by
+    the double-vjp trick (:func:`jvp`), the first backward shared by all columns: every op of
+    ``func`` needs a double backward (tinytrain's have one; PyTorch's jacfwd likewise needs
+    forward-mode formulas). ``func`` runs once. ``randomness`` is vmap's: with ``'error'``
+    (the default) a random operation inside ``func`` raises, as in PyTorch; with ``'same'``
+    or ``'different'`` it runs, and every column sees the same draws (PyTorch's ``'same'``)."""
     from tinytrain.func._vmap import check_randomness_arg  # noqa: PLC0415
 
     @_wraps(func)
     def wrapper_fn(*args: Any) -> Any:
         check_randomness_arg(randomness)
-        return _jacobian(func, args, argnums, has_aux, None, randomness)
+        return _jacobian(func, args, argnums, has_aux, forward=True, randomness=randomness)
     return wrapper_fn
 
 
