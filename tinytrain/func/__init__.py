@@ -29,10 +29,13 @@ unless they depend on an outer one (PyTorch's unwrapping). ``grad(grad(f))``, ``
 and ``hessian`` are thus double (or deeper) backward passes through the same engine.
 
 **No forward mode.** tinytrain has no dual numbers: :func:`jvp` computes ``J v`` by the
-double-vjp trick (the gradient with respect to a dummy ``u`` of ``(u^T J) v``), and
-:func:`jacfwd` computes the same Jacobian as :func:`jacrev`, in reverse mode (one
-vector-Jacobian product per output element). Results and layouts are PyTorch's; the cost
-model is reverse mode's.
+double-vjp trick (the gradient with respect to a dummy ``u`` of ``(u^T J) v``: the function
+needs a double backward, as PyTorch's jvp needs forward-mode formulas), and :func:`jacfwd`
+computes the Jacobian column by column the same way, the first backward shared, so its cost
+grows with the number of *inputs* and :func:`jacrev`'s (one backward per output element)
+with the number of outputs, as in PyTorch: ``hessian = jacfwd(jacrev(f))`` is the cheap one
+(``jacrev(jacrev(f))`` backpropagates each element of the inner Jacobian through every row's
+graph). Results and layouts are PyTorch's.
 
 **vmap runs the function once per sample and stacks the results.** tinytrain has no batched
 tensors or batching rules. :func:`vmap` gives ``torch.func.vmap``'s *semantics* (values,
@@ -52,11 +55,19 @@ captured Tensor" error; inside ``vmap``: the loop would write it once per sample
 ``Tensor.__init__`` tells the innermost running transform about each new array, and every
 in-place write asks whether its memory was born inside, or was given to the transform.
 
+The hot paths pay one test of an empty list each (``Tensor.__init__``, in-place writes,
+random draws) outside every transform.
+
 What the loop does **not** detect (PyTorch raises; tinytrain runs it, each sample on its own
 values): ``.item()``, ``bool()``, ``if x > 0:`` and other data-dependent control flow on a
-per-sample value; operations whose output shape depends on the data (here the shapes must
-agree across samples, else RuntimeError). With ``out_dims=None`` an output equal in every
-sample is taken as unmapped even where PyTorch would call it batched. With
+per-sample value; an in-place write of a per-sample value into a tensor made inside the
+function without the batch dimension (PyTorch: "inplace arithmetic ... not possible"; here
+each sample writes its own copy); operations whose output shape depends on the data (here
+the shapes must agree across samples, else RuntimeError). With ``out_dims=None`` an output
+equal in every sample is taken as unmapped even where PyTorch would call it batched (``0 *
+x``). A batch of size 0 runs the function once on zeros of a sample's shapes, for the
+outputs' shapes. An unmapped output with a nonzero ``out_dim`` comes back expanded along it
+(PyTorch 2.13 fails there: a tensor of garbage sizes, or an error). With
 ``randomness='different'`` each sample draws in turn (sample 0's draws, then sample 1's...),
 where PyTorch draws each random op for the whole batch at once: the distributions are the
 same, the numbers' order is not (tinytrain's generator differs from PyTorch's anyway). A
