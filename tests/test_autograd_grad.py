@@ -127,11 +127,15 @@ def test_grad_refuses_what_torch_refuses():
         assert message in str(ours.value) and message in str(theirs.value), message
 
 
-def test_grad_refuses_batched_grads_clearly():
+def test_grad_batched_grads_and_only_inputs_warning():
     x = tt.tensor(X, requires_grad=True)
     y = (x * x).sum()
-    with pytest.raises(NotImplementedError, match="is_grads_batched=True"):
+    with pytest.raises(RuntimeError, match="is_grads_batched=True"):  # [2, 1]: not [2]
         tt.autograd.grad(y, x, grad_outputs=tt.ones(2, 1), is_grads_batched=True)
+    (rows,) = tt.autograd.grad(y, x, grad_outputs=tt.tensor([1.0, 3.0]), is_grads_batched=True,
+                               retain_graph=True)
+    assert rows.shape == (2, *X.shape)
+    np.testing.assert_allclose(rows.numpy(), [2 * X, 6 * X], rtol=1e-6)
     with pytest.warns(FutureWarning, match="only_inputs argument is deprecated"):
         (g,) = tt.autograd.grad(y, x, only_inputs=False)
     np.testing.assert_allclose(g.numpy(), 2 * X)

@@ -21,6 +21,7 @@ from tinytrain import (
     cuda,
     data,
     distributions,
+    func,
     linalg,
     nn,
     optim,
@@ -54,6 +55,7 @@ from tinytrain.dtypes import (
     result_type,
     set_default_dtype,
 )
+from tinytrain.func import vmap
 from tinytrain.functions import (
     abs,
     add,
@@ -386,7 +388,7 @@ __all__ = [
     "cumprod",
     "channels_last", "channels_last_3d", "contiguous_format", "cuda_is_available", "cumsum",
     "data", "default_generator", "device", "div", "dot", "double", "empty", "empty_like",
-    "distributions",
+    "distributions", "func", "vmap",
     "diag", "diag_embed", "diagonal", "diff",
     "einsum",
     "enable_grad", "eq", "equal", "exp", "expm1", "eye", "flatten", "flip", "float", "float16",

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from tinytrain import backend
+from tinytrain._func_state import check_random as _func_check_random
+from tinytrain._func_state import levels as _func_levels
 from tinytrain.backend import Device
 
 #: A fresh :class:`Generator`'s seed: PyTorch's (``torch.Generator().initial_seed()``).
@@ -147,6 +149,8 @@ def default_generator() -> np.random.Generator:
     """The NumPy generator of the global stream, which tinytrain's random functions draw
     from when given no generator. (A function, unlike ``torch.random.default_generator``:
     that one is ``tt.default_generator``, a :class:`Generator`.)"""
+    if _func_levels:  # (a vmap with randomness='error' refuses random draws)
+        _func_check_random("a random operation")
     return _default._rng
 
 
@@ -154,6 +158,8 @@ def numpy_generator(generator: Any, who: str) -> np.random.Generator:
     """The NumPy generator that a random function given ``generator=`` draws from: the global
     stream's for None, a :class:`Generator`'s own, or a ``numpy.random.Generator`` itself;
     ``who`` (the function) names the caller in the TypeError for anything else."""
+    if _func_levels:  # (a vmap with randomness='error' refuses random draws)
+        _func_check_random(who)
     if generator is None:
         return _default._rng
     if isinstance(generator, Generator):

@@ -43,6 +43,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tinytrain import _missing, _numpy_names, backend, printing, return_types
+from tinytrain._func_state import check_write as _func_check_write
+from tinytrain._func_state import levels as _func_levels
 from tinytrain.autograd import engine, function, gradients
 from tinytrain.autograd import ops as O
 from tinytrain.autograd.function import (
@@ -230,6 +232,8 @@ class Tensor:
                 data = np.asarray(data, dtype=_default_dtype(data))  # numbers: floats, int64
         self._data = data
         self._version_counter = counter if counter is not None else [0]
+        if _func_levels:  # inside a tinytrain.func transform: it learns what is new
+            _func_levels[-1].born(data)
         if requires_grad:
             if data.dtype.kind != "f":
                 raise DTypeError(f"Only Tensors of floating point and complex dtype can require "
@@ -1218,7 +1222,11 @@ class Tensor:
         """``self._data[index] = values``. An expanded view (``expand``, ``broadcast_to``)
         has many elements on one memory location, and NumPy makes it read-only: say so, as
         PyTorch does, not NumPy's "assignment destination is read-only" (checked only when
-        the write fails: it costs nothing on the way that works)."""
+        the write fails: it costs nothing on the way that works). Inside a
+        :mod:`tinytrain.func` transform, the transform first checks that the function may
+        write this memory (not a tensor it captured)."""
+        if _func_levels:
+            _func_check_write(self, name)
         try:
             self._data[index] = values
         except ValueError:

@@ -16,8 +16,10 @@ depend on an input gives zeros there (``strict=True`` raises instead, as PyTorch
 * ``vhp(func, inputs, v)`` / ``hvp(func, inputs, v)``: ``v^T H`` / ``H v`` of a one-element
   ``func`` without forming ``H`` (two backward passes).
 
-Differences from PyTorch: ``vectorize=True`` (vmap) and the forward-mode strategies are not
-in tinytrain (NotImplementedError).
+``vectorize=True`` and ``strategy="forward-mode"`` (which PyTorch allows only with
+``vectorize=True``) are accepted, with PyTorch's checks of the combinations, and give the same
+Jacobian, computed as above: tinytrain's ``vmap`` (:mod:`tinytrain.func`) is a loop, so
+vectorizing would change nothing but the cost.
 """
 
 from __future__ import annotations
@@ -191,16 +193,41 @@ def jvp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool
     return _untuple(outs, out_tuple), _untuple(result, out_tuple)
 
 
+def _check_strategy(strategy: str, vectorize: bool, create_graph: bool, strict: bool) -> None:
+    """PyTorch's checks of ``jacobian``'s ``strategy`` and ``vectorize`` (its errors, its
+    exception types); the computation itself is the same in every case (module docstring)."""
+    if strategy not in ("forward-mode", "reverse-mode"):
+        raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode". '
+                             'Hint: If your function has more outputs than inputs, '
+                             '"forward-mode" tends to be more performant. Otherwise, prefer to '
+                             'use "reverse-mode".')
+    if strategy == "forward-mode":
+        if create_graph:
+            raise NotImplementedError('torch.autograd.functional.jacobian: `create_graph=True` '
+                                      'and `strategy="forward-mode"` are not supported together '
+                                      '(yet). Please either set `create_graph=False` or '
+                                      '`strategy="reverse-mode"`.')
+        if strict:
+            raise RuntimeError('torch.autograd.functional.jacobian: `strict=True` and '
+                               '`strategy="forward-mode"` are not supported together (yet). '
+                               'Please either set `strict=False` or `strategy="reverse-mode"`.')
+        if not vectorize:
+            raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-"
+                                      "reverse Hessian is only implemented for "
+                                      "`vectorize=True`.")
+    elif vectorize and strict:
+        raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and "
+                           "`vectorized=True` are not supported together. Please either set "
+                           "`strict=False` or `vectorize=False`.")
+
+
 def jacobian(func: Callable[..., Any], inputs: Any, create_graph: bool = False,
              strict: bool = False, vectorize: bool = False,
              strategy: str = "reverse-mode") -> Any:
     """The Jacobian of ``func`` at ``inputs``: for output ``i`` and input ``j`` a Tensor
     ``[*outputs[i].shape, *inputs[j].shape]``; a Tensor for one output and one input, a
     tuple over the inputs (or the outputs), a tuple of tuples ``[i][j]`` for both."""
-    if vectorize or strategy != "reverse-mode":
-        raise NotImplementedError("jacobian: tinytrain computes Jacobians in reverse mode, one "
-                                  "backward per output element (vectorize=False, "
-                                  "strategy='reverse-mode')")
+    _check_strategy(strategy, vectorize, create_graph, strict)
     from tinytrain.functions import stack  # noqa: PLC0415 (functions imports autograd)
 
     in_tuple, xs = _as_tuple(inputs, "inputs", "jacobian")
@@ -252,9 +279,8 @@ def hessian(func: Callable[..., Any], inputs: Any, create_graph: bool = False,
     """The Hessian of a one-element ``func`` at ``inputs``: ``[*inputs[i].shape,
     *inputs[j].shape]`` per pair (a Tensor for one input, a tuple of tuples for several):
     the Jacobian of its gradient, computed with ``create_graph=True``."""
-    if vectorize or outer_jacobian_strategy != "reverse-mode":
-        raise NotImplementedError("hessian: tinytrain computes Hessians in reverse mode "
-                                  "(vectorize=False, outer_jacobian_strategy='reverse-mode')")
+    if outer_jacobian_strategy not in ("forward-mode", "reverse-mode"):
+        raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode".')
     in_tuple, xs = _as_tuple(inputs, "inputs", "hessian")
     scalar = _scalar_output(func, "hessian", strict)
 
@@ -264,7 +290,8 @@ def hessian(func: Callable[..., Any], inputs: Any, create_graph: bool = False,
         _check_requires_grad(g, "jacobian", strict)
         return g
 
-    res = jacobian(gradient, xs, create_graph=create_graph, strict=strict)
+    res = jacobian(gradient, xs, create_graph=create_graph, strict=strict, vectorize=vectorize,
+                   strategy=outer_jacobian_strategy)
     return _untuple(tuple(_untuple(row, in_tuple) for row in res), in_tuple)
 
 

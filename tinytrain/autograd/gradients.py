@@ -9,7 +9,7 @@ a *capture*, the nodes of the inputs (a leaf's AccumulateGrad, an intermediate's
 between the outputs and those nodes runs. ``create_graph=True`` makes the pass record the
 graph of the gradients themselves, so that they can be differentiated again (higher-order
 gradients; the engine's docstring says how); ``retain_graph`` then defaults to True, as in
-PyTorch. ``is_grads_batched`` raises NotImplementedError (tinytrain has no vmap).
+PyTorch. ``is_grads_batched`` runs one pass per row of the batched ``grad_outputs``.
 """
 
 from __future__ import annotations
@@ -170,8 +170,9 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None,
     error unless ``allow_unused`` (its gradient is then None) or ``materialize_grads``
     (zeros). ``only_inputs`` is deprecated and ignored, as in PyTorch. ``create_graph``: the
     gradients returned have graphs of their own, to be differentiated again (higher-order
-    gradients; ``retain_graph`` defaults to it). ``is_grads_batched`` raises
-    NotImplementedError (no vmap).
+    gradients; ``retain_graph`` defaults to it). ``is_grads_batched``: the first dim of each
+    ``grad_outputs`` tensor is a batch, and each gradient comes back with it in front
+    (PyTorch vmaps over it; tinytrain runs one pass per row, as ``tt.func.vmap`` would).
     """
     if materialize_grads and allow_unused is False:
         raise ValueError("Expected allow_unused to be True or not passed when "
@@ -181,8 +182,8 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None,
     if retain_graph is None:
         retain_graph = create_graph
     if is_grads_batched:
-        raise NotImplementedError("grad(is_grads_batched=True): tinytrain has no vmap; call "
-                                  "grad once per row of grad_outputs (retain_graph=True)")
+        return _batched(outputs, inputs, grad_outputs, bool(retain_graph), create_graph,
+                        allow_unused, materialize_grads)
     outputs = _tensors("outputs", outputs)
     tensors = _inputs("grad", inputs)
     if not only_inputs:
@@ -213,3 +214,52 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None,
     if type(inputs) is dict:
         return dict(zip(inputs.keys(), results))
     return tuple(results)
+
+
+def _batched(outputs: Any, inputs: Any, grad_outputs: Any, retain_graph: bool,
+             create_graph: bool, allow_unused: bool, materialize_grads: bool) -> Any:
+    """``grad(..., is_grads_batched=True)``: one pass per row ``i`` of the grad_outputs (the
+    graph kept until the last), each gradient the stack of its rows (None for an unused
+    input; ``materialize_grads``: zeros of the input's shape, as PyTorch's)."""
+    from tinytrain.functions import stack  # noqa: PLC0415 (functions imports autograd)
+
+    Tensor = function.Tensor  # noqa: N806
+    outs = _tensors("outputs", outputs)
+    batches = ((grad_outputs,) if isinstance(grad_outputs, Tensor)
+               else (None,) * len(outs) if grad_outputs is None else tuple(grad_outputs))
+    if len(batches) != len(outs):
+        raise RuntimeError(f"got {len(outs)} tensors and {len(batches)} gradients")
+    for i, (out, g) in enumerate(zip(outs, batches)):
+        if g is None:
+            if out.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            raise RuntimeError("grad(is_grads_batched=True): each grad_output must be a "
+                               "Tensor whose first dimension is the batch")
+        if g.ndim == 0 or g.shape[1:] != out.shape:
+            raise RuntimeError(
+                f"If `is_grads_batched=True`, we interpret the first dimension of each "
+                f"grad_output as the batch dimension. The sizes of the remaining dimensions "
+                f"are expected to match the shape of corresponding output, but a mismatch was "
+                f"detected: grad_output[{i}] has a shape of {tuple(g.shape[1:])} and "
+                f"output[{i}] has a shape of {tuple(out.shape)}. If you only want some tensors "
+                f"in `grad_output` to be considered batched, consider using vmap.")
+    size = batches[0].shape[0]
+    if any(g.shape[0] != size for g in batches) or size == 0:
+        raise RuntimeError(f"grad(is_grads_batched=True): the grad_outputs' batch sizes "
+                           f"{[g.shape[0] for g in batches]} must be one size, at least 1")
+    rows = [grad(outs, inputs, [g[k] for g in batches],
+                 retain_graph=retain_graph or k < size - 1, create_graph=create_graph,
+                 allow_unused=allow_unused or materialize_grads)
+            for k in range(size)]
+    named = type(inputs) is dict
+    keys = list(inputs.keys()) if named else None
+    columns = [[r[k] for r in rows] for k in keys] if named else list(zip(*rows))
+    tensors = list(inputs.values()) if named else list(_tensors("inputs", inputs))
+    results = []
+    for column, t in zip(columns, tensors):
+        if column[0] is None:
+            results.append(None if not materialize_grads else
+                           Tensor(get_array_module(t._data).zeros_like(t._data)))
+        else:
+            results.append(stack(list(column)))
+    return dict(zip(keys, results)) if named else tuple(results)
