@@ -1,6 +1,7 @@
 """``nn.utils``: gradient clipping (``clip_grad_norm_``, ``clip_grad_value_``) and parameters
 as one vector (``parameters_to_vector``, ``vector_to_parameters``); the submodule ``rnn``
-pads and packs sequences of different lengths for the recurrent layers."""
+pads and packs sequences of different lengths for the recurrent layers, ``prune`` zeroes out
+parts of parameters (PyTorch's ``torch.nn.utils.prune``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Iterable
 from tinytrain._missing import module_getattr as _module_getattr
 from tinytrain.autograd import no_grad
 from tinytrain.functions import cat, stack
+from tinytrain.nn.utils import prune as prune  # (tinytrain.nn.utils.prune)
 from tinytrain.nn.utils import rnn as rnn  # (tinytrain.nn.utils.rnn)
 from tinytrain.tensor import ShapeError, Tensor, tensor
 
@@ -89,4 +91,4 @@ def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
 
 __getattr__ = _module_getattr(__name__, {}, (
     "tinytrain.nn.utils has clip_grad_norm_, clip_grad_value_, parameters_to_vector, "
-    "vector_to_parameters and the submodule rnn"))
+    "vector_to_parameters and the submodules rnn and prune"))
