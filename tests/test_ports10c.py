@@ -86,3 +86,28 @@ def test_pruning_tutorial(tmp_path, monkeypatch, capsys):
         np.testing.assert_allclose(v["new_model"](tt.tensor(x)).numpy(),
                                    w["new_model"](torch.tensor(x)).numpy(), rtol=1e-12,
                                    atol=1e-14)
+
+
+# ------------------------------------------------------------------ what porting found
+
+
+@pytest.mark.parametrize(("p", "dim"), [
+    ("fro", None), ("fro", 1), ("fro", (1, 2)), ("fro", [0, 2]), ("fro", [0, 1, 2]),
+    ("nuc", None), ("nuc", [1]), ("abc", (0, 1)), ("abc", None)])
+def test_norm_with_a_string_p_is_a_matrix_norm_beyond_two_dims_as_torch(p, dim):
+    """``ln_structured(n="fro")`` of a conv weight: ``torch.norm(t, "fro", dim=[0, 2, 3])``
+    is a matrix norm, which needs exactly two dims (RuntimeError), where tinytrain took the
+    2-norm of the three; ``"nuc"`` and other strings go the same way (tinytrain has no
+    nuclear norm: NotImplementedError, a RuntimeError, where PyTorch has one)."""
+    x = np.random.default_rng(0).standard_normal((2, 3, 4))
+    try:
+        theirs = torch.norm(torch.tensor(x), p=p, dim=dim).numpy()
+    except RuntimeError as e:
+        with pytest.raises(RuntimeError, match=str(e).split(".")[0].split(":")[0]):
+            tt.norm(tt.tensor(x), p=p, dim=dim)
+        return
+    if p == "nuc":  # (PyTorch's SVD)
+        with pytest.raises(NotImplementedError, match="singular value decomposition"):
+            tt.norm(tt.tensor(x), p=p, dim=dim)
+        return
+    np.testing.assert_allclose(tt.norm(tt.tensor(x), p=p, dim=dim).numpy(), theirs, rtol=1e-12)

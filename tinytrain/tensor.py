@@ -2379,8 +2379,15 @@ class Tensor:
     @_accumulates_in_float32
     def norm(self, p: Any = "fro", dim: Any = None, keepdim: bool = False) -> Tensor:
         """The ``p``-norm over ``dim`` (all entries if None): 2 / ``"fro"`` / None (default),
-        1, ``inf``, ``-inf``, 0 (count of non-zeros) or any other number."""
+        1, ``inf``, ``-inf``, 0 (count of non-zeros) or any other number. As PyTorch's,
+        ``"fro"`` over three dims or more, and every other string (``"nuc"``), is a matrix
+        norm (:func:`tinytrain.linalg.matrix_norm`), which needs exactly two dims."""
         x = self if self.dtype.kind == "f" else self._cast(get_default_dtype())
+        if isinstance(p, str) and (p != "fro" or not (
+                dim is None or isinstance(dim, numbers.Integral) or len(dim) <= 2)):
+            from tinytrain.linalg import matrix_norm
+
+            return matrix_norm(x, p, tuple(range(x.ndim)) if dim is None else dim, keepdim)
         axes = x._reduction_axes(dim)
         if p is None or p in ("fro", 2):
             return O.Norm.apply(x, 2, axes, keepdim)
@@ -2394,8 +2401,6 @@ class Tensor:
                 return count
             no = Tensor(backend.get_array_module(count._data).zeros((), bool_))
             return where(no, x.sum(axes, keepdim), count)
-        if isinstance(p, str):
-            raise InvalidArgument(f"norm: unknown p {p!r}; use a number or 'fro'")
         return O.Norm.apply(x, p, axes, keepdim)
 
     def isclose(self, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,

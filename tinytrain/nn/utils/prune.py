@@ -308,9 +308,9 @@ class RandomStructured(BasePruningMethod):
         _validate_pruning_amount(nparams_toprune, tensor_size)
         if nparams_toprune == 0:
             return default_mask
-        prob = _tt.rand(tensor_size)
+        prob = _tt.rand(tensor_size)  # (on the CPU, as PyTorch's draw: the same numbers)
         threshold = prob.kthvalue(k=nparams_toprune).values
-        mask = _channel_mask(t, self.dim, prob > threshold)
+        mask = _channel_mask(t, self.dim, (prob > threshold).to(t.device))
         mask *= default_mask.to(dtype=mask.dtype)
         return mask
 
