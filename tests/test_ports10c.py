@@ -12,6 +12,10 @@ embedding loss on hidden representations, a regressor on feature maps).
 
 from __future__ import annotations
 
+import ast
+import copy
+import io
+import pickle
 import re
 import sys
 
@@ -19,7 +23,9 @@ import numpy as np
 import pytest
 import test_ports9
 import torch
-from test_ports9 import _diff, _documented, run_both
+import torch.nn.utils.prune  # noqa: F401 (torch.nn.utils.prune, imported on demand there)
+from test_ports9 import _diff, _documented, _same_but_for_rounding, _same_plots, numbers, run_both
+from test_tutorials import TUTORIALS
 
 import tinytrain as tt
 
@@ -88,6 +94,141 @@ def test_pruning_tutorial(tmp_path, monkeypatch, capsys):
                                    atol=1e-14)
 
 
+# ------------------------------------------------------------------ adversarial examples
+
+
+def _program_class(name: str, cls: str, namespace: dict) -> type:
+    """Class ``cls`` of tutorial ``name``, defined in ``namespace`` (its imports)."""
+    tree = ast.parse((TUTORIALS / name).read_text())
+    (node,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls]
+    exec(compile(ast.Module([node], []), name, "exec"), namespace)
+    return namespace[cls]
+
+
+@pytest.fixture(scope="module")
+def lenet_mnist_model() -> dict:
+    """The FGSM tutorial's "pretrained" LeNet (its download is not available): the program's
+    own ``Net``, trained by tinytrain for two epochs with Adam on the shim's 1280 MNIST
+    digits; ``{lib: the state_dict saved by lib.save, as bytes}``."""
+    sys.path.insert(0, str(TUTORIALS))
+    try:
+        import torchvision_shim as tv
+    finally:
+        sys.path.remove(str(TUTORIALS))
+    Net = _program_class("fgsm_tutorial.py", "Net", {"nn": tt.nn, "F": tt.nn.functional})
+    tt.manual_seed(1)
+    model = Net()
+    data = tv.mnist(".", train=True, transform=lambda image: tt.tensor(image))
+    loader = tt.utils.data.DataLoader(data, batch_size=32, shuffle=True)
+    optimizer = tt.optim.Adam(model.parameters(), lr=2e-3)
+    for _ in range(2):
+        for x, y in loader:
+            optimizer.zero_grad()
+            tt.nn.functional.nll_loss(model(x), y).backward()
+            optimizer.step()
+    files = {}
+    for lib in (tt, torch):
+        state = {k: (t if lib is tt else torch.from_numpy(t.numpy().copy()))
+                 for k, t in model.state_dict().items()}
+        buffer = io.BytesIO()
+        lib.save(state, buffer)
+        files[lib.__name__] = buffer.getvalue()
+    return files
+
+
+def test_fgsm_tutorial(tmp_path, monkeypatch, capsys, lenet_mnist_model):
+    """``data.requires_grad = True`` on a DataLoader's batch, ``model.zero_grad()``,
+    ``data.grad.data.sign()``, ``image + epsilon*sign_data_grad``, ``torch.clamp(.., 0, 1)``,
+    ``output.max(1, keepdim=True)[1]``, ``torch.load(path, map_location='cpu')`` of the
+    trained LeNet, seven epsilons over a shuffled test loader of batch 1 (its permutations
+    replayed), and the plots. 40 test digits (of 500: each is two forwards and a backward,
+    seven times); float32 (the data's dtype). The same accuracies, adversarial examples and
+    plots as PyTorch's, and the attack works."""
+    monkeypatch.syspath_prepend(str(TUTORIALS))
+    import torchvision_shim
+
+    monkeypatch.setitem(torchvision_shim.MNIST_SIZES, False, 40)
+    files = {"lenet_mnist_model.pth": lambda lib: lenet_mnist_model[lib]}
+    runs = run_both("fgsm_tutorial.py", tmp_path, monkeypatch, capsys, files=files)
+    (ours, v, our_plots), (theirs, w, their_plots) = runs["tinytrain"], runs["torch"]
+    assert ours == theirs, _diff(ours, theirs)
+    assert ours.startswith("CUDA Available:  False\n")
+    accuracies = v["accuracies"]
+    assert accuracies == w["accuracies"] and len(accuracies) == 7
+    assert accuracies[0] > 0.7, accuracies  # the trained LeNet: 10% is chance
+    assert accuracies[-1] < accuracies[0] - 0.3, accuracies  # the attack works
+    assert all(b <= a for a, b in zip(accuracies, accuracies[1:])), accuracies
+    for ours_eps, theirs_eps in zip(v["examples"], w["examples"], strict=True):
+        for (init, final, ex), (their_init, their_final, their_ex) in zip(
+                ours_eps, theirs_eps, strict=True):
+            assert (init, final) == (their_init, their_final)
+            assert ex.shape == (28, 28) and ex.dtype == np.float32
+            np.testing.assert_allclose(ex, their_ex, rtol=1e-6, atol=1e-7)
+    for eps, ex in zip(v["epsilons"], v["examples"]):  # each pixel moved by eps (or clamped)
+        if ex and eps:
+            steps = np.unique(np.round(ex[0][2], 6))
+            assert steps.min() >= 0 and steps.max() <= 1
+    _same_plots(our_plots, their_plots, rtol=1e-6, atol=1e-7)
+    assert [c[0] for c in our_plots].count("imshow") == sum(map(len, v["examples"]))
+
+
+# ------------------------------------------------------------------ knowledge distillation
+
+
+@pytest.mark.slow  # (the teacher's 128-channel convolutions, in both libraries)
+def test_knowledge_distillation_tutorial(tmp_path, monkeypatch, capsys):
+    """A teacher CNN and student CNNs (``torch.manual_seed(42)`` before each: the same
+    initial weights, checked by ``torch.norm(...).item()``), Adam, ``nn.Dropout`` (its masks
+    replayed), the soft-target loss ``torch.sum(soft_targets * (soft_targets.log() -
+    soft_prob)) / soft_prob.size()[0] * (T**2)`` at T = 2, ``nn.CosineEmbeddingLoss`` on
+    the hidden representations (the teacher's through ``F.avg_pool1d`` of a 2-d tensor),
+    ``load_state_dict`` of the teacher into the modified classes, a regressor conv and
+    ``nn.MSELoss`` on feature maps, ``torch.max(outputs.data, 1)``. On the shim's made-up
+    CIFAR-10 (16 training and 8 test images: the teacher's 128-channel convolutions at
+    32 x 32 are the cost), two epochs instead of ten; float32 (the data's dtype): PyTorch's
+    printout but for the last digits of its float32 losses."""
+    monkeypatch.syspath_prepend(str(TUTORIALS))
+    import torchvision_shim
+
+    monkeypatch.setitem(torchvision_shim.CIFAR_SIZES, True, 16)
+    monkeypatch.setitem(torchvision_shim.CIFAR_SIZES, False, 8)
+    real_init = torch.utils.data.DataLoader.__init__
+
+    def in_process(self, *args, num_workers=0, **kwargs):  # (as tinytrain's DataLoader: the
+        real_init(self, *args, **kwargs)  # same batches; PyTorch's 2 worker processes, started
+    monkeypatch.setattr(torch.utils.data.DataLoader, "__init__", in_process)  # each epoch,
+    # cost seconds of fork and start-up here, more than its convolutions)
+    runs = run_both("knowledge_distillation_tutorial.py", tmp_path, monkeypatch, capsys)
+    (ours, v, _), (theirs, w, _) = runs["tinytrain"], runs["torch"]
+    assert _same_but_for_rounding(ours, theirs), _diff(ours, theirs)
+    np.testing.assert_allclose(numbers(ours), numbers(theirs), rtol=2e-5)
+    assert "DeepNN parameters: 1,186,986\nLightNN parameters: 267,738\n" in ours
+    norms = dict(re.findall(r"^Norm of 1st layer(.*): ([\d.]+)$", ours, re.M))
+    assert len(set(norms.values())) == 2, norms  # the students alike, the teacher alike
+    assert norms[" of nn_light"] == norms[" of new_nn_light"] == norms[""]
+    assert norms[" for deep_nn"] == norms[" for modified_deep_nn"]
+    for line in ("Student hidden representation shape: (8, 1024)",
+                 "Teacher hidden representation shape: (8, 1024)",  # avg_pool1d of 2048
+                 "Student's feature extractor output shape:  (8, 16, 8, 8)",
+                 "Teacher's feature extractor output shape:  (8, 32, 8, 8)"):
+        assert line in ours, line
+    epochs = [float(x) for x in re.findall(r"^Epoch \d/2, Loss: ([\d.]+)$", ours, re.M)]
+    assert len(epochs) == 10 and all(b < a for a, b in zip(epochs[::2], epochs[1::2])), epochs
+    assert 2.2 < epochs[0] < 2.4  # the teacher's first: about ln 10
+    assert v["test_accuracy_deep"] == w["test_accuracy_deep"]
+    # float32 Adam: its first steps move each weight by about lr * sign(gradient), so a
+    # gradient of about 1e-9 whose sign the two libraries' roundings decide moves a few of
+    # the Linear layers' weights apart by up to 2 * lr * 1e-2 (8 of the teacher's million
+    # were more than 1e-5 apart); the rest agree to about 1e-6
+    for name in ("nn_deep", "nn_light", "new_nn_light", "modified_nn_light",
+                 "modified_nn_light_reg"):
+        state, their_state = v[name].state_dict(), w[name].state_dict()
+        assert list(state) == list(their_state)
+        for key, t in state.items():
+            apart = np.abs(t.numpy() - their_state[key].numpy())
+            assert apart.max() < 1e-4 and np.count_nonzero(apart > 1e-5) <= 16, (name, key)
+
+
 # ------------------------------------------------------------------ what porting found
 
 
@@ -111,3 +252,54 @@ def test_norm_with_a_string_p_is_a_matrix_norm_beyond_two_dims_as_torch(p, dim):
             tt.norm(tt.tensor(x), p=p, dim=dim)
         return
     np.testing.assert_allclose(tt.norm(tt.tensor(x), p=p, dim=dim).numpy(), theirs, rtol=1e-12)
+
+
+def test_a_computed_tensor_pickles_as_a_leaf_and_refuses_deepcopy_as_torch():
+    """A pruned module holds a computed tensor (``weight = mask * weight_orig``):
+    ``copy.deepcopy`` of it raised nothing in tinytrain and copied the graph, where PyTorch
+    raises RuntimeError; pickled (``save(model)``, ``copy.copy``) it kept its graph, where
+    PyTorch's loads as a leaf with its ``requires_grad``. A leaf and a graph-free product
+    copy as before."""
+    for lib in (tt, torch):
+        x = lib.ones(2, 3, requires_grad=True)
+        for y in (x * 2, (x * 2)[0]):
+            with pytest.raises(RuntimeError, match="Only Tensors created explicitly by the "
+                                                   "user \\(graph leaves\\) support the deepcopy"):
+                copy.deepcopy(y)
+            for z in (pickle.loads(pickle.dumps(y)), copy.copy(y)):
+                assert z.is_leaf and z.grad_fn is None and z.requires_grad
+                np.testing.assert_array_equal(z.detach().numpy(), y.detach().numpy())
+                z.sum().backward()  # a leaf of its own now
+                assert z.grad is not None and x.grad is None
+        with lib.no_grad():
+            product = x * 2
+        assert not copy.deepcopy(product).requires_grad
+        leaf = copy.deepcopy(x)
+        assert leaf.is_leaf and leaf.requires_grad and leaf is not x
+
+
+def test_a_pruned_model_copies_and_saves_as_torch(tmp_path):
+    """``copy.deepcopy`` of a pruned model raises as PyTorch's (copy before pruning or after
+    ``prune.remove``); the whole model saved and loaded (pickled) keeps its pruning: the same
+    outputs, ``weight`` a leaf until the hook computes it at the next forward."""
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    outputs = []
+    for lib in (tt, torch):
+        pruning = lib.nn.utils.prune
+        lib.manual_seed(0)
+        model = lib.nn.Sequential(lib.nn.Linear(4, 3), lib.nn.ReLU(), lib.nn.Linear(3, 2))
+        pruning.l1_unstructured(model[0], "weight", amount=5)
+        with pytest.raises(RuntimeError, match="deepcopy protocol"):
+            copy.deepcopy(model)
+        lib.save(model, tmp_path / f"{lib.__name__}.pt")
+        loaded = lib.load(tmp_path / f"{lib.__name__}.pt", weights_only=False)
+        assert loaded[0].weight.is_leaf and pruning.is_pruned(loaded)
+        with lib.no_grad():
+            np.testing.assert_array_equal(loaded(lib.tensor(x)).numpy(),
+                                          model(lib.tensor(x)).numpy())
+        pruning.remove(model[0], "weight")
+        twin = copy.deepcopy(model)
+        assert [k for k, _ in twin.named_parameters()] == ["0.bias", "0.weight", "2.weight",
+                                                           "2.bias"]
+        outputs.append(int((twin[0].weight == 0).sum()))
+    assert outputs == [5, 5]
