@@ -85,8 +85,9 @@ def test_pruning_tutorial(tmp_path, monkeypatch, capsys):
         assert tt.nn.utils.prune.is_pruned(ours_model)
     sparsity = {name: float(x) for name, x in re.findall(r"Sparsity in (\S+): ([\d.]+)%", ours)}
     assert len(set(sparsity.values())) > 1  # global: each layer its own share of the 20%
-    conv1 = v["module"]  # (the loop's last module: new_model.fc3)
-    assert [k for k, _ in conv1.named_parameters()] == ["bias", "weight_orig"]
+    fc3 = v["module"]  # (the loop's last module: new_model.fc3, its weight pruned)
+    assert fc3 is v["new_model"].fc3
+    assert [k for k, _ in fc3.named_parameters()] == ["bias", "weight_orig"]
     x = np.random.default_rng(0).standard_normal((2, 1, 28, 28))
     with tt.no_grad(), torch.no_grad():  # a pruned model's forward: the hooks apply the masks
         np.testing.assert_allclose(v["new_model"](tt.tensor(x)).numpy(),
@@ -164,10 +165,8 @@ def test_fgsm_tutorial(tmp_path, monkeypatch, capsys, lenet_mnist_model):
             assert (init, final) == (their_init, their_final)
             assert ex.shape == (28, 28) and ex.dtype == np.float32
             np.testing.assert_allclose(ex, their_ex, rtol=1e-6, atol=1e-7)
-    for eps, ex in zip(v["epsilons"], v["examples"]):  # each pixel moved by eps (or clamped)
-        if ex and eps:
-            steps = np.unique(np.round(ex[0][2], 6))
-            assert steps.min() >= 0 and steps.max() <= 1
+    for ex in v["examples"][1:]:  # clamped to [0, 1]
+        assert all(0 <= e.min() and e.max() <= 1 for _, _, e in ex)
     _same_plots(our_plots, their_plots, rtol=1e-6, atol=1e-7)
     assert [c[0] for c in our_plots].count("imshow") == sum(map(len, v["examples"]))
 
@@ -192,12 +191,14 @@ def test_knowledge_distillation_tutorial(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setitem(torchvision_shim.CIFAR_SIZES, True, 16)
     monkeypatch.setitem(torchvision_shim.CIFAR_SIZES, False, 8)
+    # PyTorch's DataLoader starts its two worker processes (num_workers=2) for every epoch of
+    # every loop: seconds of fork and start-up here, more than its convolutions. In process,
+    # as tinytrain's DataLoader runs, the batches are the same.
     real_init = torch.utils.data.DataLoader.__init__
 
-    def in_process(self, *args, num_workers=0, **kwargs):  # (as tinytrain's DataLoader: the
-        real_init(self, *args, **kwargs)  # same batches; PyTorch's 2 worker processes, started
-    monkeypatch.setattr(torch.utils.data.DataLoader, "__init__", in_process)  # each epoch,
-    # cost seconds of fork and start-up here, more than its convolutions)
+    def in_process(self, *args, num_workers=0, **kwargs):
+        real_init(self, *args, **kwargs)
+    monkeypatch.setattr(torch.utils.data.DataLoader, "__init__", in_process)
     runs = run_both("knowledge_distillation_tutorial.py", tmp_path, monkeypatch, capsys)
     (ours, v, _), (theirs, w, _) = runs["tinytrain"], runs["torch"]
     assert _same_but_for_rounding(ours, theirs), _diff(ours, theirs)

@@ -160,6 +160,9 @@ ONE_STEP = {
     "ln_structured n=3 dim -1": lambda m, p: p.ln_structured(m[0], "weight", 1, n=3, dim=-1),
     "ln_structured n=0.5": lambda m, p: p.ln_structured(m[4], "weight", 0.4, n=0.5, dim=0),
     "ln_structured 0": lambda m, p: p.ln_structured(m[4], "weight", 0, n=2, dim=0),
+    "ln_structured all": lambda m, p: p.ln_structured(m[3], "weight", 1.0, n=1, dim=1),
+    "random_structured all": lambda m, p: p.random_structured(m[0], "weight", 4, dim=0),
+    "random_structured 0": lambda m, p: p.random_structured(m[0], "weight", 0.0, dim=1),
     "identity": lambda m, p: p.identity(m[4], "bias"),
     "custom_from_mask float": lambda m, p: p.custom_from_mask(
         m[4], "bias", mask=_lib_of(m).tensor([0.0, 1.0, 1.0], dtype=_lib_of(m).float64)),
