@@ -29,6 +29,7 @@ The raw NumPy/CuPy array is ``t._data`` inside the package; users get it with
 from __future__ import annotations
 
 import builtins
+import copy
 import functools
 import math
 import numbers
@@ -593,14 +594,40 @@ class Tensor:
 
     # ------------------------------------------------------------ autograd
 
+    #: What a computed tensor (a non-leaf) leaves out when pickled or copied: its graph.
+    _GRAPH_STATE = ("grad_fn", "_base", "_view_of", "_view_replay", "_view_version",
+                    "_view_without_grad")
+
     def __getstate__(self) -> dict[str, Any]:
         """What copy.deepcopy and pickle keep: everything but the weak reference to the
         leaf's gradient node (a copy gets a node of its own when it is first used; with the
-        reference, a deep copy's gradients went into the original)."""
+        reference, a deep copy's gradients went into the original). A computed tensor
+        (``grad_fn`` set) loads as a leaf with its ``requires_grad``, as PyTorch's pickles
+        (and ``copy.copy``): the graph behind it is not saved (a pruned module's ``weight``,
+        ``mask * weight_orig``, is one; its hook computes it again at the next forward)."""
         state = self.__dict__.copy()
         state.pop("_acc_ref", None)
         state.pop("_grad_hooks", None)  # (as PyTorch's copies: hooks are not copied or saved)
+        if self.grad_fn is not None:
+            for name in self._GRAPH_STATE:
+                state.pop(name, None)
         return state
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
+        """A deep copy of a leaf (its values, ``requires_grad``; not its ``.grad`` for a
+        Parameter, not its hooks); a computed tensor raises RuntimeError, as PyTorch's (a
+        module that holds one, e.g. pruned by ``nn.utils.prune``, cannot be deep-copied:
+        copy it before pruning, or after ``prune.remove``)."""
+        if self.grad_fn is not None:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the "
+                "deepcopy protocol at the moment.  If you were attempting to deepcopy a module, "
+                "this may be because of a torch.nn.utils.weight_norm usage, see "
+                "https://github.com/pytorch/pytorch/pull/103001")
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        new.__dict__.update(copy.deepcopy(self.__getstate__(), memo))
+        return new
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Mark a leaf as needing ``.grad`` (in place; returns self)."""
@@ -2387,8 +2414,15 @@ class Tensor:
     @_accumulates_in_float32
     def norm(self, p: Any = "fro", dim: Any = None, keepdim: bool = False) -> Tensor:
         """The ``p``-norm over ``dim`` (all entries if None): 2 / ``"fro"`` / None (default),
-        1, ``inf``, ``-inf``, 0 (count of non-zeros) or any other number."""
+        1, ``inf``, ``-inf``, 0 (count of non-zeros) or any other number. As PyTorch's,
+        ``"fro"`` over three dims or more, and every other string (``"nuc"``), is a matrix
+        norm (:func:`tinytrain.linalg.matrix_norm`), which needs exactly two dims."""
         x = self if self.dtype.kind == "f" else self._cast(get_default_dtype())
+        if isinstance(p, str) and (p != "fro" or not (
+                dim is None or isinstance(dim, numbers.Integral) or len(dim) <= 2)):
+            from tinytrain.linalg import matrix_norm
+
+            return matrix_norm(x, p, tuple(range(x.ndim)) if dim is None else dim, keepdim)
         axes = x._reduction_axes(dim)
         if p is None or p in ("fro", 2):
             return O.Norm.apply(x, 2, axes, keepdim)
@@ -2402,8 +2436,6 @@ class Tensor:
                 return count
             no = Tensor(backend.get_array_module(count._data).zeros((), bool_))
             return where(no, x.sum(axes, keepdim), count)
-        if isinstance(p, str):
-            raise InvalidArgument(f"norm: unknown p {p!r}; use a number or 'fro'")
         return O.Norm.apply(x, p, axes, keepdim)
 
     def isclose(self, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,

@@ -1,7 +1,8 @@
 """``nn.utils``: gradient clipping (``clip_grad_norm_``, ``clip_grad_value_``) and parameters
 as one vector (``parameters_to_vector``, ``vector_to_parameters``); ``stateless`` has the
 deprecated ``functional_call`` (:func:`tinytrain.func.functional_call`); the submodule ``rnn``
-pads and packs sequences of different lengths for the recurrent layers."""
+pads and packs sequences of different lengths for the recurrent layers, ``prune`` zeroes out
+parts of parameters (PyTorch's ``torch.nn.utils.prune``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Iterable
 from tinytrain._missing import module_getattr as _module_getattr
 from tinytrain.autograd import no_grad
 from tinytrain.functions import cat, stack
+from tinytrain.nn.utils import prune as prune  # (tinytrain.nn.utils.prune)
 from tinytrain.nn.utils import rnn as rnn  # (tinytrain.nn.utils.rnn)
 from tinytrain.nn.utils import stateless as stateless  # (functional_call, deprecated there)
 from tinytrain.tensor import ShapeError, Tensor, tensor
@@ -91,4 +93,4 @@ def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
 
 __getattr__ = _module_getattr(__name__, {}, (
     "tinytrain.nn.utils has clip_grad_norm_, clip_grad_value_, parameters_to_vector, "
-    "vector_to_parameters and the submodules rnn and stateless"))
+    "vector_to_parameters and the submodules rnn, stateless and prune"))
