@@ -528,7 +528,8 @@ class DataLoader:
             accepted so that PyTorch scripts run unchanged, validated as PyTorch does, and
             otherwise without effect: batches are always made in the main process (the
             in-memory fast path is faster than worker processes would be;
-            bench/dataloader.py), and CPU memory is not pinned. So ``worker_init_fn`` is
+            bench/dataloader.py), and CPU memory is not pinned (``pin_memory=True`` without
+            a GPU warns on each ``iter()``, as PyTorch's does). So ``worker_init_fn`` is
             never called, whatever ``num_workers`` says (PyTorch calls it once in each worker
             process, and not at all with ``num_workers=0``): seed or set up the main process
             yourself. ``prefetch_factor`` is PyTorch's: None with ``num_workers=0`` (a value
@@ -695,6 +696,14 @@ class DataLoader:
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self) -> Iterator[Any]:
+        """One epoch's batches. As PyTorch's, each ``iter()`` with ``pin_memory=True`` and no
+        GPU warns that no memory is pinned (tinytrain never pins it: see the class)."""
+        if self.pin_memory and not backend.cuda_is_available():
+            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
+                          "then device pinned memory won't be used.", stacklevel=2)
+        return self._epoch()
+
+    def _epoch(self) -> Iterator[Any]:
         B = self.batch_size
         stream = isinstance(self.dataset, IterableDataset)
         if self._unbatched:  # each sample on its own (a sampler's list of indices fetches one)
