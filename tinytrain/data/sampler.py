@@ -243,8 +243,9 @@ class RandomSampler(Sampler):
         else:
             rng = numpy_generator(self.generator, "RandomSampler")
         self.epoch += 1
-        for start in range(0, count, CHUNK if self.replacement else n):
-            size = min(count - start, CHUNK if self.replacement else n)
+        step = CHUNK if self.replacement else max(n, 1)  # (n = 0: an empty epoch)
+        for start in range(0, count, step):
+            size = min(count - start, step)
             if self.replacement:
                 yield rng.integers(0, n, size=size, dtype=np.int64)
             else:  # permutations one after another, the last one cut short
