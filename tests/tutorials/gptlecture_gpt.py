@@ -16,7 +16,7 @@ learning_rate = 3e-4
 device = 'cuda' if torch.cuda.is_available() else 'cpu'
 eval_iters = 4  # tinytrain: fewer steps, was eval_iters = 200
 n_embd = 32  # tinytrain: fewer steps, was n_embd = 384
-n_head = 4  # tinytrain: fewer steps, was n_head = 6
+n_head = 2  # tinytrain: fewer steps, was n_head = 6
 n_layer = 2  # tinytrain: fewer steps, was n_layer = 6
 dropout = 0.1  # tinytrain: fewer steps, was dropout = 0.2
 # ------------
@@ -226,5 +226,5 @@ for iter in range(max_iters):
 
 # generate from the model
 context = torch.zeros((1, 1), dtype=torch.long, device=device)
-print(decode(m.generate(context, max_new_tokens=100)[0].tolist()))  # tinytrain: fewer steps, was print(decode(m.generate(context, max_new_tokens=500)[0].tolist()))
+print(decode(m.generate(context, max_new_tokens=60)[0].tolist()))  # tinytrain: fewer steps, was print(decode(m.generate(context, max_new_tokens=500)[0].tolist()))
 #open('more.txt', 'w').write(decode(m.generate(context, max_new_tokens=10000)[0].tolist()))
