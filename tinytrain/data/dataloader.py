@@ -44,10 +44,12 @@ import numpy as np
 
 from tinytrain import backend
 from tinytrain.data.sampler import (
+    CHUNK,
     RandomSampler,
     Sampler,
     SequentialSampler,
     _seed,
+    epoch_chunks,
     epoch_indices,
     epoch_items,
 )
@@ -526,7 +528,8 @@ class DataLoader:
             accepted so that PyTorch scripts run unchanged, validated as PyTorch does, and
             otherwise without effect: batches are always made in the main process (the
             in-memory fast path is faster than worker processes would be;
-            bench/dataloader.py), and CPU memory is not pinned. So ``worker_init_fn`` is
+            bench/dataloader.py), and CPU memory is not pinned (``pin_memory=True`` without
+            a GPU warns on each ``iter()``, as PyTorch's does). So ``worker_init_fn`` is
             never called, whatever ``num_workers`` says (PyTorch calls it once in each worker
             process, and not at all with ``num_workers=0``): seed or set up the main process
             yourself. ``prefetch_factor`` is PyTorch's: None with ``num_workers=0`` (a value
@@ -693,11 +696,22 @@ class DataLoader:
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self) -> Iterator[Any]:
+        """One epoch's batches. As PyTorch's, each ``iter()`` with ``pin_memory=True`` and no
+        GPU warns that no memory is pinned (tinytrain never pins it: see the class)."""
+        if self.pin_memory and not backend.cuda_is_available():
+            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
+                          "then device pinned memory won't be used.", stacklevel=2)
+        return self._epoch()
+
+    def _epoch(self) -> Iterator[Any]:
         B = self.batch_size
         stream = isinstance(self.dataset, IterableDataset)
         if self._unbatched:  # each sample on its own (a sampler's list of indices fetches one)
             if stream:
                 samples = iter(self.dataset)
+            elif _draws_in_chunks(self.sampler):  # (an epoch of 10**10 draws: as drawn)
+                samples = (self.dataset[int(i)] for chunk in epoch_chunks(
+                    self.sampler, len(self.dataset)) for i in chunk)
             else:
                 samples = (self.dataset[i if isinstance(i, list) else int(i)]
                            for i in epoch_items(self.sampler, len(self.dataset)))
@@ -716,29 +730,50 @@ class DataLoader:
                 idx = epoch_indices(batch, len(self.dataset))
                 yield _moved(self._batch(idx), self.device)
             return
-        order = epoch_items(self.sampler, len(self.dataset))
-        stop = len(order) - len(order) % B if self.drop_last else len(order)
-        if isinstance(order, list):  # a sampler of lists: dataset[list] is each sample
-            for start in range(0, stop, B):
-                batch = [self.dataset[i] for i in order[start : start + B]]
-                yield _moved(self._collated(batch), self.device)
-            return
+        if _draws_in_chunks(self.sampler):  # an epoch too long to hold: batched as drawn
+            orders = epoch_chunks(self.sampler, len(self.dataset))
+        else:
+            order = epoch_items(self.sampler, len(self.dataset))
+            if isinstance(order, list):  # a sampler of lists: dataset[list] is each sample
+                stop = len(order) - len(order) % B if self.drop_last else len(order)
+                for start in range(0, stop, B):
+                    batch = [self.dataset[i] for i in order[start : start + B]]
+                    yield _moved(self._collated(batch), self.device)
+                return
+            orders = iter([order])
         if self.device != "cpu" and _has_transform(self.dataset):
             # a transform may be random (augmentation): it must run every epoch, so each
             # batch is made on the CPU and moved, not taken from the stacked data set
-            for start in range(0, stop, B):
-                yield _moved(self._batch(order[start : start + B]), self.device)
+            for idx, _ in self._index_batches(orders, "cpu"):
+                yield _moved(self._batch(idx), self.device)
             return
         if self.device != "cpu":
             fields = self._on_device()
-            here, order = order, backend.to_device(order, self.device)  # the epoch's one copy
-            for start in range(0, stop, B):
-                idx, host = order[start : start + B], here[start : start + B]
+            for host, idx in self._index_batches(orders, self.device):
                 yield _map_fields(lambda f, idx=idx: _to_tensor(f.take(idx, axis=0)), fields,
                                   lambda s, host=host: type(s)(s[i] for i in host))
             return
-        for start in range(0, stop, B):
-            yield self._batch(order[start : start + B])
+        for idx, _ in self._index_batches(orders, "cpu"):
+            yield self._batch(idx)
+
+    def _index_batches(self, orders: Iterator[np.ndarray],
+                       device: str) -> Iterator[tuple[np.ndarray, Any]]:
+        """The batches of an epoch given as consecutive int64 pieces (``orders``): each
+        batch's indices ``[B]`` (the last one shorter, or dropped with ``drop_last``), in host
+        memory and on ``device`` (each piece is copied there once: the whole epoch's order,
+        unless the sampler draws it in chunks)."""
+        B = self.batch_size
+        carry: tuple[np.ndarray, Any] | None = None  # the indices short of a batch, so far
+        for order in orders:
+            if carry is not None:
+                order = np.concatenate([carry[0], order])
+            there = order if device == "cpu" else backend.to_device(order, device)
+            full = len(order) - len(order) % B
+            for start in range(0, full, B):
+                yield order[start : start + B], there[start : start + B]
+            carry = (order[full:], there[full:]) if full < len(order) else None
+        if carry is not None and not self.drop_last:
+            yield carry
 
     def _on_device(self) -> Any:
         """Every field of the whole data set on ``self.device`` (strings stay in host
@@ -774,6 +809,17 @@ class DataLoader:
         if self.collate_fn is not None:
             return _tensors_for_arrays(self.collate_fn(samples))
         return _map_fields(_to_tensor, collate(samples, idx))
+
+
+def _draws_in_chunks(sampler: Any) -> bool:
+    """Whether the DataLoader batches ``sampler``'s epoch as it is drawn, a chunk at a time:
+    a :class:`RandomSampler` (not a subclass with an epoch of its own) of more than ``CHUNK``
+    indices, e.g. minGPT's ``num_samples=int(1e10)``. (Shorter epochs are drawn whole: the
+    same indices.)"""
+    kind = type(sampler)
+    return isinstance(sampler, RandomSampler) and sampler.num_samples > CHUNK \
+        and (kind.chunks, kind.indices, kind.__iter__) == (
+            RandomSampler.chunks, RandomSampler.indices, Sampler.__iter__)
 
 
 _MAIN_PROCESS = "tinytrain's DataLoader makes batches in the calling process (num_workers=0)"

@@ -2,7 +2,10 @@
 
 A sampler is an iterable of dataset indices with a length, as in PyTorch. tinytrain's samplers
 also have ``indices() -> int64 [n]``, the whole epoch as one array, which the DataLoader slices
-into batches without a Python loop over samples.
+into batches without a Python loop over samples, and ``chunks()``, the same epoch in pieces: a
+:class:`RandomSampler` of a huge ``num_samples`` (minGPT's ``RandomSampler(ds, replacement=True,
+num_samples=int(1e10))``, an endless stream of batches) draws it a chunk at a time, as PyTorch
+draws it lazily, instead of holding 10**10 indices.
 
 * :class:`SequentialSampler`: 0, 1, ..., n-1.
 * :class:`RandomSampler`: a permutation, reproducible from a seed or a generator and different
@@ -26,6 +29,9 @@ import numpy as np
 
 from tinytrain.random import numpy_generator
 
+#: Indices a :class:`RandomSampler` with replacement draws at a time (``chunks()``).
+CHUNK = 1 << 16
+
 
 class Sampler:
     """Base class: subclasses implement ``__len__`` and either :meth:`indices` (the whole
@@ -39,8 +45,15 @@ class Sampler:
         raise NotImplementedError(f"{type(self).__name__} must implement indices() or "
                                   "__iter__ (the indices of one epoch)")
 
+    def chunks(self) -> Iterator[np.ndarray]:
+        """The indices of one epoch in consecutive pieces, int64 ``[k]`` each, drawn as they
+        are asked for (their concatenation is what :meth:`indices` gives); by default one
+        piece, :meth:`indices`."""
+        yield self.indices()
+
     def __iter__(self) -> Iterator[int]:
-        return iter(self.indices().tolist())
+        for chunk in _pieces(self):
+            yield from chunk.tolist()
 
     def __len__(self) -> int:
         raise NotImplementedError(f"{type(self).__name__} must implement __len__")
@@ -59,6 +72,27 @@ def epoch_indices(sampler: Sampler | Iterable[int], size: int) -> np.ndarray:
     else:
         order = _as_indices(list(sampler), sampler)  # (the sampler's own errors as they are)
     return _within(order, size, sampler)
+
+
+def epoch_chunks(sampler: Sampler | Iterable[int], size: int) -> Iterator[np.ndarray]:
+    """One epoch of ``sampler`` as consecutive int64 pieces, each checked as
+    :func:`epoch_indices` checks an epoch: a tinytrain :class:`Sampler`'s ``chunks()``, drawn
+    as they are asked for (an epoch of ``RandomSampler(ds, True, num_samples=10**10)`` costs
+    the memory of one chunk), anything else's whole epoch as one piece."""
+    if isinstance(sampler, Sampler) and callable(sampler.indices) and not _iterates(sampler):
+        for chunk in _pieces(sampler):
+            yield _within(_integer_indices(np.asarray(chunk), sampler), size, sampler)
+    else:
+        yield epoch_indices(sampler, size)
+
+
+def _pieces(sampler: Sampler) -> Iterator[np.ndarray]:
+    """``sampler.chunks()``, or its ``indices()`` whole when a subclass overrides ``indices``
+    below the class whose ``chunks`` it inherits (its epoch is then its ``indices()``)."""
+    mro = type(sampler).__mro__
+    owner = {name: next(i for i, c in enumerate(mro) if name in c.__dict__)
+             for name in ("chunks", "indices")}
+    return sampler.chunks() if owner["chunks"] <= owner["indices"] else iter([sampler.indices()])
 
 
 def epoch_items(sampler: Sampler | Iterable[Any], size: int) -> np.ndarray | list[list[int]]:
@@ -194,6 +228,12 @@ class RandomSampler(Sampler):
         self.epoch = epoch
 
     def indices(self) -> np.ndarray:
+        return np.concatenate([np.zeros(0, dtype=np.int64), *self.chunks()])
+
+    def chunks(self) -> Iterator[np.ndarray]:
+        """The epoch drawn a piece at a time when asked for: with replacement ``CHUNK``
+        indices, without one permutation (the last cut short). The generator is chosen, and
+        the epoch advanced, when the first piece is asked for."""
         n, count = len(self.data_source), self.num_samples
         if n == 0 and count > 0:
             raise ValueError(f"RandomSampler: cannot draw num_samples={count} indices from an "
@@ -203,13 +243,13 @@ class RandomSampler(Sampler):
         else:
             rng = numpy_generator(self.generator, "RandomSampler")
         self.epoch += 1
-        if count == 0:  # (an empty data set)
-            return np.zeros(0, dtype=np.int64)
-        if self.replacement:
-            return rng.integers(0, n, size=count, dtype=np.int64)
-        whole = -(-count // n)  # permutations one after another, the last one cut short
-        order = np.concatenate([rng.permutation(n) for _ in range(whole)])
-        return order[:count].astype(np.int64, copy=False)
+        step = CHUNK if self.replacement else max(n, 1)  # (n = 0: an empty epoch)
+        for start in range(0, count, step):
+            size = min(count - start, step)
+            if self.replacement:
+                yield rng.integers(0, n, size=size, dtype=np.int64)
+            else:  # permutations one after another, the last one cut short
+                yield rng.permutation(n)[:size].astype(np.int64, copy=False)
 
     def __len__(self) -> int:
         return self.num_samples

@@ -24,7 +24,12 @@ from tinytrain.data import (
     random_split,
 )
 from tinytrain.data import __getattr__ as _data_getattr
-from tinytrain.utils.data import distributed  # noqa: F401 (d.distributed without an import)
+from tinytrain.utils.data import (  # noqa: F401 (d.sampler etc. without an import, as PyTorch's)
+    dataloader,
+    dataset,
+    distributed,
+    sampler,
+)
 
 
 def __getattr__(name: str):
