@@ -386,3 +386,22 @@ def test_ctc_bad_argument_types_raise_torchs_types():
     with pytest.raises(IndexError, match="target 7 is out of bounds for 5 classes"):
         # (torch reads past the class axis: no error, an undefined value)
         F.ctc_loss(tt.tensor(lp), tt.tensor([[1, 7, 2], [3, 0, 0]]), [6, 5], [3, 1])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_ctc_long_sequences_stay_finite_and_match_torch(device, dtype):
+    """150 frames: path probabilities far below the smallest float (log space keeps them).
+    In float32 the loss agrees to ~1e-7 relative; the gradients (probabilities, at most 1) to
+    ~2e-4, PyTorch's own float32 error against float64."""
+    rng = np.random.default_rng(13)
+    T, N, C, S = 150, 6, 20, 40
+    logits = 3 * rng.standard_normal((T, N, C))
+    targets = rng.integers(1, C, size=(N, S))
+    tl = [int(v) for v in rng.integers(10, S + 1, size=N)]
+    il = [int(v) for v in rng.integers(100, T + 1, size=N)]
+    ours = run_ctc(tt, logits, targets, il, tl, dtype, device, reduction="sum")
+    theirs = run_ctc(torch, logits, targets, il, tl, dtype, device, reduction="sum")
+    assert np.isfinite(ours[0].item()) and ours[0].item() > 1000
+    np.testing.assert_allclose(ours[0].item(), theirs[0].item(), rtol=TOL[dtype])
+    atol = 1e-11 if dtype == np.float64 else 1e-3
+    np.testing.assert_allclose(ours[1].numpy(), theirs[1].numpy(), rtol=0, atol=atol)
