@@ -371,6 +371,7 @@ def test_ctc_bad_argument_types_raise_torchs_types():
         ([6, 5.5], [3, 1], None, "'input_lengths' must be a tuple of ints"),
         (6, 3, None, "'input_lengths' must be a tuple of ints"),
         ([6, 5], [3, 1], np.int64, "not implemented for 'Long'"),
+        ([6, 5], [3, 1], np.float16, "not implemented for 'Half'"),
     ]
     for il, tl, dtype, message in cases:
         args = []

@@ -219,10 +219,10 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
                         "both tuples of ints")
     in_len = _lengths("input_lengths", input_lengths)
     tg_len = _lengths("target_lengths", target_lengths)
-    if log_probs.dtype.kind != "f":
+    if log_probs.dtype not in (np.float32, np.float64):
         raise DTypeNotImplementedError(
             f'"ctc_loss" not implemented for \'{torch_scalar_name(log_probs.dtype)}\' '
-            f"(log_probs must be floating point)")
+            f"(log_probs must be float32 or float64)")
     if log_probs.numel() == 0:
         raise RuntimeError("log_probs tensor must not be empty")
     batched = log_probs.ndim == 3
