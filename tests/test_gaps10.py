@@ -406,3 +406,39 @@ def test_ctc_long_sequences_stay_finite_and_match_torch(device, dtype):
     np.testing.assert_allclose(ours[0].item(), theirs[0].item(), rtol=TOL[dtype])
     atol = 1e-11 if dtype == np.float64 else 1e-3
     np.testing.assert_allclose(ours[1].numpy(), theirs[1].numpy(), rtol=0, atol=atol)
+
+
+def test_ctc_trains_a_small_model_as_torch(device):
+    """The way programs use it: a per-frame classifier on ``[N, T, F]`` features,
+    ``log_softmax`` then ``permute`` to ``[T, N, C]`` (a non-contiguous view), ``nn.CTCLoss``
+    with tensor lengths, SGD: the same losses and weights as PyTorch, step after step."""
+    rng = np.random.default_rng(14)
+    N, T, Fe, C = 3, 10, 6, 5
+    x = rng.standard_normal((N, T, Fe))
+    targets = np.array([[1, 2, 2, 4], [3, 1, 0, 0], [4, 4, 4, 0]])
+    il, tl = np.array([10, 8, 9]), np.array([4, 2, 3])
+    w, b = 0.3 * rng.standard_normal((C, Fe)), 0.1 * rng.standard_normal(C)
+    losses = {}
+    for lib in (tt, torch):
+        make = ((lambda a: tt.tensor(a, device=device)) if lib is tt  # noqa: E731
+                else torch.tensor)
+        model = (nn.Linear(Fe, C) if lib is tt else torch.nn.Linear(Fe, C)).double()
+        if lib is tt:
+            model = model.to(device)
+        with lib.no_grad():
+            model.weight.copy_(make(w))
+            model.bias.copy_(make(b))
+        loss_fn = (nn.CTCLoss if lib is tt else torch.nn.CTCLoss)(blank=0)
+        opt = (tt.optim.SGD if lib is tt else torch.optim.SGD)(model.parameters(), lr=0.5)
+        losses[lib] = []
+        for _ in range(5):
+            opt.zero_grad()
+            log_probs = model(make(x)).log_softmax(2).permute(1, 0, 2)
+            loss = loss_fn(log_probs, make(targets), make(il), make(tl))
+            loss.backward()
+            opt.step()
+            losses[lib].append(loss.item())
+        losses[lib].append(model.weight.detach().cpu().numpy().copy())
+    np.testing.assert_allclose(losses[tt][:5], losses[torch][:5], rtol=1e-12)
+    assert losses[tt][4] < losses[tt][0]  # (it learns)
+    np.testing.assert_allclose(losses[tt][5], losses[torch][5], rtol=1e-10, atol=1e-12)

@@ -270,7 +270,7 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
         raise RuntimeError(f"Expected input_lengths to have value at most {steps}, but got "
                            f"value {high} {_WHERE}")
     xp = get_array_module(lp._data)
-    tg = xp.asarray(targets._data).astype(xp.int64)
+    tg = targets.detach().to(log_probs.device)._data.astype(xp.int64)  # (as torch: moved)
     lengths = xp.asarray(np.asarray(tg_len, dtype=np.int64))
     position = xp.arange(longest)[None, :]
     used = position < lengths[:, None]
