@@ -33,6 +33,7 @@ from tinytrain.nn.conv import (
     max_pool2d_with_indices,
     max_unpool2d,
 )
+from tinytrain.nn.ctc import ctc_loss
 from tinytrain.nn.fold import fold, unfold
 from tinytrain.nn.upsampling import interpolate
 from tinytrain.nn.vision import affine_grid, grid_sample
@@ -55,7 +56,8 @@ __all__ = [
     "affine_grid", "avg_pool1d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
     "bilinear", "binary_cross_entropy_with_logits", "celu", "celu_", "channel_shuffle",
     "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d",
-    "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout", "dropout1d",
+    "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "ctc_loss", "dropout",
+    "dropout1d",
     "dropout2d", "dropout3d", "elu",
     "elu_", "embedding", "fold", "gaussian_nll_loss", "gelu", "glu", "grid_sample", "group_norm",
     "gumbel_softmax", "hardshrink", "hardsigmoid", "hardswish", "hardtanh", "hardtanh_",

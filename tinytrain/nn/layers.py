@@ -929,6 +929,21 @@ class PoissonNLLLoss(_Loss):
                                   eps=self.eps, reduction=self.reduction)
 
 
+class CTCLoss(_Loss):
+    """``F.ctc_loss`` as a module: ``(log_probs [T, N, C], targets, input_lengths,
+    target_lengths) -> loss``, with ``blank``, ``reduction`` and ``zero_infinity`` fixed here."""
+
+    def __init__(self, blank: int = 0, reduction: str = "mean",
+                 zero_infinity: bool = False) -> None:
+        super().__init__(reduction=reduction)
+        self.blank, self.zero_infinity = blank, zero_infinity
+
+    def forward(self, log_probs: Tensor, targets: Tensor, input_lengths: Any,
+                target_lengths: Any) -> Tensor:
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
+                          self.reduction, self.zero_infinity)
+
+
 class GaussianNLLLoss(_Loss):
     """``F.gaussian_nll_loss`` as a module: ``(mean, target, var) -> loss``."""
 

@@ -12,6 +12,10 @@ weights, and resizing an axis adds up ``take(x, index, axis) * weight`` over the
   (columns) either side of the source coordinate,
   weighted by the distance to it; ``align_corners=True`` maps the corner pixels' centres
   onto each other, ``False`` (the default) the corners of the images.
+* ``"bicubic"`` (4-D): four taps, the rows ``floor(src) - 1 .. floor(src) + 2`` (clamped to
+  the image: a border row is read again), weighted by Keys' cubic convolution with
+  ``A = -0.75`` at the distances to ``src`` (PyTorch's ``get_cubic_upsample_coefficients``);
+  the source coordinate is not clamped at 0, as in PyTorch's cubic kernels.
 
 The gradient puts each output's gradient back where its taps read it: a scatter-add
 (``backend.index_add``, NumPy's or CuPy's ``add.at``), since several outputs read the same
@@ -38,9 +42,12 @@ from tinytrain.tensor import ShapeError, Tensor
 __all__ = ["Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d", "interpolate"]
 
 #: each mode and the input dims it takes (PyTorch's: ``"linear"`` 3-D, ``"bilinear"`` 4-D)
-_MODES = {"nearest": (3, 4), "nearest-exact": (3, 4), "linear": (3,), "bilinear": (4,)}
+_MODES = {"nearest": (3, 4), "nearest-exact": (3, 4), "linear": (3,), "bilinear": (4,),
+          "bicubic": (4,)}
 #: PyTorch's other modes: named in the error, not implemented here
-_TORCH_MODES = ("bicubic", "trilinear", "area")
+_TORCH_MODES = ("trilinear", "area")
+#: the ``A`` of PyTorch's cubic convolution (Keys' kernel; OpenCV's value)
+_CUBIC_A = -0.75
 
 
 def _taps(xp: Any, in_size: int, out_size: int, scale: float | None, mode: str,
@@ -81,12 +88,37 @@ def _taps(xp: Any, in_size: int, out_size: int, scale: float | None, mode: str,
         step = (xp.asarray(in_size - 1, dtype=dtype) / (out_size - 1) if out_size > 1
                 else xp.asarray(0, dtype=dtype))
         src = dst * step
+    elif mode == "bicubic":  # (no clamp at 0: the taps are clamped instead)
+        src = (dst + dtype.type(0.5)) * ratio() - dtype.type(0.5)
     else:
         src = xp.maximum((dst + dtype.type(0.5)) * ratio() - dtype.type(0.5), dtype.type(0))
+    if mode == "bicubic":
+        return _cubic_taps(xp, src, in_size, weight_dtype)
     lo = src.astype(xp.int64)  # (floor: src >= 0)
     hi = xp.minimum(lo + 1, in_size - 1)
     frac = xp.clip(src - lo.astype(dtype), 0, 1)
     return [(lo, (1 - frac).astype(weight_dtype)), (hi, frac.astype(weight_dtype))]
+
+
+def _cubic_taps(xp: Any, src: Any, in_size: int, weight_dtype: Any) -> list[tuple[Any, Any]]:
+    """The four taps of bicubic at source coordinates ``src``: rows ``floor(src) - 1 + k``
+    clamped into ``[0, in_size)``, weights PyTorch's cubic coefficients of ``t = src -
+    floor(src)``, computed in ``src``'s dtype in PyTorch's order of operations."""
+    floor = xp.floor(src)
+    t = src - floor
+    one, a = src.dtype.type(1), src.dtype.type(_CUBIC_A)
+
+    def near(x: Any) -> Any:  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + one
+
+    def far(x: Any) -> Any:  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    rest = one - t
+    weights = (far(t + one), near(t), near(rest), far(rest + one))
+    lo = floor.astype(xp.int64)
+    return [(xp.clip(lo + (k - 1), 0, in_size - 1), w.astype(weight_dtype))
+            for k, w in enumerate(weights)]
 
 
 def _along(weight: Any, axis: int, ndim: int) -> Any:
@@ -158,8 +190,10 @@ class InterpolateFunction(Function):
 
 
 def _copies_same(mode: str, spatial_dims: int) -> bool:
-    """Whether PyTorch's kernel for ``mode`` copies an axis that keeps its size."""
-    return mode != "nearest-exact" and not (mode == "nearest" and spatial_dims == 1)
+    """Whether PyTorch's kernel for ``mode`` copies an axis that keeps its size (its bicubic
+    forward does not: a scale factor 1.2 on 3 rows maps them through ``1 / 1.2``)."""
+    return (mode not in ("nearest-exact", "bicubic")
+            and not (mode == "nearest" and spatial_dims == 1))
 
 
 def _per_axis(value: Any, spatial: tuple[int, ...], name: str, cast: Any) -> tuple[Any, ...]:
@@ -193,9 +227,9 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,  # no
     coordinates use ``1 / scale`` (PyTorch's default; ``recompute_scale_factor=True`` uses
     ``L / Lo`` instead). Modes ``"nearest"`` (PyTorch's legacy rule, source
     ``floor(dst * L / Lo)``, or ``floor(dst / scale)``), ``"nearest-exact"`` (source
-    ``floor((dst + 0.5) / scale)``), and ``"linear"`` (3-D) / ``"bilinear"`` (4-D) with
-    ``align_corners`` False by default, or True. Other modes and 5-D input raise a
-    NotImplementedError naming them.
+    ``floor((dst + 0.5) / scale)``), and ``"linear"`` (3-D) / ``"bilinear"`` / ``"bicubic"``
+    (4-D) with ``align_corners`` False by default, or True. Other modes, 5-D input and
+    ``antialias=True`` raise a NotImplementedError naming them.
     """
     if not isinstance(input, Tensor):
         raise TypeError(f"interpolate(): argument 'input' must be a Tensor, not "
@@ -210,7 +244,8 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,  # no
         raise NotImplementedError(f"Got {input.ndim}D input of shape {tuple(input.shape)}, but "
                                   f"{mode} mode needs {need} input{extra}")
     if antialias:
-        raise NotImplementedError("interpolate: antialias=True is not in tinytrain")
+        raise NotImplementedError(f"interpolate: antialias=True is not in tinytrain (mode "
+                                  f"{mode!r}); resize with antialias=False")
     if align_corners is not None and mode.startswith("nearest"):
         raise ValueError("align_corners option can only be set with the interpolating modes: "
                          "linear | bilinear | bicubic | trilinear")
