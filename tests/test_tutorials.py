@@ -91,6 +91,11 @@ def run(name: str, lib: str, tmp_path: Path, monkeypatch, capsys, argv=(),
         for module_name, module in list(sys.modules.items()):
             if str(getattr(module, "__file__", None) or "").startswith(str(program.parent)):
                 del sys.modules[module_name]
+        # a program's set_default_device is process-wide: torch's even as "cpu" installs a
+        # function mode through which every later torch call dispatches twice (a wrapper a
+        # later test patches onto torch.nn.functional then sees each call twice)
+        torch.set_default_device(None)
+        tt.set_default_device("cpu")
     return capsys.readouterr().out, variables
 
 
