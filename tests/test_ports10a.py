@@ -21,8 +21,9 @@ What porting found in the package (each with a test against torch below): ``tt.s
 whole model refused a class from any module whose name begins with "torch" (a user's
 ``torch_utils``, here ``torchvision_shim``); ``RandomSampler`` of an empty data set (a
 DataLoader's ``shuffle=True``) did not raise PyTorch's ValueError; ``iter(loader)`` had no
-``len()``; and, probing the programs' neighbourhood, ``print(t.max(1))`` and
-``print(model.load_state_dict(..., strict=False))`` printed other forms than PyTorch's,
+``len()``; and, probing the programs' neighbourhood, ``print(model.load_state_dict(...,
+strict=False))`` printed another name than PyTorch's (``print(t.max(1))`` too: port10b fixed
+it meanwhile, tests/test_ports10b.py),
 ``fill_`` took a one-element 1-D tensor and ``multinomial`` 0 samples that PyTorch refuses,
 random fillers of integer tensors raised other error types (``uniform_`` filled silently),
 ``binary_cross_entropy`` of values outside [0, 1], ``t.requires_grad = 1`` and an unknown
@@ -111,6 +112,7 @@ def test_pytorch_basics(tmp_path, monkeypatch, capsys, shim):
     "pretrained" ResNet-18 frozen by ``requires_grad = False`` with a new ``fc`` on a
     ``randn(64, 3, 224, 224)`` batch, the whole model saved and loaded, and its state dict.
     The three lines that fail with PyTorch 2.13 itself (marked in the copy) fail alike here."""
+    monkeypatch.setattr(shim, "CIFAR_SIZES", {True: 200, False: 100})
     runs = run_both("yunjey_pytorch_basics.py", tmp_path, monkeypatch, capsys)
     ours, v, w = _compare(runs, rtol=1e-5, atol=1e-6)
     assert ours.startswith("tensor(2.)\ntensor(1.)\ntensor(1.)\nw:  Parameter containing:\n")
@@ -121,8 +123,8 @@ def test_pytorch_basics(tmp_path, monkeypatch, capsys, shim):
     np.testing.assert_array_equal(v["z"], np.array([[1, 2], [3, 4]]))
     assert v["image"].shape == (3, 32, 32) and v["image"].dtype == tt.float32
     np.testing.assert_array_equal(v["image"].numpy(), w["image"].numpy())
-    labels = v["labels"]  # the last batch of the epoch: 1000 = 15 * 64 + 40
-    assert labels.shape == (40,) and labels.dtype == tt.int64
+    labels = v["labels"]  # the last batch of the epoch: 200 = 3 * 64 + 8
+    assert labels.shape == (8,) and labels.dtype == tt.int64
     np.testing.assert_array_equal(labels.numpy(), w["labels"].numpy())  # (shuffle replayed)
     # the frozen "pretrained" layers, the new fc (replayed init), the same outputs
     assert not any(p.requires_grad for name, p in v["resnet"].named_parameters()
@@ -448,27 +450,6 @@ def test_random_fillers_of_integer_tensors_raise_not_implemented(fn):
     ours, theirs = _both(fn)
     assert type(theirs) is NotImplementedError, theirs
     assert isinstance(ours, NotImplementedError) and isinstance(ours, TypeError), ours
-
-
-def test_named_results_print_as_pytorch():
-    """``print(t.max(1))``: PyTorch's layout, one field a line; ``nanmedian`` is its own
-    type (it printed as ``median``); the results pickle."""
-    x = [[1.0, 3.0, 3.0], [4.0, float("nan"), 0.0]]
-    for fn in (lambda L, t: t.max(1), lambda L, t: L.min(t, 0), lambda L, t: t.sort(1),
-               lambda L, t: t.topk(2), lambda L, t: t.median(1), lambda L, t: t.nanmedian(1),
-               lambda L, t: t.long().nanmedian(1), lambda L, t: t.kthvalue(1, 1),
-               lambda L, t: t.cummax(1), lambda L, t: L.cummin(t, 1),
-               lambda L, t: L.histogram(t[0], 2)):
-        ours, theirs = (fn(L, L.tensor(x)) for L in (tt, torch))
-        assert repr(ours) == repr(theirs).replace("torch.return_types.",
-                                                  "tinytrain.return_types."), repr(ours)
-        assert str(ours) == repr(ours) and len(ours) == len(theirs) == 2
-        again = pickle.loads(pickle.dumps(ours))
-        assert type(again) is type(ours)
-        for a, b in zip(again, ours):
-            np.testing.assert_array_equal(a.numpy(), b.numpy())
-    values, indices = tt.tensor(x).max(1)  # (still a tuple)
-    assert isinstance(tt.tensor(x).max(1), tuple) and indices.tolist() == [1, 1]
 
 
 def test_load_state_dict_result_prints_as_pytorch():

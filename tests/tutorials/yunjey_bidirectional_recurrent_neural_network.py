@@ -1,8 +1,8 @@
 # Yunjey Choi's pytorch-tutorial (yunjey/pytorch-tutorial, MIT License), tutorials/
 # 02-intermediate/bidirectional_recurrent_neural_network/main.py at commit 78c6afe, ported to
-# tinytrain by changing only the import lines, the hidden and batch sizes and the logging interval (marked "# tinytrain:");
-# torchvision is torchvision_shim.py. tests/test_ports10a.py runs it with tinytrain and with
-# PyTorch.
+# tinytrain by changing only the import lines, the hidden and batch sizes and the logging
+# interval (marked "# tinytrain:"); torchvision is torchvision_shim.py. tests/test_ports10a.py
+# runs it with tinytrain and with PyTorch.
 import tinytrain as torch  # tinytrain: was import torch
 import tinytrain.nn as nn  # tinytrain: was import torch.nn as nn
 import torchvision_shim as torchvision  # tinytrain: was import torchvision

@@ -1,9 +1,10 @@
 # Yunjey Choi's pytorch-tutorial (yunjey/pytorch-tutorial, MIT License), tutorials/
 # 02-intermediate/deep_residual_network/main.py at commit 2221952, ported to tinytrain by
 # changing only the import lines, the epoch count, the batch size, the logging interval and the
-# learning-rate decay interval (marked "# tinytrain:"); torchvision is torchvision_shim.py (made-up CIFAR-10
-# images; Pad, RandomHorizontalFlip and RandomCrop draw from NumPy's generator, the same in both
-# runs). tests/test_ports10a.py runs it with tinytrain and with PyTorch.
+# learning-rate decay interval (marked "# tinytrain:"); torchvision is torchvision_shim.py
+# (made-up CIFAR-10 images; Pad, RandomHorizontalFlip and RandomCrop draw from NumPy's
+# generator, the same in both runs). tests/test_ports10a.py runs it with tinytrain and with
+# PyTorch.
 
 # ---------------------------------------------------------------------------- #
 # An implementation of https://arxiv.org/pdf/1512.03385.pdf                    #

@@ -1,8 +1,8 @@
 # Yunjey Choi's pytorch-tutorial (yunjey/pytorch-tutorial, MIT License), tutorials/
 # 02-intermediate/language_model/main.py at commit 401b903, ported to tinytrain by changing only
 # the import lines, the epoch count, the logging interval, the number of sampled words and the
-# hidden size (marked "# tinytrain:"). ``from data_utils import ...`` is yunjey_data_utils.py, which
-# tests/test_ports10a.py writes next to it under that name; it runs on a tiny made-up
+# hidden size (marked "# tinytrain:"). ``from data_utils import ...`` is yunjey_data_utils.py,
+# which tests/test_ports10a.py writes next to it under that name; it runs on a tiny made-up
 # data/train.txt with tinytrain and with PyTorch.
 
 # Some part of the code was referenced from below.
