@@ -216,8 +216,10 @@ def test_random_sampler_without_replacement_gives_whole_permutations_then_cuts()
     assert np.all(np.abs(counts - 1600) < 5 * np.sqrt(2000 * 0.8 * 0.2))
     with pytest.raises(ValueError, match="cannot draw num_samples=3 indices from an empty"):
         list(ttd.RandomSampler([], num_samples=3))
-    for replacement in (False, True):  # (PyTorch refuses an empty data set)
-        assert list(ttd.RandomSampler([], replacement)) == []
+    for lib in (ttd, tud):  # an empty data set is refused when the sampler is made
+        for replacement in (False, True):
+            with pytest.raises(ValueError, match="but got num_samples=0"):
+                lib.RandomSampler([], replacement)
 
 
 def test_random_sampler_with_replacement_repeats_and_is_uniform():

@@ -244,9 +244,10 @@ def test_makemore_part1_bigrams(tmp_path, monkeypatch, capsys):
 
 def _documented(text: str) -> str:
     """An output with README's documented differences taken out: sizes are plain tuples
-    (``torch.Size([2, 3])`` prints ``(2, 3)``), dtypes print without ``torch.``, and graph
-    nodes have their own names and reprs (``grad_fn=<...>``, ``<AddBackward0 object at ...>``
-    are not compared)."""
+    (``torch.Size([2, 3])`` prints ``(2, 3)``), dtypes print without ``torch.``, named
+    results are ``tinytrain.return_types.max(...)``, and graph nodes have their own names and
+    reprs (``grad_fn=<...>``, ``<AddBackward0 object at ...>`` are not compared)."""
+    text = text.replace("torch.return_types.", "tinytrain.return_types.")
     text = re.sub(r"torch\.Size\(\[([^\]]*)\]\)",
                   lambda m: str(tuple(int(d) for d in m.group(1).split(",") if d.strip())), text)
     text = re.sub(r"torch\.(float|int|bool|uint)", r"\1", text)

@@ -56,13 +56,18 @@ def cupy_module() -> ModuleType:
     return cp
 
 
+class DeviceError(RuntimeError, ValueError):
+    """An unknown device name: PyTorch's RuntimeError, and the ValueError tinytrain raised."""
+
+
 class Device(str):
     """A device, as ``torch.device``: ``Device("cuda")``, ``Device("cuda", 1)``,
     ``Device("cuda:1")``, ``Device(1)``, ``Device("cpu")``.
 
     It *is* the string ``"cpu"`` or ``"cuda"`` (a ``str`` subclass), so it compares equal
     to the name and works wherever a device name does; ``.type`` and ``.index`` are
-    PyTorch's. ``tinytrain.device`` is this class, and ``Tensor.device`` returns one.
+    PyTorch's, and one made with an index prints with it, as PyTorch's (``print(device)``:
+    ``cuda:0``). ``tinytrain.device`` is this class, and ``Tensor.device`` returns one.
     tinytrain uses one GPU per process: an index is kept (``tt.cuda.set_device(device)``
     reads it) and checked against this process's GPU only where a tensor is put there.
     """
@@ -81,7 +86,7 @@ class Device(str):
 
     @property
     def type(self) -> str:
-        return str(self)
+        return str.__str__(self)
 
     @property
     def index(self) -> int | None:
@@ -89,7 +94,13 @@ class Device(str):
 
     def __repr__(self) -> str:
         index = "" if self._index is None else f", index={self._index}"
-        return f"device(type='{self}'{index})"
+        return f"device(type='{self.type}'{index})"
+
+    def __str__(self) -> str:
+        return self.type if self._index is None else f"{self.type}:{self._index}"
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
 
 
 def _gpu_index(index: Any) -> int:
@@ -102,14 +113,14 @@ def split_device(device: Any) -> tuple[str, int | None]:
     """``(name, index)`` of a device given as a name, ``"cuda:N"``, an int N (PyTorch's
     ``model.to(rank)``) or a Device."""
     if isinstance(device, Device):
-        return str(device), device._index
+        return device.type, device._index
     if isinstance(device, int) and not isinstance(device, bool):
         return "cuda", _gpu_index(device)
     name = str(device)
     if name.startswith("cuda:") and name[5:].isdigit():
         return "cuda", int(name[5:])
     if name not in DEVICES:
-        raise ValueError(f"unknown device {device!r}; expected one of {DEVICES}")
+        raise DeviceError(f"unknown device {device!r}; expected one of {DEVICES}")
     return name, None
 
 

@@ -88,7 +88,7 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> Any:
     if isinstance(obj, np.dtype) and obj.kind in "biufc" and obj.isnative:  # (tt.float32)
         return {"t": "dtype", "v": obj.name}
     kind = type(obj)
-    if kind.__module__.startswith("torch"):
+    if kind.__module__.split(".")[0] == "torch":  # (not a user's torch_utils, torchvision_x)
         raise TypeError(f"save: cannot store an object of type {kind.__module__}."
                         f"{kind.__qualname__} (a PyTorch tensor or object: save tinytrain "
                         f"tensors, e.g. tt.tensor(x.numpy()))")

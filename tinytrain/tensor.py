@@ -59,6 +59,7 @@ from tinytrain.autograd.grad_mode import is_grad_enabled, no_grad
 from tinytrain.autograd.ops import IndexRangeError, InvalidArgument, ShapeError
 from tinytrain.dtypes import (
     DTypeError,
+    DTypeNotImplementedError,
     bool_,
     can_cast,
     float16,
@@ -88,6 +89,11 @@ _LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place
 #: Whether ``float()`` of a tensor that requires grad still warns (once per process, as
 #: PyTorch's ``TORCH_WARN_ONCE``).
 _SCALAR_WARNING = [True]
+
+
+class FlagError(RuntimeError, TypeError):
+    """A flag that must be a bool got another value (``t.requires_grad = 1``): PyTorch's
+    RuntimeError, and the TypeError tinytrain raised."""
 
 
 def _int_tuple(fn: str, name: str, value: Any) -> tuple[int, ...]:
@@ -256,8 +262,8 @@ class Tensor:
     def requires_grad(self, value: bool) -> None:
         """As PyTorch: a leaf's flag only (a computed tensor's would cut or fake the graph;
         ``detach()`` is the way to leave it), a bool, and True only for floating dtypes."""
-        if not isinstance(value, builtins.bool | np.bool_):
-            raise TypeError(f"requires_grad must be True or False, got {value!r}")
+        if not isinstance(value, builtins.bool | np.bool_):  # (PyTorch's RuntimeError)
+            raise FlagError(f"requires_grad must be a bool (True or False), got {value!r}")
         if self.grad_fn is not None:
             raise RuntimeError(
                 "you can only change requires_grad flags of leaf variables" + (
@@ -1298,11 +1304,12 @@ class Tensor:
         return self._inplace("copy_", lambda s: O.Copy.apply(s, src), src, any_dtype=True)
 
     def fill_(self, value: Any) -> Tensor:
-        """Set every element to ``value`` (a number or a one-element tensor)."""
+        """Set every element to ``value`` (a number or a 0-d tensor)."""
         if isinstance(value, Tensor):
-            if value.numel() != 1:
-                raise RuntimeError(f"fill_ takes a one-element tensor, got shape {value.shape}")
-            return self.copy_(value.reshape(()))
+            if value.ndim:  # (PyTorch's rule: also a one-element [1] tensor is refused)
+                raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got "
+                                   f"tensor with {value.ndim} dimensions.")
+            return self.copy_(value)
         fill = scalar_in(value, self.dtype, "fill_")
         return self._inplace("fill_", lambda s: O.Copy.apply(s, fill), any_dtype=True)
 
@@ -2762,6 +2769,7 @@ class Tensor:
         """Fill with samples of U(a, b) from ``generator`` (default: the global stream),
         in place."""
         rng = numpy_generator(generator, "uniform_")
+        _floating_samples("uniform_", self.dtype)
         values = rng.uniform(a, b, size=self.shape).astype(self.dtype)
         return self.copy_(Tensor(values))
 
@@ -3470,10 +3478,12 @@ def normal(mean: Any, std: Any = None, size: Sequence[int] | None = None, *,
 
 
 def _floating_samples(name: str, dtype: Any) -> None:
-    """Real-valued samples cast to integers would be mostly zeros: refused, as in PyTorch."""
+    """Real-valued samples cast to integers would be mostly zeros: refused, as in PyTorch
+    (its NotImplementedError, ``"normal_kernel_cpu" not implemented for 'Long'``)."""
     if np.dtype(dtype).kind != "f":
-        raise DTypeError(f"{name}: samples need a floating point dtype, got {np.dtype(dtype)} "
-                         "(for random integers use randint)")
+        raise DTypeNotImplementedError(
+            f"{name}: samples need a floating point dtype, not implemented for "
+            f"'{torch_scalar_name(dtype)}' ({np.dtype(dtype)}; for random integers use randint)")
 
 
 def randn_like(input: Tensor, *, generator: Any = None, dtype: Any = None,  # noqa: A002
@@ -3583,6 +3593,8 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False,  # n
     if weights.ndim not in (1, 2) or not weights.shape[-1]:
         raise ShapeError(f"multinomial: prob_dist must be 1 or 2 dim with a category, got "
                          f"shape {weights.shape}")
+    if num_samples <= 0:
+        raise InvalidArgument("cannot sample n_sample <= 0 samples")
     rows = weights.reshape(-1, weights.shape[-1])
     if (rows < 0).any() or not np.isfinite(rows).all() or (rows.sum(1) <= 0).any():
         raise InvalidArgument("multinomial: probabilities must be finite, non-negative, and "

@@ -295,7 +295,8 @@ def random_split(dataset: Any, lengths: Sequence[float], generator: Any = None, 
     if not all(isinstance(k, numbers.Integral) for k in lengths):
         raise TypeError(f"random_split: lengths must be integers that sum to len(dataset) = "
                         f"{n}, or fractions that sum to 1, got {list(lengths)}")
-    perm = RandomSampler(range(n), generator=generator, seed=seed).indices()
+    perm = (RandomSampler(range(n), generator=generator, seed=seed).indices() if n
+            else np.zeros(0, np.int64))  # (a sampler refuses an empty data set)
     bounds = np.cumsum([0, *lengths])
     return [Subset(dataset, perm[a:b].tolist()) for a, b in zip(bounds[:-1], bounds[1:])]
 
@@ -484,6 +485,25 @@ def _rebuild(like: Any, values: dict[Any, Any] | list[Any]) -> Any:
         return type(like)(values)
     except TypeError:
         return values
+
+
+class _SingleProcessDataLoaderIter:
+    """``iter(loader)``: the batches of one epoch (made in this process, as PyTorch's
+    iterator of the same name makes them without workers). ``len()`` is the epoch's number of
+    batches (``len(loader)``, also after some were taken, as in PyTorch)."""
+
+    def __init__(self, loader: DataLoader) -> None:
+        self._loader = loader
+        self._batches = loader._epoch()
+
+    def __iter__(self) -> _SingleProcessDataLoaderIter:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._batches)
+
+    def __len__(self) -> int:
+        return len(self._loader)
 
 
 class DataLoader:
@@ -695,13 +715,15 @@ class DataLoader:
             return n
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
-    def __iter__(self) -> Iterator[Any]:
-        """One epoch's batches. As PyTorch's, each ``iter()`` with ``pin_memory=True`` and no
-        GPU warns that no memory is pinned (tinytrain never pins it: see the class)."""
+    def __iter__(self) -> _SingleProcessDataLoaderIter:
+        """One epoch's batches: an iterator with PyTorch's ``len()`` (the epoch's number of
+        batches) and, as PyTorch's since 1.13, no ``.next()`` method (use ``next(it)``). As
+        PyTorch's, each ``iter()`` with ``pin_memory=True`` and no GPU warns that no memory
+        is pinned (tinytrain never pins it: see the class)."""
         if self.pin_memory and not backend.cuda_is_available():
             warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
                           "then device pinned memory won't be used.", stacklevel=2)
-        return self._epoch()
+        return _SingleProcessDataLoaderIter(self)
 
     def _epoch(self) -> Iterator[Any]:
         B = self.batch_size

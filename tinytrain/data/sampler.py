@@ -213,6 +213,9 @@ class RandomSampler(Sampler):
         self.data_source = data_source
         self.replacement = replacement
         self._num_samples = None if num_samples is None else int(num_samples)
+        if self.num_samples <= 0:  # an empty data source, as PyTorch (a DataLoader's shuffle)
+            raise ValueError(f"num_samples should be a positive integer value, but got "
+                             f"num_samples={self.num_samples}")
         self.generator = generator
         self.seed = seed
         self.epoch = 0

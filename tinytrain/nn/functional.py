@@ -573,9 +573,10 @@ def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None,  #
 
 def _warn_broadcast(name: str, input: Tensor, target: Any) -> None:  # noqa: A002
     if isinstance(target, Tensor) and target.shape != input.shape:
-        warnings.warn(
-            f"{name}: target shape {target.shape} differs from input shape {input.shape}; "
-            f"they are broadcast, which is likely not what you want", stacklevel=3)
+        warnings.warn(  # (PyTorch's words; a size prints as a tuple)
+            f"Using a target size ({target.shape}) that is different to the input size "
+            f"({input.shape}). This will likely lead to incorrect results due to broadcasting. "
+            f"Please ensure they have the same size.", stacklevel=3)
 
 
 def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,  # noqa: A002
@@ -736,15 +737,16 @@ def binary_cross_entropy(input: Tensor, target: Tensor,  # noqa: A002
     reduction = _legacy_reduction(name, size_average, reduce, reduction)
     _same_shape(name, input, target)
     if input.numel() and not ((input._data >= 0) & (input._data <= 1)).all():
-        raise ValueError(f"{name}: input must be probabilities in [0, 1]; for "
-                         "logits use binary_cross_entropy_with_logits")
+        raise InvalidArgument(f"{name}: all elements of input should be between 0 and 1 "
+                              "(probabilities; for logits use binary_cross_entropy_with_logits)")
     if target.dtype.kind != "f":
         raise DTypeError(f"{name}: Found dtype {torch_scalar_name(target.dtype)} but expected "
                          f"{torch_scalar_name(input.dtype)}: the target must be floating "
                          f"(probabilities), got {target.dtype}; pass target.float()")
     if target.numel() and not ((target._data >= 0) & (target._data <= 1)).all():
-        raise ValueError(f"{name}: all elements of target should be between 0 and 1 (labels "
-                         f"such as -1/1, or a 0-255 mask, need mapping to 0/1 first)")
+        raise InvalidArgument(f"{name}: all elements of target should be between 0 and 1 "
+                              f"(labels such as -1/1, or a 0-255 mask, need mapping to 0/1 "
+                              f"first)")
     target = target.to(dtype=input.dtype)
     loss = O.BinaryCrossEntropy.apply(input, target)
     if weight is not None:

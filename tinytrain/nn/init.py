@@ -22,6 +22,7 @@ import numpy as np
 
 from tinytrain import backend
 from tinytrain._missing import module_getattr
+from tinytrain.dtypes import DTypeNotImplementedError, torch_scalar_name
 from tinytrain.random import numpy_generator
 from tinytrain.tensor import Tensor
 
@@ -44,8 +45,10 @@ def calculate_fan_in_and_fan_out(t: Tensor) -> tuple[int, int]:
 def _floating(t: Tensor | np.ndarray, name: str) -> None:
     """Random draws are real numbers: cast into an integer tensor they would be truncated
     (mostly to 0), so, as PyTorch, refuse."""
-    if t.dtype.kind != "f":
-        raise TypeError(f"{name} expects a floating point tensor, got dtype {t.dtype}")
+    if t.dtype.kind != "f":  # (PyTorch's NotImplementedError; also the TypeError it was)
+        raise DTypeNotImplementedError(f"{name} expects a floating point tensor, got dtype "
+                                       f"{t.dtype} (not implemented for "
+                                       f"'{torch_scalar_name(t.dtype)}')")
 
 
 def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0, generator: Any = None) -> Tensor:

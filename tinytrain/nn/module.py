@@ -35,8 +35,9 @@ class StateDictKeyError(RuntimeError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class IncompatibleKeys(NamedTuple):
-    """What ``load_state_dict`` returns, as PyTorch's ``_IncompatibleKeys``."""
+class _IncompatibleKeys(NamedTuple):
+    """What ``load_state_dict`` returns: PyTorch's ``_IncompatibleKeys``, its name and its
+    printout (``IncompatibleKeys`` is the same class)."""
 
     missing_keys: list[str]
     unexpected_keys: list[str]
@@ -44,8 +45,11 @@ class IncompatibleKeys(NamedTuple):
     def __repr__(self) -> str:
         if not self.missing_keys and not self.unexpected_keys:
             return "<All keys matched successfully>"
-        return (f"IncompatibleKeys(missing_keys={self.missing_keys}, "
+        return (f"_IncompatibleKeys(missing_keys={self.missing_keys}, "
                 f"unexpected_keys={self.unexpected_keys})")
+
+
+IncompatibleKeys = _IncompatibleKeys
 
 
 class Parameter(Tensor):
