@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import sys
 import warnings
 from typing import Any
 
@@ -48,6 +47,9 @@ from tinytrain.tensor import (
     check_same_dtype,
     tensor,
     where,
+)
+from tinytrain.tensor import (
+    _warn_user as _warn,  # (a UserWarning at the user's line: F.softmax(x), nn.Softmax()(x))
 )
 
 __all__ = [
@@ -321,16 +323,6 @@ def _softmax_dim(name: str, x: Tensor, dim: int | None) -> int:
     _warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to "
           f"include dim=X as an argument.")
     return 0 if x.ndim in (0, 1, 3) else 1
-
-
-def _warn(message: str) -> None:
-    """A UserWarning that points at the line that called into tinytrain (the user's), however
-    many of tinytrain's own frames lie between: ``F.softmax(x)`` and ``nn.Softmax()(x)``
-    name the same kind of line."""
-    frame, level = sys._getframe(0), 1
-    while frame is not None and frame.f_globals.get("__name__", "").startswith("tinytrain"):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, UserWarning, stacklevel=level)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
