@@ -1533,8 +1533,7 @@ def var_mean(input: Tensor, dim: Any = None, unbiased: bool | None = None,  # no
     """``(var, mean)`` over ``dim`` with :meth:`Tensor.var`'s arguments (``correction``
     1 by default)."""
     x = _tensor_arg("var_mean", "input", input, 1)
-    v = x.float() if x.dtype == np.float16 else x  # (accumulated in float32, as Tensor.var)
-    return (v._variance("var_mean", dim, unbiased, keepdim, correction).to(dtype=x.dtype),
+    return (x._variance("var_mean", dim, unbiased, keepdim, correction),
             x.mean(None if isinstance(dim, builtins.bool) else dim, keepdim))
 
 
@@ -1542,9 +1541,7 @@ def std_mean(input: Tensor, dim: Any = None, unbiased: bool | None = None,  # no
              keepdim: bool = False, *, correction: float | None = None) -> tuple[Tensor, Tensor]:
     """``(std, mean)`` over ``dim`` with :meth:`Tensor.std`'s arguments."""
     x = _tensor_arg("std_mean", "input", input, 1)
-    v = x.float() if x.dtype == np.float16 else x  # (accumulated in float32, as Tensor.std)
-    std = O.StdFromVar.apply(v._variance("std_mean", dim, unbiased, keepdim, correction))
-    return (std.to(dtype=x.dtype),
+    return (x._std("std_mean", dim, unbiased, keepdim, correction),
             x.mean(None if isinstance(dim, builtins.bool) else dim, keepdim))
 
 

@@ -165,7 +165,7 @@ def _accumulates_in_float32(method: Callable[..., Tensor]) -> Callable[..., Tens
 
 def _warn_user(message: str) -> None:
     """A UserWarning that points at the line that called into tinytrain (the user's), however
-    many of tinytrain's own frames lie between (as ``nn.functional._warn``)."""
+    many of tinytrain's own frames lie between (``nn.functional._warn`` is this one)."""
     frame, level = sys._getframe(0), 1
     while frame is not None and frame.f_globals.get("__name__", "").startswith("tinytrain"):
         frame, level = frame.f_back, level + 1
@@ -2298,7 +2298,6 @@ class Tensor:
 
     # ------------------------------------------------------------ statistics
 
-    @_accumulates_in_float32
     def var(self, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
             correction: float | None = None) -> Tensor:
         """Variance over ``dim`` (all if None): ``sum((x - mean)^2) / (N - correction)``.
@@ -2309,6 +2308,7 @@ class Tensor:
         """
         return self._variance("var", dim, unbiased, keepdim, correction)
 
+    @_accumulates_in_float32
     def _variance(self, name: str, dim: Any, unbiased: bool | None, keepdim: bool,
                   correction: float | None) -> Tensor:
         """:meth:`var` for ``name`` (``var``, ``std``, ``var_mean`` or ``std_mean``: the
@@ -2331,11 +2331,16 @@ class Tensor:
         with np.errstate(divide="ignore", invalid="ignore"):
             return (centered * centered).sum(axes, keepdim) / builtins.max(count - correction, 0)
 
-    @_accumulates_in_float32
     def std(self, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
             correction: float | None = None) -> Tensor:
         """Standard deviation: ``sqrt(var(...))`` with the same arguments."""
-        return O.StdFromVar.apply(self._variance("std", dim, unbiased, keepdim, correction))
+        return self._std("std", dim, unbiased, keepdim, correction)
+
+    @_accumulates_in_float32  # (float16: the square root of the float32 variance)
+    def _std(self, name: str, dim: Any, unbiased: bool | None, keepdim: bool,
+             correction: float | None) -> Tensor:
+        """:meth:`std` for ``name`` (``std`` or ``std_mean``), as :meth:`_variance`."""
+        return O.StdFromVar.apply(self._variance(name, dim, unbiased, keepdim, correction))
 
     def logsumexp(self, dim: Any, keepdim: bool = False) -> Tensor:
         """``log(sum(exp(x)))`` over ``dim``, computed stably (the max taken out first)."""
