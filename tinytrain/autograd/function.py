@@ -221,6 +221,51 @@ def explain_array_error(cls: type[Function], method: str, error: AttributeError)
             name=error.name, obj=obj) from error
 
 
+class SliceGrad:
+    """A gradient that is zero except on one basic index: ``zeros(shape)`` with ``values``
+    added at ``index``, not made yet (DESIGN, in engine.py: "Gradients of slices").
+
+    :class:`~tinytrain.autograd.ops.Index` returns it for a basic index (``x[t]``,
+    ``x[:, 2:5]``, the pieces of ``split``, ``chunk`` and ``unbind``). The engine adds it
+    into the gradient it is summing for the sliced tensor, in place, on the slice alone; a
+    node receives it made whole (:meth:`dense`). Without it, the ``T`` pieces of an
+    ``unbind`` would each make a whole zero-filled gradient: ``T`` times the work.
+    """
+
+    __slots__ = ("shape", "index", "values")
+
+    def __init__(self, shape: tuple[int, ...], index: Any, values: Any) -> None:
+        self.shape, self.index, self.values = shape, index, values
+
+    def dense(self) -> Any:
+        """The gradient as a new array (shape ``self.shape``, the values' dtype)."""
+        out = get_array_module(self.values).zeros(self.shape, dtype=self.values.dtype)
+        out[self.index] += self.values  # (+=, as IndexGrad: -0.0 becomes 0.0 alike)
+        return out
+
+    def add_to(self, buffer: Any, owned: bool) -> Any:
+        """``buffer + self`` (a NumPy/CuPy array): in place when the engine owns ``buffer``
+        and it can hold the sum (its dtype, writeable), else in a new array."""
+        xp = get_array_module(buffer)
+        dtype = xp.result_type(buffer, self.values)
+        if not (owned and dtype == buffer.dtype and isinstance(buffer, xp.ndarray)
+                and getattr(buffer.flags, "writeable", True)):
+            buffer = xp.array(buffer, dtype=dtype)  # (a copy; also of a NumPy scalar)
+        buffer[self.index] += self.values
+        return buffer
+
+
+def add_gradients(a: Any, b: Any, a_owned: bool) -> Any:
+    """The engine's sum of two gradients for one node, either a :class:`SliceGrad`;
+    ``a_owned``: nothing but the engine holds ``a`` (it may be written in place)."""
+    if type(b) is SliceGrad:
+        return b.add_to(a.dense() if type(a) is SliceGrad else a,
+                        owned=a_owned or type(a) is SliceGrad)
+    if type(a) is SliceGrad:
+        return a.add_to(b, owned=False)
+    return a + b
+
+
 class NodeName(str):
     """A node's name, ``"MulBackward"``: a string, as ``node.name`` always gave it in
     tinytrain, that can also be called as PyTorch's method (``node.name()``; PyTorch's
