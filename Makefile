@@ -76,7 +76,7 @@ book-check: $(STAMP)
 # The GPU benchmarks need CuPy, a GPU and a CUDA build of PyTorch; bench/ddp.py needs mpiexec
 # (bench/ddp.py --backend nccl for GPUs). tools/gpu_session.sh runs the GPU ones on a GPU machine.
 CPU_BENCH := bench/conv_cpu.py bench/mnist_cpu.py bench/dataloader.py bench/op_overhead.py \
-	bench/rnn_cpu.py \
+	bench/rnn_cpu.py bench/ops_cpu.py \
 	bench/ddp.py
 GPU_BENCH := bench/conv_gpu.py bench/mnist_gpu.py
 
