@@ -116,8 +116,28 @@ def _gauss(xp: Any, y: Any) -> Any:
     return xp.exp(-head * head) * xp.exp(-(y - head) * (y + head))
 
 
+#: erf and erfc take ~40 whole-array float64 passes: on the CPU, in pieces of this many
+#: elements (256 KiB, in a core's L2 cache), 1.6M of them take 2.2x less time than at once.
+ERF_PIECE = 1 << 15
+
+
+def _in_pieces(fn: Any, a: Any) -> Any:
+    """``fn(a)`` (element-wise) on NumPy arrays piece by piece (:data:`ERF_PIECE`)."""
+    if backend.get_array_module(a) is not np or a.size <= ERF_PIECE:
+        return fn(a)
+    flat = a.reshape(-1)
+    out = np.empty(flat.shape, dtype=a.dtype)
+    for start in range(0, flat.size, ERF_PIECE):
+        out[start : start + ERF_PIECE] = fn(flat[start : start + ERF_PIECE])
+    return out.reshape(a.shape)
+
+
 def erf_array(a: Any) -> Any:
     """The error function of a floating array, in its dtype (computed in float64)."""
+    return _in_pieces(_erf, a)
+
+
+def _erf(a: Any) -> Any:
     xp = backend.get_array_module(a)
     with np.errstate(all="ignore"):
         x = a.astype(float64)
@@ -128,6 +148,10 @@ def erf_array(a: Any) -> Any:
 
 def erfc_array(a: Any) -> Any:
     """``1 - erf(a)``, accurate where erf is close to 1 (large ``a``)."""
+    return _in_pieces(_erfc, a)
+
+
+def _erfc(a: Any) -> Any:
     xp = backend.get_array_module(a)
     with np.errstate(all="ignore"):
         x = a.astype(float64)
