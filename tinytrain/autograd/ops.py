@@ -2163,7 +2163,8 @@ class GELU(Function):
     def forward(a, approximate):
         xp = get_array_module(a)
         if approximate == "tanh":
-            return 0.5 * a * (1 + xp.tanh(_SQRT_2_OVER_PI * (a + 0.044715 * a ** 3)))
+            # a * a * a, as PyTorch's kernel: NumPy's a ** 3 is pow() per element, 4x slower
+            return 0.5 * a * (1 + xp.tanh(_SQRT_2_OVER_PI * (a + 0.044715 * (a * a * a))))
         return (0.5 * a * (1 + erf(a * math.sqrt(0.5)))).astype(a.dtype, copy=False)
 
     @staticmethod
@@ -2176,7 +2177,7 @@ class GELU(Function):
         (a,) = ctx.saved_tensors
         xp = get_array_module(a)
         if ctx.approximate == "tanh":
-            inner = _SQRT_2_OVER_PI * (a + 0.044715 * a ** 3)
+            inner = _SQRT_2_OVER_PI * (a + 0.044715 * (a * a * a))
             t = xp.tanh(inner)
             d_inner = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * a * a)
             return g * (0.5 * (1 + t) + 0.5 * a * (1 - t * t) * d_inner), None
