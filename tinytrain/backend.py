@@ -210,7 +210,8 @@ def to_device(array: Any, device: str) -> Any:
 
 #: NumPy's ``add.at`` costs ~20 ns per element outside its 1-D fast path; a Python loop that
 #: adds one whole row (all the other axes) per index costs ~2 us plus the row's add: from
-#: rows of this many elements on, the loop wins (64 x 18432 ... 100 rows of 16K: 30 -> 3 ms).
+#: rows of this many elements on, the loop wins (the backward of ``index_select`` by 100
+#: indices on axis 1 of ``[32, 100, 512]``, rows of 16K: 36 -> 3.5 ms).
 ROW_LOOP_MIN = 256
 
 
