@@ -236,7 +236,7 @@ def _add_rows(target: Any, index: Any, values: Any) -> bool:
         return False
     axis = arrays[0]
     idx = parts[axis]
-    n = target.shape[axis] if target.ndim else 0
+    n = target.shape[axis]  # (a 0-d target has no axis: refused above)
     if (not isinstance(idx, np.ndarray) or idx.dtype.kind not in "iu" or idx.size == 0
             or not isinstance(values, np.ndarray | np.generic) or values.dtype != target.dtype
             or target.size // max(n, 1) < ROW_LOOP_MIN or np.may_share_memory(target, values)):
