@@ -1131,14 +1131,8 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
                              f"{list(t.shape)}")
     _same_precision("layer_norm", input, weight, bias)
     axes = tuple(range(input.ndim - k, input.ndim))
-    x = _opmath(input)
-    mean = x.mean(axes, keepdim=True)
-    centered = x - mean
-    out = centered / ((centered * centered).mean(axes, keepdim=True) + eps).sqrt()
-    if weight is not None:
-        out = out * weight
-    out = out + bias if bias is not None else out
-    return _as_input(out.contiguous(), input)  # (PyTorch's layer_norm output is contiguous)
+    out = O.Normalize.apply(_opmath(input), weight, bias, axes, eps, None, [])
+    return _as_input(out, input)  # (contiguous, as PyTorch's layer_norm output)
 
 
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,  # noqa: A002
@@ -1196,28 +1190,30 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         raise ValueError(f"Expected more than 1 value per channel when training, got input "
                          f"size {list(input.shape)}")
     x = _opmath(input)
+    if not training and (running_mean is None or running_var is None):
+        raise ValueError("batch_norm: running_mean and running_var are needed when not "
+                         "training")
+    params = [None if t is None else t.reshape(shape) for t in (weight, bias)]
     if training and count == 0:  # an empty batch: an empty output, no statistics (PyTorch)
-        centered, var = x, x.new_ones(shape)
-    elif training:
-        mean = x.mean(axes, keepdim=True)
-        centered = x - mean
-        var = (centered * centered).mean(axes, keepdim=True)
+        out = x * params[0] if weight is not None else x
+        return _as_input(out + params[1] if bias is not None else out, input)
+    if training:
+        moments: list = []
+        out = O.Normalize.apply(x, *params, axes, eps, None, moments)
         with no_grad():
+            mean, var = (Tensor(m.reshape(c)) for m in moments)
             if running_mean is not None:
-                running_mean.mul_(1 - momentum).add_(mean.reshape(c) * momentum)
+                running_mean.mul_(1 - momentum).add_(mean * momentum)
             if running_var is not None:
-                running_var.mul_(1 - momentum).add_(var.reshape(c) * (momentum * count /
-                                                                      (count - 1)))
+                running_var.mul_(1 - momentum).add_(var * (momentum * count / (count - 1)))
+    elif running_mean.requires_grad or running_var.requires_grad:  # (not buffers: composed,
+        out = (x - running_mean.reshape(shape)) / (running_var.reshape(shape) + eps).sqrt()
+        out = out * params[0] if weight is not None else out  # so they get gradients too)
+        out = out + params[1] if bias is not None else out
     else:
-        if running_mean is None or running_var is None:
-            raise ValueError("batch_norm: running_mean and running_var are needed when not "
-                             "training")
-        centered = x - running_mean.reshape(shape)
-        var = running_var.reshape(shape)
-    out = centered / (var + eps).sqrt()
-    if weight is not None:
-        out = out * weight.reshape(shape)
-    return _as_input(out + bias.reshape(shape) if bias is not None else out, input)
+        stats = (running_mean._data.reshape(shape), running_var._data.reshape(shape))
+        out = O.Normalize.apply(x, *params, axes, eps, stats, None)
+    return _as_input(out, input)
 
 
 def instance_norm(input: Tensor, running_mean: Tensor | None = None,  # noqa: A002
