@@ -2172,10 +2172,12 @@ class Tensor:
         if not 0 <= k <= n:
             raise ShapeError(f"topk: selected index k out of range: k = {k} but dimension "
                              f"{axis} has size {n}")
-        order = self.argsort(dim, descending=largest)._data
         if self.ndim == 0:
-            return TopkResult(self.clone(), Tensor(order))
-        idx = order[(slice(None),) * axis + (slice(0, k),)]
+            return TopkResult(self.clone(), self.argsort(dim, descending=largest))
+        idx = _topk_indices(self._data, k, axis, largest)
+        if idx is None:  # a full sort: on the GPU, or k a large part of the axis
+            order = self.argsort(dim, descending=largest)._data
+            idx = order[(slice(None),) * axis + (slice(0, k),)]
         return TopkResult(O.Gather.apply(self, idx, axis), Tensor(idx))
 
     @_accumulates_in_float32
@@ -3432,6 +3434,41 @@ def _below_one(samples: np.ndarray) -> np.ndarray:
         np.minimum(samples, np.nextafter(samples.dtype.type(1), samples.dtype.type(0)),
                    out=samples)
     return samples
+
+
+def _topk_indices(a: Any, k: int, axis: int, largest: bool) -> Any:
+    """The indices :meth:`Tensor.topk` returns (the first ``k`` of the stable sort, ties in
+    index order, NaN the largest), found without sorting the whole axis: ``argpartition``
+    picks ``k`` candidates per row in linear time and only they are sorted (a [3200, 512]
+    top-10: 5x faster). Where values equal to the k-th one lie on both sides of the cut
+    (ties, which argpartition splits in no particular order), that row is sorted whole, so
+    the result is always the full sort's. None where a full sort is as cheap: on the GPU, or
+    when ``k`` is more than a quarter of the axis."""
+    n = a.shape[axis]
+    if backend.get_array_module(a) is not np or not 0 < k <= n // 4:
+        return None
+    rows = np.moveaxis(a, axis, -1).reshape(-1, n)
+    picked = np.argpartition(rows, n - k if largest else k - 1, axis=1)
+    picked = np.sort(picked[:, n - k :] if largest else picked[:, :k], axis=1)  # index order
+    values = np.take_along_axis(rows, picked, 1)
+    idx = np.take_along_axis(picked, _stable_order(values, largest), 1)
+    # the k-th value and how often it occurs among the picks and in the whole row
+    kth = np.take_along_axis(rows, idx[:, -1:], 1)
+    def same(v):
+        return (v == kth) | (np.isnan(v) & np.isnan(kth))
+    split = same(values).sum(1) < same(rows).sum(1)
+    if split.any():
+        idx[split] = _stable_order(rows[split], largest)[:, :k]
+    return np.moveaxis(idx.reshape(*np.moveaxis(a, axis, -1).shape[:-1], k), -1, axis)
+
+
+def _stable_order(values: Any, largest: bool) -> Any:
+    """``argsort`` along the last axis, stable, ascending or descending (ties in index order
+    either way: :meth:`Tensor.argsort`'s rule)."""
+    if not largest:
+        return np.argsort(values, axis=-1, kind="stable")
+    n = values.shape[-1]
+    return n - 1 - np.flip(np.argsort(np.flip(values, -1), axis=-1, kind="stable"), -1)
 
 
 def _normal_samples(rng: np.random.Generator, mean: Any, std: Any, shape: tuple,
