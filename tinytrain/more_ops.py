@@ -146,6 +146,64 @@ def _erf(a: Any) -> Any:
     return out.astype(a.dtype, copy=False)
 
 
+#: GELU on the CPU (float32, float16): ``erfc(t) = exp(-t^2) * Q(s)`` for ``t >= 0``, ``s = 1 /
+#: (1 + 0.3275911 t)`` (the substitution of Abramowitz & Stegun 7.1.26), ``Q`` of degree 10
+#: fitted (least squares, relative, on Chebyshev points) to mpmath's ``exp(t^2) erfc(t)`` on
+#: ``[0, 10.5]``, within 8.3e-10 relative; past 10.5 float32's erfc is 0. One polynomial and one
+#: ``exp`` that Φ and φ share, instead of Cody's three intervals and two ``exp``: evaluated in
+#: float64, GELU is within 0.52 float32 ulp of mpmath's value on 220K points (PyTorch's CPU
+#: kernel, A&S 7.1.26 in float32, is off by up to 1.7e7 ulp in the far negative tail).
+_ERFCX_Q = (1.1284658150090277e-05, 0.1845338867423505, 0.18812135947083466,
+            0.1529284352196851, 0.2501729297806781, -0.15290328831523348, 0.6618582793440119,
+            -0.7277182269263573, 0.7393645678074608, -0.36039103557174773, 0.0640218082825822)
+_ERFCX_S = 0.3275911
+_SQRT_HALF = math.sqrt(0.5)
+_INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
+
+
+def _normal_cdf_pdf(x: Any) -> tuple[Any, Any]:
+    """``Φ(x)`` and ``φ(x)`` (the standard normal CDF and density) of a float array, in float64
+    (see :data:`_ERFCX_Q`)."""
+    shape, x = x.shape, x.reshape(-1)  # (1-d: NumPy makes 0-d results scalars, no ``out=``)
+    t = np.abs(x).astype(float64)
+    t *= _SQRT_HALF
+    np.minimum(t, 30.0, out=t)  # (exp(-900) is 0: -inf gives Φ = 0 and inf's pdf 0, as erf's)
+    s = _ERFCX_S * t
+    s += 1
+    np.reciprocal(s, out=s)
+    q = np.full_like(s, _ERFCX_Q[-1])
+    for c in _ERFCX_Q[-2::-1]:
+        q *= s
+        q += c
+    np.multiply(t, t, out=t)
+    np.negative(t, out=t)
+    pdf = np.exp(t, out=t)  # exp(-x^2 / 2)
+    q *= pdf
+    q *= 0.5  # erfc(|x| / sqrt 2) / 2: Φ(-|x|)
+    pdf *= _INV_SQRT_2PI
+    np.subtract(1, q, out=q, where=x >= 0)  # Φ(x) = 1 - Φ(-x); below 0 q is Φ(x) itself
+    return q.reshape(shape), pdf.reshape(shape)
+
+
+def gelu_array(x: Any) -> Any:
+    """``x Φ(x)`` of a float32 or float16 NumPy array, in its dtype, on L2-sized pieces."""
+    def piece(a: Any) -> Any:
+        with np.errstate(invalid="ignore"):  # (-inf * 0: NaN, as PyTorch's, without a warning)
+            return (a * _normal_cdf_pdf(a)[0]).astype(a.dtype, copy=False)
+    return _in_pieces(piece, x)
+
+
+def gelu_slope_array(x: Any) -> Any:
+    """``d/dx x Φ(x) = Φ(x) + x φ(x)`` of a float32 or float16 NumPy array, in its dtype."""
+    def piece(a: Any) -> Any:
+        cdf, pdf = _normal_cdf_pdf(a)
+        with np.errstate(invalid="ignore"):
+            pdf *= a
+        pdf += cdf
+        return pdf.astype(a.dtype, copy=False)
+    return _in_pieces(piece, x)
+
+
 def erfc_array(a: Any) -> Any:
     """``1 - erf(a)``, accurate where erf is close to 1 (large ``a``)."""
     return _in_pieces(_erfc, a)

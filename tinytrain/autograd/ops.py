@@ -2317,6 +2317,10 @@ class GELU(Function):
         if approximate == "tanh":
             # a * a * a, as PyTorch's kernel: NumPy's a ** 3 is pow() per element, 4x slower
             return 0.5 * a * (1 + xp.tanh(_SQRT_2_OVER_PI * (a + 0.044715 * (a * a * a))))
+        if xp is np and a.dtype.itemsize < 8:  # one fitted polynomial, one exp (more_ops)
+            from tinytrain.more_ops import gelu_array  # noqa: PLC0415 (more_ops imports ops)
+
+            return gelu_array(a)
         return (0.5 * a * (1 + erf(a * math.sqrt(0.5)))).astype(a.dtype, copy=False)
 
     @staticmethod
@@ -2333,6 +2337,10 @@ class GELU(Function):
             t = xp.tanh(inner)
             d_inner = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * a * a)
             return g * (0.5 * (1 + t) + 0.5 * a * (1 - t * t) * d_inner), None
+        if xp is np and a.dtype.itemsize < 8:
+            from tinytrain.more_ops import gelu_slope_array  # noqa: PLC0415
+
+            return (g * gelu_slope_array(a)).astype(g.dtype, copy=False), None
         cdf = 0.5 * (1 + erf(a * math.sqrt(0.5)))
         pdf = xp.exp(-0.5 * a * a) / math.sqrt(2 * math.pi)
         return (g * (cdf + a * pdf)).astype(g.dtype, copy=False), None
